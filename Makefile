@@ -1,0 +1,44 @@
+# gameday: two commands on a fresh Debian 12 machine, as root.
+#   make demo   install, bring up the local sandbox, run the default game day, write reports/
+#   make test   install what the tests need, run lint, types and the whole test suite
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test system-deps venv lint typecheck unit clean-reports help
+
+help:
+	@echo "make demo   - run the default game day and write a report under reports/"
+	@echo "make test   - lint, type-check and run the whole test suite"
+
+system-deps:
+	@scripts/install-system-deps.sh
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: venv
+	$(VENV)/bin/ruff check chaos_ext tests benchmarks
+	$(VENV)/bin/ruff format --check chaos_ext tests benchmarks
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test: system-deps venv lint typecheck unit
+
+demo: system-deps venv
+	@scripts/demo.sh
+
+clean-reports:
+	find reports -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -1,0 +1,108 @@
+"""The ``gameday`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.logging import RichHandler
+
+from chaos_ext import __version__
+from chaos_ext.cli import commands
+from chaos_ext.runner.execute import EXIT_INVALID
+
+__all__ = ["build_parser", "main"]
+
+DESCRIPTION = """\
+gameday runs Chaos Toolkit experiments against your platform and guarantees
+that every fault it injects is rolled back: the experiment's own rollbacks run
+on every exit path (completed, deviated, failed, Ctrl-C, SIGTERM), then the
+fault ledger is swept. A run killed outright (SIGKILL) is recovered by
+`gameday rollback` or by the next `gameday run`.
+
+a 5-minute tour:
+  gameday validate experiments/*.json     check experiments, touch nothing
+  gameday run experiments/x.json          run one, live progress, journal written
+  gameday ledger                          faults currently injected
+  gameday rollback                        undo every open fault
+"""
+
+EPILOG = """\
+exit codes (run, gate):
+  0  every hypothesis held
+  1  a hypothesis deviated (the system did not stay in steady state)
+  2  failed, aborted or interrupted run, or a rollback that did not complete
+  3  invalid input (experiment file, argument, option); nothing was injected
+
+environment:
+  GAMEDAY_LEDGER   path of the fault ledger (SQLite); default
+                   $XDG_STATE_HOME/gameday/ledger.sqlite3
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gameday",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gameday {__version__}")
+    parser.add_argument(
+        "--ledger", metavar="PATH", help="fault ledger file (sets GAMEDAY_LEDGER for this command)"
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show tracebacks and debug logs on errors"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="show chaoslib's info logs")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in commands():
+        module.register(sub)
+    return parser
+
+
+class _QuietForcedRollbacks(logging.Filter):
+    """gameday always plays rollbacks; chaoslib's warning about it is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Rollbacks were explicitly requested" not in record.getMessage()
+
+
+def _configure_logging(debug: bool, verbose: bool, console: Console) -> None:
+    level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
+    handler = RichHandler(console=console, show_path=False, rich_tracebacks=debug)
+    handler.addFilter(_QuietForcedRollbacks())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("chaostoolkit").setLevel(level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: 2 for usage errors; ours is 3
+        code = exc.code if isinstance(exc.code, int) else 0
+        return EXIT_INVALID if code == 2 else code
+    console = Console(stderr=True)
+    if args.ledger:
+        os.environ["GAMEDAY_LEDGER"] = args.ledger
+    _configure_logging(args.debug, args.verbose, console)
+    try:
+        result: int = args.handler(args, console)
+    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one line, exit 2
+        if args.debug:
+            console.print_exception()
+        else:
+            console.print(f"[red]gameday {args.command}: {type(exc).__name__}: {exc}[/]")
+        return 2
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""``gameday run``: run experiments with a rollback guarantee."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from chaoslib import convert_vars, merge_vars
+from rich.console import Console
+from rich.markup import escape
+
+from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.ledger import Ledger, default_ledger
+from chaos_ext.runner.execute import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    RunOptions,
+    RunResult,
+    run_experiment,
+)
+from chaos_ext.runner.sweep import dead_entries, shielded, sweep
+
+HELP = """\
+Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
+
+Every experiment is validated first; if any is invalid nothing runs (exit 3).
+Before running, faults left open by a dead run (owner process gone) are undone
+and listed (--no-recover refuses to start instead). During the run, progress is
+shown live. Rollbacks always run (completed, deviated, failed, Ctrl-C,
+SIGTERM), then every fault this run left in the ledger is undone.
+
+The journal of each experiment is written to --journal (one experiment) or to
+JOURNAL_DIR/journal-<experiment file name>.json.
+
+examples:
+  gameday run experiments/sandbox/db-latency.json
+  gameday run --var prometheus_url=http://127.0.0.1:9090 experiments/*.json
+  gameday run --var-file prod.yaml --journal out/j.json experiments/dns.yaml
+
+exit code: the worst over all experiments (0 held, 1 deviated, 2 failed or
+interrupted, 3 invalid input).
+"""
+
+_STRATEGIES = (
+    "default",
+    "before-method-only",
+    "after-method-only",
+    "during-method-only",
+    "continuously",
+    "skip",
+)
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "run", help="run experiments, roll back on every exit path", description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT", help="JSON/YAML files")
+    parser.add_argument("--journal", metavar="FILE", help="journal path (one experiment only)")
+    parser.add_argument(
+        "--journal-dir", metavar="DIR", default=".", help="where journals go (default: .)"
+    )
+    parser.add_argument(
+        "--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+        help="configuration value (repeatable), as in `chaos run --var`",
+    )  # fmt: skip
+    parser.add_argument(
+        "--var-file", action="append", default=[], metavar="FILE",
+        help="JSON/YAML with 'configuration' and 'secrets' keys, or a .env file",
+    )  # fmt: skip
+    parser.add_argument(
+        "--hypothesis-strategy", choices=_STRATEGIES, default="default",
+        help="when the steady-state hypothesis is checked (default: before and after)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--hypothesis-frequency", type=float, default=1.0, metavar="SECONDS",
+        help="interval for during-method/continuous hypothesis checks",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fail-fast", action="store_true", help="stop at the first deviation during the method"
+    )
+    parser.add_argument(
+        "--no-recover", action="store_true",
+        help="refuse to start if a dead run left faults open (default: undo them first)",
+    )  # fmt: skip
+    parser.set_defaults(handler=handle)
+
+
+def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
+    """Undo faults left by dead runs. False when the run must not start."""
+    dead = dead_entries(ledger)
+    if not dead:
+        return True
+    if refuse:
+        console.print(
+            f"[red]{len(dead)} fault(s) left open by a dead run "
+            f"(see `gameday ledger`); refusing to start (--no-recover)[/]"
+        )
+        return False
+    console.print(f"[yellow]found {len(dead)} fault(s) left open by a dead run; undoing first[/]")
+    with shielded(console):
+        outcomes = sweep(dead, ledger, console)
+    if any(not o.ok for o in outcomes):
+        console.print("[red]could not undo every leftover fault; not starting[/]")
+        return False
+    return True
+
+
+def _journal_path(args: argparse.Namespace, path: Path) -> Path:
+    if args.journal:
+        return Path(args.journal)
+    return Path(args.journal_dir) / f"journal-{path.stem}.json"
+
+
+def handle(args: argparse.Namespace, console: Console) -> int:
+    if args.journal and len(args.experiments) > 1:
+        console.print("[red]--journal takes one experiment; use --journal-dir for several[/]")
+        return EXIT_INVALID
+    try:
+        config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
+    except ValueError as exc:
+        console.print(f"[red]--var: {escape(str(exc))}[/]")
+        return EXIT_INVALID
+    loaded = load_valid_experiments(args.experiments, console)
+    if loaded is None:
+        return EXIT_INVALID
+    ledger = default_ledger()
+    if not recover(ledger, console, refuse=args.no_recover):
+        return EXIT_FAILED
+    results: list[RunResult] = []
+    for path, experiment in loaded:
+        options = RunOptions(
+            journal_path=_journal_path(args, path),
+            config_vars=config_vars,
+            secret_vars=secret_vars,
+            hypothesis_strategy=args.hypothesis_strategy,
+            hypothesis_frequency=args.hypothesis_frequency,
+            fail_fast=args.fail_fast,
+        )
+        result = run_experiment(path, experiment, options, ledger, console)
+        results.append(result)
+        console.print(
+            f"[bold]{path}[/]: {result.outcome} (exit {result.exit_code}), "
+            f"journal {result.journal_path}",
+            highlight=False,
+        )
+        if result.journal.get("status") == "interrupted":
+            break  # an operator's Ctrl-C stops the whole batch, not just one experiment
+    return max(r.exit_code for r in results)

@@ -1,0 +1,1 @@
+"""Chaos Toolkit controls shipped with chaos_ext (for use under ``chaos run`` too)."""

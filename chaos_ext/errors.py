@@ -1,0 +1,129 @@
+"""The one exception tree of chaos_ext.
+
+Every error an activity raises is an :class:`chaoslib.exceptions.ActivityFailed`,
+so Chaos Toolkit records it as a failed activity (and the gameday runner still
+rolls back). Third-party errors (psycopg, paramiko, kubernetes, httpx, netlink)
+are converted where the call is made, with ``raise ... from exc``; they never
+leak out of an activity.
+
+::
+
+    ActivityFailed                      (chaoslib)
+    └── ChaosExtError                   anything raised by chaos_ext
+        ├── InvalidArgument             bad input: nothing was changed
+        ├── PreflightFailed             the target cannot take this fault: nothing was changed
+        ├── LedgerError                 the fault ledger cannot be read or written
+        │   └── RollbackFailed          an undo did not complete; the entry stays open
+        ├── NetworkError                tc/netem, namespaces, SSH transport
+        ├── DnsError                    resolver saturation and floods
+        ├── DatabaseError               connection exhaustion, headroom probes
+        ├── KubernetesError             nodes, drains, evictions
+        ├── SidecarError                injector templates, drift, rollouts
+        ├── PrometheusError             steady-state queries
+        │   ├── PrometheusUnreachable   connect/read failure or timeout
+        │   ├── PrometheusHTTPError     non-2xx answer (status quoted)
+        │   ├── PromQLError             Prometheus rejected the query (its message quoted)
+        │   └── EmptyResult             no sample where a value is required
+        ├── EnvoyError                  config_dump fetching and auditing
+        ├── LoadError                   HTTP load driver
+        └── SandboxError                the local sandbox platform
+
+Messages quote the bad value and say what to do next.
+"""
+
+from __future__ import annotations
+
+from chaoslib.exceptions import ActivityFailed
+
+__all__ = [
+    "ChaosExtError",
+    "DatabaseError",
+    "DnsError",
+    "EmptyResult",
+    "EnvoyError",
+    "InvalidArgument",
+    "KubernetesError",
+    "LedgerError",
+    "LoadError",
+    "NetworkError",
+    "PreflightFailed",
+    "PromQLError",
+    "PrometheusError",
+    "PrometheusHTTPError",
+    "PrometheusUnreachable",
+    "RollbackFailed",
+    "SandboxError",
+    "SidecarError",
+]
+
+
+class ChaosExtError(ActivityFailed):  # type: ignore[misc]
+    """Base of every error raised by chaos_ext."""
+
+
+class InvalidArgument(ChaosExtError):
+    """An activity argument is invalid; raised before anything is changed."""
+
+
+class PreflightFailed(ChaosExtError):
+    """The target lacks something the fault needs (kernel feature, capability)."""
+
+
+class LedgerError(ChaosExtError):
+    """The fault ledger cannot be read or written."""
+
+
+class RollbackFailed(LedgerError):
+    """Undoing a ledger entry failed; the entry is left open for a retry."""
+
+
+class NetworkError(ChaosExtError):
+    """Network fault injection failed (netlink, namespaces, SSH)."""
+
+
+class DnsError(ChaosExtError):
+    """DNS fault injection or measurement failed."""
+
+
+class DatabaseError(ChaosExtError):
+    """Database fault injection or measurement failed."""
+
+
+class KubernetesError(ChaosExtError):
+    """A Kubernetes API call or node operation failed."""
+
+
+class SidecarError(ChaosExtError):
+    """Sidecar template change, drift detection or rollout failed."""
+
+
+class PrometheusError(ChaosExtError):
+    """A Prometheus query failed."""
+
+
+class PrometheusUnreachable(PrometheusError):
+    """Prometheus could not be reached in time."""
+
+
+class PrometheusHTTPError(PrometheusError):
+    """Prometheus answered with a non-success HTTP status."""
+
+
+class PromQLError(PrometheusError):
+    """Prometheus rejected the PromQL expression."""
+
+
+class EmptyResult(PrometheusError):
+    """A query returned no sample where a value was required."""
+
+
+class EnvoyError(ChaosExtError):
+    """Fetching or auditing an Envoy configuration failed."""
+
+
+class LoadError(ChaosExtError):
+    """The HTTP load driver failed."""
+
+
+class SandboxError(ChaosExtError):
+    """The local sandbox platform could not be built or torn down."""

@@ -1,0 +1,1 @@
+"""The fault ledger as Chaos Toolkit activities (rollback and inspection)."""

@@ -1,0 +1,17 @@
+"""Ledger probes: what is currently injected."""
+
+from __future__ import annotations
+
+from chaos_ext.ledger import default_ledger
+
+__all__ = ["open_faults"]
+
+
+def open_faults(kind: str = "") -> int:
+    """Count the faults open in the gameday ledger (all kinds, or one ``kind``).
+
+    A steady-state hypothesis "open_faults == 0" checks that a previous run
+    left nothing behind.
+    """
+    entries = default_ledger().open_entries()
+    return sum(1 for entry in entries if not kind or entry.kind == kind)

@@ -1,0 +1,92 @@
+"""Shared fixtures: an isolated ledger per test and a way to run the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh fault ledger for this test (GAMEDAY_LEDGER)."""
+    path = tmp_path / "ledger.sqlite3"
+    monkeypatch.setenv("GAMEDAY_LEDGER", str(path))
+    return path
+
+
+def cli_env(ledger: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["GAMEDAY_LEDGER"] = str(ledger)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT)])
+    env["COLUMNS"] = "200"
+    return env
+
+
+def gameday_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "chaos_ext.cli.main", *args]
+
+
+@pytest.fixture
+def gameday(ledger_path: Path, tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run the real ``gameday`` CLI in a subprocess against the test's ledger."""
+
+    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            gameday_argv(*args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=cli_env(ledger_path),
+            cwd=tmp_path,
+            check=False,
+        )
+
+    return run
+
+
+@pytest.fixture
+def write_experiment(tmp_path: Path) -> Callable[[dict[str, Any], str], Path]:
+    def write(experiment: dict[str, Any], name: str = "experiment.json") -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps(experiment, indent=2))
+        return path
+
+    return write
+
+
+def netns_list() -> set[str]:
+    out = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, check=True, timeout=10
+    ).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+@pytest.fixture
+def netns_name() -> Iterator[str]:
+    """A unique namespace name; the test fails if it is left behind."""
+    name = f"gdt-{uuid.uuid4().hex[:8]}"
+    yield name
+    if name in netns_list():
+        subprocess.run(["ip", "netns", "delete", name], check=False, timeout=10)
+        pytest.fail(f"namespace {name} was left behind")
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

@@ -1,0 +1,132 @@
+"""The fault ledger: durable entries, idempotent undo, failure handling."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaos_ext.errors import LedgerError
+from chaos_ext.ledger import (
+    Entry,
+    Ledger,
+    current_run_id,
+    fault,
+    process_start_time,
+    set_current_run_id,
+    undo,
+    undo_handler,
+)
+
+CALLS: list[str] = []
+
+
+@undo_handler("unit-flaky")
+def _flaky(entry: Entry) -> str:
+    CALLS.append(entry.id)
+    if entry.recipe.get("fail"):
+        raise RuntimeError("device busy")
+    return "gone"
+
+
+def test_record_is_visible_to_another_process(ledger_path: Path) -> None:
+    entry = Ledger(ledger_path).record(
+        kind="unit-flaky", target="t1", recipe={"x": 1}, module=__name__
+    )
+    # a separate process (a later `gameday rollback`) sees the committed row
+    out = subprocess.run(
+        [sys.executable, "-c", "import sqlite3,sys; db=sqlite3.connect(sys.argv[1]);"
+         "print(db.execute('select id, kind, state, owner_pid from entries').fetchall())",
+         str(ledger_path)],
+        capture_output=True, text=True, check=True, timeout=30,
+    )  # fmt: skip
+    assert entry.id in out.stdout
+    assert "'open'" in out.stdout
+    assert str(os.getpid()) in out.stdout
+
+
+def test_synchronous_full_and_wal(ledger_path: Path) -> None:
+    Ledger(ledger_path)
+    db = sqlite3.connect(ledger_path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
+
+
+def test_undo_closes_and_is_idempotent(ledger_path: Path) -> None:
+    book = Ledger(ledger_path)
+    entry = book.record(kind="unit-flaky", target="t", recipe={}, module=__name__)
+    CALLS.clear()
+    first = undo(entry, book)
+    second = undo(entry, book)
+    assert first.ok and second.ok
+    assert CALLS == [entry.id]  # the handler ran once; the second undo saw a closed entry
+    assert book.open_entries() == []
+    assert book.get(entry.id).state == "closed"  # type: ignore[union-attr]
+
+
+def test_failed_undo_keeps_entry_open_with_error(ledger_path: Path) -> None:
+    book = Ledger(ledger_path)
+    entry = book.record(kind="unit-flaky", target="t", recipe={"fail": True}, module=__name__)
+    outcome = undo(entry, book)
+    assert not outcome.ok
+    assert "device busy" in outcome.note
+    (still,) = book.open_entries()
+    assert still.last_error is not None and "device busy" in still.last_error
+
+
+def test_unknown_kind_is_a_failed_undo_not_a_crash(ledger_path: Path) -> None:
+    book = Ledger(ledger_path)
+    entry = book.record(kind="nobody-knows", target="t", recipe={}, module="json")
+    outcome = undo(entry, book)
+    assert not outcome.ok
+    assert "no undo handler" in outcome.note
+
+
+def test_fault_context_undoes_a_partial_injection(ledger_path: Path) -> None:
+    CALLS.clear()
+    with (
+        pytest.raises(ValueError, match="half-applied"),
+        fault(kind="unit-flaky", target="t", recipe={}, module=__name__) as entry,
+    ):
+        raise ValueError("half-applied")
+    assert CALLS == [entry.id]
+    assert Ledger(ledger_path).open_entries() == []
+
+
+def test_owner_alive_tells_dead_from_recycled(ledger_path: Path) -> None:
+    book = Ledger(ledger_path)
+    entry = book.record(kind="unit-flaky", target="t", recipe={}, module=__name__)
+    assert entry.owner_alive()
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True, timeout=30)  # fmt: skip
+    dead_pid = int(proc.stdout)
+    dead = Entry(**{**entry.__dict__, "owner_pid": dead_pid, "owner_start": 1})
+    assert not dead.owner_alive()
+    recycled = Entry(
+        **{**entry.__dict__, "owner_start": (process_start_time(os.getpid()) or 0) + 1}
+    )
+    assert not recycled.owner_alive()
+
+
+def test_run_id_scoping(ledger_path: Path) -> None:
+    book = Ledger(ledger_path)
+    set_current_run_id("run-a")
+    try:
+        a = book.record(kind="unit-flaky", target="a", recipe={}, module=__name__)
+    finally:
+        set_current_run_id(None)
+    b = book.record(kind="unit-flaky", target="b", recipe={}, module=__name__)
+    assert b.run_id == current_run_id() != "run-a"
+    assert [e.id for e in book.open_entries(run_id="run-a")] == [a.id]
+    assert {e.id for e in book.open_entries()} == {a.id, b.id}
+
+
+def test_unwritable_location_is_a_ledger_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(LedgerError, match="cannot open the fault ledger"):
+        Ledger(blocker / "sub" / "ledger.sqlite3")
