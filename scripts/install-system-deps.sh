@@ -37,5 +37,5 @@ fi
 cleanup() { [ "$created_policy" -eq 1 ] && rm -f /usr/sbin/policy-rc.d; return 0; }
 trap cleanup EXIT
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+apt-get update -q -o DPkg::Lock::Timeout=600
+apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"
