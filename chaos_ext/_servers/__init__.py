@@ -1,0 +1,1 @@
+"""Throwaway real servers (own data dir, own port) for tests and the sandbox."""
