@@ -1,0 +1,278 @@
+"""The sandbox's demo web service, fragile the way the incidents were.
+
+Every request to ``/`` resolves the database's hostname through the sandbox
+DNS server (over TCP by default, as NodeLocal DNSCache with ``force_tcp``
+does), connects to PostgreSQL and runs a query. The fragile default opens a new
+connection per request (like the PHP app in the incident) and caches nothing;
+the tuned variant (``--tuned``) caches DNS answers, pools connections and
+retries a failed lookup once.
+
+Endpoints: ``/`` (the work), ``/healthz`` (process alive), ``/readiness``
+(``SELECT 1`` within 1 s), ``/metrics`` (Prometheus: request latency
+histogram, requests by code, errors by cause: dns, db-connect, db-query).
+
+Run: ``python -m chaos_ext.sandbox._app --listen 0.0.0.0:8080 ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import dns.exception
+import dns.message
+import dns.query
+import dns.rdatatype
+import psycopg
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import generate_latest
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+__all__ = ["AppConfig", "main"]
+
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """How the app reaches its dependencies and how robust it is."""
+
+    db_host: str
+    db_port: int
+    db_name: str
+    db_user: str
+    db_password: str
+    dns_server: str
+    dns_port: int = 53
+    dns_protocol: str = "tcp"
+    dns_timeout: float = 2.0
+    dns_cache_seconds: float = 0.0
+    dns_retries: int = 0
+    pool_size: int = 0
+    db_timeout: float = 2.0
+    query: str = "SELECT count(*) FROM pg_stat_activity"
+    workers: int = 32
+
+
+class StageError(Exception):
+    """A request failed at one stage: dns, db-connect or db-query."""
+
+    def __init__(self, cause: str, message: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "http_requests", "HTTP requests by handler and status code",
+            ["handler", "code"], registry=self.registry,
+        )  # fmt: skip
+        self.latency = Histogram(
+            "http_request_duration_seconds", "HTTP request latency",
+            ["handler"], buckets=BUCKETS, registry=self.registry,
+        )  # fmt: skip
+        self.errors = Counter(
+            "app_errors", "Failed requests by cause", ["cause"], registry=self.registry
+        )
+        self.dns = Histogram(
+            "app_dns_lookup_duration_seconds", "DNS lookup latency", buckets=BUCKETS,
+            registry=self.registry,
+        )  # fmt: skip
+        for cause in ("dns", "db-connect", "db-query"):
+            self.errors.labels(cause)
+
+
+class Backend:
+    """DNS lookup, database connection and query, with the configured robustness."""
+
+    def __init__(self, config: AppConfig) -> None:
+        self.config = config
+        self._cache: tuple[float, str] | None = None
+        self._lock = threading.Lock()
+        self.pool: ConnectionPool[Any] | None = None
+        if config.pool_size:
+            self.pool = ConnectionPool(
+                conninfo="", kwargs=self._conn_kwargs("127.0.0.1"), min_size=0,
+                max_size=config.pool_size, open=False, timeout=config.db_timeout,
+            )  # fmt: skip
+
+    def _conn_kwargs(self, host: str) -> dict[str, Any]:
+        c = self.config
+        return {
+            "host": host, "port": c.db_port, "dbname": c.db_name, "user": c.db_user,
+            "password": c.db_password, "connect_timeout": max(1, int(c.db_timeout)),
+            "options": f"-c statement_timeout={int(c.db_timeout * 1000)}",
+        }  # fmt: skip
+
+    def resolve(self, metrics: Metrics) -> str:
+        c = self.config
+        with self._lock:
+            if self._cache and self._cache[0] > time.monotonic():
+                return self._cache[1]
+        started = time.monotonic()
+        for attempt in range(c.dns_retries + 1):
+            try:
+                address = self._lookup()
+                break
+            except (dns.exception.DNSException, OSError, StageError) as exc:
+                if attempt == c.dns_retries:
+                    raise StageError("dns", f"lookup of {c.db_host} failed: {exc}") from exc
+        metrics.dns.observe(time.monotonic() - started)
+        if c.dns_cache_seconds:
+            with self._lock:
+                self._cache = (time.monotonic() + c.dns_cache_seconds, address)
+        return address
+
+    def _lookup(self) -> str:
+        c = self.config
+        query = dns.message.make_query(c.db_host, dns.rdatatype.A)
+        send = dns.query.tcp if c.dns_protocol == "tcp" else dns.query.udp
+        answer = send(query, c.dns_server, timeout=c.dns_timeout, port=c.dns_port)
+        for rrset in answer.answer:
+            for record in rrset:
+                return str(record.address)
+        raise StageError("dns", f"no A record for {c.db_host}")
+
+    @contextmanager
+    def connection(self, address: str) -> Iterator[psycopg.Connection[Any]]:
+        if self.pool is not None:
+            if self.pool.kwargs.get("host") != address:
+                self.pool.kwargs["host"] = address
+            try:
+                with self.pool.connection() as conn:
+                    yield conn
+            except PoolTimeout as exc:
+                raise StageError("db-connect", f"no pooled connection: {exc}") from exc
+            return
+        try:
+            conn = psycopg.connect(**self._conn_kwargs(address), autocommit=True)
+        except psycopg.Error as exc:
+            raise StageError("db-connect", str(exc).strip().splitlines()[0]) from exc
+        with conn:
+            yield conn
+
+    def work(self, metrics: Metrics) -> str:
+        address = self.resolve(metrics)
+        with self.connection(address) as conn:
+            try:
+                row = conn.execute(self.config.query).fetchone()
+            except psycopg.OperationalError as exc:
+                raise StageError("db-connect", str(exc).strip().splitlines()[0]) from exc
+            except psycopg.Error as exc:
+                raise StageError("db-query", str(exc).strip().splitlines()[0]) from exc
+        return f"ok {row[0] if row else ''}\n"
+
+    def ready(self) -> bool:
+        try:
+            address = self.resolve(Metrics())
+            with self.connection(address) as conn:
+                conn.execute("SELECT 1")
+        except (StageError, psycopg.Error):
+            return False
+        return True
+
+
+def _handler(backend: Backend, metrics: Metrics) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+            return
+
+        def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                self._send(200, b"ok\n")
+            elif path == "/readiness":
+                ok = backend.ready()
+                self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+            elif path == "/":
+                self._work()
+            else:
+                self._send(404, b"not found\n")
+
+        def _work(self) -> None:
+            started = time.monotonic()
+            try:
+                body, code = backend.work(metrics).encode(), 200
+            except StageError as exc:
+                metrics.errors.labels(exc.cause).inc()
+                body, code = f"{exc.cause}: {exc}\n".encode(), 503
+            metrics.latency.labels("/").observe(time.monotonic() - started)
+            metrics.requests.labels("/", str(code)).inc()
+            self._send(code, body)
+
+    return Handler
+
+
+class PooledHTTPServer(HTTPServer):
+    """An HTTP server with a bounded worker pool (requests queue beyond it)."""
+
+    def __init__(self, address: tuple[str, int], handler: Any, workers: int) -> None:
+        super().__init__(address, handler)
+        self.executor = ThreadPoolExecutor(max_workers=workers)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.executor.submit(self._serve_one, request, client_address)
+
+    def _serve_one(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+
+def _parse(argv: list[str] | None) -> tuple[str, int, AppConfig]:
+    p = argparse.ArgumentParser(prog="sandbox-app", description=__doc__)
+    p.add_argument("--listen", default="0.0.0.0:8080")  # noqa: S104 - inside its own namespace
+    p.add_argument("--db-host", required=True)
+    p.add_argument("--db-port", type=int, default=5432)
+    p.add_argument("--db-name", default="app")
+    p.add_argument("--db-user", default="app")
+    p.add_argument("--db-password-file", required=True, type=Path)
+    p.add_argument("--dns-server", required=True)
+    p.add_argument("--dns-port", type=int, default=53)
+    p.add_argument("--dns-protocol", choices=("tcp", "udp"), default="tcp")
+    p.add_argument("--tuned", action="store_true", help="DNS cache 30 s, pool of 5, 1 retry")
+    a = p.parse_args(argv)
+    host, _, port = a.listen.rpartition(":")
+    config = AppConfig(
+        db_host=a.db_host, db_port=a.db_port, db_name=a.db_name, db_user=a.db_user,
+        db_password=a.db_password_file.read_text().strip(), dns_server=a.dns_server,
+        dns_port=a.dns_port, dns_protocol=a.dns_protocol,
+        dns_cache_seconds=30.0 if a.tuned else 0.0, dns_retries=1 if a.tuned else 0,
+        pool_size=5 if a.tuned else 0,
+    )  # fmt: skip
+    return host, int(port), config
+
+
+def main(argv: list[str] | None = None) -> None:
+    host, port, config = _parse(argv)
+    backend = Backend(config)
+    if backend.pool is not None:
+        backend.pool.open()
+    server = PooledHTTPServer((host, port), _handler(backend, Metrics()), config.workers)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
