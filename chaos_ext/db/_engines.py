@@ -198,6 +198,16 @@ def _mysql_failure(params: ConnectParams, exc: Exception) -> ConnectFailure:
     return _failure(params, kind, f"({code}) {text}" if code else text)
 
 
+# Client backends. Without pg_read_all_stats a role sees other roles' rows with
+# backend_type NULL: a row with a database and a user is then counted as a
+# client (background processes have neither; the logical replication launcher
+# has no database). Exact with pg_read_all_stats / pg_monitor (RDS master user).
+_PG_CLIENTS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+    " OR (backend_type IS NULL AND datid IS NOT NULL AND usesysid IS NOT NULL)"
+)
+
+
 def capacity(conn: Any, engine: str) -> Capacity:
     """max_connections, the slots a normal user cannot take, client connections in use."""
     if engine == "postgresql":
@@ -206,7 +216,7 @@ def capacity(conn: Any, engine: str) -> Capacity:
             " CASE WHEN current_setting('is_superuser') = 'on' THEN 0 ELSE"
             "  current_setting('superuser_reserved_connections')::int"
             "  + coalesce(current_setting('reserved_connections', true), '0')::int END,"
-            " (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int"
+            f" ({_PG_CLIENTS})::int"
         ).fetchone()
         return Capacity(max_connections=row[0], reserved=row[1], in_use=row[2])
     with conn.cursor() as cur:
