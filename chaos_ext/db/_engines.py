@@ -173,8 +173,9 @@ def _connect_mysql(params: ConnectParams) -> Any:
             password=params.password,
             database=params.database or None,
             connect_timeout=params.connect_timeout,
-            read_timeout=30,
-            write_timeout=30,
+            # pymysql reads the server's greeting under read_timeout, not connect_timeout
+            read_timeout=params.connect_timeout,
+            write_timeout=params.connect_timeout,
             autocommit=True,
             program_name=params.application_name,
         )
