@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -61,11 +62,24 @@ class PrometheusServer:
     process: subprocess.Popen[bytes]
     scrape_interval: str
     basic_auth: tuple[str, str] | None = field(default=None, repr=False)
+    tls: bool = False
     _owns_workdir: bool = True
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+    def _open(self, path: str, timeout: float) -> Any:
+        request = urllib.request.Request(self.url + path)  # noqa: S310 - our own server
+        if self.basic_auth:
+            token = base64.b64encode(":".join(self.basic_auth).encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        context = None
+        if self.tls:  # our own throwaway server with a self-signed certificate
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return urllib.request.urlopen(request, timeout=timeout, context=context)  # noqa: S310
 
     @property
     def config_path(self) -> Path:
@@ -103,12 +117,8 @@ class PrometheusServer:
         raise SandboxError(f"targets not all up after {timeout:g} s: {health}")
 
     def _api(self, path: str) -> dict[str, Any]:
-        request = urllib.request.Request(self.url + path)  # noqa: S310 - our own server
-        if self.basic_auth:
-            token = base64.b64encode(":".join(self.basic_auth).encode()).decode()
-            request.add_header("Authorization", f"Basic {token}")
         try:
-            with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310
+            with self._open(path, timeout=5) as answer:
                 data: dict[str, Any] = json.load(answer)["data"]
         except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
             raise SandboxError(f"prometheus {self.url}{path}: {exc}") from exc
@@ -157,19 +167,23 @@ def _write_config(path: Path, jobs: Mapping[str, Sequence[str]], interval: str) 
     tmp.replace(path)
 
 
-def _write_web_config(path: Path, user: str, password: str) -> None:
-    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
-    path.write_text(yaml.safe_dump({"basic_auth_users": {user: hashed}}))
+def _write_web_config(
+    path: Path, basic_auth: tuple[str, str] | None, tls: tuple[Path, Path] | None
+) -> None:
+    config: dict[str, Any] = {}
+    if basic_auth:
+        user, password = basic_auth
+        hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+        config["basic_auth_users"] = {user: hashed}
+    if tls:
+        config["tls_server_config"] = {"cert_file": str(tls[0]), "key_file": str(tls[1])}
+    path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
 
 
 def _http_ready(server: PrometheusServer) -> bool:
-    request = urllib.request.Request(f"{server.url}/-/ready")  # noqa: S310 - our own server
-    if server.basic_auth:
-        token = base64.b64encode(":".join(server.basic_auth).encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
     try:
-        with urllib.request.urlopen(request, timeout=2) as answer:  # noqa: S310
+        with server._open("/-/ready", timeout=2) as answer:
             return int(answer.status) == 200
     except (urllib.error.URLError, OSError):
         return False
@@ -197,12 +211,14 @@ def start(
     port: int = 0,
     netns: Sequence[str] = (),
     basic_auth: tuple[str, str] | None = None,
+    tls: tuple[Path, Path] | None = None,
     workdir: Path | None = None,
     ready_timeout: float = 60.0,
 ) -> PrometheusServer:
     """Start Prometheus scraping ``targets`` (job ``gameday``) and/or ``jobs``; wait ready.
 
-    ``port=0`` picks a free port. ``netns`` is a command prefix that runs the
+    ``basic_auth=(user, password)`` and ``tls=(cert_file, key_file)`` go to
+    ``--web.config.file``. ``port=0`` picks a free port. ``netns`` is a command prefix that runs the
     server inside a network namespace (then ``host`` must be an address in it).
     """
     if not Path(BINARY).exists():
@@ -218,15 +234,17 @@ def start(
         f"--storage.tsdb.path={work / 'data'}", f"--web.listen-address={host}:{port}",
         "--storage.tsdb.retention.time=2h", "--log.level=info",
     ]  # fmt: skip
-    if basic_auth:
-        _write_web_config(work / "web.yml", *basic_auth)
+    if basic_auth or tls:
+        _write_web_config(work / "web.yml", basic_auth, tls)
         argv.append(f"--web.config.file={work / 'web.yml'}")
     with (work / "prometheus.log").open("wb") as log:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, cwd=work,
         )  # fmt: skip
-    server = PrometheusServer(host, port, work, process, scrape_interval, basic_auth, owns)
+    server = PrometheusServer(
+        host, port, work, process, scrape_interval, basic_auth, tls is not None, owns
+    )
     try:
         _wait_ready(server, ready_timeout, check_http=not netns)
     except BaseException:

@@ -32,13 +32,18 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlparse
 
 import requests
 from prometheus_api_client import PrometheusConnect
+from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
 
 from chaos_ext.errors import (
@@ -56,6 +61,8 @@ __all__ = [
     "client",
     "settings_from",
 ]
+
+logger = logging.getLogger("chaostoolkit")
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds per request when ``prometheus_timeout`` is not configured."""
@@ -169,6 +176,12 @@ class PrometheusClient:
         self.settings = settings
         session = requests.Session()
         session.verify = settings.verify
+        if settings.verify is False:  # the operator opted out: say it once, not per request
+            host = urlparse(settings.url).hostname or ""
+            logger.warning("prometheus: TLS certificate of %s is NOT verified", host)
+            warnings.filterwarnings(
+                "ignore", message=rf".*host '{re.escape(host)}'", category=InsecureRequestWarning
+            )
         session.hooks["response"].append(_reject_errors)
         headers = {"Accept": "application/json"}
         if settings.token:
