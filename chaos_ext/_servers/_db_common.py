@@ -17,7 +17,7 @@ from pathlib import Path
 
 from chaos_ext.errors import SandboxError
 
-__all__ = ["free_port", "log_tail", "netns_prefix", "spawn", "terminate", "wait_until_ready"]
+__all__ = ["free_port", "log_tail", "spawn", "terminate", "wait_until_ready"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -25,11 +25,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def netns_prefix(netns: str | None) -> list[str]:
-    """``["ip", "netns", "exec", ns]`` or nothing."""
-    return ["ip", "netns", "exec", netns] if netns else []
 
 
 def spawn(argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:

@@ -7,8 +7,8 @@
 
 ``mariadb-install-db`` fills a fresh temporary directory, ``mariadbd`` runs
 with ``--no-defaults`` (nothing from /etc/mysql), ``--user=root`` when we are
-root, listens on ``listen`` (127.0.0.1 by default, or an address inside
-``netns``) and on a Unix socket in that directory. ``root`` logs in over the
+root, listens on ``host`` (127.0.0.1 by default, or an address inside
+the namespace) and on a Unix socket in that directory. ``root`` logs in over the
 socket with the ``unix_socket`` plugin (:meth:`MariaDBServer.admin_connect`).
 A user ``user@'%'`` with ``password`` gets every privilege on ``database``
 (no SUPER, no CONNECTION ADMIN). ``stop()`` is idempotent and removes the
@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -35,7 +36,6 @@ import pymysql
 
 from chaos_ext._servers._db_common import (
     free_port,
-    netns_prefix,
     spawn,
     terminate,
     wait_until_ready,
@@ -56,7 +56,7 @@ class MariaDBServer:
     database: str
     max_connections: int
     base_dir: Path
-    netns: str | None
+    netns: tuple[str, ...]
     process: subprocess.Popen[bytes] = field(repr=False)
 
     @property
@@ -149,17 +149,18 @@ def start(
     user: str = "gameday",
     database: str = "gameday",
     max_connections: int = 40,
-    listen: str = "127.0.0.1",
-    port: int | None = None,
-    netns: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    netns: Sequence[str] = (),
     extra_args: list[str] | None = None,
     ready_timeout: float = 90.0,
 ) -> MariaDBServer:
     """Install a data dir, start mariadbd, wait until it answers, create ``user``/``database``.
 
-    ``netns`` runs the server inside that (existing) network namespace;
-    ``listen`` is then an address of that namespace. ``port`` defaults to a
-    free port on this host. ``extra_args`` are more ``mariadbd`` options.
+    ``netns`` is a command prefix (``["ip", "netns", "exec", ns]``) that runs
+    the server inside an existing network namespace; ``host`` is then an
+    address of that namespace. ``port=0`` picks a free port on this host.
+    ``extra_args`` are more ``mariadbd`` options.
     Raises SandboxError (after cleaning up) if anything fails.
     """
     for label, value in (("user", user), ("database", database)):
@@ -171,14 +172,14 @@ def start(
     data = base / "data"
     try:
         _install(data)
-        argv = _server_argv(base, data, listen, port, max_connections, extra_args or [])
-        proc = spawn([*netns_prefix(netns), *argv], log)
+        argv = _server_argv(base, data, host, port, max_connections, extra_args or [])
+        proc = spawn([*netns, *argv], log)
     except BaseException:
         shutil.rmtree(base, ignore_errors=True)
         raise
     server = MariaDBServer(
-        host=listen, port=port, user=user, password=password, database=database,
-        max_connections=max_connections, base_dir=base, netns=netns, process=proc,
+        host=host, port=port, user=user, password=password, database=database,
+        max_connections=max_connections, base_dir=base, netns=tuple(netns), process=proc,
     )  # fmt: skip
     try:
         wait_until_ready(

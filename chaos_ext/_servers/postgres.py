@@ -6,7 +6,7 @@
         psycopg.connect(host=pg.host, port=pg.port, user=pg.user, password=pg.password, ...)
 
 ``initdb`` runs into a fresh temporary directory, the server listens on
-``listen`` (127.0.0.1 by default, or an address inside ``netns``) and on a Unix
+``host`` (127.0.0.1 by default, or an address inside a namespace) and on a Unix
 socket in that directory. PostgreSQL refuses to run as root, so when we are
 root both ``initdb`` and the server run as the ``postgres`` system user (via
 ``setpriv``). Local (Unix socket) connections are trusted for the superuser
@@ -29,7 +29,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -40,7 +40,6 @@ from psycopg import sql
 
 from chaos_ext._servers._db_common import (
     free_port,
-    netns_prefix,
     spawn,
     terminate,
     wait_until_ready,
@@ -71,7 +70,7 @@ class PostgresServer:
     max_connections: int
     superuser_reserved_connections: int
     base_dir: Path
-    netns: str | None
+    netns: tuple[str, ...]
     process: subprocess.Popen[bytes] = field(repr=False)
 
     @property
@@ -186,17 +185,18 @@ def start(
     database: str = "gameday",
     max_connections: int = 40,
     superuser_reserved_connections: int = 3,
-    listen: str = "127.0.0.1",
-    port: int | None = None,
-    netns: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    netns: Sequence[str] = (),
     settings: Mapping[str, str] | None = None,
     ready_timeout: float = 60.0,
 ) -> PostgresServer:
     """initdb, start, wait until it answers, create ``user``/``database``.
 
-    ``netns`` runs the server inside that (existing) network namespace;
-    ``listen`` is then an address of that namespace. ``port`` defaults to a
-    free port on this host. ``settings`` adds ``-c key=value`` options.
+    ``netns`` is a command prefix (``["ip", "netns", "exec", ns]``) that runs
+    the server inside an existing network namespace; ``host`` is then an
+    address of that namespace. ``port=0`` picks a free port on this host.
+    ``settings`` adds ``-c key=value`` options.
     Raises SandboxError (after cleaning up) if anything fails.
     """
     base = Path(tempfile.mkdtemp(prefix="gd-pg-"))
@@ -209,16 +209,16 @@ def start(
             "superuser_reserved_connections": str(superuser_reserved_connections),
             **(settings or {}),
         }
-        server_argv = _server_argv(data, base, listen, port, extra)
-        proc = spawn([*netns_prefix(netns), *_as_postgres(), *server_argv], log)
+        server_argv = _server_argv(data, base, host, port, extra)
+        proc = spawn([*netns, *_as_postgres(), *server_argv], log)
     except BaseException:
         shutil.rmtree(base, ignore_errors=True)
         raise
     server = PostgresServer(
-        host=listen, port=port, user=user, password=password, database=database,
+        host=host, port=port, user=user, password=password, database=database,
         max_connections=max_connections,
         superuser_reserved_connections=superuser_reserved_connections,
-        base_dir=base, netns=netns, process=proc,
+        base_dir=base, netns=tuple(netns), process=proc,
     )  # fmt: skip
     try:
         wait_until_ready(

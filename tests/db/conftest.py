@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.dbtest import MAX_CONNECTIONS, PASSWORD, Db, wait_for
+from support.dbtest import MAX_CONNECTIONS, PASSWORD, Db
+from support.harness import wait_for
 
 from chaos_ext._servers import mariadb, postgres
 from chaos_ext.ledger import Ledger, undo

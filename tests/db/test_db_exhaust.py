@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-from support.dbtest import MAX_CONNECTIONS, PASSWORD, Db, wait_for
+from support.dbtest import MAX_CONNECTIONS, PASSWORD, Db
+from support.harness import wait_for
 
 from chaos_ext._helper import find_helpers
 from chaos_ext.db.actions import exhaust_connections, release_connections

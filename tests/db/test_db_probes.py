@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from support.dbtest import Db, wait_for
+from support.dbtest import Db
+from support.harness import wait_for
 
 from chaos_ext.db.actions import exhaust_connections, release_connections
 from chaos_ext.db.probes import connection_headroom, http_readiness

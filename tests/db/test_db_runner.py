@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from support.dbtest import PASSWORD, Db, cli_env, gameday_argv, wait_for
+from support.dbtest import PASSWORD, Db
+from support.harness import cli_env, gameday_argv, wait_for
 
 from chaos_ext._helper import find_helpers
 from chaos_ext.ledger import Ledger

@@ -53,7 +53,8 @@ def test_server_inside_a_network_namespace(engine: str, netns_name: str) -> None
             check=True, timeout=10,
         )  # fmt: skip
         launcher: Any = postgres if engine == "postgresql" else mariadb
-        with launcher.start(password="pw-netns", netns=netns_name, max_connections=25) as server:
+        inside = ["ip", "netns", "exec", netns_name]
+        with launcher.start(password="pw-netns", netns=inside, max_connections=25) as server:
             assert _tcp_open_in(netns_name, server.port)
             assert not _tcp_open_here(server.port)  # this host's loopback is untouched
             assert _count(engine, server) >= 1  # the Unix socket reaches it from here

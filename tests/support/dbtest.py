@@ -1,36 +1,16 @@
 """Database test support: a server seen from the test (counts, logins, refusals).
 
-Shared by tests/db/conftest.py (fixtures) and the tests. The root conftest's
-helpers are re-exported from here: inside tests/db, ``import conftest`` names
-tests/db/conftest.py (pytest swaps ``sys.modules["conftest"]`` per
-directory), so ``from conftest import wait_for`` cannot reach the root one.
+Shared by tests/db/conftest.py (fixtures) and the tests.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pymysql
-
-
-def _root_conftest() -> Any:
-    path = Path(__file__).resolve().parents[1] / "conftest.py"
-    spec = importlib.util.spec_from_file_location("_gameday_root_conftest", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_root = _root_conftest()
-cli_env = _root.cli_env
-gameday_argv = _root.gameday_argv
-wait_for = _root.wait_for
 
 MAX_CONNECTIONS = 40
 PASSWORD = f"Gd-sekret-{uuid.uuid4().hex}"
