@@ -73,7 +73,7 @@ class LatencyHistogram:
 def _upper_edge_us(index: int) -> int:
     if index < _FINE_BUCKETS:
         return (index + 1) * _FINE_US
-    return _FINE_LIMIT_US + (index - _FINE_BUCKETS + 1) * _COARSE_US
+    return min(_FINE_LIMIT_US + (index - _FINE_BUCKETS + 1) * _COARSE_US, _MAX_US)
 
 
 def _round(value: float | None) -> float | None:
