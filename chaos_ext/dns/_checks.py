@@ -39,6 +39,7 @@ MAX_NDOTS = 15
 MAX_UDP_CONCURRENCY = 10_000
 MAX_TCP_CONNECTIONS = 1_000
 MAX_SOCKETS = 64
+MAX_WORKERS = 8
 MAX_SAMPLES = 10_000
 MAX_PROBE_SECONDS = 600
 QTYPES = frozenset({"A", "AAAA", "SRV", "TXT", "MX", "PTR", "CNAME", "NS", "SOA"})
@@ -114,6 +115,7 @@ def check_flood(args: Mapping[str, Any]) -> None:
     require_range("timeout", args["timeout"], 0.05, 30)
     _require_int("max_queries", args["max_queries"], 0, MAX_TOTAL_QUERIES)
     _require_int("sockets", args["sockets"], 1, MAX_SOCKETS)
+    _require_int("workers", args["workers"], 1, MAX_WORKERS)
     if args["protocol"] not in ("udp", "tcp"):
         raise InvalidArgument(f"protocol: {args['protocol']!r} is not 'udp' or 'tcp'")
     limit = MAX_TCP_CONNECTIONS if args["protocol"] == "tcp" else MAX_UDP_CONCURRENCY

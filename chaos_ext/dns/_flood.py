@@ -10,28 +10,38 @@ themselves: at ``duration`` or ``max_queries``, then wait at most
 
 from __future__ import annotations
 
-import selectors
+import select
 import socket
+import threading
 import time
 from typing import Any
 
-from chaos_ext.dns._book import Book, FloodPlan
+from chaos_ext.dns._book import Book, FloodPlan, summarize
 from chaos_ext.dns._wire import classify, with_id
 from chaos_ext.errors import DnsError
 
-__all__ = ["run_flood"]
+__all__ = ["flood_tally", "run_flood"]
 
 _MAX_WAIT = 0.05
+_CHECK_EVERY = 0.002
 _RECV_BUFFER = 1 << 20
 
 
 def run_flood(plan: FloodPlan, wires: list[list[bytes]]) -> dict[str, Any]:
-    """Run the flood and return its report (counts, rates, latency percentiles)."""
+    """Run the flood in this thread and return its report (counts, rates, percentiles)."""
+    return summarize([flood_tally(plan, wires)])
+
+
+def flood_tally(
+    plan: FloodPlan, wires: list[list[bytes]], stop: threading.Event | None = None
+) -> dict[str, Any]:
+    """Run the flood until its caps (or ``stop``); return its raw tally."""
+    halt = stop or threading.Event()
     if plan.protocol == "tcp":
         from chaos_ext.dns._flood_tcp import run_tcp  # noqa: PLC0415 - only for TCP floods
 
-        return run_tcp(plan, wires)
-    return _run_udp(plan, wires)
+        return run_tcp(plan, wires, halt)
+    return _run_udp(plan, wires, halt)
 
 
 def _udp_sockets(plan: FloodPlan) -> list[socket.socket]:
@@ -51,76 +61,89 @@ def _udp_sockets(plan: FloodPlan) -> list[socket.socket]:
     return socks
 
 
-def _run_udp(plan: FloodPlan, wires: list[list[bytes]]) -> dict[str, Any]:
+def _run_udp(plan: FloodPlan, wires: list[list[bytes]], stop: threading.Event) -> dict[str, Any]:
     socks = _udp_sockets(plan)
     clock = time.monotonic
     book = Book(plan, wires, clock())
-    next_id = [0] * len(socks)
+    sender = _Sender(book, socks)
+    by_fd = {sock.fileno(): (sock, index << 16) for index, sock in enumerate(socks)}
+    poller = select.epoll()
     try:
-        with selectors.DefaultSelector() as sel:
-            for index, sock in enumerate(socks):
-                sel.register(sock, selectors.EVENT_READ, index)
-            turn = 0
-            while True:
-                now = clock()
-                turn = _send_due(book, socks, next_id, turn, now)
+        for fd in by_fd:
+            poller.register(fd, select.EPOLLIN)
+        next_check = 0.0
+        while True:
+            now = clock()
+            backlog = sender.send_due(now)
+            if now >= next_check:  # bookkeeping every few ms, not on every packet
                 book.expire(now)
-                if book.finished(now):
+                if book.finished(now) or stop.is_set():
                     break
-                for key, _ in sel.select(_wait(book, now)):
-                    _drain(book, key.fileobj, key.data, clock)  # type: ignore[arg-type]
+                next_check = now + _CHECK_EVERY
+            for fd, _ in poller.poll(_wait(book, backlog, now)):
+                sock, base = by_fd[fd]
+                _drain(book, sock, base, clock)
     finally:
+        poller.close()
         for sock in socks:
             sock.close()
-    return book.report(clock() - book.start)
+    return book.tally(clock() - book.start)
 
 
-def _wait(book: Book, now: float) -> float:
-    """How long select may sleep: until the next send slot, bounded."""
-    if book.due(now) > 0 and len(book.inflight) < book.plan.concurrency:
-        return 0
+def _wait(book: Book, backlog: int, now: float) -> float:
+    """How long poll may sleep: for an answer when sends wait on concurrency, else a slot."""
+    if backlog > 0:
+        return _MAX_WAIT
     next_slot = book.start + (book.sent + 1) / book.plan.qps
     return min(max(next_slot - now, 0.0), _MAX_WAIT)
 
 
-def _send_due(
-    book: Book, socks: list[socket.socket], next_id: list[int], turn: int, now: float
-) -> int:
-    room = min(book.due(now), book.plan.concurrency - len(book.inflight))
-    count = len(socks)
-    wires = book.wires
-    inflight = book.inflight
-    for _ in range(room):
-        name, candidate = book.next_query()
-        index = turn
-        turn = (turn + 1) % count
-        query_id = next_id[index] = (next_id[index] + 1) & 0xFFFF
-        key = (index << 16) | query_id
-        if key in inflight:
-            book.unsent(name, candidate)
-            continue
-        try:
-            socks[index].send(with_id(wires[name][candidate], query_id))
-        except BlockingIOError:
-            book.unsent(name, candidate)
-            break
-        except OSError:
-            book.counts["error"] += 1
-            book.lookups_failed += 1
-            continue
-        book.sent_query(key, name, candidate, now)
-    return turn
+class _Sender:
+    """Round-robin sends over the sockets, ids per socket, keys ``socket << 16 | id``."""
+
+    def __init__(self, book: Book, socks: list[socket.socket]) -> None:
+        self.book = book
+        self.sends = [sock.send for sock in socks]
+        self.next_id = [0] * len(socks)
+        self.turn = 0
+
+    def send_due(self, now: float) -> int:
+        """Send what the rate allows and concurrency admits; returns how many still wait."""
+        book = self.book
+        due = book.due(now)
+        room = min(due, book.plan.concurrency - len(book.inflight))
+        wires, inflight, count = book.wires, book.inflight, len(self.sends)
+        for _ in range(room):
+            name, candidate = book.next_query()
+            index = self.turn
+            self.turn = (index + 1) % count
+            query_id = self.next_id[index] = (self.next_id[index] + 1) & 0xFFFF
+            key = (index << 16) | query_id
+            if key in inflight:
+                book.unsent(name, candidate)
+                continue
+            try:
+                self.sends[index](with_id(wires[name][candidate], query_id))
+            except BlockingIOError:  # on loopback: the server has not read what we sent
+                book.unsent(name, candidate)
+                book.send_blocked += 1
+                break
+            except OSError:
+                book.send_failed(candidate)
+                continue
+            book.sent_query(key, name, candidate, now)
+        return due - room
 
 
-def _drain(book: Book, sock: socket.socket, index: int, clock: Any) -> None:
-    base = index << 16
+def _drain(book: Book, sock: socket.socket, base: int, clock: Any) -> None:
+    recv, answered = sock.recv, book.answered
     while True:
         try:
-            data = sock.recv(4096)
+            data = recv(4096)
         except BlockingIOError:
             return
         except OSError:  # ICMP port unreachable on a connected socket, and the like
             book.counts["error"] += 1
             return
         query_id, outcome = classify(data)
-        book.answered(base | query_id, outcome, clock())
+        answered(base | query_id, outcome, clock())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import selectors
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,8 +146,8 @@ class _Pool:
                 conn.sock.close()
 
 
-def run_tcp(plan: FloodPlan, wires: list[list[bytes]]) -> dict[str, Any]:
-    """Run a TCP flood; the report adds ``connections_opened``."""
+def run_tcp(plan: FloodPlan, wires: list[list[bytes]], stop: threading.Event) -> dict[str, Any]:
+    """Run a TCP flood; its tally adds ``connections_opened``."""
     clock = time.monotonic
     book = Book(plan, wires, clock())
     with selectors.DefaultSelector() as sel:
@@ -159,14 +160,14 @@ def run_tcp(plan: FloodPlan, wires: list[list[bytes]]) -> dict[str, Any]:
                 pool.send_due(now)
                 for expired in book.expire(now):
                     pool.drop(pool.conns[expired >> 16], "timeout", now)
-                if book.finished(now):
+                if book.finished(now) or stop.is_set():
                     break
                 pool.reopen_due(now)
                 for key, mask in sel.select(_wait(book, pool, now)):
                     pool.event(key.data, mask, clock())
         finally:
             pool.close()
-    return {**book.report(clock() - book.start), "connections_opened": pool.connections_opened}
+    return {**book.tally(clock() - book.start), "connections_opened": pool.connections_opened}
 
 
 def _wait(book: Book, pool: _Pool, now: float) -> float:

@@ -47,6 +47,23 @@ class LatencyHistogram:
         self.count += other.count
         self.total += other.total
 
+    def to_sparse(self) -> dict[str, int]:
+        """Non-empty buckets as ``{"index": count}`` (JSON, for another process)."""
+        sparse = {str(i): n for i, n in enumerate(self.counts) if n}
+        sparse["total_us"] = round(self.total * 1e6)
+        return sparse
+
+    @classmethod
+    def from_sparse(cls, sparse: dict[str, int]) -> LatencyHistogram:
+        hist = cls()
+        for key, n in sparse.items():
+            if key == "total_us":
+                hist.total = n / 1e6
+                continue
+            hist.counts[int(key)] += n
+            hist.count += n
+        return hist
+
     def percentile_ms(self, q: float) -> float | None:
         """The ``q``-th percentile (0-100) in milliseconds; None when empty."""
         if not self.count:

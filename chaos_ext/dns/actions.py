@@ -9,6 +9,7 @@ from chaos_ext import _helper
 from chaos_ext.dns._book import FloodPlan
 from chaos_ext.dns._checks import check_flood, check_saturation, require_server, with_defaults
 from chaos_ext.dns._flood import run_flood
+from chaos_ext.dns._flood_workers import run_parallel
 from chaos_ext.dns._search import candidates
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.errors import ChaosExtError, DnsError
@@ -131,6 +132,7 @@ def flood_dns(
     concurrency: int = 100,
     max_queries: int = 0,
     sockets: int = 4,
+    workers: int = 1,
     configuration: dict[str, Any] | None = None,
     secrets: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -141,7 +143,8 @@ def flood_dns(
     several queries, NXDOMAIN counted). ``protocol`` "tcp" reuses connections
     like NodeLocal DNSCache with ``force_tcp``. At most ``qps`` queries/s, for
     at most ``duration`` s and ``max_queries`` queries (0: qps x duration),
-    with at most ``concurrency`` in flight; it stops by itself.
+    with at most ``concurrency`` in flight; it stops by itself. ``workers`` > 1
+    splits the load over helper processes (for tens of thousands of queries/s).
 
     Blast radius: the named resolver only, for ``duration``. Nothing to roll
     back (the load ends with the action). Returns achieved QPS, answer,
@@ -151,7 +154,7 @@ def flood_dns(
         "server": server, "names": names, "port": port, "qps": qps, "duration": duration,
         "protocol": protocol, "search_domains": search_domains, "ndots": ndots, "qtype": qtype,
         "timeout": timeout, "concurrency": concurrency, "max_queries": max_queries,
-        "sockets": sockets,
+        "sockets": sockets, "workers": workers,
     }  # fmt: skip
     check_types(flood_dns, args)
     check_flood(args)
@@ -164,12 +167,16 @@ def flood_dns(
     )  # fmt: skip
     recipe = {"qps": qps, "duration": duration, "protocol": protocol}
     with fault(kind=FLOOD_KIND, target=f"{server}:{port}", recipe=recipe, module=__name__) as e:
-        report = run_flood(plan, wires)
+        if workers > 1:
+            report = run_parallel(plan, wires, workers, token=e.id)
+        else:
+            report = run_flood(plan, wires)
     undo(e)
     return {"server": server, "port": port, "protocol": protocol, "target_qps": qps, **report}
 
 
 @undo_handler(FLOOD_KIND)
-def _flood_over(entry: Entry) -> str:
-    # The flood runs inside the action: it ends with it, or with its process.
-    return f"flood of {entry.target} ended with its process"
+def _stop_flood(entry: Entry) -> str:
+    # One worker runs inside the action and ends with it; more run as helper processes.
+    stopped = _helper.stop_helpers(entry.id)
+    return f"stopped {stopped} flood worker(s) of {entry.target}" if stopped else "flood over"

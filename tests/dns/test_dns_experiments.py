@@ -84,7 +84,10 @@ def test_amplification_experiment_reports_seven_queries_per_lookup(
     assert code == 0, journal["gameday"]
     flood = next(r["output"] for r in journal["run"] if r["activity"]["type"] == "action")
     assert flood["queries_per_lookup"] == pytest.approx(7, abs=0.05)
-    assert flood["nxdomain"] == pytest.approx(6 * flood["answer"], abs=12)
+    # six NXDOMAIN suffixes per finished lookup, fewer for the lookups the end cut short
+    assert flood["answer"] == flood["lookups_answered"] and flood["lookups_failed"] == 0
+    assert 6 * flood["answer"] <= flood["nxdomain"]
+    assert flood["nxdomain"] <= 6 * (flood["answer"] + flood["lookups_unfinished"])
     assert flood["sent_qps"] == pytest.approx(700, rel=0.05)
     logged = cluster_dns.query_counts()
     suffixed = logged[("A", "db.example.com.ec2.internal")]

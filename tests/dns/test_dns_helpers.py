@@ -124,7 +124,7 @@ def test_book_walks_the_search_chain_on_nxdomain_and_stops_on_answer() -> None:
 FLOOD = {
     "server": "127.0.0.1", "names": ["www.example.test"], "port": 53, "qps": 100, "duration": 10,
     "protocol": "udp", "search_domains": None, "ndots": 1, "qtype": "A", "timeout": 1.0,
-    "concurrency": 100, "max_queries": 0, "sockets": 4,
+    "concurrency": 100, "max_queries": 0, "sockets": 4, "workers": 1,
 }  # fmt: skip
 
 
