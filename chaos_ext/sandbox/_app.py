@@ -32,8 +32,13 @@ import dns.message
 import dns.query
 import dns.rdatatype
 import psycopg
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
-from prometheus_client import generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 __all__ = ["AppConfig", "main"]
@@ -99,12 +104,7 @@ class Backend:
         self.config = config
         self._cache: tuple[float, str] | None = None
         self._lock = threading.Lock()
-        self.pool: ConnectionPool[Any] | None = None
-        if config.pool_size:
-            self.pool = ConnectionPool(
-                conninfo="", kwargs=self._conn_kwargs("127.0.0.1"), min_size=0,
-                max_size=config.pool_size, open=False, timeout=config.db_timeout,
-            )  # fmt: skip
+        self.pool: ConnectionPool[Any] | None = None  # tuned: made at the first lookup
 
     def _conn_kwargs(self, host: str) -> dict[str, Any]:
         c = self.config
@@ -145,9 +145,14 @@ class Backend:
 
     @contextmanager
     def connection(self, address: str) -> Iterator[psycopg.Connection[Any]]:
-        if self.pool is not None:
-            if self.pool.kwargs.get("host") != address:
-                self.pool.kwargs["host"] = address
+        if self.config.pool_size:
+            with self._lock:
+                if self.pool is None:
+                    self.pool = ConnectionPool(
+                        conninfo="", kwargs={**self._conn_kwargs(address), "autocommit": True},
+                        min_size=0, max_size=self.config.pool_size,
+                        timeout=self.config.db_timeout,
+                    )  # fmt: skip
             try:
                 with self.pool.connection() as conn:
                     yield conn
@@ -186,7 +191,7 @@ def _handler(backend: Backend, metrics: Metrics) -> type[BaseHTTPRequestHandler]
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
         def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
@@ -243,7 +248,7 @@ class PooledHTTPServer(HTTPServer):
 
 def _parse(argv: list[str] | None) -> tuple[str, int, AppConfig]:
     p = argparse.ArgumentParser(prog="sandbox-app", description=__doc__)
-    p.add_argument("--listen", default="0.0.0.0:8080")  # noqa: S104 - inside its own namespace
+    p.add_argument("--listen", default="0.0.0.0:8080")
     p.add_argument("--db-host", required=True)
     p.add_argument("--db-port", type=int, default=5432)
     p.add_argument("--db-name", default="app")
@@ -268,8 +273,6 @@ def _parse(argv: list[str] | None) -> tuple[str, int, AppConfig]:
 def main(argv: list[str] | None = None) -> None:
     host, port, config = _parse(argv)
     backend = Backend(config)
-    if backend.pool is not None:
-        backend.pool.open()
     server = PooledHTTPServer((host, port), _handler(backend, Metrics()), config.workers)
     server.serve_forever()
 

@@ -97,7 +97,7 @@ class SandboxCollector(Collector):
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="sandbox-exporter", description=__doc__)
-    p.add_argument("--listen", default="0.0.0.0:9187")  # noqa: S104 - inside its own namespace
+    p.add_argument("--listen", default="0.0.0.0:9187")
     p.add_argument("--dnsmasq-pidfile", type=Path, required=True)
     p.add_argument("--db-host", required=True)
     p.add_argument("--db-port", type=int, default=5432)

@@ -1,0 +1,122 @@
+"""``gameday sandbox up|down|status``: the local platform the default game day breaks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from chaos_ext.errors import ChaosExtError
+from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
+from chaos_ext.sandbox import backends
+
+HELP = """\
+A small platform on this machine that fails the way real ones do: network
+namespaces on one bridge (app, db, dns, mon) running PostgreSQL
+(max_connections 40), dnsmasq serving db.sandbox.test, a demo web service
+that resolves the database over TCP DNS and queries it on every request,
+an exporter (dnsmasq processes, database connections) and Prometheus.
+
+Backends: `netns` runs it in host network namespaces; `vm` runs the same
+inside a qemu micro-VM with Debian's kernel (needed where the host kernel has
+no netem, e.g. for the DB latency fault). `auto` (default) picks netns when
+the host kernel has netem, else vm, and says why.
+
+  gameday sandbox up                 # fragile app (new DB connection per request, no DNS cache)
+  gameday sandbox up --app tuned     # DNS cache, connection pool, retries
+  gameday sandbox status
+  gameday sandbox run experiments/sandbox/*.json --journal-dir reports/today
+  gameday sandbox down               # removes everything; safe to run twice
+
+`sandbox run` runs `gameday run` inside the sandbox's monitoring host (where
+Prometheus, the database and the DNS server are reachable), with the
+sandbox's addresses and database password given as --var-file.
+"""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "sandbox", help="bring the local sandbox platform up or down", description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    actions = parser.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
+    for name, text in (
+        ("up", "build the namespaces and start every service"),
+        ("down", "stop every service and remove every namespace (idempotent)"),
+        ("status", "show what runs and whether it answers"),
+    ):
+        action = actions.add_parser(name, help=text, description=text)
+        action.add_argument(
+            "--prefix", default="gd", help="names of the namespaces: <prefix>-app... (default gd)"
+        )
+        if name == "up":
+            action.add_argument("--backend", choices=("auto", "netns", "vm"), default="auto")
+            action.add_argument(
+                "--app", choices=("fragile", "tuned"), default="fragile", dest="app_mode",
+                help="the demo app's robustness (default fragile)",
+            )  # fmt: skip
+        if name == "status":
+            action.add_argument("--json", action="store_true", help="print JSON")
+        action.set_defaults(handler=handle)
+    run = actions.add_parser(
+        "run", help="run experiments inside the sandbox (gameday run there)",
+        description="Run `gameday run EXPERIMENT...` in the sandbox's monitoring host.",
+    )  # fmt: skip
+    run.add_argument("--prefix", default="gd")
+    run.add_argument("--journal-dir", default=".", help="where the journals go (default .)")
+    run.add_argument("--timeout", type=float, default=900, help="cap in seconds (default 900)")
+    run.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
+    run.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace, console: Console) -> int:
+    def say(text: str) -> None:
+        console.print(f"  {text}", highlight=False)
+
+    try:
+        if args.sandbox_command == "up":
+            backend, why = backends.choose(args.backend)
+            console.print(f"[bold]sandbox {args.prefix}:[/] backend {backend} ({why})")
+            backends.up(backend, args.prefix, args.app_mode, say)
+            console.print("[green]sandbox is up[/]; `gameday sandbox status` shows it")
+            return EXIT_HELD
+        if args.sandbox_command == "run":
+            return backends.run_in_sandbox(
+                args.prefix, ["run", *args.experiments], Path(args.journal_dir).resolve(),
+                args.timeout,
+            )  # fmt: skip
+        if args.sandbox_command == "down":
+            backends.down(args.prefix, say)
+            return EXIT_HELD
+        report = backends.status(args.prefix)
+    except ChaosExtError as exc:
+        console.print(f"[red]sandbox {args.sandbox_command}: {exc}[/]", highlight=False)
+        return EXIT_INVALID if "invalid" in type(exc).__name__.lower() else EXIT_FAILED
+    if args.json:
+        print(json.dumps(report, indent=2))  # noqa: T201 - stdout is the output
+    else:
+        _print_status(report)
+    return EXIT_HELD if report["up"] else EXIT_FAILED
+
+
+def _print_status(report: dict[str, Any]) -> None:
+    console = Console()
+    if not report["up"]:
+        console.print(f"sandbox {report['prefix']!r} is not running")
+        return
+    table = Table(
+        title=f"sandbox {report['prefix']} ({report['backend']}, app {report['app_mode']})"
+    )
+    for column in ("service", "namespace", "address", "pid", "running", "answering"):
+        table.add_column(column)
+    for name, svc in report["services"].items():
+        table.add_row(
+            name, svc.get("netns", ""), f"{svc.get('address', '')}:{svc.get('port', '')}",
+            str(svc.get("pid", "")), "yes" if svc["running"] else "NO",
+            "yes" if svc["answering"] else "NO",
+        )  # fmt: skip
+    console.print(table)

@@ -1,0 +1,133 @@
+"""`gameday sandbox up|down|status` for the netns backend (host network namespaces)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from chaos_ext.errors import SandboxError
+from chaos_ext.sandbox import _netns, _services
+from chaos_ext.sandbox._state import SandboxState, load_state, save_state, state_dir
+from chaos_ext.sandbox._topology import Topology, topology
+
+__all__ = ["down", "run", "status", "up", "write_vars"]
+
+Progress = Callable[[str], None]
+
+
+def up(prefix: str, app_mode: str, say: Progress) -> SandboxState:
+    """Build the namespaces and start every service; on failure tear everything down."""
+    topo = topology(prefix)
+    if load_state(prefix) is not None or _netns.existing(topo):
+        raise SandboxError(
+            f"sandbox {prefix!r} is already up (or half up): "
+            f"`gameday sandbox down --prefix {prefix}`"
+        )
+    work = state_dir(prefix)
+    work.mkdir(parents=True, exist_ok=True)
+    say(f"network: namespaces {', '.join(topo.namespaces)} on bridge {topo.subnet}")
+    try:
+        _netns.build(topo)
+        state = _services.start_all(topo, app_mode, work, say)
+        save_state(state)
+        write_vars(topo, state, work)
+    except BaseException:
+        say("start failed: removing what was started")
+        down(prefix, say)
+        raise
+    return state
+
+
+def write_vars(topo: Topology, state: SandboxState, work: Path) -> Path:
+    """``vars.json``: the configuration and secrets the sandbox experiments need."""
+    app, db, dns = topo.host("app"), topo.host("db"), topo.host("dns")
+    prom = state.services["prometheus"]
+    data: dict[str, dict[str, Any]] = {
+        "configuration": {
+            "prometheus_url": prom["url"],
+            "app_url": f"http://{app.address}:{_services.PORTS['app']}/",
+            "app_readiness_url": f"http://{app.address}:{_services.PORTS['app']}/readiness",
+            "app_netns": app.netns,
+            "app_interface": "eth0",
+            "db_host": db.address,
+            "db_port": _services.PORTS["postgres"],
+            "db_name": "app",
+            "db_user": "app",
+            "db_cidr": f"{db.address}/32",
+            "dns_server": dns.address,
+            "dns_port": _services.PORTS["dns"],
+            "dns_name": _services.DB_NAME,
+        },
+        "secrets": {"db": {"password": (work / "db-password").read_text()}},
+    }
+    path = work / "vars.json"
+    path.write_text(json.dumps(data, indent=2))
+    path.chmod(0o600)
+    return path
+
+
+def run(prefix: str, argv: Sequence[str], journal_dir: Path, timeout: float) -> int:
+    """Run ``gameday <argv>`` inside the monitoring namespace with the sandbox's vars."""
+    mon = topology(prefix).host("mon").netns
+    vars_file = state_dir(prefix) / "vars.json"
+    cli = [
+        "ip", "netns", "exec", mon, sys.executable, "-m", "chaos_ext.cli.main", argv[0],
+        "--var-file", str(vars_file), "--journal-dir", str(journal_dir), *argv[1:],
+    ]  # fmt: skip
+    return subprocess.run(cli, timeout=timeout, check=False).returncode
+
+
+def down(prefix: str, say: Progress) -> dict[str, Any]:
+    """Stop every service and remove every namespace and file. Safe to run twice."""
+    topo = topology(prefix)
+    state = load_state(prefix)
+    stopped = _services.stop_all(prefix, state.dirs if state else [])
+    removed = _netns.teardown(topo)
+    work = state_dir(prefix)
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(work)
+    if stopped or removed:
+        say(f"stopped {stopped} process(es), removed namespaces {', '.join(removed) or 'none'}")
+    else:
+        say(f"sandbox {prefix!r} was not running")
+    return {"stopped_processes": stopped, "removed_namespaces": removed}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def status(prefix: str) -> dict[str, Any]:
+    """What runs: namespaces, each service's pid and whether it answers."""
+    topo: Topology = topology(prefix)
+    state = load_state(prefix)
+    namespaces = _netns.existing(topo)
+    report: dict[str, Any] = {
+        "prefix": prefix,
+        "up": state is not None,
+        "backend": state.backend if state else None,
+        "app_mode": state.app_mode if state else None,
+        "namespaces": namespaces,
+        "services": {},
+    }
+    if state is None:
+        return report
+    mon = topo.host("mon").netns
+    for name, svc in state.services.items():
+        known: dict[str, Any] = {k: svc[k] for k in ("pid", "netns", "address", "port") if k in svc}
+        report["services"][name] = {
+            **known,
+            "running": _alive(int(svc["pid"])),
+            "answering": _services.reachable(mon, svc["address"], int(svc["port"])),
+        }
+    return report

@@ -1,0 +1,150 @@
+"""Start and stop the sandbox's real services inside its namespaces.
+
+Every process started here carries ``GAMEDAY_HELPER_TOKEN=sandbox-<prefix>``
+in its environment (children inherit it), so :func:`stop_all` finds them all
+through /proc even when the state file is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from chaos_ext import _helper
+from chaos_ext._servers import dnsmasq, postgres, prometheus
+from chaos_ext.errors import SandboxError
+from chaos_ext.sandbox._state import SandboxState
+from chaos_ext.sandbox._topology import Topology
+
+__all__ = ["DB_NAME", "PORTS", "reachable", "start_all", "stop_all", "token"]
+
+DB_NAME = "db.sandbox.test"
+PORTS = {"postgres": 5432, "dns": 53, "app": 8080, "exporter": 9187, "prometheus": 9090}
+Progress = Callable[[str], None]
+
+
+def token(prefix: str) -> str:
+    return f"sandbox-{prefix}"
+
+
+def _netns(ns: str) -> list[str]:
+    return ["ip", "netns", "exec", ns]
+
+
+def _spawn(ns: str, argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as handle:
+        return subprocess.Popen(
+            [*_netns(ns), *argv], stdin=subprocess.DEVNULL, stdout=handle,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+
+def _wait_http(ns: str, url: str, timeout: float, what: str, log: Path) -> None:
+    code = "import sys,urllib.request;urllib.request.urlopen(sys.argv[1],timeout=2)"
+    probe = [sys.executable, "-c", code, url]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = subprocess.run([*_netns(ns), *probe], capture_output=True, timeout=10, check=False)
+        if done.returncode == 0:
+            return
+        time.sleep(0.3)
+    tail = log.read_text(errors="replace")[-400:] if log.exists() else ""
+    raise SandboxError(f"{what} did not answer {url} within {timeout:g} s: {tail}")
+
+
+def _python_service(
+    topo: Topology, role: str, module: str, args: list[str], work: Path, health: str
+) -> dict[str, Any]:
+    host = topo.host(role)
+    log = work / f"{module.rsplit('.', 1)[-1].lstrip('_')}.log"
+    proc = _spawn(host.netns, [sys.executable, "-m", module, *args], log)
+    _wait_http(host.netns, health, 60, module, log)
+    return {"pid": proc.pid, "netns": host.netns, "log": str(log)}
+
+
+def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> SandboxState:
+    """Start PostgreSQL, dnsmasq, the app, the exporter and Prometheus; record them."""
+    os.environ[_helper.TOKEN_VAR] = token(topo.prefix)
+    state = SandboxState(topo.prefix, "netns", app_mode, time.time(), dirs=[str(work)])
+    password_file = work / "db-password"
+    password_file.write_text(secrets.token_urlsafe(18))
+    password_file.chmod(0o600)
+    db, dns, app, mon = (topo.host(r) for r in ("db", "dns", "app", "mon"))
+
+    say(f"PostgreSQL in {db.netns} ({db.address}:{PORTS['postgres']}, max_connections 40)")
+    pg = postgres.start(
+        password=password_file.read_text(), user="app", database="app", max_connections=40,
+        host=db.address, port=PORTS["postgres"], netns=_netns(db.netns),
+    )  # fmt: skip
+    state.services["postgres"] = {"pid": pg.process.pid, "netns": db.netns, "address": db.address,
+                                  "port": pg.port, "dir": str(pg.base_dir)}  # fmt: skip
+    state.dirs.append(str(pg.base_dir))
+
+    say(f"dnsmasq in {dns.netns} ({dns.address}:53) serving {DB_NAME}")
+    dm = dnsmasq.start(
+        records={DB_NAME: db.address}, local_domains=["sandbox.test"], address=dns.address,
+        port=PORTS["dns"], prefix=_netns(dns.netns), workdir=work / "dnsmasq",
+    )  # fmt: skip
+    state.services["dnsmasq"] = {"pid": dm.pid, "netns": dns.netns, "address": dns.address,
+                                 "port": dm.port, "pidfile": str(dm.pidfile)}  # fmt: skip
+
+    say(f"demo app in {app.netns} ({app.address}:8080, {app_mode})")
+    app_args = [
+        "--listen", f"0.0.0.0:{PORTS['app']}", "--db-host", DB_NAME, "--db-port",
+        str(PORTS["postgres"]), "--db-password-file", str(password_file),
+        "--dns-server", dns.address, "--dns-port", str(PORTS["dns"]),
+        *(["--tuned"] if app_mode == "tuned" else []),
+    ]  # fmt: skip
+    state.services["app"] = {
+        **_python_service(topo, "app", "chaos_ext.sandbox._app", app_args, work,
+                          f"http://127.0.0.1:{PORTS['app']}/healthz"),
+        "address": app.address, "port": PORTS["app"],
+    }  # fmt: skip
+
+    say(f"exporter in {mon.netns} ({mon.address}:{PORTS['exporter']})")
+    exp_args = [
+        "--listen", f"0.0.0.0:{PORTS['exporter']}", "--dnsmasq-pidfile", str(dm.pidfile),
+        "--db-host", db.address, "--db-port", str(PORTS["postgres"]),
+        "--db-password-file", str(password_file),
+    ]  # fmt: skip
+    state.services["exporter"] = {
+        **_python_service(topo, "mon", "chaos_ext.sandbox._exporter", exp_args, work,
+                          f"http://127.0.0.1:{PORTS['exporter']}/metrics"),
+        "address": mon.address, "port": PORTS["exporter"],
+    }  # fmt: skip
+
+    say(f"Prometheus in {mon.netns} ({mon.address}:{PORTS['prometheus']}, scrape every 1 s)")
+    prom = prometheus.start(
+        jobs={"app": [f"{app.address}:{PORTS['app']}"],
+              "sandbox": [f"{mon.address}:{PORTS['exporter']}"]},
+        scrape_interval="1s", host=mon.address, port=PORTS["prometheus"],
+        netns=_netns(mon.netns), workdir=work / "prometheus",
+    )  # fmt: skip
+    state.services["prometheus"] = {"pid": prom.process.pid, "netns": mon.netns,
+                                    "address": mon.address, "port": prom.port,
+                                    "url": f"http://{mon.address}:{prom.port}"}  # fmt: skip
+    return state
+
+
+def stop_all(prefix: str, dirs: Sequence[str] = ()) -> int:
+    """Stop every process of the sandbox and remove its data. Idempotent."""
+    stopped = _helper.stop_helpers(token(prefix), grace=10.0)
+    for directory in dirs:
+        shutil.rmtree(directory, ignore_errors=True)
+    return stopped
+
+
+def reachable(ns: str, address: str, port: int) -> bool:
+    """Whether ``address:port`` accepts TCP from inside namespace ``ns``."""
+    check = [sys.executable, "-c",
+             "import socket,sys;socket.create_connection((sys.argv[1],int(sys.argv[2])),2)",
+             address, str(port)]  # fmt: skip
+    done = subprocess.run([*_netns(ns), *check], capture_output=True, timeout=10, check=False)
+    return done.returncode == 0
