@@ -16,6 +16,7 @@ Every command has a time cap (its ``timeout``, at most the agent's own cap).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -79,10 +80,8 @@ def _stop(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=grace)
     except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def main(share: Path) -> int:
@@ -105,7 +104,9 @@ def main(share: Path) -> int:
                 seen.add(name)
                 cid = name[: -len(".json")]
                 request = json.loads((share / "req" / name).read_text())
-                threading.Thread(target=_run, args=(share, cid, request, procs), daemon=True).start()
+                threading.Thread(
+                    target=_run, args=(share, cid, request, procs), daemon=True
+                ).start()
             elif name.endswith(".kill") and name not in seen:
                 proc = procs.get(name[: -len(".kill")])
                 if proc is not None:

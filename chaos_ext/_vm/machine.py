@@ -43,6 +43,7 @@ from chaos_ext.errors import SandboxError
 __all__ = ["CommandResult", "GuestProcess", "VMConfig", "VirtualMachine", "kvm_works"]
 
 GUEST_IP = "10.0.2.15"
+_VIRTFS = "security_model=none,multidevs=remap"
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,9 @@ class GuestProcess:
         while not path.exists():
             self.vm.check_alive()
             if time.monotonic() > deadline:
-                raise SandboxError(f"guest command {list(self.argv)} still running after {timeout} s")
+                raise SandboxError(
+                    f"guest command {list(self.argv)} still running after {timeout} s"
+                )
             time.sleep(0.1)
         result = json.loads(path.read_text())
         stdout, stderr = self.output()
@@ -157,7 +160,10 @@ class VirtualMachine:
             raise
 
     def _boot_script(self) -> str:
-        lines = ["#!/bin/sh", "export HOME=/tmp PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+        lines = [
+            "#!/bin/sh",
+            "export HOME=/tmp PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        ]
         if self.config.forward_ports:
             lines += [
                 "ip link set eth0 up",
@@ -175,8 +181,8 @@ class VirtualMachine:
             "qemu-system-x86_64", "-accel", accel, "-m", str(cfg.memory_mb),
             "-smp", str(cfg.cpus), "-display", "none", "-monitor", "none", "-no-reboot",
             "-kernel", f"/boot/vmlinuz-{self.kernel_release}", "-initrd", str(initrd),
-            "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-            "-virtfs", f"local,path={self.share},mount_tag=share,security_model=none,multidevs=remap",
+            "-virtfs", f"local,path=/,mount_tag=hostroot,{_VIRTFS},readonly=on",
+            "-virtfs", f"local,path={self.share},mount_tag=share,{_VIRTFS}",
             "-append", "console=ttyS0 quiet panic=-1",
         ]  # fmt: skip
         if cfg.forward_ports:
@@ -296,7 +302,7 @@ def kvm_works(vm: VirtualMachine, initrd: Path, cache: Path, timeout: float = 20
         return bool(json.loads(probe_file.read_text())["works"])
     log = cache / f"kvm-probe-{key}.log"
     log.unlink(missing_ok=True)
-    proc = vm._launch(initrd, "kvm", log)  # noqa: SLF001 - same module family
+    proc = vm._launch(initrd, "kvm", log)
     works = False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
