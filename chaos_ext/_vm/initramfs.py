@@ -23,11 +23,19 @@ from pathlib import Path
 
 from chaos_ext.errors import SandboxError
 
-__all__ = ["DEFAULT_MODULES", "INIT_SCRIPT", "build_initramfs", "module_load_order"]
+__all__ = [
+    "DEFAULT_MODULES",
+    "INIT_SCRIPT",
+    "build_initramfs",
+    "module_load_order",
+    "newest_kernel",
+    "qemu_available",
+]
 
 DEFAULT_MODULES: tuple[str, ...] = (
-    "9p", "9pnet_virtio", "virtio_pci", "virtio_net", "veth", "sch_netem", "sch_htb",
-    "sch_tbf", "sch_prio", "sch_ingress", "cls_u32", "cls_matchall", "cls_flower", "bridge",
+    "9p", "9pnet_virtio", "virtio_pci", "virtio_net", "veth", "bridge",
+    "sch_netem", "sch_htb", "sch_tbf", "sch_prio", "sch_sfq", "sch_ingress",
+    "cls_u32", "cls_matchall", "cls_flower",
 )  # fmt: skip
 """Modules the network lane (and the local sandbox) needs; dependencies are added."""
 
