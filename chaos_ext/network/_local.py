@@ -1,0 +1,141 @@
+"""Local targets over netlink: this host, a named network namespace, a process's namespace."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pyroute2 import IPRoute, netns
+from pyroute2.netlink.exceptions import NetlinkError
+
+from chaos_ext.errors import NetworkError, PreflightFailed
+from chaos_ext.network import _spec, _tree
+
+__all__ = ["apply", "missing_features", "open_route", "preflight", "restore", "state"]
+
+CAP_NET_ADMIN = 12
+
+
+def _netns_path(target: _spec.Target) -> str | None:
+    if target.kind == "local":
+        return None
+    path = f"/run/netns/{target.name}" if target.kind == "netns" else f"/proc/{target.pid}/ns/net"
+    if not Path(path).exists():
+        what = (
+            f"network namespace {target.name!r}"
+            if target.kind == "netns"
+            else (f"process {target.pid}")
+        )
+        raise NetworkError(f"{what} does not exist ({path} is missing)")
+    return path
+
+
+@contextlib.contextmanager
+def open_route(target: _spec.Target) -> Iterator[IPRoute]:
+    """An IPRoute inside the target's network namespace (never creates one)."""
+    path = _netns_path(target)
+    try:
+        ipr = IPRoute() if path is None else IPRoute(netns=path, flags=0)
+    except (OSError, NetlinkError) as exc:
+        raise NetworkError(f"cannot open netlink in {target.label('')[:-1]}: {exc}") from exc
+    try:
+        ipr.status["nlm_generator"] = False
+        yield ipr
+    finally:
+        ipr.close()
+
+
+def interface_index(ipr: IPRoute, target: _spec.Target, interface: str) -> int:
+    found = ipr.link_lookup(ifname=interface)
+    if not found:
+        raise NetworkError(f"interface {interface!r} not found in {target.label(interface)}")
+    return int(found[0])
+
+
+def _has_net_admin() -> bool:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN & 1)
+    return False
+
+
+def missing_features() -> list[str]:
+    """Kernel features the fault needs that this kernel lacks (live probe in a scratch netns).
+
+    Builds the same kind of tree (htb root, netem leaf, u32 filter) on the
+    loopback of a throw-away namespace, then deletes the namespace.
+    """
+    name = f"gdpf-{uuid.uuid4().hex[:8]}"
+    netns.create(name)
+    missing: list[str] = []
+    try:
+        with IPRoute(netns=name, flags=0) as ipr:
+            steps: list[tuple[str, Any]] = [
+                ("sch_htb", lambda: ipr.tc("add", "htb", 1, 0x10000, default=1)),
+                ("sch_htb", lambda: ipr.tc("add-class", "htb", 1, 0x10001, parent=0x10000,
+                                           rate="1gbit")),
+                ("sch_netem", lambda: ipr.tc("add", "netem", 1, 0x20000, parent=0x10001,
+                                             delay=1000)),
+                ("cls_u32", lambda: ipr.tc("add-filter", "u32", 1, parent=0x10000, prio=1,
+                                           protocol=_spec.ETH_P_IP, target=0x10001,
+                                           keys=["0x0/0x0+16"])),
+            ]  # fmt: skip
+            for feature, step in steps:
+                try:
+                    step()
+                except NetlinkError:
+                    missing.append(feature)
+                    if feature == "sch_htb":
+                        missing.extend(["sch_netem", "cls_u32"])
+                        break
+    finally:
+        netns.remove(name)
+    return sorted(set(missing))
+
+
+def preflight(target: _spec.Target) -> dict[str, Any]:
+    """Raise PreflightFailed naming what is missing; nothing is changed."""
+    where = target.label("")[:-1]
+    release = os.uname().release
+    if not _has_net_admin():
+        raise PreflightFailed(f"no CAP_NET_ADMIN for {where}: run gameday as root")
+    _netns_path(target)
+    missing = missing_features()
+    if missing:
+        raise PreflightFailed(f"kernel {release} on {where} has no {', '.join(missing)}")
+    return {"kernel": release, "target": where, "features": ["sch_htb", "sch_netem", "cls_u32"]}
+
+
+def apply(target: _spec.Target, interface: str, spec: _spec.LatencySpec) -> None:
+    with open_route(target) as ipr:
+        _tree.apply_tree(ipr, interface_index(ipr, target, interface), spec)
+
+
+def snapshot(target: _spec.Target, interface: str) -> dict[str, Any]:
+    with open_route(target) as ipr:
+        return _tree.snapshot(ipr, interface_index(ipr, target, interface))
+
+
+def restore(target: _spec.Target, interface: str, snap: dict[str, Any]) -> str:
+    """Put the saved tree back (idempotent) and check it; returns what was done."""
+    label = target.label(interface)
+    now = snapshot(target, interface)
+    if _tree.fingerprint(now) == _tree.fingerprint(snap):
+        return f"{label}: qdisc tree already as before"
+    if not _tree.is_ours(now):
+        return f"{label}: the latency tree is gone and the root was changed since; left alone"
+    with open_route(target) as ipr:  # a fresh socket for the changes (see _tree.replay)
+        _tree.replay(ipr, interface_index(ipr, target, interface), snap)
+    _tree.verify(snap, snapshot(target, interface))
+    previous = snap["root_kind"] or "kernel default"
+    return f"{label}: previous qdisc tree restored ({previous})"
+
+
+def state(target: _spec.Target, interface: str) -> dict[str, Any]:
+    with open_route(target) as ipr:
+        snap = _tree.snapshot(ipr, interface_index(ipr, target, interface))
+    return {"target": target.label(interface), "latency_active": _tree.is_ours(snap), **snap}
