@@ -3,7 +3,7 @@
 Metric names follow the exporters a real cluster has, so the probe catalog's
 queries work unchanged against the sandbox:
 
-* ``container_processes{container="dnsmasq"}`` (cAdvisor): dnsmasq processes,
+* ``container_processes{container="dnsmasq", namespace="sandbox"}`` (cAdvisor): dnsmasq processes,
   i.e. the main process plus the children it forks for TCP queries;
 * ``pg_stat_activity_count{datname,state}`` and ``pg_settings_max_connections``
   (postgres_exporter).
@@ -58,13 +58,13 @@ class SandboxCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         procs = GaugeMetricFamily(
-            "container_processes", "Processes in the container", labels=["container"]
+            "container_processes", "Processes in the container", labels=["container", "namespace"]
         )
         try:
             count = count_process_tree(int(self.pidfile.read_text().split()[0]))
         except (OSError, ValueError, IndexError):
             count = 0
-        procs.add_metric(["dnsmasq"], count)
+        procs.add_metric(["dnsmasq", "sandbox"], count)
         yield procs
         yield from self._postgres()
 

@@ -112,7 +112,7 @@ class _Guest:
         tmp = self.share / f".{cid}.json"
         tmp.write_text(json.dumps(request))
         os.replace(tmp, self.share / "req" / f"{cid}.json")
-        return GuestProcess(self, cid, tuple(argv))
+        return GuestProcess(self, cid, tuple(argv))  # type: ignore[arg-type]
 
 
 def status(prefix: str) -> dict[str, Any]:
