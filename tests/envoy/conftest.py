@@ -1,0 +1,106 @@
+"""Envoy test fixtures: config_dump files, a local admin HTTP server, a kmock API."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.kmock_exec import RunningEmulator, running_emulator
+
+FIXTURES = Path(__file__).parent / "fixtures"
+COMPLIANT = FIXTURES / "istio-gateway-edge.json"
+DEFAULTS = FIXTURES / "istio-gateway-defaults.json"
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+@dataclass
+class AdminServer:
+    """A stand-in for Envoy's admin port: serves scripted (status, body) per path."""
+
+    url: str
+    routes: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def admin_server() -> Iterator[AdminServer]:
+    """A real HTTP server on 127.0.0.1:<free port>; routes are set by the test."""
+    state = AdminServer(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state.requests.append(self.path)
+            status, body = state.routes.get(self.path, (404, b"invalid path\n"))
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts TCP connections (backlog) but never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A port nothing listens on (bound then released)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port: int = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+@pytest.fixture
+def k8s_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningEmulator]:
+    """kmock's Kubernetes emulator with pods/exec; KUBECONFIG points at it."""
+    with running_emulator() as emulator:
+        monkeypatch.setenv("KUBECONFIG", str(emulator.kubeconfig(tmp_path / "kubeconfig")))
+        monkeypatch.delenv("KUBERNETES_CONTEXT", raising=False)
+        yield emulator
+
+
+def gateway_pod(name: str, *, phase: str = "Running", containers: tuple[str, ...] = ("istio-proxy",)
+                ) -> dict[str, Any]:  # fmt: skip
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "istio-system",
+                     "labels": {"app": "istio-ingressgateway", "istio": "ingressgateway"}},
+        "spec": {"containers": [{"name": c, "image": "docker.io/istio/proxyv2:1.22.3"}
+                                for c in containers]},
+        "status": {"phase": phase},
+    }  # fmt: skip
