@@ -174,7 +174,11 @@ def _pick_pod(core: Any, src: DumpSource) -> str:
 
 def _exec_frames(sock: Any, deadline: float) -> tuple[bytes, bytes, bytes]:
     """(stdout, stderr, status) of a Kubernetes exec stream (channel byte + data frames)."""
-    from websocket import ABNF, WebSocketConnectionClosedException  # noqa: PLC0415
+    from websocket import (  # noqa: PLC0415 - only pod sources need it
+        ABNF,
+        WebSocketConnectionClosedException,
+        WebSocketException,
+    )
 
     channels = {1: bytearray(), 2: bytearray(), 3: bytearray()}
     while True:
@@ -186,7 +190,7 @@ def _exec_frames(sock: Any, deadline: float) -> tuple[bytes, bytes, bytes]:
             opcode, frame = sock.recv_data_frame(True)
         except WebSocketConnectionClosedException:
             break
-        except OSError as exc:  # socket.timeout included
+        except (WebSocketException, OSError) as exc:  # timeouts included
             raise EnvoyError(f"exec config_dump: reading the output failed: {exc}") from exc
         if opcode == ABNF.OPCODE_CLOSE:
             break
@@ -241,8 +245,10 @@ def _read_pod(src: DumpSource, timeout: float, secrets: Mapping[str, Any] | None
     ws = _with_deadline(connect, timeout, what)
     try:
         stdout, stderr, status = _exec_frames(ws.sock, deadline)
-    finally:
-        ws.close()
+    except BaseException:
+        ws.sock.shutdown()  # no close handshake with a peer that stopped answering
+        raise
+    ws.close(timeout=1)
     _exec_status(status, stderr, what)
     return stdout
 

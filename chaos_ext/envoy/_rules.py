@@ -281,7 +281,7 @@ def load_rules_file(path: str, base: Sequence[Rule]) -> list[Rule]:
     try:
         text = Path(path).read_text("utf-8")
     except OSError as exc:
-        raise InvalidArgument(f"rules file {path!r}: {exc.strerror or exc}") from None
+        raise InvalidArgument(f"rules file {path!r}: cannot read: {exc.strerror or exc}") from None
     data = _rules_document(text, path)
     start: Sequence[Rule] = base if data.get("defaults", True) is not False else ()
     return rules_from_data(data["rules"], start)

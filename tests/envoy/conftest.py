@@ -87,10 +87,15 @@ def closed_port() -> int:
 
 @pytest.fixture
 def k8s_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningEmulator]:
-    """kmock's Kubernetes emulator with pods/exec; KUBECONFIG points at it."""
+    """kmock's Kubernetes emulator with pods/exec, reached as chaostoolkit-kubernetes does.
+
+    KUBERNETES_HOST (the environment route of create_k8s_api_client); KUBECONFIG
+    points at a missing file so no local kubeconfig takes precedence.
+    """
     with running_emulator() as emulator:
-        monkeypatch.setenv("KUBECONFIG", str(emulator.kubeconfig(tmp_path / "kubeconfig")))
-        monkeypatch.delenv("KUBERNETES_CONTEXT", raising=False)
+        monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+        monkeypatch.setenv("KUBERNETES_HOST", emulator.url)
+        monkeypatch.delenv("CHAOSTOOLKIT_IN_POD", raising=False)
         yield emulator
 
 

@@ -21,7 +21,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp.web
@@ -113,17 +112,6 @@ class RunningEmulator:
     @property
     def exec_calls(self) -> list[ExecCall]:
         return list(self.handler.exec_state.calls)
-
-    def kubeconfig(self, path: Path) -> Path:
-        """A kubeconfig pointing at this emulator (plain HTTP, no credentials)."""
-        config: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
-            "clusters": [{"name": "kmock", "cluster": {"server": self.url}}],
-            "users": [{"name": "kmock", "user": {}}],
-            "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "kmock"}}],
-        }  # fmt: skip
-        path.write_text(json.dumps(config))
-        return path
 
 
 @contextmanager
