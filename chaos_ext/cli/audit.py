@@ -74,7 +74,7 @@ def report_table(report: dict[str, Any]) -> Table:
     """The audit report as a rich table (one row per check)."""
     table = Table(title=f"Envoy edge audit of {escape(report['source'])}")
     for column in ("result", "severity", "rule", "listener", "expected", "found", "path"):
-        table.add_column(column, overflow="fold" if column == "path" else "ellipsis")
+        table.add_column(column, overflow="fold", no_wrap=column in ("result", "severity"))
     for row in report["results"]:
         verdict = "[green]PASS[/]" if row["pass"] else "[red]FAIL[/]"
         table.add_row(
