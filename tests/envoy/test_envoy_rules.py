@@ -9,9 +9,15 @@ from typing import Any
 import pytest
 from conftest import COMPLIANT, load
 
-from chaos_ext.envoy._audit import evaluate
+from chaos_ext.envoy._audit import evaluate, walk
 from chaos_ext.envoy._dump import edge_config, select_listeners
-from chaos_ext.envoy._rules import compare, default_rules, effective_rules, rules_from_data
+from chaos_ext.envoy._rules import (
+    compare,
+    compiled_path,
+    default_rules,
+    effective_rules,
+    rules_from_data,
+)
 from chaos_ext.errors import InvalidArgument
 
 HCM_8443_API = "configs[2].dynamic_listeners[1].active_state.listener.filter_chains[1]"
@@ -201,3 +207,17 @@ def test_named_static_listener_without_edge_settings() -> None:
     assert per_listener[1].path == (
         "configs[2].static_listeners[1].listener.per_connection_buffer_limit_bytes"
     )
+
+
+def test_plain_paths_are_walked_exactly_as_jsonpath_finds_them() -> None:
+    dump = load(COMPLIANT)
+    sections = [dump["configs"][0]["bootstrap"], _hcm(dump, 0, 0), _hcm(dump, 1, 1)]
+    sections.append(dump["configs"][2]["dynamic_listeners"][1]["active_state"]["listener"])
+    plain = [loc.expr for rule in default_rules() for loc in rule.at if loc.scope != "runtime"]
+    plain = [expr for expr in plain if "[" not in expr] + ["missing.field", "use_remote_address.x"]
+    assert len(plain) > 10
+    for section in sections:
+        for expr in plain:
+            matches = compiled_path(expr).find(section)
+            expected = (True, matches[0].value) if matches else (False, None)
+            assert walk(section, expr) == expected, expr
