@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import netns_list
+from support.harness import netns_list
 
 from chaos_ext.ledger import Ledger
 
