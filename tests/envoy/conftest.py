@@ -1,36 +1,17 @@
-"""Envoy test fixtures: config_dump files, a local admin HTTP server, a kmock API."""
+"""Envoy fixtures: a local admin HTTP server, silent/closed ports, a kmock API with exec."""
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.envoy_dumps import AdminServer
 from support.kmock_exec import RunningEmulator, running_emulator
-
-FIXTURES = Path(__file__).parent / "fixtures"
-COMPLIANT = FIXTURES / "istio-gateway-edge.json"
-DEFAULTS = FIXTURES / "istio-gateway-defaults.json"
-
-
-def load(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
-
-
-@dataclass
-class AdminServer:
-    """A stand-in for Envoy's admin port: serves scripted (status, body) per path."""
-
-    url: str
-    routes: dict[str, tuple[int, bytes]] = field(default_factory=dict)
-    requests: list[str] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -97,15 +78,3 @@ def k8s_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Running
         monkeypatch.setenv("KUBERNETES_HOST", emulator.url)
         monkeypatch.delenv("CHAOSTOOLKIT_IN_POD", raising=False)
         yield emulator
-
-
-def gateway_pod(name: str, *, phase: str = "Running", containers: tuple[str, ...] = ("istio-proxy",)
-                ) -> dict[str, Any]:  # fmt: skip
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "istio-system",
-                     "labels": {"app": "istio-ingressgateway", "istio": "ingressgateway"}},
-        "spec": {"containers": [{"name": c, "image": "docker.io/istio/proxyv2:1.22.3"}
-                                for c in containers]},
-        "status": {"phase": phase},
-    }  # fmt: skip

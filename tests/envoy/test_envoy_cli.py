@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import COMPLIANT, DEFAULTS, AdminServer
+from support.envoy_dumps import COMPLIANT, DEFAULTS, AdminServer
 
 Gameday = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -6,7 +6,7 @@ import copy
 import json
 
 import pytest
-from conftest import COMPLIANT, load
+from support.envoy_dumps import COMPLIANT, load
 
 from chaos_ext.envoy._dump import edge_config, parse_config_dump, select_listeners
 from chaos_ext.errors import EnvoyError

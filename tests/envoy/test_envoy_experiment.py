@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import COMPLIANT, DEFAULTS, AdminServer
+from support.envoy_dumps import COMPLIANT, DEFAULTS, AdminServer
 
 EXPERIMENT = Path(__file__).parents[2] / "experiments" / "envoy-edge-audit.json"
 Gameday = Callable[..., subprocess.CompletedProcess[str]]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import COMPLIANT, load
+from support.envoy_dumps import COMPLIANT, load
 
 from chaos_ext.envoy._audit import evaluate, walk
 from chaos_ext.envoy._dump import edge_config, select_listeners

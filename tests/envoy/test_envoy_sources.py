@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import COMPLIANT, DEFAULTS, AdminServer, gateway_pod
 from kubernetes import client
+from support.envoy_dumps import COMPLIANT, DEFAULTS, AdminServer, gateway_pod
 from support.kmock_exec import ExecResult, RunningEmulator
 
 from chaos_ext._k8s import api_client

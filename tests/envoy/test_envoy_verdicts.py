@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import COMPLIANT, DEFAULTS, load
+from support.envoy_dumps import COMPLIANT, DEFAULTS, load
 
 from chaos_ext.envoy._audit import audit_report, evaluate
 from chaos_ext.envoy._dump import edge_config, select_listeners
