@@ -10,12 +10,16 @@ from chaoslib.types import Configuration, Secrets
 from chaos_ext.envoy._audit import audit_report, evaluate
 from chaos_ext.envoy._dump import edge_config, parse_config_dump, select_listeners
 from chaos_ext.envoy._fetch import fetch_dump, parse_source
+from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
 from chaos_ext.envoy._rules import effective_rules
-from chaos_ext.errors import InvalidArgument
+from chaos_ext.errors import EmptyResult, InvalidArgument
+from chaos_ext.prometheus._client import client
+from chaos_ext.prometheus._promql import matchers
+from chaos_ext.prometheus._results import parse_instant, shown
 from chaos_ext.rbac import Rule, needs_k8s
 from chaos_ext.validation import require_name, require_range, validated_by
 
-__all__ = ["edge_config_audit"]
+__all__ = ["edge_config_audit", "overload_state"]
 
 
 def _check_audit(arguments: Mapping[str, Any]) -> None:
@@ -73,3 +77,52 @@ def edge_config_audit(
     listeners = select_listeners(config, listener, origin=src.location)
     checks = evaluate(config, listeners, chosen_rules)
     return audit_report(checks, source=src.location, listeners=listeners)
+
+
+def _labels(job: str, selector: Mapping[str, Any] | None) -> str:
+    if selector is not None and not isinstance(selector, dict):
+        raise InvalidArgument(f"selector: expected a mapping of label matchers, got {selector!r}")
+    labels = {"job": job} if job else {}
+    labels.update({str(k): str(v) for k, v in (selector or {}).items()})
+    return matchers(labels)
+
+
+def _check_overload(arguments: Mapping[str, Any]) -> None:
+    _labels(str(arguments.get("job", "envoy")), arguments.get("selector"))
+
+
+@validated_by(_check_overload)
+def overload_state(
+    job: str = "envoy",
+    selector: dict[str, str] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """Read Envoy's overload-manager state from Prometheus (envoy_overload_* metrics).
+
+    Read-only: two instant queries (``prometheus_url`` in the configuration).
+    Envoys are selected by ``job`` plus ``selector`` label matchers (``{"namespace":
+    "istio-system", "pod": "~istio-ingressgateway-.*"}``; ``~`` for a regex).
+    Returns, as the highest value across those Envoys: ``active`` (how many
+    overload actions are active), ``active_actions``, ``stop_accepting_requests``
+    (bool), ``actions`` (active / scale_percent per action), ``pressure_percent``
+    per resource monitor, ``load_shed_points`` (scale percent) and
+    ``downstream_connections`` (sum). Check that actions engage under load
+    with a jsonpath tolerance (``$.stop_accepting_requests``, ``$.active``).
+    No overload series at all raises EmptyResult (no overload manager, or
+    stats not exported: Istio needs "overload" in its proxy stats matcher).
+    """
+    selected = _labels(job, selector)
+    prom = client(configuration, secrets)
+    expr = overload_query(selected)
+    samples = parse_instant(prom.instant(expr), expr)
+    if not samples:
+        raise EmptyResult(
+            f"{shown(expr)} found no envoy_overload_* series: is the overload manager "
+            "configured, and are overload stats exported (Istio: add 'overload' to "
+            "proxyStatsMatcher inclusionPrefixes)?"
+        )
+    count = connections_query(selected)
+    connections = parse_instant(prom.instant(count), count)
+    values = {s.labels.get("__name__", ""): s.value for s in samples}
+    return overload_summary(values, connections[0].value if connections else None, selected)

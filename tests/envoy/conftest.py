@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -14,11 +14,7 @@ from support.envoy_dumps import AdminServer
 from support.kmock_exec import RunningEmulator, running_emulator
 
 
-@pytest.fixture
-def admin_server() -> Iterator[AdminServer]:
-    """A real HTTP server on 127.0.0.1:<free port>; routes are set by the test."""
-    state = AdminServer(url="")
-
+def _serve(state: AdminServer) -> tuple[ThreadingHTTPServer, threading.Thread]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             state.requests.append(self.path)
@@ -36,12 +32,32 @@ def admin_server() -> Iterator[AdminServer]:
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    return server, thread
+
+
+@pytest.fixture
+def admin_servers() -> Iterator[Callable[[], AdminServer]]:
+    """Start real HTTP servers on 127.0.0.1:<free port>; routes are set by the test."""
+    running: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+
+    def start() -> AdminServer:
+        state = AdminServer(url="")
+        running.append(_serve(state))
+        return state
+
     try:
-        yield state
+        yield start
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+        for server, thread in running:
+            server.shutdown()
+            server.server_close()
+            thread.join(10)
+
+
+@pytest.fixture
+def admin_server(admin_servers: Callable[[], AdminServer]) -> AdminServer:
+    """One stand-in Envoy admin port."""
+    return admin_servers()
 
 
 @pytest.fixture

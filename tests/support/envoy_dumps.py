@@ -40,3 +40,42 @@ def gateway_pod(name: str, *, phase: str = "Running", containers: tuple[str, ...
                                 for c in containers]},
         "status": {"phase": phase},
     }  # fmt: skip
+
+
+def envoy_stats(
+    *, heap_percent: float, saturated: tuple[str, ...] = (), connections: tuple[int, int] = (0, 0)
+) -> bytes:
+    """An Envoy ``/stats/prometheus`` page (its format: ``# TYPE`` lines, ``{}`` on
+    untagged gauges) for a gateway with the edge overload manager of the fixture.
+
+    ``saturated`` overload actions report active 1 / scale_percent 100; the
+    tcp_listener_accept load shed point saturates with stop_accepting_requests.
+    """
+    lines: list[str] = []
+
+    def gauge(name: str, value: float, tags: str = "") -> None:
+        lines.append(f"# TYPE {name} gauge")
+        lines.append(f"{name}{{{tags}}} {value:g}")
+
+    actions = ("shrink_heap", "disable_http_keepalive", "stop_accepting_requests",
+               "reduce_timeouts")  # fmt: skip
+    for action in actions:
+        on = action in saturated
+        base = f"envoy_overload_envoy_overload_actions_{action}"
+        gauge(f"{base}_active", 1 if on else 0)
+        gauge(f"{base}_scale_percent", 100 if on else 0)
+    gauge("envoy_overload_envoy_resource_monitors_fixed_heap_pressure", heap_percent)
+    lines.append("# TYPE envoy_overload_envoy_resource_monitors_fixed_heap_failed_updates counter")
+    lines.append("envoy_overload_envoy_resource_monitors_fixed_heap_failed_updates{} 0")
+    gauge("envoy_overload_envoy_resource_monitors_global_downstream_max_connections_pressure",
+          round(100 * sum(connections) / 50000, 2))  # fmt: skip
+    shed = 100 if "stop_accepting_requests" in saturated else 0
+    gauge("envoy_overload_envoy_load_shed_points_tcp_listener_accept_scale_percent", shed)
+    lines.append("# TYPE envoy_http_downstream_cx_active gauge")
+    for prefix, count in zip(("outbound_0.0.0.0_8080", "outbound_0.0.0.0_8443"), connections,
+                             strict=True):  # fmt: skip
+        lines.append(
+            f'envoy_http_downstream_cx_active{{envoy_http_conn_manager_prefix="{prefix}"}} {count}'
+        )
+    gauge("envoy_server_uptime", 3600)
+    return ("\n".join(lines) + "\n").encode()
