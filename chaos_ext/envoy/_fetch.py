@@ -217,9 +217,13 @@ def _exec_status(status: bytes, stderr: bytes, what: str) -> None:
 
 def _read_pod(src: DumpSource, timeout: float, secrets: Mapping[str, Any] | None) -> bytes:
     from kubernetes import client  # noqa: PLC0415 - only pod sources need the client
+    from kubernetes.config.config_exception import ConfigException  # noqa: PLC0415
     from kubernetes.stream import stream  # noqa: PLC0415
 
-    core = client.CoreV1Api(api_client(secrets))
+    try:
+        core = client.CoreV1Api(api_client(secrets))
+    except (ConfigException, OSError) as exc:
+        raise EnvoyError(f"pod source: no usable Kubernetes configuration: {exc}") from exc
     name = _pick_pod(core, src)
     what = f"exec {' '.join(EXEC_COMMAND)} in {src.namespace}/{name}:{src.container}"
     pod = call(

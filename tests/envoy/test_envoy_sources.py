@@ -165,3 +165,13 @@ def test_pod_exec_that_hangs_hits_the_deadline(k8s_api: RunningEmulator) -> None
     with pytest.raises(EnvoyError, match="exec config_dump: reading the output failed"):
         edge_config_audit(source="pod://istio-system/gw-1", timeout=1)
     assert time.monotonic() - started < 6
+
+
+def test_pod_source_without_kubernetes_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    with pytest.raises(EnvoyError, match="pod source: no usable Kubernetes configuration"):
+        edge_config_audit(source="pod://istio-system/gw-1")
