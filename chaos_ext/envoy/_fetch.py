@@ -28,7 +28,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from chaos_ext._k8s import api_client, call
 from chaos_ext.errors import EnvoyError, InvalidArgument
 
 __all__ = ["EXEC_COMMAND", "MAX_DUMP_BYTES", "DumpSource", "fetch_dump", "parse_source"]
@@ -158,6 +157,8 @@ def _with_deadline(func: Callable[[], T], seconds: float, what: str) -> T:
 
 
 def _pick_pod(core: Any, src: DumpSource) -> str:
+    from chaos_ext._k8s import call  # noqa: PLC0415 - see _read_pod
+
     if src.pod:
         return src.pod
     pods = call(
@@ -219,6 +220,8 @@ def _read_pod(src: DumpSource, timeout: float, secrets: Mapping[str, Any] | None
     from kubernetes import client  # noqa: PLC0415 - only pod sources need the client
     from kubernetes.config.config_exception import ConfigException  # noqa: PLC0415
     from kubernetes.stream import stream  # noqa: PLC0415
+
+    from chaos_ext._k8s import api_client, call  # noqa: PLC0415 - ~0.5 s of imports
 
     try:
         core = client.CoreV1Api(api_client(secrets))
