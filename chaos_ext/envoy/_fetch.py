@@ -216,7 +216,9 @@ def _exec_status(status: bytes, stderr: bytes, what: str) -> None:
         raise EnvoyError(f"{what} failed: {detail or 'non-zero exit'}; stderr: {tail or '(empty)'}")
 
 
-def _read_pod(src: DumpSource, timeout: float, secrets: Mapping[str, Any] | None) -> bytes:
+def _read_pod(
+    src: DumpSource, timeout: float, secrets: Mapping[str, Any] | None
+) -> tuple[bytes, str]:
     from kubernetes import client  # noqa: PLC0415 - only pod sources need the client
     from kubernetes.config.config_exception import ConfigException  # noqa: PLC0415
     from kubernetes.stream import stream  # noqa: PLC0415
@@ -257,15 +259,16 @@ def _read_pod(src: DumpSource, timeout: float, secrets: Mapping[str, Any] | None
         raise
     ws.close(timeout=1)
     _exec_status(status, stderr, what)
-    return stdout
+    return stdout, f"pod://{src.namespace}/{name}"
 
 
 def fetch_dump(
     source: DumpSource, *, timeout: float, secrets: Mapping[str, Any] | None = None
-) -> bytes:
-    """The raw ``/config_dump`` body from ``source``."""
+) -> tuple[bytes, str]:
+    """The raw ``/config_dump`` body from ``source``, and what it was read from
+    (the URL, the file, or ``pod://NAMESPACE/NAME`` of the pod a selector chose)."""
     if source.kind == "url":
-        return _read_url(source.location, timeout)
+        return _read_url(source.location, timeout), source.location
     if source.kind == "pod":
         return _read_pod(source, timeout, secrets)
-    return _read_file(source.location)
+    return _read_file(source.location), source.location

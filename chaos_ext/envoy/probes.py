@@ -17,15 +17,16 @@ from chaos_ext.prometheus._client import client
 from chaos_ext.prometheus._promql import matchers
 from chaos_ext.prometheus._results import parse_instant, shown
 from chaos_ext.rbac import Rule, needs_k8s
-from chaos_ext.validation import require_name, require_range, validated_by
+from chaos_ext.validation import require_range, validated_by
 
 __all__ = ["edge_config_audit", "overload_state"]
 
 
 def _check_audit(arguments: Mapping[str, Any]) -> None:
     parse_source(arguments.get("source", ""))
-    if arguments.get("listener"):
-        require_name("listener", arguments["listener"], max_len=200)
+    name = arguments.get("listener", "")
+    if not isinstance(name, str) or len(name) > 256 or not name.isprintable():
+        raise InvalidArgument(f"listener: {name!r} is not a listener name")
     require_range("timeout", arguments.get("timeout", 30.0), 0.1, 600)
     rules = arguments.get("rules")
     if rules is not None and not isinstance(rules, list):
@@ -69,14 +70,14 @@ def edge_config_audit(
     )  # fmt: skip
     chosen_rules = effective_rules(rules, rules_file)
     src = parse_source(source)
-    dump = parse_config_dump(
-        fetch_dump(src, timeout=float(timeout), secrets=secrets), origin=src.location
-    )  # the raw body is freed here, the parts not audited (clusters, routes) after edge_config
-    config = edge_config(dump, origin=src.location)
+    raw, origin = fetch_dump(src, timeout=float(timeout), secrets=secrets)
+    dump = parse_config_dump(raw, origin=origin)
+    del raw  # free the body now, and the parts not audited (clusters, routes) after edge_config
+    config = edge_config(dump, origin=origin)
     del dump
-    listeners = select_listeners(config, listener, origin=src.location)
+    listeners = select_listeners(config, listener, origin=origin)
     checks = evaluate(config, listeners, chosen_rules)
-    return audit_report(checks, source=src.location, listeners=listeners)
+    return audit_report(checks, source=origin, listeners=listeners)
 
 
 def _labels(job: str, selector: Mapping[str, Any] | None) -> str:

@@ -99,6 +99,8 @@ def test_file_source(tmp_path: Path) -> None:
 def test_probe_arguments_are_checked_before_anything_is_fetched(admin_server: AdminServer) -> None:
     with pytest.raises(InvalidArgument, match="timeout"):
         edge_config_audit(source=admin_server.url, timeout=0)
+    with pytest.raises(InvalidArgument, match="is not a listener name"):
+        edge_config_audit(source=admin_server.url, listener="0.0.0.0_8443\n")
     with pytest.raises(InvalidArgument, match="rule x"):
         edge_config_audit(source=admin_server.url, rules=[{"id": "x", "at": "hcm:a"}])
     assert admin_server.requests == []
@@ -122,7 +124,7 @@ def test_pod_source_execs_pilot_agent_through_the_api(k8s_api: RunningEmulator) 
                    ExecResult(stdout=COMPLIANT.read_bytes()))  # fmt: skip
     report = edge_config_audit(source="pod://istio-system/istio-ingressgateway-7f8c9d6b5-k2x9p")
     assert report["passed"] is True
-    assert report["source"] == "istio-system/istio-ingressgateway-7f8c9d6b5-k2x9p"
+    assert report["source"] == "pod://istio-system/istio-ingressgateway-7f8c9d6b5-k2x9p"
     (call,) = k8s_api.exec_calls
     assert call.container == "istio-proxy"
     assert call.command == ["pilot-agent", "request", "GET", "config_dump"]
@@ -134,7 +136,7 @@ def test_pod_source_by_label_selector_picks_the_first_running_pod(k8s_api: Runni
     _create_pod("gw-c")
     k8s_api.script("istio-system", "gw-b", ExecResult(stdout=DEFAULTS.read_bytes()))
     report = edge_config_audit(source="pod://istio-system?selector=istio=ingressgateway")
-    assert report["passed"] is False
+    assert report["passed"] is False and report["source"] == "pod://istio-system/gw-b"
     assert [c.pod for c in k8s_api.exec_calls] == ["gw-b"]
 
 
