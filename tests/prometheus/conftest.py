@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from support.exporter import Exporter, start_exporter
-from support.rootconftest import reexport
 
 from chaos_ext._servers import prometheus
 from chaos_ext._servers.prometheus import PrometheusServer
@@ -47,6 +46,3 @@ def metric() -> Callable[[str], str]:
     """A unique metric name for this test (the exporter is shared)."""
     suffix = uuid.uuid4().hex[:8]
     return lambda base: f"t_{base}_{suffix}"
-
-
-reexport(globals())  # keep `from conftest import ...` working for tests collected after these

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 from support.exporter import Exporter
+from support.harness import cli_env, gameday_argv, wait_for
 from support.promquery import wait_value
-from support.rootconftest import cli_env, gameday_argv, wait_for
 
 from chaos_ext._servers import prometheus
 from chaos_ext._servers.prometheus import PrometheusServer, free_port

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from support.exporter import Exporter
+from support.harness import cli_env, wait_for
 from support.promquery import wait_value
-from support.rootconftest import cli_env, wait_for
 
 from chaos_ext._servers.prometheus import PrometheusServer, free_port
 from chaos_ext.errors import EmptyResult, InvalidArgument, PrometheusUnreachable, PromQLError
