@@ -40,7 +40,7 @@ examples:
   gameday run experiments/sandbox/db-latency.json
   gameday run --var prometheus_url=http://127.0.0.1:9090 experiments/*.json
   gameday run --var-file prod.yaml --journal out/j.json experiments/dns.yaml
-  gameday run --abort-on probes/abort/checkout.yaml experiments/db-latency.json
+  gameday run --abort-on probes/abort/edge.yaml experiments/db-latency.json
 
 --abort-on FILE watches stop conditions from the probe catalog (probes/*.yaml)
 in Prometheus while the method runs; a breach, or Prometheus unreachable too

@@ -24,7 +24,7 @@ Plain ``chaos run`` skips rollbacks of an interrupted run unless told otherwise:
 add ``"runtime": {"rollbacks": {"strategy": "always"}}`` to the experiment (or
 run ``chaos run --rollback-strategy always``); ``gameday run`` always rolls back.
 
-Use ``"arguments": {"plan": "probes/abort/checkout.yaml"}`` for a plan file
+Use ``"arguments": {"plan": "probes/abort/edge.yaml"}`` for a plan file
 (the same format as ``gameday run --abort-on``). Prometheus is found through the
 experiment's configuration (``prometheus_url`` ...) and secrets. The journal
 records the plan, the checks and the verdict under ``gameday.abort``.
