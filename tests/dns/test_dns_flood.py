@@ -114,7 +114,8 @@ def test_tcp_flood_reuses_connections(dns_server: Dnsmasq, dns_ledger: Path) -> 
     assert report["timeout"] == 0
     # dnsmasq closes a TCP connection after 100 queries; a few more are opened, not one each
     assert report["connections_opened"] < report["queries_sent"] / 50
-    assert sum(_logged(dns_server).values()) == report["queries_sent"]
+    # a query sent on a connection dnsmasq was closing never reached it; it went again
+    assert sum(_logged(dns_server).values()) == report["queries_sent"] - report["retried"]
 
 
 def test_tcp_flood_counts_timeouts_past_dnsmasqs_20_children(
