@@ -94,3 +94,26 @@ def test_amplification_experiment_reports_seven_queries_per_lookup(
     assert abs(suffixed - logged[("A", "db.example.com.default.svc.cluster.local")]) <= 1
     assert suffixed > 100
     assert Ledger(dns_ledger).open_entries() == []
+
+
+def test_validate_refuses_absurd_dns_arguments(tmp_path: Path, ledger_path: Path) -> None:
+    flood = {
+        "type": "action", "name": "flood",
+        "provider": {"type": "python", "module": "chaos_ext.dns.actions", "func": "flood_dns",
+                     "arguments": {"server": "10.96.0.10", "names": ["api.example.com"],
+                                   "qps": 10_000_000}},
+    }  # fmt: skip
+    hold = {
+        "type": "action", "name": "hold",
+        "provider": {"type": "python", "module": "chaos_ext.dns.actions",
+                     "func": "saturate_dnsmasq_tcp", "arguments": {"server": "kube-dns"}},
+    }  # fmt: skip
+    for name, activity, message in (("flood.json", flood, "qps"), ("hold.json", hold, "IP")):
+        path = tmp_path / name
+        path.write_text(json.dumps({"title": "t", "description": "d", "method": [activity]}))
+        result = subprocess.run(
+            gameday_argv("validate", str(path)), env=cli_env(ledger_path), cwd=tmp_path,
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert message in result.stdout + result.stderr
