@@ -91,7 +91,9 @@ def test_amplification_experiment_reports_seven_queries_per_lookup(
     assert flood["sent_qps"] == pytest.approx(700, rel=0.05)
     logged = cluster_dns.query_counts()
     suffixed = logged[("A", "db.example.com.ec2.internal")]
-    assert abs(suffixed - logged[("A", "db.example.com.default.svc.cluster.local")]) <= 1
+    first = logged[("A", "db.example.com.default.svc.cluster.local")]
+    # each lookup asks every suffix in turn; only timeouts and the end of the flood cut chains
+    assert 0 <= first - suffixed <= flood["timeout"] + flood["lookups_unfinished"]
     assert suffixed > 100
     assert Ledger(dns_ledger).open_entries() == []
 
