@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import dns.message
+import dns.name
 import dns.rcode
+import dns.resolver
 import pytest
 
 from chaos_ext.dns._book import Book, FloodPlan, summarize
@@ -189,3 +191,13 @@ def test_summarize_merges_worker_tallies() -> None:
     assert report["queries_per_lookup"] == 2.0 and report["workers"] == 2
     assert report["p50_ms"] == 1.01 and report["p99_ms"] == 3.01
     assert report["sent_qps"] == pytest.approx(2 * 2 / 0.2)
+
+
+@pytest.mark.parametrize("name", ["web", "api.example.com", "a.b.c.d.e.f", "api.example.com."])
+@pytest.mark.parametrize("ndots", [1, 2, 5])
+def test_search_expansion_agrees_with_dnspythons_resolver(name: str, ndots: int) -> None:
+    resolver = dns.resolver.Resolver(configure=False)
+    resolver.search = [dns.name.from_text(d) for d in K8S]
+    resolver.ndots = ndots
+    theirs = resolver._get_qnames_to_try(dns.name.from_text(name, origin=None), True)
+    assert candidates(name, K8S, ndots) == [n.to_text(omit_final_dot=True) for n in theirs]
