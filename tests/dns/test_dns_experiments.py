@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, cli_env, gameday_argv
 from support.dns_checks import tcp_resolves
+from support.harness import ROOT, cli_env, gameday_argv
 
 from chaos_ext._servers import dnsmasq
 from chaos_ext._servers.dnsmasq import Dnsmasq

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli_env, gameday_argv, wait_for
 from support.dns_checks import SEARCH, seconds_until
+from support.harness import cli_env, gameday_argv, wait_for
 
 from chaos_ext._helper import find_helpers
 from chaos_ext._servers.dnsmasq import Dnsmasq
