@@ -31,7 +31,14 @@ from typing import Any
 
 from chaos_ext.errors import ChaosExtError
 
-__all__ = ["HelperHandle", "find_helpers", "serve", "start_helper", "stop_helpers"]
+__all__ = [
+    "HelperHandle",
+    "find_helpers",
+    "helper_environment",
+    "serve",
+    "start_helper",
+    "stop_helpers",
+]
 
 TOKEN_VAR = "GAMEDAY_HELPER_TOKEN"  # noqa: S105 - an environment variable name
 
@@ -55,7 +62,7 @@ def start_helper(
     Raises ChaosExtError (after killing the helper) when it reports an error,
     exits, or is not ready within ``ready_timeout`` seconds.
     """
-    env = {**os.environ, TOKEN_VAR: token}
+    env = {**helper_environment(), TOKEN_VAR: token}
     proc = subprocess.Popen(
         [sys.executable, "-m", module],
         stdin=subprocess.PIPE,
@@ -78,6 +85,23 @@ def start_helper(
         stop_helpers(token)
         raise ChaosExtError(str(report["error"]))
     return HelperHandle(pid=proc.pid, token=token, ready=report)
+
+
+_PASS_THROUGH = {"PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+
+
+def helper_environment() -> dict[str, str]:
+    """The environment a helper gets: a short allowlist, never the runner's whole one.
+
+    A helper outlives the runner and its environment is readable in /proc:
+    secrets the runner read from environment variables must not travel there.
+    Secrets a helper needs go in its stdin payload.
+    """
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key in _PASS_THROUGH or key.startswith("GAMEDAY_")
+    }
 
 
 def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> str:

@@ -12,6 +12,7 @@ _COMMANDS = (
     "validate",
     "ledger",
     "sandbox",
+    "audit",
 )
 
 

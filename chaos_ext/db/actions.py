@@ -6,7 +6,7 @@ from typing import Any
 
 from chaos_ext import _helper
 from chaos_ext.db._credentials import connect_params
-from chaos_ext.db._engines import scrub
+from chaos_ext.db._engines import ConnectParams, scrub
 from chaos_ext.db._target import check_exhaust_arguments, engine_of, parse_target
 from chaos_ext.errors import ChaosExtError, DatabaseError, RollbackFailed
 from chaos_ext.ledger import (
@@ -65,33 +65,41 @@ def exhaust_connections(
         engine=engine, host=host, port=port, database=database, user=user,
         connect_timeout=connect_timeout, secrets=secrets, application_name="gameday-exhaust",
     )  # fmt: skip
-    wanted = parse_target(target)
+    wanted = str(parse_target(target))
     recipe = {
         "engine": params.engine, "host": params.host, "port": params.port,
-        "database": params.database, "user": params.user, "target": str(wanted),
+        "database": params.database, "user": params.user, "target": wanted,
         "hold_seconds": hold_seconds,
     }  # fmt: skip
-    where = f"{params.engine}://{params.host}:{params.port}/{params.database}"
     payload = {
-        "connect": params.as_payload(), "target": str(wanted), "hold_seconds": hold_seconds,
+        "connect": params.as_payload(), "target": wanted, "hold_seconds": hold_seconds,
         "keepalive_seconds": keepalive_seconds, "open_concurrency": open_concurrency,
         "open_budget": OPEN_BUDGET,
     }  # fmt: skip
+    entry, ready = _hold(params, recipe, payload)
+    undo_after(entry, hold_seconds)
+    return {
+        "engine": params.engine, "host": params.host, "port": params.port, **ready,
+        "hold_seconds": hold_seconds, "keepalive_seconds": keepalive_seconds,
+        "ledger_entry": entry.id,
+    }  # fmt: skip
+
+
+def _hold(
+    params: ConnectParams, recipe: dict[str, Any], payload: dict[str, Any]
+) -> tuple[Entry, dict[str, Any]]:
+    """Record the fault, then start the holder; the entry and the holder's report."""
+    where = f"{params.engine}://{params.host}:{params.port}/{params.database}"
     with fault(kind=KIND, target=where, recipe=recipe, module=__name__) as entry:
         try:
             handle = _helper.start_helper(
                 module="chaos_ext.db._holder", payload=payload, token=entry.id,
-                ready_timeout=OPEN_BUDGET + _STARTUP + connect_timeout,
+                ready_timeout=OPEN_BUDGET + _STARTUP + params.connect_timeout,
             )  # fmt: skip
         except ChaosExtError as exc:
             raise DatabaseError(scrub(str(exc), params.password)) from None
         default_ledger().update_recipe(entry.id, {**recipe, "pid": handle.pid})
-    undo_after(entry, hold_seconds)
-    return {
-        "engine": params.engine, "host": params.host, "port": params.port,
-        **handle.ready, "hold_seconds": hold_seconds, "keepalive_seconds": keepalive_seconds,
-        "ledger_entry": entry.id,
-    }  # fmt: skip
+    return entry, handle.ready
 
 
 @undo_handler(KIND)

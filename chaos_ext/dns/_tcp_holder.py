@@ -4,7 +4,7 @@ Run by ``saturate_dnsmasq_tcp`` through :func:`chaos_ext._helper.start_helper`
 (``python -m chaos_ext.dns._tcp_holder``), tagged with the ledger entry id.
 One thread, non-blocking sockets and a selector: 10,000 connections cost a
 few MB here (the kernel holds the rest). Connects go out in waves of at most
-``_WAVE`` pending at once so a small accept backlog is not flooded with SYNs.
+``CONNECT_WAVE`` pending at once so a small accept backlog is not flooded with SYNs.
 
 With ``query`` set, each connection sends that one query (DNS-over-TCP
 framing) and then idles, as a lingering CoreDNS upstream connection does.
@@ -28,9 +28,9 @@ from typing import Any
 from chaos_ext import _procfs
 from chaos_ext._helper import serve
 
-__all__ = ["raise_fd_limit", "work"]
+__all__ = ["CONNECT_WAVE", "open_connections", "raise_fd_limit", "work"]
 
-_WAVE = 512
+CONNECT_WAVE = 512  # connects pending at once
 _FD_SPARE = 64
 _TICK = 0.05
 
@@ -90,7 +90,7 @@ def open_connections(
     opened: list[socket.socket] = []
     failed = 0
     while len(opened) + failed < count:
-        wave = min(_WAVE, count - len(opened) - failed)
+        wave = min(CONNECT_WAVE, count - len(opened) - failed)
         done, lost = _connect_wave(family, (server, port), wave, time.monotonic() + timeout)
         opened += done
         failed += lost

@@ -11,6 +11,7 @@ from chaos_ext.dns._checks import check_flood, check_saturation, require_server,
 from chaos_ext.dns._flood import run_flood
 from chaos_ext.dns._flood_workers import run_parallel
 from chaos_ext.dns._search import candidates
+from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.errors import ChaosExtError, DnsError
 from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
@@ -62,13 +63,15 @@ def saturate_dnsmasq_tcp(
     }  # fmt: skip
     check_types(saturate_dnsmasq_tcp, args)
     check_saturation(args)
+    server = args["server"] = require_server(server)  # one spelling for release_dnsmasq_tcp
     payload = {**args, "query_hex": query_wire(query_name).hex() if query_name else ""}
+    waves = -(-connections // CONNECT_WAVE)  # each wave of connects may take connect_timeout
     recipe = {"server": server, "port": port, "connections": connections}
     with fault(kind=HOLD_KIND, target=f"{server}:{port}", recipe=recipe, module=__name__) as entry:
         try:
             handle = _helper.start_helper(
                 module=_HOLDER, payload=payload, token=entry.id,
-                ready_timeout=2 * connect_timeout + 10 + connections / 500,
+                ready_timeout=(waves + 1) * connect_timeout + 10,
             )  # fmt: skip
         except ChaosExtError as exc:
             raise DnsError(f"cannot hold TCP connections to {server}:{port}: {exc}") from exc
@@ -100,13 +103,12 @@ def release_dnsmasq_tcp(server: str = "", port: int = 0) -> dict[str, Any]:
     fault ledger. Idempotent: releasing nothing is fine. Use it in
     ``rollbacks`` after ``saturate_dnsmasq_tcp``.
     """
-    if server:
-        require_server(server)
+    wanted = require_server(server) if server else ""
     book = default_ledger()
     released = []
     for entry in book.open_entries():
         host, _, entry_port = entry.target.rpartition(":")
-        if entry.kind != HOLD_KIND or (server and host != server):
+        if entry.kind != HOLD_KIND or (wanted and host != wanted):
             continue
         if port and int(entry_port) != port:
             continue

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from support.dns_checks import RECORDS, ZONES
-from support.root_conftest import *  # noqa: F403 - keeps `from conftest import ...` working
 
 from chaos_ext._helper import find_helpers, stop_helpers
 from chaos_ext._servers import dnsmasq

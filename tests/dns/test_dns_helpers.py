@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import dns.message
+import dns.name
 import dns.rcode
+import dns.resolver
 import pytest
 
-from chaos_ext.dns._book import Book, FloodPlan
+from chaos_ext.dns._book import Book, FloodPlan, summarize
 from chaos_ext.dns._checks import check_flood, check_resolution_stats, check_saturation
+from chaos_ext.dns._flood_workers import split_plan
 from chaos_ext.dns._search import candidates
 from chaos_ext.dns._stats import LatencyHistogram, percentile
 from chaos_ext.dns._wire import classify, query_wire, with_id
@@ -164,3 +167,37 @@ def test_saturation_and_probe_checks() -> None:
     check_resolution_stats(probe)
     with pytest.raises(InvalidArgument, match="fewer samples"):
         check_resolution_stats({**probe, "samples": 10_000, "timeout": 30})
+
+
+def test_split_plan_divides_rate_count_and_concurrency() -> None:
+    shares = split_plan(_plan(qps=1000.0, max_queries=1001, concurrency=200, sockets=8), 3)
+    assert [s.max_queries for s in shares] == [334, 334, 333]
+    assert all(s.qps == pytest.approx(1000 / 3) for s in shares)
+    assert [(s.concurrency, s.sockets) for s in shares] == [(66, 2)] * 3
+    assert split_plan(_plan(concurrency=1, sockets=1), 2)[1].concurrency == 1
+
+
+def test_summarize_merges_worker_tallies() -> None:
+    tallies = []
+    for latency in (0.001, 0.003):
+        book = Book(_plan(qps=10.0), [[b"a.s1", b"a"]], start=0.0)
+        book.sent_query(1, *book.next_query(), now=0.0)
+        book.answered(1, "nxdomain", latency)
+        book.sent_query(2, *book.next_query(), now=0.1)
+        book.answered(2, "answer", 0.1 + latency)
+        tallies.append(book.tally(elapsed=0.5))
+    report = summarize(tallies)
+    assert (report["queries_sent"], report["nxdomain"], report["answer"]) == (4, 2, 2)
+    assert report["queries_per_lookup"] == 2.0 and report["workers"] == 2
+    assert report["p50_ms"] == 1.01 and report["p99_ms"] == 3.01
+    assert report["sent_qps"] == pytest.approx(2 * 2 / 0.2)
+
+
+@pytest.mark.parametrize("name", ["web", "api.example.com", "a.b.c.d.e.f", "api.example.com."])
+@pytest.mark.parametrize("ndots", [1, 2, 5])
+def test_search_expansion_agrees_with_dnspythons_resolver(name: str, ndots: int) -> None:
+    resolver = dns.resolver.Resolver(configure=False)
+    resolver.search = [dns.name.from_text(d) for d in K8S]
+    resolver.ndots = ndots
+    theirs = resolver._get_qnames_to_try(dns.name.from_text(name, origin=None), True)
+    assert candidates(name, K8S, ndots) == [n.to_text(omit_final_dot=True) for n in theirs]

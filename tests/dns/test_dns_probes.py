@@ -7,8 +7,8 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
-from conftest import wait_for
 from support.dns_checks import RECORDS
+from support.harness import wait_for
 
 from chaos_ext._servers import dnsmasq
 from chaos_ext._servers.dnsmasq import Dnsmasq, free_port

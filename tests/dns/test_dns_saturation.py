@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli_env, gameday_argv, wait_for
 from support.dns_checks import seconds_until, tcp_resolves
+from support.harness import cli_env, gameday_argv, wait_for
 
 from chaos_ext import _procfs
 from chaos_ext._helper import find_helpers
