@@ -4,8 +4,9 @@ Every request to ``/`` resolves the database's hostname through the sandbox
 DNS server (over TCP by default, as NodeLocal DNSCache with ``force_tcp``
 does), connects to PostgreSQL and runs a query. The fragile default opens a new
 connection per request (like the PHP app in the incident) and caches nothing;
-the tuned variant (``--tuned``) caches DNS answers, pools connections and
-retries a failed lookup once.
+the tuned variant (``--tuned``) caches DNS answers (and serves the last good
+one when a lookup fails, as NodeLocal DNSCache's serve_stale does), pools
+connections and retries a failed lookup once.
 
 Endpoints: ``/`` (the work), ``/healthz`` (process alive), ``/readiness``
 (``SELECT 1`` within 1 s), ``/metrics`` (Prometheus: request latency
@@ -61,6 +62,7 @@ class AppConfig:
     dns_timeout: float = 2.0
     dns_cache_seconds: float = 0.0
     dns_retries: int = 0
+    dns_serve_stale: bool = False
     pool_size: int = 0
     db_timeout: float = 2.0
     query: str = "SELECT count(*) FROM pg_stat_activity"
@@ -125,8 +127,15 @@ class Backend:
                 address = self._lookup()
                 break
             except (dns.exception.DNSException, OSError, StageError) as exc:
-                if attempt == c.dns_retries:
-                    raise StageError("dns", f"lookup of {c.db_host} failed: {exc}") from exc
+                if attempt < c.dns_retries:
+                    continue
+                with self._lock:
+                    stale = self._cache[1] if self._cache and c.dns_serve_stale else None
+                    if stale is not None:  # serve it for 5 s before trying again
+                        self._cache = (time.monotonic() + 5.0, stale)
+                if stale is not None:
+                    return stale  # like NodeLocal DNSCache's serve_stale
+                raise StageError("dns", f"lookup of {c.db_host} failed: {exc}") from exc
         metrics.dns.observe(time.monotonic() - started)
         if c.dns_cache_seconds:
             with self._lock:
@@ -150,7 +159,7 @@ class Backend:
                 if self.pool is None:
                     self.pool = ConnectionPool(
                         conninfo="", kwargs={**self._conn_kwargs(address), "autocommit": True},
-                        min_size=0, max_size=self.config.pool_size,
+                        min_size=min(2, self.config.pool_size), max_size=self.config.pool_size,
                         timeout=self.config.db_timeout,
                     )  # fmt: skip
             try:
@@ -257,7 +266,10 @@ def _parse(argv: list[str] | None) -> tuple[str, int, AppConfig]:
     p.add_argument("--dns-server", required=True)
     p.add_argument("--dns-port", type=int, default=53)
     p.add_argument("--dns-protocol", choices=("tcp", "udp"), default="tcp")
-    p.add_argument("--tuned", action="store_true", help="DNS cache 30 s, pool of 5, 1 retry")
+    p.add_argument(
+        "--tuned", action="store_true",
+        help="DNS cache 30 s serving stale answers on failure, 1 retry, a pool of 2-5 connections",
+    )  # fmt: skip
     a = p.parse_args(argv)
     host, _, port = a.listen.rpartition(":")
     config = AppConfig(
@@ -265,6 +277,7 @@ def _parse(argv: list[str] | None) -> tuple[str, int, AppConfig]:
         db_password=a.db_password_file.read_text().strip(), dns_server=a.dns_server,
         dns_port=a.dns_port, dns_protocol=a.dns_protocol,
         dns_cache_seconds=30.0 if a.tuned else 0.0, dns_retries=1 if a.tuned else 0,
+        dns_serve_stale=a.tuned,
         pool_size=5 if a.tuned else 0,
     )  # fmt: skip
     return host, int(port), config

@@ -54,6 +54,7 @@ def write_vars(topo: Topology, state: SandboxState, work: Path) -> Path:
             "app_url": f"http://{app.address}:{_services.PORTS['app']}/",
             "app_readiness_url": f"http://{app.address}:{_services.PORTS['app']}/readiness",
             "app_netns": app.netns,
+            "app_target": f"netns:{app.netns}",
             "app_interface": "eth0",
             "db_host": db.address,
             "db_port": _services.PORTS["postgres"],
@@ -64,7 +65,7 @@ def write_vars(topo: Topology, state: SandboxState, work: Path) -> Path:
             "dns_port": _services.PORTS["dns"],
             "dns_name": _services.DB_NAME,
         },
-        "secrets": {"db": {"password": (work / "db-password").read_text()}},
+        "secrets": {"db": {"user": "app", "password": (work / "db-password").read_text()}},
     }
     path = work / "vars.json"
     path.write_text(json.dumps(data, indent=2))
