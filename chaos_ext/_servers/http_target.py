@@ -6,9 +6,13 @@ command prefix). Every path answers ``200 ok`` after the current latency,
 except the control endpoints, which are not counted:
 
 * ``POST /_control/latency?ms=N``: add N ms before every answer;
+* ``POST /_control/pause?ms=N``: stall N ms from now: every request that
+  arrives meanwhile is answered only when the stall ends (a GC pause, a
+  failover);
 * ``POST /_control/errors?status=503&every=N``: answer ``status`` to every
   N-th request (0 turns it off);
-* ``GET /_control/stats``: ``{"requests": n, "errors": n, "in_flight": n}``;
+* ``GET /_control/stats``: ``{"requests": n, "errors": n, "in_flight": n,
+  "per_second": {"<unix second>": arrivals}}``;
 * ``POST /_control/reset``: latency 0, no errors, counters 0.
 
 Python API: the handle's ``set_latency``, ``set_errors``, ``stats``, ``reset``.
@@ -23,6 +27,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,13 +48,20 @@ class _State:
         self.requests = 0
         self.errors = 0
         self.in_flight = 0
+        self.paused_until = 0.0
+        self.per_second: dict[int, int] = {}
 
 
 async def _serve(request: web.Request) -> web.Response:
     state: _State = request.app["state"]
     state.requests += 1
+    second = int(time.time())
+    state.per_second[second] = state.per_second.get(second, 0) + 1
     state.in_flight += 1
     try:
+        stall = state.paused_until - asyncio.get_running_loop().time()
+        if stall > 0:
+            await asyncio.sleep(stall)
         if state.latency:
             await asyncio.sleep(state.latency)
         if state.every and state.requests % state.every == 0:
@@ -66,6 +78,8 @@ async def _control(request: web.Request) -> web.Response:
     query = request.query
     if action == "latency":
         state.latency = float(query.get("ms", "0")) / 1000
+    elif action == "pause":
+        state.paused_until = asyncio.get_running_loop().time() + float(query.get("ms", "0")) / 1000
     elif action == "errors":
         state.error_status = int(query.get("status", "503"))
         state.every = int(query.get("every", "0"))
@@ -76,7 +90,8 @@ async def _control(request: web.Request) -> web.Response:
     state = request.app["state"]
     return web.json_response(
         {"requests": state.requests, "errors": state.errors, "in_flight": state.in_flight,
-         "latency_ms": state.latency * 1000, "every": state.every}
+         "latency_ms": state.latency * 1000, "every": state.every,
+         "per_second": {str(k): v for k, v in sorted(state.per_second.items())[-600:]}}
     )  # fmt: skip
 
 
@@ -124,6 +139,9 @@ class HttpTarget:
 
     def set_latency(self, ms: float) -> None:
         self._control(f"latency?ms={ms}")
+
+    def pause(self, ms: float) -> None:
+        self._control(f"pause?ms={ms}")
 
     def set_errors(self, status: int, every: int) -> None:
         self._control(f"errors?status={status}&every={every}")

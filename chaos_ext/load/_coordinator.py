@@ -10,7 +10,8 @@ writes ``meta.json`` (when, what; no headers or body) and, at the end,
 Every process inherits the helper token, so ``stop_helpers`` finds the
 workers as well; workers also die with the coordinator (PDEATHSIG) and on
 their own hard cap. The coordinator's own cap is the profile's duration plus
-the request timeout plus a margin.
+the request timeout plus a margin (plus :data:`METRICS_LINGER` when it
+serves /metrics, so the final counts can be scraped).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from chaos_ext.load.spec import LoadSpec
 
 __all__ = ["work"]
 
+METRICS_LINGER = 15.0  # seconds /metrics stays up after the load ends (unless stopped)
 _START_LEAD = 0.4  # seconds between forking and the first arrival: workers import nothing
 
 
@@ -94,14 +96,15 @@ def work(
     _write_json(results / "meta.json", {**info, "spec": spec.public()})
     ready(info)
     hard_cap = end + spec.timeout + 5
-    signal.alarm(math.ceil(hard_cap - time.time()) + 15)  # backstop if this loop ever hangs
+    signal.alarm(math.ceil(hard_cap - time.time() + METRICS_LINGER) + 15)  # backstop if this loop ever hangs
     while not stop.is_set() and time.time() < hard_cap and any(p.is_alive() for p in procs):
         stop.wait(0.1)
     status = "stopped" if stop.is_set() else "capped" if time.time() >= hard_cap else "completed"
     _stop_workers(procs)
-    if server is not None:
-        server.shutdown()
     _write_json(results / "done.json", {"status": status, "ended_at": time.time()})
+    if server is not None:
+        stop.wait(METRICS_LINGER)  # let Prometheus scrape the final counts
+        server.shutdown()
 
 
 if __name__ == "__main__":

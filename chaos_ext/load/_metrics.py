@@ -34,7 +34,7 @@ from prometheus_client.core import (
 )
 
 from chaos_ext.load.results import ERROR_KINDS, LE_BOUNDS
-from chaos_ext.load.schedule import expected_requests
+from chaos_ext.load.schedule import rate_at
 from chaos_ext.load.spec import LoadSpec
 
 __all__ = ["LoadCollector", "serve_metrics"]
@@ -73,8 +73,7 @@ class LoadCollector:
             self.offsets[path] = offset + len(complete)
 
     def _target_rate(self) -> float:
-        elapsed = time.time() - self.start
-        return expected_requests(self.spec.segments, elapsed, elapsed + 1.0)
+        return rate_at(self.spec.segments, time.time() - self.start)
 
     def collect(self) -> Iterator[Metric]:
         with self.lock:

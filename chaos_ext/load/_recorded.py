@@ -31,6 +31,11 @@ def start_recorded(spec: LoadSpec, *, module: str) -> tuple[Entry, RunningLoad]:
 
 def finish(entry: Entry, load: RunningLoad, spec: LoadSpec) -> dict[str, Any]:
     """Wait for the load to end by itself, close its ledger entry, return its results."""
-    wait_load(entry.id, timeout=max(0.0, load.end - time.time()) + spec.timeout + 15)
+    wait_load(
+        entry.id,
+        timeout=max(0.0, load.end - time.time()) + spec.timeout + 15,
+        results_dir=load.results_dir,
+    )
+    wait_load(entry.id, timeout=3.0)  # the coordinator exits right after done.json
     undo(default_ledger().get(entry.id) or entry)
     return load_results(load.results_dir)

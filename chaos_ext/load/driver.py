@@ -105,14 +105,24 @@ def load_is_running(token: str) -> bool:
     return bool(_helper.find_helpers(token))
 
 
-def wait_load(token: str, *, timeout: float) -> bool:
-    """Wait until the load ``token`` has ended by itself; False on timeout."""
+def wait_load(token: str, *, timeout: float, results_dir: Path | None = None) -> bool:
+    """Wait until the load ``token`` has ended by itself; False on timeout.
+
+    With ``results_dir``, the load has ended when its ``done.json`` is written
+    (its /metrics endpoint may still be up for a while).
+    """
     deadline = time.monotonic() + timeout
+
+    def ended() -> bool:
+        if results_dir is not None and (results_dir / "done.json").exists():
+            return True
+        return not load_is_running(token)
+
     while time.monotonic() < deadline:
-        if not load_is_running(token):
+        if ended():
             return True
         time.sleep(0.1)
-    return not load_is_running(token)
+    return ended()
 
 
 def load_meta(results_dir: Path) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 
 from chaos_ext.load.spec import Segment
 
-__all__ = ["arrival_offsets", "expected_requests"]
+__all__ = ["arrival_offsets", "expected_requests", "rate_at"]
 
 
 def arrival_offsets(
@@ -54,3 +54,13 @@ def expected_requests(segments: Sequence[Segment], start: float, end: float) -> 
             total += (hi - lo) * (rate_lo + rate_hi) / 2
         begin += seg.duration
     return total
+
+
+def rate_at(segments: Sequence[Segment], t: float) -> float:
+    """The profile's rate (req/s) ``t`` seconds after the start; 0 outside it."""
+    begin = 0.0
+    for seg in segments:
+        if begin <= t < begin + seg.duration:
+            return seg.start_rate + (seg.end_rate - seg.start_rate) * (t - begin) / seg.duration
+        begin += seg.duration
+    return 0.0

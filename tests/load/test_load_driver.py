@@ -1,0 +1,141 @@
+"""The driver against a real HTTP server: rate, open loop (no coordinated omission), ramp."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chaos_ext._servers.http_target import HttpTarget
+from chaos_ext.load.driver import RunningLoad, background_load, load_results, wait_load
+from chaos_ext.load.schedule import expected_requests
+from chaos_ext.load.spec import spec_from_arguments
+
+
+def _run(
+    token: str, results: Path, during: Callable[[RunningLoad], None] | None = None, **args: Any
+) -> dict[str, Any]:
+    spec = spec_from_arguments(args)
+    with background_load(spec, results_dir=results, token=token) as load:
+        if during is not None:
+            during(load)
+        assert wait_load(token, timeout=spec.duration + spec.timeout + 15)
+    return load_results(results)
+
+
+def _sleep_until(moment: float) -> None:
+    time.sleep(max(0.0, moment - time.time()))
+
+
+def _server_seconds(target: HttpTarget, start: float, end: float) -> list[int]:
+    """Arrivals the server counted in each whole wall-clock second inside [start, end)."""
+    counts = {int(k): v for k, v in target.stats()["per_second"].items()}
+    return [counts.get(s, 0) for s in range(int(start) + 1, int(end))]
+
+
+def test_achieved_rate_is_within_two_percent_when_the_server_keeps_up(
+    target: HttpTarget, load_token: Callable[[], str], tmp_path: Path
+) -> None:
+    rate = 300
+    results = _run(
+        load_token(), tmp_path, urls=[target.url], rate=rate, duration=6, processes=2
+    )
+    assert results["load"]["status"] == "completed"
+    assert results["dropped"] == 0 and results["error_ratio"] == 0
+    assert results["ok"] == target.stats()["requests"] == rate * 6
+    # independent check at the server: arrivals per whole wall-clock second
+    seconds = _server_seconds(target, results["load"]["start"], results["load"]["end"])
+    assert len(seconds) >= 4
+    for count in seconds:
+        assert abs(count - rate) <= 0.02 * rate, seconds
+    # and in the driver's own buckets (two workers merged)
+    for bucket in results["buckets"]:
+        assert abs(bucket["ok"] - rate) <= 0.02 * rate, bucket
+    assert results["p99_ms"] < 500
+
+
+def test_a_server_stall_does_not_slow_the_schedule_and_shows_in_latency(
+    target: HttpTarget, load_token: Callable[[], str], tmp_path: Path
+) -> None:
+    """Coordinated omission: a closed-loop tool would record ~1 slow sample per connection."""
+    rate = 200
+
+    def stall(load: RunningLoad) -> None:
+        _sleep_until(load.start + 2.0)
+        target.pause(1000)
+
+    results = _run(
+        load_token(), tmp_path, stall, urls=[target.url], rate=rate, duration=6,
+        concurrency_limit=400,
+    )  # fmt: skip
+    assert results["dropped"] == 0
+    buckets = results["buckets"]
+    # the arrival rate is kept through the stall: every bucket sent its 200
+    assert [b["sent"] for b in buckets] == [rate] * 6
+    seconds = _server_seconds(target, results["load"]["start"], results["load"]["end"])
+    assert all(abs(c - rate) <= 0.02 * rate for c in seconds), seconds
+    # every request scheduled during the stall waited for its end: ~200 slow samples of
+    # 1200, spread from ~1000 ms down to ~0, so p90 over the whole load is several
+    # hundred ms (with coordinated omission it would stay near the normal latency)
+    assert results["p90_ms"] >= 250, results
+    assert results["max_ms"] >= 900
+    stalled = buckets[2]
+    assert stalled["p50_ms"] >= 200, stalled
+    assert buckets[0]["p50_ms"] < 100 and buckets[5]["p50_ms"] < 100
+
+
+def test_a_slower_server_keeps_the_arrival_rate_and_latencies_rise(
+    target: HttpTarget, load_token: Callable[[], str], tmp_path: Path
+) -> None:
+    def slow_down(load: RunningLoad) -> None:
+        _sleep_until(load.start + 2.0)
+        target.set_latency(300)
+        _sleep_until(load.start + 4.0)
+        target.set_latency(0)
+
+    results = _run(
+        load_token(), tmp_path, slow_down, urls=[target.url], rate=100, duration=6,
+        concurrency_limit=200,
+    )  # fmt: skip
+    buckets = results["buckets"]
+    assert [b["sent"] for b in buckets] == [100] * 6
+    assert results["dropped"] == 0 and results["error_ratio"] == 0
+    assert buckets[0]["p50_ms"] < 100 and buckets[5]["p50_ms"] < 100
+    assert buckets[2]["p50_ms"] >= 300 and buckets[3]["p50_ms"] >= 300
+    assert buckets[2]["service_p50_ms"] >= 300  # the server itself was slow
+
+
+def test_concurrency_cap_drops_instead_of_delaying(
+    target: HttpTarget, load_token: Callable[[], str], tmp_path: Path
+) -> None:
+    target.set_latency(500)
+    results = _run(
+        load_token(), tmp_path, urls=[target.url], rate=50, duration=2, concurrency_limit=5
+    )
+    assert results["scheduled"] == 100
+    # 5 slots of 500 ms: ~10 requests/s get through, the rest are dropped, on schedule
+    assert 10 <= results["sent"] <= 30, results
+    assert results["dropped"] == 100 - results["sent"]
+    assert results["error_ratio"] >= 0.7
+    assert target.stats()["requests"] == results["sent"]
+
+
+def test_ramp_follows_its_profile(
+    target: HttpTarget, load_token: Callable[[], str], tmp_path: Path
+) -> None:
+    spec = spec_from_arguments({"urls": [target.url], "ramp": {"from": 20, "to": 300, "over": 5}})
+    results = _run(load_token(), tmp_path, urls=[target.url], ramp={"from": 20, "to": 300, "over": 5})
+    assert results["scheduled"] == spec.total_requests == 800
+    assert results["ok"] == 800
+    for i, bucket in enumerate(results["buckets"]):
+        expected = expected_requests(spec.segments, i, i + 1)
+        assert abs(bucket["sent"] - expected) <= 1, (i, bucket["sent"], expected)
+    # at the server: each whole wall-clock second gets what the profile schedules in it
+    start = results["load"]["start"]
+    counts = {int(k): v for k, v in target.stats()["per_second"].items()}
+    for second in range(int(start) + 1, int(start + 5)):
+        expected = expected_requests(spec.segments, second - start, second + 1 - start)
+        assert abs(counts[second] - expected) <= max(3, 0.03 * expected), (second, expected)
+    rates = [b["achieved_rate"] for b in results["buckets"]]
+    assert rates == sorted(rates)
