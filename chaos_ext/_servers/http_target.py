@@ -12,7 +12,7 @@ except the control endpoints, which are not counted:
 * ``POST /_control/errors?status=503&every=N``: answer ``status`` to every
   N-th request (0 turns it off);
 * ``GET /_control/stats``: ``{"requests": n, "errors": n, "in_flight": n,
-  "per_second": {"<unix second>": arrivals}}``;
+  "first_at": t, "last_at": t, "per_second": {"<unix second>": arrivals}}``;
 * ``POST /_control/reset``: latency 0, no errors, counters 0.
 
 Python API: the handle's ``set_latency``, ``set_errors``, ``stats``, ``reset``.
@@ -50,12 +50,16 @@ class _State:
         self.in_flight = 0
         self.paused_until = 0.0
         self.per_second: dict[int, int] = {}
+        self.first_at = self.last_at = 0.0
 
 
 async def _serve(request: web.Request) -> web.Response:
     state: _State = request.app["state"]
     state.requests += 1
-    second = int(time.time())
+    now = time.time()
+    state.first_at = state.first_at or now
+    state.last_at = now
+    second = int(now)
     state.per_second[second] = state.per_second.get(second, 0) + 1
     state.in_flight += 1
     try:
@@ -91,6 +95,7 @@ async def _control(request: web.Request) -> web.Response:
     return web.json_response(
         {"requests": state.requests, "errors": state.errors, "in_flight": state.in_flight,
          "latency_ms": state.latency * 1000, "every": state.every,
+         "first_at": state.first_at, "last_at": state.last_at,
          "per_second": {str(k): v for k, v in sorted(state.per_second.items())[-600:]}}
     )  # fmt: skip
 

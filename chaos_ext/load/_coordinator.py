@@ -96,7 +96,9 @@ def work(
     _write_json(results / "meta.json", {**info, "spec": spec.public()})
     ready(info)
     hard_cap = end + spec.timeout + 5
-    signal.alarm(math.ceil(hard_cap - time.time() + METRICS_LINGER) + 15)  # backstop if this loop ever hangs
+    signal.alarm(
+        math.ceil(hard_cap - time.time() + METRICS_LINGER) + 15
+    )  # backstop if this loop ever hangs
     while not stop.is_set() and time.time() < hard_cap and any(p.is_alive() for p in procs):
         stop.wait(0.1)
     status = "stopped" if stop.is_set() else "capped" if time.time() >= hard_cap else "completed"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
 import pytest
 
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.load.schedule import arrival_offsets, expected_requests
+from chaos_ext.load.schedule import arrival_offsets, expected_requests, rate_at
 from chaos_ext.load.spec import Segment, spec_from_arguments
 
 URL = "http://127.0.0.1:9/"
@@ -21,7 +22,7 @@ def _spec(**arguments: Any) -> Any:
 def test_constant_rate_is_evenly_spaced() -> None:
     offsets = [t for _, t in arrival_offsets(_spec(rate=50, duration=2).segments)]
     assert len(offsets) == 100
-    gaps = {round(b - a, 9) for a, b in zip(offsets, offsets[1:], strict=False)}
+    gaps = {round(b - a, 9) for a, b in itertools.pairwise(offsets)}
     assert gaps == {0.02}
 
 
@@ -103,3 +104,8 @@ def test_headers_and_body_stay_out_of_public_views() -> None:
     assert "s3cr3t" not in str(spec.public())
     assert spec.to_payload()["headers"] == {"Authorization": "Bearer s3cr3t"}
     assert spec.method == "POST"
+
+
+def test_rate_at_follows_the_profile() -> None:
+    spec = _spec(ramp={"from": 10, "to": 110, "over": 10}, duration=12)
+    assert [rate_at(spec.segments, t) for t in (0, 5, 10, 11.9, 12, -1)] == [10, 60, 110, 110, 0, 0]
