@@ -1,66 +1,48 @@
-"""HTTP clients for the load workers, and the classification of their errors.
+"""HTTP clients of the load workers, and the classification of their errors.
 
-HTTP/1.1 uses aiohttp: the fastest maintained asyncio HTTP/1.1 client (C
-parser, keep-alive pool with a hard connection limit). HTTP/2 uses httpx with
-h2 (already the project's HTTP client): ``http2=True`` means HTTP/2 only, by
-ALPN on https and with prior knowledge (h2c) on plain http, so an endpoint
-that cannot speak it fails loudly instead of silently falling back.
+Both clients have the same shape: ``launch(url_index, context)`` sends one
+request now and, when it ends, calls ``done(context, sent_at, ended_at,
+status, kind)`` with the status (a response) or an error kind. The worker caps concurrency.
 
-Redirects are never followed: the load only reaches the URLs the experiment
-names.
+* HTTP/1.1: :class:`chaos_ext.load._http1.Http1Client` (asyncio protocols and
+  httptools; see there why not aiohttp).
+* HTTP/2: httpx with h2, the project's HTTP client. ``http2=True`` means
+  HTTP/2 only, by ALPN on https and with prior knowledge (h2c) on plain http,
+  so an endpoint that cannot speak it fails loudly instead of silently
+  falling back. Redirects are never followed.
 """
 
 from __future__ import annotations
 
-import socket
-from typing import Protocol
+import asyncio
+import time
+from typing import Any, Protocol
 
-import aiohttp
 import httpx
 
+from chaos_ext.load._classify import classify
+from chaos_ext.load._http1 import Done, Http1Client
 from chaos_ext.load.spec import LoadSpec
 
-__all__ = ["Client", "classify", "make_client"]
+__all__ = ["Client", "Http2Client", "classify", "make_client"]
 
 
 class Client(Protocol):
-    async def fetch(self, url: str) -> int:
-        """Send one request, read the whole body, return the status."""
+    def launch(self, index: int, context: Any) -> None: ...
+
+    def abort(self) -> None: ...
 
     async def close(self) -> None: ...
 
 
-class AiohttpClient:
-    """HTTP/1.1 keep-alive client with at most ``limit`` connections."""
-
-    def __init__(self, spec: LoadSpec, limit: int) -> None:
-        self.method = spec.method
-        self.body = spec.body.encode() if spec.body else None
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=limit, ttl_dns_cache=30),
-            timeout=aiohttp.ClientTimeout(total=spec.timeout),
-            headers=dict(spec.headers),
-            cookie_jar=aiohttp.DummyCookieJar(),
-            auto_decompress=False,
-        )
-
-    async def fetch(self, url: str) -> int:
-        async with self.session.request(
-            self.method, url, data=self.body, allow_redirects=False
-        ) as resp:
-            await resp.read()
-            return resp.status
-
-    async def close(self) -> None:
-        await self.session.close()
-
-
-class HttpxClient:
+class Http2Client:
     """HTTP/2-only client (ALPN or prior knowledge) multiplexing up to ``limit`` streams."""
 
-    def __init__(self, spec: LoadSpec, limit: int) -> None:
-        self.method = spec.method
+    def __init__(self, spec: LoadSpec, limit: int, done: Done) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.spec, self.done = spec, done
         self.body = spec.body.encode() if spec.body else None
+        self.tasks: set[asyncio.Task[None]] = set()
         self.client = httpx.AsyncClient(
             http1=False,
             http2=True,
@@ -70,42 +52,29 @@ class HttpxClient:
             follow_redirects=False,
         )
 
-    async def fetch(self, url: str) -> int:
-        response = await self.client.request(self.method, url, content=self.body)
-        return response.status_code
+    def launch(self, index: int, context: Any) -> None:
+        task = self.loop.create_task(self._one(self.spec.urls[index], context))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _one(self, url: str, context: Any) -> None:
+        sent_at = time.monotonic()
+        try:
+            response = await self.client.request(self.spec.method, url, content=self.body)
+        except Exception as exc:  # noqa: BLE001 - every failure is classified and counted
+            self.done(context, sent_at, time.monotonic(), None, classify(exc))
+        else:
+            self.done(context, sent_at, time.monotonic(), response.status_code, None)
+
+    def abort(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
 
     async def close(self) -> None:
+        self.abort()
         await self.client.aclose()
 
 
-def make_client(spec: LoadSpec, limit: int) -> Client:
+def make_client(spec: LoadSpec, limit: int, done: Done) -> Client:
     """The client for the spec's protocol with at most ``limit`` concurrent requests."""
-    return HttpxClient(spec, limit) if spec.http2 else AiohttpClient(spec, limit)
-
-
-def _caused_by_dns(exc: BaseException) -> bool:
-    seen = 0
-    current: BaseException | None = exc
-    while current is not None and seen < 8:
-        if isinstance(current, socket.gaierror):
-            return True
-        current = current.__cause__ or current.__context__
-        seen += 1
-    return False
-
-
-def classify(exc: BaseException) -> str:  # noqa: PLR0911 - one answer per error family
-    """Error kind of a failed request: connect, dns, timeout or other."""
-    if isinstance(exc, TimeoutError | httpx.TimeoutException):
-        return "timeout"
-    if isinstance(exc, aiohttp.ClientConnectorDNSError | socket.gaierror):
-        return "dns"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return "dns" if isinstance(exc.os_error, socket.gaierror) else "connect"
-    if isinstance(exc, httpx.ConnectError):
-        return "dns" if _caused_by_dns(exc) else "connect"
-    if isinstance(exc, aiohttp.ClientConnectionError | httpx.NetworkError | ConnectionError):
-        return "connect"
-    if isinstance(exc, httpx.RemoteProtocolError | OSError):
-        return "connect"
-    return "other"
+    return Http2Client(spec, limit, done) if spec.http2 else Http1Client(spec, limit, done)

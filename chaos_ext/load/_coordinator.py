@@ -95,7 +95,7 @@ def work(
     }  # fmt: skip
     _write_json(results / "meta.json", {**info, "spec": spec.public()})
     ready(info)
-    hard_cap = end + spec.timeout + 5
+    hard_cap = end + 2 * spec.timeout + 5
     signal.alarm(
         math.ceil(hard_cap - time.time() + METRICS_LINGER) + 15
     )  # backstop if this loop ever hangs

@@ -1,16 +1,23 @@
 """One load worker process: an open-loop scheduler on an asyncio (uvloop) loop.
 
-The scheduler walks this worker's share of the arrival times and launches
-each request at its due time, never waiting for earlier responses. When the
-worker already has its share of ``concurrency_limit`` requests in flight the
-arrival is counted as ``dropped`` instead of delaying the schedule. Latency is
-measured from the scheduled time (no coordinated omission), and the delay
-between the scheduled and the actual send is kept as ``max_lag_ms`` so a
-generator that cannot keep up is visible.
+The scheduler walks this worker's share of the arrival times and sends each
+request at its due time, never waiting for earlier responses. Latency is
+measured from the scheduled time (no coordinated omission); how late the
+scheduler itself was is kept as ``max_lag_ms`` (a starved generator shows).
 
-Bounds: the schedule is finite (the profile's duration), in-flight requests
-have the spec's timeout, ``SIGALRM`` kills the worker past its hard cap, and
-the kernel sends it SIGTERM if its coordinator dies (``PR_SET_PDEATHSIG``).
+Concurrency cap: a worker has at most its share of ``concurrency_limit``
+requests in flight (one per connection). An arrival that finds them all busy
+waits in a FIFO backlog for a free connection, like a client's pool: its
+wait counts in its latency, since latency runs from the scheduled time. One
+that has not got a connection within ``timeout`` is counted as ``dropped``
+(overload) and never sent. So a slow server never slows the schedule down,
+and a short stall of the generator itself (a busy machine) does not turn
+into false drops.
+
+Bounds: the schedule is finite (the profile's duration), the backlog is
+bounded in time (``timeout``) and size, requests in flight have the spec's
+timeout, ``SIGALRM`` kills the worker past its hard cap, and the kernel sends
+it SIGTERM if its coordinator dies (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -22,11 +29,12 @@ import json
 import math
 import signal
 import time
+from collections import deque
 from pathlib import Path
 from typing import IO, Any
 
-from chaos_ext.load._clients import Client, classify, make_client
-from chaos_ext.load.results import BucketAccumulator
+from chaos_ext.load._bucket import BucketAccumulator
+from chaos_ext.load._clients import Client, make_client
 from chaos_ext.load.schedule import arrival_offsets
 from chaos_ext.load.spec import LoadSpec
 
@@ -34,6 +42,7 @@ __all__ = ["WorkerPlan", "run_worker"]
 
 _PR_SET_PDEATHSIG = 1
 _YIELD_EVERY = 64  # launch at most this many due requests before letting responses in
+_MAX_BACKLOG = 100_000  # arrivals waiting for a connection, per worker
 
 
 class WorkerPlan:
@@ -47,17 +56,19 @@ class WorkerPlan:
     @property
     def hard_cap(self) -> float:
         """Seconds from now after which the worker must be gone, whatever happens."""
-        return max(0.0, self.start - time.time()) + self.spec.duration + self.spec.timeout + 10
+        wait = 2 * self.spec.timeout  # backlog wait, then the request itself
+        return max(0.0, self.start - time.time()) + self.spec.duration + wait + 10
 
 
 class _Worker:
-    def __init__(self, plan: WorkerPlan, client: Client, sink: IO[str]) -> None:
-        self.plan, self.client, self.sink = plan, client, sink
-        self.loop = asyncio.get_running_loop()
+    def __init__(self, plan: WorkerPlan, sink: IO[str]) -> None:
+        self.plan, self.sink = plan, sink
         self.base = time.monotonic() + (plan.start - time.time())
         self.buckets: dict[int, BucketAccumulator] = {}
-        self.tasks: set[asyncio.Task[None]] = set()
         self.inflight = 0
+        self.backlog: deque[tuple[int, BucketAccumulator, float]] = deque()
+        self.idle = asyncio.Event()
+        self.client: Client = make_client(plan.spec, plan.cap, self.done)
 
     def bucket(self, offset: float) -> BucketAccumulator:
         seconds = self.plan.spec.bucket_seconds
@@ -69,7 +80,7 @@ class _Worker:
         return found
 
     async def schedule(self) -> None:
-        urls = self.plan.spec.urls
+        count = len(self.plan.spec.urls)
         burst = 0
         for k, offset in arrival_offsets(
             self.plan.spec.segments, first=self.plan.index, step=self.plan.count
@@ -80,38 +91,57 @@ class _Worker:
                 await asyncio.sleep(due - now)
                 now, burst = time.monotonic(), 0
             elif burst >= _YIELD_EVERY:
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # a backlog of due arrivals: let responses in too
                 now, burst = time.monotonic(), 0
             burst += 1
-            self.launch(urls[k % len(urls)], offset, due, now)
+            self.arrive(k % count, self.bucket(offset), due, now)
 
-    def launch(self, url: str, offset: float, due: float, now: float) -> None:
-        bucket = self.bucket(offset)
-        if self.inflight >= self.plan.cap:
-            bucket.dropped += 1
-            return
-        bucket.sent += 1
+    def arrive(self, url_index: int, bucket: BucketAccumulator, due: float, now: float) -> None:
         bucket.pending += 1
         bucket.max_lag = max(bucket.max_lag, now - due)
-        self.inflight += 1
-        task = self.loop.create_task(self.one(url, due, bucket))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def one(self, url: str, due: float, bucket: BucketAccumulator) -> None:
-        sent = time.monotonic()
-        try:
-            status = await self.client.fetch(url)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - every failure is classified and counted
-            bucket.error(classify(exc))
+        if self.inflight < self.plan.cap and not self.backlog:
+            self.send(url_index, bucket, due)
+        elif len(self.backlog) < _MAX_BACKLOG:
+            self.backlog.append((url_index, bucket, due))
         else:
-            done = time.monotonic()
-            bucket.response(status, done - due, done - sent)
-        finally:
-            self.inflight -= 1
-            bucket.pending -= 1
+            self.drop(bucket)
+
+    def send(self, url_index: int, bucket: BucketAccumulator, due: float) -> None:
+        bucket.sent += 1
+        self.inflight += 1
+        self.idle.clear()
+        self.client.launch(url_index, (bucket, due))
+
+    def drop(self, bucket: BucketAccumulator) -> None:
+        bucket.dropped += 1
+        bucket.pending -= 1
+
+    def expire(self, now: float) -> None:
+        """Drop the backlog's arrivals that waited longer than the timeout."""
+        limit = now - self.plan.spec.timeout
+        while self.backlog and self.backlog[0][2] < limit:
+            self.drop(self.backlog.popleft()[1])
+
+    def done(
+        self, context: tuple[BucketAccumulator, float], sent_at: float, ended_at: float,
+        status: int | None, kind: str | None,
+    ) -> None:  # fmt: skip
+        bucket, due = context
+        now = time.monotonic()
+        if status is not None:
+            bucket.response(status, ended_at - due, ended_at - sent_at)
+        else:
+            bucket.error(kind or "other")
+        bucket.pending -= 1
+        bucket.last_done = now - self.base
+        self.inflight -= 1
+        if self.backlog:
+            self.expire(now)
+            if self.backlog:
+                url_index, waiting, waited_due = self.backlog.popleft()
+                self.send(url_index, waiting, waited_due)
+        if not self.inflight:
+            self.idle.set()
 
     def flush(self, *, everything: bool = False) -> None:
         """Write finished buckets (all of them when ``everything``), oldest first."""
@@ -132,22 +162,24 @@ class _Worker:
     async def flush_loop(self) -> None:
         while True:
             await asyncio.sleep(0.2)
+            self.expire(time.monotonic())
             self.flush()
 
     async def drain(self, timeout: float) -> None:
-        if self.tasks:
-            await asyncio.wait(set(self.tasks), timeout=timeout)
-        for task in list(self.tasks):
-            task.cancel()
-        if self.tasks:
-            await asyncio.wait(set(self.tasks), timeout=1)
+        """Wait for the requests in flight (at most ``timeout``), then drop the rest."""
+        deadline = time.monotonic() + timeout
+        while (self.inflight or self.backlog) and time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.idle.wait(), max(0.0, deadline - time.monotonic()))
+            self.expire(time.monotonic())
+        self.backlog.clear()
+        self.client.abort()
 
 
 async def _run(plan: WorkerPlan) -> None:
     loop = asyncio.get_running_loop()
     with plan.out.open("a") as sink:
-        client = make_client(plan.spec, plan.cap)
-        worker = _Worker(plan, client, sink)
+        worker = _Worker(plan, sink)
         await asyncio.sleep(max(0.0, worker.base - time.monotonic()))
         scheduler = loop.create_task(worker.schedule())
         stopped = False
@@ -156,20 +188,20 @@ async def _run(plan: WorkerPlan) -> None:
             nonlocal stopped
             stopped = True
             scheduler.cancel()
-            for task in list(worker.tasks):
-                task.cancel()
+            worker.backlog.clear()
+            worker.client.abort()
 
         loop.add_signal_handler(signal.SIGTERM, stop)
         flusher = loop.create_task(worker.flush_loop())
         try:
             with contextlib.suppress(asyncio.CancelledError):
                 await scheduler
-            await worker.drain(0.0 if stopped else plan.spec.timeout + 0.5)
+            await worker.drain(0.0 if stopped else 2 * plan.spec.timeout + 0.5)
         finally:
             flusher.cancel()
             worker.flush(everything=True)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(client.close(), 2)
+                await asyncio.wait_for(worker.client.close(), 2)
 
 
 def _die_with_parent() -> None:

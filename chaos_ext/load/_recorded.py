@@ -33,7 +33,7 @@ def finish(entry: Entry, load: RunningLoad, spec: LoadSpec) -> dict[str, Any]:
     """Wait for the load to end by itself, close its ledger entry, return its results."""
     wait_load(
         entry.id,
-        timeout=max(0.0, load.end - time.time()) + spec.timeout + 15,
+        timeout=max(0.0, load.end - time.time()) + 2 * spec.timeout + 15,
         results_dir=load.results_dir,
     )
     wait_load(entry.id, timeout=3.0)  # the coordinator exits right after done.json

@@ -6,9 +6,10 @@ has completed or timed out. A request belongs to the bucket of its *scheduled*
 send time, and its latency is measured from that scheduled time, so requests a
 slow server kept waiting show up with their full delay.
 
-Latencies go into an HdrHistogram (1 µs to 130 s, 3 significant digits): the
-tail is kept, and buckets from several workers or over a window are merged
-histogram by histogram (percentiles are never averaged). The encoded
+Latencies go into an HdrHistogram (1 µs to 130 s, 3 significant digits; see
+``_bucket`` for how workers fill it): the tail is kept, and buckets from
+several workers or over a window are merged histogram by histogram
+(percentiles are never averaged). The encoded
 histogram travels in each line (a few hundred bytes).
 
 Error kinds: ``connect`` (refused, reset, unreachable), ``dns``, ``timeout``,
@@ -18,7 +19,6 @@ take are counted as ``dropped`` (the generator never delays its schedule).
 
 from __future__ import annotations
 
-import bisect
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -30,8 +30,8 @@ from hdrh.histogram import HdrHistogram
 
 __all__ = [
     "ERROR_KINDS",
+    "HIGHEST_US",
     "LE_BOUNDS",
-    "BucketAccumulator",
     "MergedBucket",
     "bucket_view",
     "merge_lines",
@@ -44,65 +44,13 @@ __all__ = [
 ERROR_KINDS = ("connect", "dns", "timeout", "http_4xx", "http_5xx", "other")
 # Prometheus histogram bucket bounds (seconds) for the optional /metrics exposition.
 LE_BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-_HIGHEST_US = 130_000_000
+HIGHEST_US = 130_000_000
 _PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 
 
 def new_histogram() -> HdrHistogram:
     """An empty latency histogram in microseconds."""
-    return HdrHistogram(1, _HIGHEST_US, 3)
-
-
-def _encode(hist: HdrHistogram) -> str:
-    return hist.encode().decode() if hist.get_total_count() else ""
-
-
-class BucketAccumulator:
-    """One worker's counts for one bucket while its requests are in flight."""
-
-    __slots__ = (
-        "dropped", "errors", "hist", "index", "lat_sum", "le", "max_lag", "ok", "pending",
-        "seconds", "sent", "start", "status", "svc", "worker",
-    )  # fmt: skip
-
-    def __init__(self, index: int, start: float, seconds: float, worker: int) -> None:
-        self.index, self.start, self.seconds, self.worker = index, start, seconds, worker
-        self.sent = self.dropped = self.ok = self.pending = 0
-        self.errors: dict[str, int] = {}
-        self.status: dict[str, int] = {}
-        self.hist = new_histogram()
-        self.svc = new_histogram()
-        self.le = [0] * (len(LE_BOUNDS) + 1)
-        self.lat_sum = 0.0
-        self.max_lag = 0.0
-
-    def response(self, status: int, latency: float, service: float) -> None:
-        """A response came ``latency`` s after its scheduled time, ``service`` s after sending."""
-        cls = f"{status // 100}xx"
-        self.status[cls] = self.status.get(cls, 0) + 1
-        if status >= 500:
-            self.error("http_5xx")
-        elif status >= 400:
-            self.error("http_4xx")
-        else:
-            self.ok += 1
-        micros = min(max(int(latency * 1e6), 1), _HIGHEST_US)
-        self.hist.record_value(micros)
-        self.svc.record_value(min(max(int(service * 1e6), 1), _HIGHEST_US))
-        self.le[bisect.bisect_left(LE_BOUNDS, latency)] += 1
-        self.lat_sum += latency
-
-    def error(self, kind: str) -> None:
-        self.errors[kind] = self.errors.get(kind, 0) + 1
-
-    def to_line(self) -> dict[str, Any]:
-        return {
-            "i": self.index, "t": self.start, "s": self.seconds, "w": self.worker,
-            "sent": self.sent, "dropped": self.dropped, "ok": self.ok,
-            "errors": self.errors, "status": self.status, "lat_sum": round(self.lat_sum, 6),
-            "max_lag_ms": round(self.max_lag * 1000, 3), "le": self.le,
-            "hist": _encode(self.hist), "svc": _encode(self.svc),
-        }  # fmt: skip
+    return HdrHistogram(1, HIGHEST_US, 3)
 
 
 @dataclass
@@ -116,6 +64,7 @@ class MergedBucket:
     dropped: int = 0
     ok: int = 0
     max_lag_ms: float = 0.0
+    last_done_s: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
     status: dict[str, int] = field(default_factory=dict)
     hist: HdrHistogram = field(default_factory=new_histogram, repr=False)
@@ -127,6 +76,7 @@ class MergedBucket:
         self.dropped += line["dropped"]
         self.ok += line["ok"]
         self.max_lag_ms = max(self.max_lag_ms, line["max_lag_ms"])
+        self.last_done_s = max(self.last_done_s, line.get("last_done_s", 0.0))
         for target, source in ((self.errors, line["errors"]), (self.status, line["status"])):
             for key, count in source.items():
                 target[key] = target.get(key, 0) + count
@@ -203,6 +153,7 @@ def _counts(buckets: Sequence[MergedBucket], seconds: float) -> dict[str, Any]:
         "achieved_rate": round(sent / seconds, 3) if seconds else None,
         "ok_rate": round(ok / seconds, 3) if seconds else None,
         "max_lag_ms": max((b.max_lag_ms for b in buckets), default=0.0),
+        "last_done_s": max((b.last_done_s for b in buckets), default=0.0),
     }  # fmt: skip
 
 
