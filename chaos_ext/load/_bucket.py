@@ -53,13 +53,14 @@ class BucketAccumulator:
     """One worker's counts for one bucket while its requests are in flight."""
 
     __slots__ = (
-        "dropped", "errors", "index", "last_done", "latencies", "max_lag", "ok", "pending",
-        "seconds", "sent", "services", "start", "status", "worker",
+        "answered", "dropped", "errors", "index", "last_done", "latencies", "max_lag", "ok",
+        "pending", "seconds", "sent", "services", "start", "status", "worker",
     )  # fmt: skip
 
     def __init__(self, index: int, start: float, seconds: float, worker: int) -> None:
         self.index, self.start, self.seconds, self.worker = index, start, seconds, worker
         self.sent = self.dropped = self.ok = self.pending = 0
+        self.answered = 0  # requests of any bucket that ended during this one's wall-clock time
         self.errors: dict[str, int] = {}
         self.status = [0] * len(_STATUS_KEYS)
         self.latencies: list[int] = []  # µs from the scheduled send time
@@ -94,6 +95,7 @@ class BucketAccumulator:
         return {
             "i": self.index, "t": self.start, "s": self.seconds, "w": self.worker,
             "sent": self.sent, "dropped": self.dropped, "ok": self.ok, "errors": self.errors,
+            "answered": self.answered,
             "status": {k: n for k, n in zip(_STATUS_KEYS, self.status, strict=True) if n},
             "lat_sum": round(lat_sum, 6), "max_lag_ms": round(self.max_lag * 1000, 3),
             "le": le, "last_done_s": round(self.last_done, 6),

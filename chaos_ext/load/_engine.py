@@ -134,6 +134,7 @@ class _Worker:
             bucket.error(kind or "other")
         bucket.pending -= 1
         bucket.last_done = now - self.base
+        self.bucket(now - self.base).answered += 1
         self.inflight -= 1
         if self.backlog:
             self.expire(now)

@@ -3,14 +3,18 @@
 Each worker process appends one JSON line per time bucket (default 1 s) to
 ``<results_dir>/worker-<i>.jsonl`` once every request scheduled in that bucket
 has completed or timed out. A request belongs to the bucket of its *scheduled*
-send time, and its latency is measured from that scheduled time, so requests a
-slow server kept waiting show up with their full delay.
+send time (``sent``, ``dropped``, ``ok``, ``errors``, latencies), and its
+latency is measured from that scheduled time, so requests a slow server kept
+waiting show up with their full delay. ``answered`` counts instead the
+requests that *ended* during the bucket's wall-clock time: ``achieved_rate``
+(answered per second) is what the target really delivered, next to
+``scheduled_rate``; buckets after the schedule may hold only late answers.
 
 Latencies go into an HdrHistogram (1 µs to 130 s, 3 significant digits; see
 ``_bucket`` for how workers fill it): the tail is kept, and buckets from
 several workers or over a window are merged histogram by histogram
-(percentiles are never averaged). The encoded
-histogram travels in each line (a few hundred bytes).
+(percentiles are never averaged). The encoded histogram travels in each line
+(a few hundred bytes).
 
 Error kinds: ``connect`` (refused, reset, unreachable), ``dns``, ``timeout``,
 ``http_4xx``, ``http_5xx``, ``other``; requests the concurrency cap could not
@@ -61,6 +65,7 @@ class MergedBucket:
     start: float
     seconds: float
     sent: int = 0
+    answered: int = 0
     dropped: int = 0
     ok: int = 0
     max_lag_ms: float = 0.0
@@ -73,6 +78,7 @@ class MergedBucket:
 
     def add(self, line: dict[str, Any]) -> None:
         self.sent += line["sent"]
+        self.answered += line.get("answered", 0)
         self.dropped += line["dropped"]
         self.ok += line["ok"]
         self.max_lag_ms = max(self.max_lag_ms, line["max_lag_ms"])
@@ -137,6 +143,7 @@ def _service(hist: HdrHistogram) -> dict[str, float | None]:
 
 def _counts(buckets: Sequence[MergedBucket], seconds: float) -> dict[str, Any]:
     sent = sum(b.sent for b in buckets)
+    answered = sum(b.answered for b in buckets)
     dropped = sum(b.dropped for b in buckets)
     ok = sum(b.ok for b in buckets)
     errors = {kind: sum(b.errors.get(kind, 0) for b in buckets) for kind in ERROR_KINDS}
@@ -147,11 +154,11 @@ def _counts(buckets: Sequence[MergedBucket], seconds: float) -> dict[str, Any]:
     scheduled = sent + dropped
     failed = sum(errors.values()) + dropped
     return {
-        "scheduled": scheduled, "sent": sent, "dropped": dropped, "ok": ok,
+        "scheduled": scheduled, "sent": sent, "answered": answered, "dropped": dropped, "ok": ok,
         "errors": errors, "status": dict(sorted(status.items())),
         "error_ratio": round(failed / scheduled, 6) if scheduled else None,
-        "achieved_rate": round(sent / seconds, 3) if seconds else None,
-        "ok_rate": round(ok / seconds, 3) if seconds else None,
+        "scheduled_rate": round(scheduled / seconds, 3) if seconds else None,
+        "achieved_rate": round(answered / seconds, 3) if seconds else None,
         "max_lag_ms": max((b.max_lag_ms for b in buckets), default=0.0),
         "last_done_s": max((b.last_done_s for b in buckets), default=0.0),
     }  # fmt: skip
@@ -176,7 +183,9 @@ def summarize(
     for bucket in buckets:
         merged.add(bucket.hist)
         service.add(bucket.svc)
-    seconds = sum(b.seconds for b in buckets)
+    # seconds of the schedule: a bucket after it that only holds late answers adds none
+    scheduled = [b for b in buckets if b.sent + b.dropped]
+    seconds = sum(b.seconds for b in scheduled or buckets)
     summary: dict[str, Any] = {
         "buckets_count": len(buckets),
         "seconds": round(seconds, 3),
