@@ -49,13 +49,16 @@ def drive_http_load(
 ) -> dict[str, Any]:
     """Send open-loop HTTP load (constant rate, ramp or steps) to the named URLs.
 
-    Requests leave at the profile's arrival times whatever the server does
-    (latency is measured from the scheduled time; requests beyond
-    ``concurrency_limit`` in flight are counted as dropped, never delayed).
-    ``duration`` 0 means 30 s for a constant rate, the ramp's ``over`` for a
-    ramp ``{"from": 10, "to": 200, "over": 60}``, the steps' total for steps
-    ``[{"rate": 10, "for": 20}, ...]``. Above 500 req/s or 600 s the load is
-    refused unless ``max_rate`` / ``max_duration`` are set to cover it.
+    Requests leave at the profile's arrival times whatever the server does;
+    latency is measured from the scheduled time (no coordinated omission). At
+    most ``concurrency_limit`` requests are in flight (one per connection); an
+    arrival that finds them all busy waits for one (the wait counts in its
+    latency) and is counted as ``dropped`` after ``timeout`` s. ``duration`` 0
+    means 30 s for a constant rate, the ramp's ``over`` for a ramp ``{"from":
+    10, "to": 200, "over": 60}``, the steps' total for steps ``[{"rate": 10,
+    "for": 20}, ...]``. Above 500 req/s or 600 s the load is refused unless
+    ``max_rate`` / ``max_duration`` are set to cover it. ``http2`` true speaks
+    HTTP/2 only (h2c prior knowledge on http://).
 
     Blast radius: only ``urls`` (redirects are not followed), at most the
     profile's rate for its duration. Runs in a helper process recorded in the
@@ -63,7 +66,7 @@ def drive_http_load(
     inject faults (``wait`` true blocks until done and returns the results).
     Pair it with the ``stop_http_load`` rollback, which returns the per-second
     results; ``load_window_stats`` judges a window. ``metrics_port`` (-1 for a
-    free port) serves Prometheus metrics of the load.
+    free port) serves Prometheus metrics of the load on ``metrics_addr``.
     """
     arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
     _check(arguments)
