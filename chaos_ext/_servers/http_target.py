@@ -2,8 +2,9 @@
 
 ``start()`` runs ``python -m chaos_ext._servers.http_target`` on 127.0.0.1 (a
 free port unless given; optionally inside a network namespace through a
-command prefix). Every path answers ``200 ok`` after the current latency,
-except the control endpoints, which are not counted:
+command prefix). Every path answers ``200 ok`` after the current latency
+(``/chunked`` in three chunks; ``/close`` then closes the connection), except
+the control endpoints, which are not counted:
 
 * ``POST /_control/latency?ms=N``: add N ms before every answer;
 * ``POST /_control/pause?ms=N``: stall N ms from now: every request that
@@ -12,7 +13,8 @@ except the control endpoints, which are not counted:
 * ``POST /_control/errors?status=503&every=N``: answer ``status`` to every
   N-th request (0 turns it off);
 * ``GET /_control/stats``: ``{"requests": n, "errors": n, "in_flight": n,
-  "first_at": t, "last_at": t, "per_second": {"<unix second>": arrivals}}``;
+  "body_bytes": n, "methods": {...}, "first_at": t, "last_at": t,
+  "per_second": {"<unix second>": arrivals}}``;
 * ``POST /_control/reset``: latency 0, no errors, counters 0.
 
 Python API: the handle's ``set_latency``, ``set_errors``, ``stats``, ``reset``.
@@ -51,11 +53,29 @@ class _State:
         self.paused_until = 0.0
         self.per_second: dict[int, int] = {}
         self.first_at = self.last_at = 0.0
+        self.body_bytes = 0
+        self.methods: dict[str, int] = {}
 
 
-async def _serve(request: web.Request) -> web.Response:
+async def _answer(request: web.Request) -> web.StreamResponse:
+    if request.path == "/chunked":
+        stream = web.StreamResponse()
+        stream.enable_chunked_encoding()
+        await stream.prepare(request)
+        for part in (b"one ", b"two ", b"three"):
+            await stream.write(part)
+        await stream.write_eof()
+        return stream
+    if request.path == "/close":
+        return web.Response(text="ok, closing", headers={"Connection": "close"})
+    return web.Response(text="ok")
+
+
+async def _serve(request: web.Request) -> web.StreamResponse:
     state: _State = request.app["state"]
     state.requests += 1
+    state.methods[request.method] = state.methods.get(request.method, 0) + 1
+    state.body_bytes += len(await request.read())
     now = time.time()
     state.first_at = state.first_at or now
     state.last_at = now
@@ -71,7 +91,7 @@ async def _serve(request: web.Request) -> web.Response:
         if state.every and state.requests % state.every == 0:
             state.errors += 1
             return web.Response(status=state.error_status, text="injected error")
-        return web.Response(text="ok")
+        return await _answer(request)
     finally:
         state.in_flight -= 1
 
@@ -96,11 +116,12 @@ async def _control(request: web.Request) -> web.Response:
         {"requests": state.requests, "errors": state.errors, "in_flight": state.in_flight,
          "latency_ms": state.latency * 1000, "every": state.every,
          "first_at": state.first_at, "last_at": state.last_at,
+         "body_bytes": state.body_bytes, "methods": state.methods,
          "per_second": {str(k): v for k, v in sorted(state.per_second.items())[-600:]}}
     )  # fmt: skip
 
 
-async def _dispatch(request: web.Request) -> web.Response:
+async def _dispatch(request: web.Request) -> web.StreamResponse:
     if request.path.startswith(_CONTROL):
         return await _control(request)
     return await _serve(request)
