@@ -1,7 +1,9 @@
 """A throwaway nginx (Debian package) serving a small static file, HTTP/1.1 or h2c.
 
 Fast enough not to be the bottleneck of a load benchmark; ``http2=True``
-listens with HTTP/2 prior knowledge (h2c) on plain TCP. Own config, pid file
+listens with HTTP/2 prior knowledge (h2c) on plain TCP, or with ALPN when
+``tls=True`` (a self-signed certificate for 127.0.0.1 made with the openssl
+CLI; its path is the handle's ``ca_file``). Own config, pid file
 and temp dirs under a private directory; a free port picked at start (nginx
 cannot report a port it chose, so one is reserved by binding port 0 first,
 and the start is retried if another process took it meanwhile).
@@ -38,7 +40,8 @@ http {{
   keepalive_timeout 300s;
   http2_max_requests 10000000;
   server {{
-    listen 127.0.0.1:{port}{http2};
+    listen 127.0.0.1:{port}{tls}{http2};
+    {certificates}
     root {dir}/www;
     location = /status {{ return 204; }}
   }}
@@ -65,10 +68,17 @@ class Nginx:
     port: int
     directory: Path
     proc: subprocess.Popen[bytes] = field(repr=False)
+    tls: bool = False
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/index.html"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/index.html"
+
+    @property
+    def ca_file(self) -> Path:
+        """The self-signed certificate (``tls=True``), to trust it as a CA."""
+        return self.directory / "cert.pem"
 
     def stop(self) -> None:
         _end(self.proc)
@@ -91,6 +101,17 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=5)
 
 
+def _self_signed(directory: Path) -> str:
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(directory / "key.pem"), "-out", str(directory / "cert.pem")],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    (directory / "key.pem").chmod(0o644)  # read by the www-data workers; a throwaway key
+    return f"ssl_certificate {directory}/cert.pem; ssl_certificate_key {directory}/key.pem;"
+
+
 def _launch(directory: Path, port: int, prefix: Sequence[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [*prefix, "nginx", "-c", str(directory / "nginx.conf"), "-p", str(directory)],
@@ -103,6 +124,7 @@ def start(
     *,
     body: str = "hello from nginx\n",
     http2: bool = False,
+    tls: bool = False,
     workers: int = 1,
     prefix: Sequence[str] = (),
     ready_timeout: float = 10.0,
@@ -112,17 +134,19 @@ def start(
     directory.chmod(0o755)  # nginx workers run as www-data when started by root
     (directory / "www").mkdir()
     (directory / "www" / "index.html").write_text(body)
+    certificates = _self_signed(directory) if tls else ""
     for _attempt in range(3):
         port = _free_port()
         conf = _CONF.format(
-            workers=workers, dir=directory, port=port, http2=" http2" if http2 else ""
-        )
+            workers=workers, dir=directory, port=port, http2=" http2" if http2 else "",
+            tls=" ssl" if tls else "", certificates=certificates,
+        )  # fmt: skip
         (directory / "nginx.conf").write_text(conf)
         proc = _launch(directory, port, prefix)
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline and proc.poll() is None:
             if _listening(port):
-                return Nginx(port=port, directory=directory, proc=proc)
+                return Nginx(port=port, directory=directory, proc=proc, tls=tls)
             time.sleep(0.05)
         _end(proc)
     shutil.rmtree(directory, ignore_errors=True)

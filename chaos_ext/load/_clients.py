@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import httpx
 
 from chaos_ext.load._classify import classify
-from chaos_ext.load._http1 import Done, Http1Client
+from chaos_ext.load._http1 import Done, Http1Client, tls_context
 from chaos_ext.load.spec import LoadSpec
 
 __all__ = ["Client", "Http2Client", "classify", "make_client"]
@@ -50,6 +50,7 @@ class Http2Client:
             limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
             headers=dict(spec.headers),
             follow_redirects=False,
+            verify=tls_context(spec),
         )
 
     def launch(self, index: int, context: Any) -> None:

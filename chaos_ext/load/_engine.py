@@ -30,6 +30,7 @@ import math
 import signal
 import time
 from collections import deque
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,18 +39,41 @@ from chaos_ext.load._clients import Client, make_client
 from chaos_ext.load.schedule import arrival_offsets
 from chaos_ext.load.spec import LoadSpec
 
-__all__ = ["WorkerPlan", "run_worker"]
+__all__ = ["Handshake", "WorkerPlan", "run_worker"]
 
 _PR_SET_PDEATHSIG = 1
 _YIELD_EVERY = 64  # launch at most this many due requests before letting responses in
 _MAX_BACKLOG = 100_000  # arrivals waiting for a connection, per worker
+_HANDSHAKE_TIMEOUT = 30.0
+
+
+class Handshake:
+    """Coordinator <-> workers: each worker reports ready (or its error), then all go at once.
+
+    Built by the coordinator before forking (fork-inherited multiprocessing objects).
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self.reports = ctx.Queue()  # (index, None | error text)
+        self.go = ctx.Event()
+        self.start = ctx.Value("d", 0.0)
+
+    def report(self, index: int, error: str | None) -> None:
+        self.reports.put((index, error))
+
+    def wait_go(self, timeout: float) -> float:
+        """Block until the coordinator says go; the common start (unix time)."""
+        if not self.go.wait(timeout):
+            raise TimeoutError("the coordinator never said go")
+        return float(self.start.value)
 
 
 class WorkerPlan:
-    """Worker ``index`` of ``count`` for ``spec``, starting at ``start`` (unix time)."""
+    """Worker ``index`` of ``count`` for ``spec``; ``start`` (unix time) is set at go."""
 
-    def __init__(self, spec: LoadSpec, index: int, count: int, start: float, out: Path) -> None:
-        self.spec, self.index, self.count, self.start, self.out = spec, index, count, start, out
+    def __init__(self, spec: LoadSpec, index: int, count: int, out: Path) -> None:
+        self.spec, self.index, self.count, self.out = spec, index, count, out
+        self.start = 0.0
         share, extra = divmod(spec.concurrency_limit, count)
         self.cap = max(1, share + (1 if index < extra else 0))
 
@@ -63,12 +87,16 @@ class WorkerPlan:
 class _Worker:
     def __init__(self, plan: WorkerPlan, sink: IO[str]) -> None:
         self.plan, self.sink = plan, sink
-        self.base = time.monotonic() + (plan.start - time.time())
+        self.base = 0.0  # monotonic time of the plan's start, set by begin()
         self.buckets: dict[int, BucketAccumulator] = {}
         self.inflight = 0
         self.backlog: deque[tuple[int, BucketAccumulator, float]] = deque()
         self.idle = asyncio.Event()
         self.client: Client = make_client(plan.spec, plan.cap, self.done)
+
+    def begin(self, start: float) -> None:
+        self.plan.start = start
+        self.base = time.monotonic() + (start - time.time())
 
     def bucket(self, offset: float) -> BucketAccumulator:
         seconds = self.plan.spec.bucket_seconds
@@ -177,10 +205,17 @@ class _Worker:
         self.client.abort()
 
 
-async def _run(plan: WorkerPlan) -> None:
+async def _run(plan: WorkerPlan, handshake: Handshake) -> None:
     loop = asyncio.get_running_loop()
     with plan.out.open("a") as sink:
-        worker = _Worker(plan, sink)
+        try:
+            worker = _Worker(plan, sink)
+        except Exception as exc:
+            handshake.report(plan.index, f"{type(exc).__name__}: {exc}")
+            raise
+        handshake.report(plan.index, None)
+        worker.begin(handshake.wait_go(_HANDSHAKE_TIMEOUT))  # blocks: nothing runs yet
+        signal.alarm(math.ceil(plan.hard_cap))
         await asyncio.sleep(max(0.0, worker.base - time.monotonic()))
         scheduler = loop.create_task(worker.schedule())
         stopped = False
@@ -205,6 +240,15 @@ async def _run(plan: WorkerPlan) -> None:
                 await asyncio.wait_for(worker.client.close(), 2)
 
 
+def _loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
+    """uvloop's runner when installed (about twice as fast here), else asyncio's."""
+    try:
+        import uvloop  # noqa: PLC0415 - optional accelerator
+    except ImportError:
+        return asyncio.run
+    return uvloop.run
+
+
 def _die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
@@ -212,17 +256,17 @@ def _die_with_parent() -> None:
 
 
 def run_worker(
-    spec_payload: dict[str, Any], index: int, count: int, start: float, out: str
+    spec_payload: dict[str, Any], index: int, count: int, out: str, handshake: Handshake
 ) -> None:
     """Process entry point (forked by the coordinator)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
-    plan = WorkerPlan(LoadSpec.from_payload(spec_payload), index, count, start, Path(out))
-    signal.alarm(math.ceil(plan.hard_cap))
+    plan = WorkerPlan(LoadSpec.from_payload(spec_payload), index, count, Path(out))
+    signal.alarm(math.ceil(_HANDSHAKE_TIMEOUT) + 5)  # then the plan's own cap, once it starts
     try:
-        import uvloop  # noqa: PLC0415 - optional accelerator
-    except ImportError:
-        asyncio.run(_run(plan))
-    else:
-        uvloop.run(_run(plan))
+        _loop_runner()(_run(plan, handshake))
+    except Exception as exc:
+        # the coordinator reports it in done.json (stderr goes nowhere)
+        plan.out.with_suffix(".error").write_text(f"{type(exc).__name__}: {exc}")
+        raise

@@ -33,7 +33,7 @@ import httptools
 from chaos_ext.load._classify import classify
 from chaos_ext.load.spec import LoadSpec
 
-__all__ = ["Done", "Http1Client", "build_request"]
+__all__ = ["Done", "Http1Client", "build_request", "tls_context"]
 
 # done(context, sent_at, ended_at, status or None, error kind or None); times are monotonic
 Done = Callable[[Any, float, float, int | None, str | None], None]
@@ -52,6 +52,11 @@ def build_request(method: str, url: str, headers: dict[str, str], body: str) -> 
     if data or method in ("POST", "PUT", "PATCH"):
         lines.append(f"Content-Length: {len(data)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data
+
+
+def tls_context(spec: LoadSpec) -> ssl.SSLContext:
+    """Certificates are verified, against ``spec.ca_file`` if given, else the system's CAs."""
+    return ssl.create_default_context(cafile=spec.ca_file or None)
 
 
 class _Origin:
@@ -158,7 +163,7 @@ class Http1Client:
         self.busy: set[_Conn] = set()
         self.open = 0
         self.tasks: set[asyncio.Task[None]] = set()
-        self.ssl = ssl.create_default_context() if any(o.tls for o in self.all_origins) else None
+        self.ssl = tls_context(spec) if any(o.tls for o in self.all_origins) else None
         self.sweeper = self.loop.create_task(self._sweep())
 
     def launch(self, index: int, context: Any) -> None:

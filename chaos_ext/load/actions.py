@@ -43,6 +43,7 @@ def drive_http_load(
     metrics_port: int = 0,
     metrics_addr: str = "127.0.0.1",
     name: str = "",
+    ca_file: str = "",
     wait: bool = False,
     configuration: dict[str, Any] | None = None,
     secrets: dict[str, Any] | None = None,
@@ -67,6 +68,7 @@ def drive_http_load(
     Pair it with the ``stop_http_load`` rollback, which returns the per-second
     results; ``load_window_stats`` judges a window. ``metrics_port`` (-1 for a
     free port) serves Prometheus metrics of the load on ``metrics_addr``.
+    https certificates are verified (``ca_file``: a PEM bundle to trust).
     """
     arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
     _check(arguments)

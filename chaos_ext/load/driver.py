@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext import _helper
-from chaos_ext.errors import ChaosExtError, LoadError
+from chaos_ext.errors import ChaosExtError, InvalidArgument, LoadError
 from chaos_ext.load.results import read_buckets, summarize
 from chaos_ext.load.spec import LoadSpec
 
@@ -71,6 +71,8 @@ def start_load(
 ) -> RunningLoad:
     """Start ``spec`` in the background; return once its workers are forked."""
     token = token or f"load-{uuid.uuid4().hex[:12]}"
+    if spec.ca_file and not Path(spec.ca_file).is_file():
+        raise InvalidArgument(f"ca_file: {spec.ca_file!r} is not a readable file")
     results_dir.mkdir(parents=True, exist_ok=True)
     payload = {
         "spec": spec.to_payload(),
@@ -160,7 +162,7 @@ def load_results(
     }
     summary["load"] = {
         key: meta.get(key)
-        for key in ("label", "start", "end", "status", "ended_at", "processes", "spec")
+        for key in ("label", "start", "end", "status", "ended_at", "processes", "errors", "spec")
     }
     return summary
 

@@ -75,6 +75,7 @@ class LoadSpec:
     metrics_port: int = 0
     metrics_addr: str = "127.0.0.1"
     name: str = ""
+    ca_file: str = ""
 
     @property
     def duration(self) -> float:
@@ -247,6 +248,7 @@ def spec_from_arguments(arguments: Mapping[str, Any]) -> LoadSpec:
         ),
         metrics_addr=_address(arguments.get("metrics_addr", "127.0.0.1")),
         name=str(arguments.get("name") or ""),
+        ca_file=str(arguments.get("ca_file") or ""),
     )
 
 

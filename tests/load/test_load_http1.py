@@ -8,9 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from chaos_ext._helper import find_helpers
+from chaos_ext._servers import nginx
 from chaos_ext._servers.http_target import HttpTarget
+from chaos_ext.errors import InvalidArgument, LoadError
 from chaos_ext.load._http1 import build_request
-from chaos_ext.load.driver import background_load, load_results, wait_load
+from chaos_ext.load.driver import background_load, load_results, start_load, wait_load
 from chaos_ext.load.spec import spec_from_arguments
 
 
@@ -82,3 +87,40 @@ def test_a_server_that_answers_garbage_is_an_error(
     assert result["ok"] == 0
     assert result["errors"]["other"] + result["errors"]["connect"] == 10
     assert result["errors"]["other"] >= 1  # the parser refused the answer
+
+
+def test_https_verifies_certificates(load_token: Callable[[], str], tmp_path: Path) -> None:
+    with nginx.start(tls=True) as server:
+        trusted = _run(
+            load_token(), tmp_path / "ok", urls=[server.url], ca_file=str(server.ca_file)
+        )
+        untrusted = _run(load_token(), tmp_path / "no", urls=[server.url], rate=10)
+    assert trusted["ok"] == 40, trusted["errors"]
+    assert untrusted["ok"] == 0
+    assert untrusted["errors"]["connect"] == 10  # certificate verify failed
+
+
+def test_http2_over_tls_by_alpn(load_token: Callable[[], str], tmp_path: Path) -> None:
+    with nginx.start(tls=True, http2=True) as server:
+        result = _run(
+            load_token(), tmp_path, urls=[server.url], http2=True, ca_file=str(server.ca_file)
+        )
+    assert result["ok"] == 40, result["errors"]
+
+
+def test_a_missing_ca_file_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    spec = spec_from_arguments({"urls": ["https://127.0.0.1:9/"], "ca_file": "/nonexistent.pem"})
+    with pytest.raises(InvalidArgument, match="ca_file"):
+        start_load(spec, results_dir=tmp_path)
+
+
+def test_a_worker_that_cannot_start_fails_the_start(
+    load_token: Callable[[], str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate")
+    spec = spec_from_arguments({"urls": ["https://127.0.0.1:9/"], "ca_file": str(bad)})
+    token = load_token()
+    with pytest.raises(LoadError, match=r"load worker 0 cannot start: SSLError"):
+        start_load(spec, results_dir=tmp_path / "r", token=token)
+    assert not find_helpers(token)
