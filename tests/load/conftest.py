@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.root_conftest import *  # noqa: F403 - keeps `from conftest import ...` working
 
 from chaos_ext._helper import find_helpers, stop_helpers
 from chaos_ext._servers import http_target

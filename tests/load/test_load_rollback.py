@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT, cli_env, gameday_argv, wait_for
+from support.harness import ROOT, cli_env, gameday_argv, wait_for
 
 from chaos_ext._helper import find_helpers
 from chaos_ext._servers.http_target import HttpTarget
