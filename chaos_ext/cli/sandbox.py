@@ -114,9 +114,10 @@ def _print_status(report: dict[str, Any]) -> None:
     for column in ("service", "namespace", "address", "pid", "running", "answering"):
         table.add_column(column)
     for name, svc in report["services"].items():
+        where = f"{svc['address']}:{svc['port']}" if "address" in svc else ""
         table.add_row(
-            name, svc.get("netns", ""), f"{svc.get('address', '')}:{svc.get('port', '')}",
+            name, svc.get("netns", ""), where,
             str(svc.get("pid", "")), "yes" if svc["running"] else "NO",
-            "yes" if svc["answering"] else "NO",
+            {True: "yes", False: "NO", None: "-"}[svc["answering"]],
         )  # fmt: skip
     console.print(table)

@@ -198,7 +198,10 @@ class Backend:
 
 def _handler(backend: Backend, metrics: Metrics) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+        # HTTP/1.0: one request per connection. Idle keep-alive connections
+        # would each pin a worker thread and starve everything else.
+        protocol_version = "HTTP/1.0"
+        timeout = 10
 
         def log_message(self, format: str, *args: Any) -> None:
             return
@@ -240,6 +243,8 @@ def _handler(backend: Backend, metrics: Metrics) -> type[BaseHTTPRequestHandler]
 
 class PooledHTTPServer(HTTPServer):
     """An HTTP server with a bounded worker pool (requests queue beyond it)."""
+
+    request_queue_size = 256
 
     def __init__(self, address: tuple[str, int], handler: Any, workers: int) -> None:
         super().__init__(address, handler)

@@ -125,6 +125,13 @@ def status(prefix: str) -> dict[str, Any]:
         return report
     mon = topo.host("mon").netns
     for name, svc in state.services.items():
+        if "address" not in svc:
+            running = _alive(int(svc["pid"]))
+            report["services"][name] = {
+                "pid": svc.get("pid"), "netns": svc.get("netns"), "running": running,
+                "answering": None,
+            }  # fmt: skip
+            continue
         known: dict[str, Any] = {k: svc[k] for k in ("pid", "netns", "address", "port") if k in svc}
         report["services"][name] = {
             **known,

@@ -7,6 +7,7 @@ through /proc even when the state file is gone.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -26,6 +27,7 @@ from chaos_ext.sandbox._topology import Topology
 __all__ = ["DB_NAME", "PORTS", "reachable", "start_all", "stop_all", "token"]
 
 DB_NAME = "db.sandbox.test"
+TRAFFIC_RATE = 20.0
 PORTS = {"postgres": 5432, "dns": 53, "app": 8080, "exporter": 9187, "prometheus": 9090}
 Progress = Callable[[str], None]
 
@@ -127,6 +129,17 @@ def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> Sandb
         scrape_interval="1s", host=mon.address, port=PORTS["prometheus"],
         netns=_netns(mon.netns), workdir=work / "prometheus",
     )  # fmt: skip
+    rate = TRAFFIC_RATE
+    say(f"background traffic from {mon.netns}: {rate:g} req/s to the app for at most 1 h")
+    traffic = subprocess.run(
+        [*_netns(mon.netns), sys.executable, "-m", "chaos_ext.sandbox._traffic",
+         "--url", f"http://{app.address}:{PORTS['app']}/", "--rate", str(rate),
+         "--duration", "3600", "--results", str(work / "traffic"), "--token", token(topo.prefix)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    if traffic.returncode != 0:
+        raise SandboxError(f"background traffic did not start: {traffic.stderr.strip()[-400:]}")
+    state.services["traffic"] = {**json.loads(traffic.stdout), "netns": mon.netns}
     state.services["prometheus"] = {"pid": prom.process.pid, "netns": mon.netns,
                                     "address": mon.address, "port": prom.port,
                                     "url": f"http://{mon.address}:{prom.port}"}  # fmt: skip
