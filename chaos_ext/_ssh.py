@@ -104,6 +104,15 @@ def _quote(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
+class _AcceptForThisConnection(paramiko.MissingHostKeyPolicy):
+    """The explicit opt-in: trust an unknown host key for this connection only."""
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
 class SshSession:
     """One SSH connection (context manager)."""
 
@@ -133,8 +142,11 @@ class SshSession:
         s = self.settings
         known = Path(s.known_hosts).expanduser()
         if known.exists():
-            self._client.load_host_keys(str(known))
-        policy = paramiko.AutoAddPolicy() if s.accept_unknown_host_key else paramiko.RejectPolicy()
+            # into the checked set, without remembering the file (nothing is ever written back)
+            self._client.get_host_keys().load(str(known))
+        policy = (
+            _AcceptForThisConnection() if s.accept_unknown_host_key else paramiko.RejectPolicy()
+        )
         self._client.set_missing_host_key_policy(policy)
         try:
             self._client.connect(

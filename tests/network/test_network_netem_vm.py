@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import gameday_process, kernel_has_netem, sh, tc_show
+from support.netlab import gameday_process, kernel_has_netem, sh, tc_show
 
 from chaos_ext.ledger import Ledger, undo
 from chaos_ext.network import actions, probes
@@ -179,6 +179,7 @@ def test_port_scope_and_ledger_undo_restore_an_htb_tree(topo: Topology, ledger_p
         sh("tc", "-n", topo.app, "qdisc", "del", "dev", "eth0", "root", check=False)
 
 
+@pytest.mark.timeout(480)
 def test_sigkill_mid_fault_then_gameday_rollback(
     topo: Topology, ledger_path: Path, tmp_path: Path,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
@@ -202,9 +203,11 @@ def test_sigkill_mid_fault_then_gameday_rollback(
     path.write_text(json.dumps(experiment))
     proc = gameday_process(ledger_path, tmp_path, "run", "--journal", "j.json", str(path))
     try:
-        deadline = time.monotonic() + 240  # gameday's start-up is slow under emulation
+        deadline = time.monotonic() + 360  # gameday's start-up is slow under emulation
         while "1d1b:" not in sh("tc", "-n", topo.app, "qdisc", "show", "dev", "eth0").stdout:
-            assert time.monotonic() < deadline, "the delay never appeared"
+            log = (tmp_path / "gameday.log").read_text(errors="replace")
+            assert proc.poll() is None, f"gameday run ended early:\n{log}"
+            assert time.monotonic() < deadline, f"the delay never appeared:\n{log}"
             time.sleep(1)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
