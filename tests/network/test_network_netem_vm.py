@@ -218,3 +218,36 @@ def test_sigkill_mid_fault_then_gameday_rollback(
     assert "netem" not in tc_show(topo.app, "eth0")
     assert topo.rtt("10.77.2.2", topo.db_port, samples=7) - base < 5
     assert Ledger(ledger_path).open_entries() == []
+
+
+def test_remote_apply_over_ssh_on_a_real_kernel(
+    topo: Topology, ledger_path: Path, tmp_path: Path
+) -> None:
+    """sshd inside the app namespace stands for a node: the fault is built by its `tc`."""
+    from pyroute2 import netns  # noqa: PLC0415
+
+    from chaos_ext._servers import sshd  # noqa: PLC0415
+
+    base = topo.rtt("10.77.2.2", topo.db_port, samples=7)
+    prefix = ["ip", "netns", "exec", topo.app]
+    with sshd.start(workdir=tmp_path / "sshd", netns_prefix=prefix) as server:
+        conf = {"ssh_known_hosts": str(server.known_hosts)}
+        sec = {"ssh_user": "root", "ssh_key_file": str(server.client_key)}
+        target = f"ssh:{server.host}:{server.port}"
+        netns.pushns(topo.app)  # the client's sockets live where the node's sshd listens
+        try:
+            out = actions.add_latency("eth0", DELAY_MS, ["10.77.2.0/24"], target=target,
+                                      configuration=conf, secrets=sec)  # fmt: skip
+        finally:
+            netns.popns()
+        assert out["kernel"].startswith("6.1")
+        assert "1d1b:" in tc_show(topo.app, "eth0")
+        assert abs(topo.rtt("10.77.2.2", topo.db_port, samples=9) - base - DELAY_MS) < 20
+        netns.pushns(topo.app)
+        try:
+            removed = actions.remove_latency("eth0", target=target)  # ledger has the recipe
+        finally:
+            netns.popns()
+        assert removed["restored"] == 1, removed
+    assert "htb" not in tc_show(topo.app, "eth0")
+    assert Ledger(ledger_path).open_entries() == []
