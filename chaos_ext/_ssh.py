@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io
 import shlex
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +103,15 @@ def _quote(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
+class _AcceptForThisConnection(paramiko.MissingHostKeyPolicy):
+    """The explicit opt-in: trust an unknown host key for this connection only."""
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
 class SshSession:
     """One SSH connection (context manager)."""
 
@@ -133,8 +141,11 @@ class SshSession:
         s = self.settings
         known = Path(s.known_hosts).expanduser()
         if known.exists():
-            self._client.load_host_keys(str(known))
-        policy = paramiko.AutoAddPolicy() if s.accept_unknown_host_key else paramiko.RejectPolicy()
+            # into the checked set, without remembering the file (nothing is ever written back)
+            self._client.get_host_keys().load(str(known))
+        policy = (
+            _AcceptForThisConnection() if s.accept_unknown_host_key else paramiko.RejectPolicy()
+        )
         self._client.set_missing_host_key_policy(policy)
         try:
             self._client.connect(
@@ -166,23 +177,16 @@ class SshSession:
             raise NetworkError(f"ssh {self.settings.where}: not connected")
         try:
             chan = transport.open_session(timeout=timeout)
+            # blocking reads with an idle timeout: no polling loop competing with
+            # paramiko's transport thread for the GIL
             chan.settimeout(timeout)
             chan.exec_command(command)
-            out, err = bytearray(), bytearray()
-            deadline = time.monotonic() + timeout
-            while not (chan.exit_status_ready() and not chan.recv_ready()
-                       and not chan.recv_stderr_ready()):  # fmt: skip
-                if time.monotonic() > deadline:
-                    chan.close()
-                    raise NetworkError(f"ssh {self.settings.where}: {argv[0]} timed out")
-                if chan.recv_ready():
-                    out += chan.recv(65536)
-                elif chan.recv_stderr_ready():
-                    err += chan.recv_stderr(65536)
-                else:
-                    time.sleep(0.005)
+            with chan.makefile("rb") as stdout, chan.makefile_stderr("rb") as stderr:
+                out, err = stdout.read(), stderr.read()
             code = chan.recv_exit_status()
             chan.close()
+        except TimeoutError as exc:
+            raise NetworkError(f"ssh {self.settings.where}: {argv[0]} timed out") from exc
         except (paramiko.SSHException, OSError) as exc:
             raise NetworkError(f"ssh {self.settings.where}: {argv[0]}: {exc}") from exc
         return CommandOutput(code, out.decode(errors="replace"), err.decode(errors="replace"))

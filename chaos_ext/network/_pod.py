@@ -11,9 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
-
-from chaos_ext import _k8s
 from chaos_ext._ssh import SshSession
 from chaos_ext.errors import NetworkError
 from chaos_ext.network import _spec
@@ -42,6 +39,11 @@ class PodPlacement:
 
 def resolve_pod(target: _spec.Target, secrets: Mapping[str, Any] | None) -> PodPlacement:
     """Pod -> node, node InternalIP (else ExternalIP, else hostname), running container."""
+    # the Kubernetes client takes ~1.5 s to import: only pod targets pay for it
+    from kubernetes import client  # noqa: PLC0415
+
+    from chaos_ext import _k8s  # noqa: PLC0415
+
     api = client.CoreV1Api(_k8s.api_client(secrets))
     pod = _k8s.call(api.read_namespaced_pod, target.name, target.namespace,
                     what=f"read pod {target.namespace}/{target.name}")  # fmt: skip

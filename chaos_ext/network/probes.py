@@ -97,10 +97,10 @@ def measure_rtt(
             errors.append(str(exc))
     if not times:
         raise NetworkError(f"no TCP connect to {host}:{port} succeeded: {errors[-1]}")
-    return {"host": host, "port": port, **summarize(times), "failed": len(errors)}
+    return {"host": host, "port": port, **_summarize(times), "failed": len(errors)}
 
 
-def summarize(times_ms: list[float]) -> dict[str, float | int]:
+def _summarize(times_ms: list[float]) -> dict[str, float | int]:
     """median / p95 / min / max of a list of milliseconds."""
     ordered = sorted(times_ms)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import VethNs, kernel_has_netem, sh, tc_show
+from support.netlab import VethNs, kernel_has_netem, sh, tc_show
 
 from chaos_ext.errors import PreflightFailed
 from chaos_ext.ledger import Ledger

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import gameday_process, kernel_has_netem, sh, tc_show
+from support.netlab import gameday_process, kernel_has_netem, sh, tc_show
 
 from chaos_ext.ledger import Ledger, undo
 from chaos_ext.network import actions, probes
@@ -179,6 +179,7 @@ def test_port_scope_and_ledger_undo_restore_an_htb_tree(topo: Topology, ledger_p
         sh("tc", "-n", topo.app, "qdisc", "del", "dev", "eth0", "root", check=False)
 
 
+@pytest.mark.timeout(480)
 def test_sigkill_mid_fault_then_gameday_rollback(
     topo: Topology, ledger_path: Path, tmp_path: Path,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
@@ -202,9 +203,11 @@ def test_sigkill_mid_fault_then_gameday_rollback(
     path.write_text(json.dumps(experiment))
     proc = gameday_process(ledger_path, tmp_path, "run", "--journal", "j.json", str(path))
     try:
-        deadline = time.monotonic() + 240  # gameday's start-up is slow under emulation
+        deadline = time.monotonic() + 360  # gameday's start-up is slow under emulation
         while "1d1b:" not in sh("tc", "-n", topo.app, "qdisc", "show", "dev", "eth0").stdout:
-            assert time.monotonic() < deadline, "the delay never appeared"
+            log = (tmp_path / "gameday.log").read_text(errors="replace")
+            assert proc.poll() is None, f"gameday run ended early:\n{log}"
+            assert time.monotonic() < deadline, f"the delay never appeared:\n{log}"
             time.sleep(1)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
@@ -214,4 +217,37 @@ def test_sigkill_mid_fault_then_gameday_rollback(
     assert result.returncode == 0, result.stderr
     assert "netem" not in tc_show(topo.app, "eth0")
     assert topo.rtt("10.77.2.2", topo.db_port, samples=7) - base < 5
+    assert Ledger(ledger_path).open_entries() == []
+
+
+def test_remote_apply_over_ssh_on_a_real_kernel(
+    topo: Topology, ledger_path: Path, tmp_path: Path
+) -> None:
+    """sshd inside the app namespace stands for a node: the fault is built by its `tc`."""
+    from pyroute2 import netns  # noqa: PLC0415
+
+    from chaos_ext._servers import sshd  # noqa: PLC0415
+
+    base = topo.rtt("10.77.2.2", topo.db_port, samples=7)
+    prefix = ["ip", "netns", "exec", topo.app]
+    with sshd.start(workdir=tmp_path / "sshd", netns_prefix=prefix) as server:
+        conf = {"ssh_known_hosts": str(server.known_hosts)}
+        sec = {"ssh_user": "root", "ssh_key_file": str(server.client_key)}
+        target = f"ssh:{server.host}:{server.port}"
+        netns.pushns(topo.app)  # the client's sockets live where the node's sshd listens
+        try:
+            out = actions.add_latency("eth0", DELAY_MS, ["10.77.2.0/24"], target=target,
+                                      configuration=conf, secrets=sec)  # fmt: skip
+        finally:
+            netns.popns()
+        assert out["kernel"].startswith("6.1")
+        assert "1d1b:" in tc_show(topo.app, "eth0")
+        assert abs(topo.rtt("10.77.2.2", topo.db_port, samples=9) - base - DELAY_MS) < 20
+        netns.pushns(topo.app)
+        try:
+            removed = actions.remove_latency("eth0", target=target)  # ledger has the recipe
+        finally:
+            netns.popns()
+        assert removed["restored"] == 1, removed
+    assert "htb" not in tc_show(topo.app, "eth0")
     assert Ledger(ledger_path).open_entries() == []

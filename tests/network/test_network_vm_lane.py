@@ -21,12 +21,12 @@ pytestmark = [
 ]
 
 
-@pytest.mark.timeout(540)
+@pytest.mark.timeout(840)
 def test_vm_lane_runs_the_netem_tests_on_a_real_kernel() -> None:
     result = run_pytest(
         ["-m", "vm", *VM_TESTS],
         config=VMConfig(work_dir=ROOT / ".vm", cwd=ROOT),
-        timeout=420,
+        timeout=720,
     )
     details = "\n\n".join(result.failures) or result.output[-4000:]
     assert result.exit_code == 0, f"VM lane failed ({result.boot_accel}):\n{details}"
