@@ -63,14 +63,16 @@ def start_helper(
     exits, or is not ready within ``ready_timeout`` seconds.
     """
     env = {**helper_environment(), TOKEN_VAR: token}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env=env,
-    )
+    log = helper_log(token)
+    with log.open("ab") as errors:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            start_new_session=True,
+            env=env,
+        )
     assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - pipes requested
     proc.stdin.write(json.dumps(payload).encode())
     proc.stdin.close()
@@ -83,7 +85,8 @@ def start_helper(
         proc.stdout.close()
     if "error" in report:
         stop_helpers(token)
-        raise ChaosExtError(str(report["error"]))
+        tail = _tail(log)
+        raise ChaosExtError(str(report["error"]) + (f" ({tail})" if tail else ""))
     return HelperHandle(pid=proc.pid, token=token, ready=report)
 
 
@@ -102,6 +105,23 @@ def helper_environment() -> dict[str, str]:
         for key, value in os.environ.items()
         if key in _PASS_THROUGH or key.startswith("GAMEDAY_")
     }
+
+
+def helper_log(token: str) -> Path:
+    """Where a helper's stderr goes: ``<ledger folder>/helpers/<token>.log``."""
+    from chaos_ext.ledger import ledger_path  # noqa: PLC0415 - keeps this module import-light
+
+    folder = ledger_path().parent / "helpers"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{token}.log"
+
+
+def _tail(log: Path, lines: int = 3) -> str:
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
 
 
 def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> str:

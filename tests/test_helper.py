@@ -53,3 +53,14 @@ def test_a_helper_that_fails_reports_its_error_and_is_gone(
                 token="unit-token-2", ready_timeout=20,
             )  # fmt: skip
     assert _helper.find_helpers("unit-token-2") == []
+
+
+def test_a_helper_that_crashes_before_ready_shows_its_stderr(
+    monkeypatch: pytest.MonkeyPatch, ledger_path: Path
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    with pytest.raises(ChaosExtError, match=r"No module named support\.no_such_helper"):
+        _helper.start_helper(
+            module="support.no_such_helper", payload={}, token="unit-token-3", ready_timeout=20
+        )
+    assert _helper.helper_log("unit-token-3").parent == ledger_path.parent / "helpers"
