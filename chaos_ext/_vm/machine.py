@@ -178,7 +178,7 @@ class VirtualMachine:
     def _qemu_argv(self, initrd: Path, accel: str) -> list[str]:
         cfg = self.config
         argv = [
-            "qemu-system-x86_64", "-accel", accel, "-m", str(cfg.memory_mb),
+            "qemu-system-x86_64", "-accel", accel, *_cpu(accel), "-m", str(cfg.memory_mb),
             "-smp", str(cfg.cpus), "-display", "none", "-monitor", "none", "-no-reboot",
             "-kernel", f"/boot/vmlinuz-{self.kernel_release}", "-initrd", str(initrd),
             "-virtfs", f"local,path=/,mount_tag=hostroot,{_VIRTFS},readonly=on",
@@ -282,6 +282,12 @@ class VirtualMachine:
                 proc.wait(timeout=10)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def _cpu(accel: str) -> list[str]:
+    """Under emulation, every CPU feature TCG has: qemu64 lacks SSE4/AVX that wheels
+    (hdrhistogram, numpy...) use without checking, and they die with SIGILL."""
+    return ["-cpu", "max"] if accel == "tcg" else []
 
 
 def _free_port() -> int:

@@ -21,13 +21,28 @@ from typing import Any
 from chaos_ext import _helper
 from chaos_ext._servers import dnsmasq, postgres, prometheus
 from chaos_ext.errors import SandboxError
+from chaos_ext.sandbox import _nsexec
 from chaos_ext.sandbox._state import SandboxState
 from chaos_ext.sandbox._topology import Topology
 
 __all__ = ["DB_NAME", "PORTS", "reachable", "start_all", "stop_all", "token"]
 
 DB_NAME = "db.sandbox.test"
-TRAFFIC_RATE = 20.0
+
+
+def _slow() -> bool:
+    """Inside the emulated VM everything takes ~10x longer: wait longer, load less."""
+    return os.environ.get("GAMEDAY_SANDBOX_SLOW") == "1"
+
+
+def _ready_timeout() -> float:
+    return 600.0 if _slow() else 60.0
+
+
+def traffic_rate() -> float:
+    return 5.0 if _slow() else 20.0
+
+
 PORTS = {"postgres": 5432, "dns": 53, "app": 8080, "exporter": 9187, "prometheus": 9090}
 Progress = Callable[[str], None]
 
@@ -49,12 +64,9 @@ def _spawn(ns: str, argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
 
 
 def _wait_http(ns: str, url: str, timeout: float, what: str, log: Path) -> None:
-    code = "import sys,urllib.request;urllib.request.urlopen(sys.argv[1],timeout=2)"
-    probe = [sys.executable, "-c", code, url]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        done = subprocess.run([*_netns(ns), *probe], capture_output=True, timeout=10, check=False)
-        if done.returncode == 0:
+        if _nsexec.in_netns(ns, _nsexec.http_ok(url), timeout=10):
             return
         time.sleep(0.3)
     tail = log.read_text(errors="replace")[-400:] if log.exists() else ""
@@ -67,7 +79,7 @@ def _python_service(
     host = topo.host(role)
     log = work / f"{module.rsplit('.', 1)[-1].lstrip('_')}.log"
     proc = _spawn(host.netns, [sys.executable, "-m", module, *args], log)
-    _wait_http(host.netns, health, 60, module, log)
+    _wait_http(host.netns, health, _ready_timeout(), module, log)
     return {"pid": proc.pid, "netns": host.netns, "log": str(log)}
 
 
@@ -84,6 +96,7 @@ def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> Sandb
     pg = postgres.start(
         password=password_file.read_text(), user="app", database="app", max_connections=40,
         host=db.address, port=PORTS["postgres"], netns=_netns(db.netns),
+        ready_timeout=_ready_timeout(),
     )  # fmt: skip
     state.services["postgres"] = {"pid": pg.process.pid, "netns": db.netns, "address": db.address,
                                   "port": pg.port, "dir": str(pg.base_dir)}  # fmt: skip
@@ -93,6 +106,7 @@ def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> Sandb
     dm = dnsmasq.start(
         records={DB_NAME: db.address}, local_domains=["sandbox.test"], address=dns.address,
         port=PORTS["dns"], prefix=_netns(dns.netns), workdir=work / "dnsmasq",
+        ready_timeout=_ready_timeout(),
     )  # fmt: skip
     state.services["dnsmasq"] = {"pid": dm.pid, "netns": dns.netns, "address": dns.address,
                                  "port": dm.port, "pidfile": str(dm.pidfile)}  # fmt: skip
@@ -127,15 +141,15 @@ def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> Sandb
         jobs={"app": [f"{app.address}:{PORTS['app']}"],
               "sandbox": [f"{mon.address}:{PORTS['exporter']}"]},
         scrape_interval="1s", host=mon.address, port=PORTS["prometheus"],
-        netns=_netns(mon.netns), workdir=work / "prometheus",
+        netns=_netns(mon.netns), workdir=work / "prometheus", ready_timeout=_ready_timeout(),
     )  # fmt: skip
-    rate = TRAFFIC_RATE
+    rate = traffic_rate()
     say(f"background traffic from {mon.netns}: {rate:g} req/s to the app for at most 1 h")
     traffic = subprocess.run(
         [*_netns(mon.netns), sys.executable, "-m", "chaos_ext.sandbox._traffic",
          "--url", f"http://{app.address}:{PORTS['app']}/", "--rate", str(rate),
          "--duration", "3600", "--results", str(work / "traffic"), "--token", token(topo.prefix)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=_ready_timeout(), check=False,
     )  # fmt: skip
     if traffic.returncode != 0:
         raise SandboxError(f"background traffic did not start: {traffic.stderr.strip()[-400:]}")
@@ -156,8 +170,4 @@ def stop_all(prefix: str, dirs: Sequence[str] = ()) -> int:
 
 def reachable(ns: str, address: str, port: int) -> bool:
     """Whether ``address:port`` accepts TCP from inside namespace ``ns``."""
-    check = [sys.executable, "-c",
-             "import socket,sys;socket.create_connection((sys.argv[1],int(sys.argv[2])),2)",
-             address, str(port)]  # fmt: skip
-    done = subprocess.run([*_netns(ns), *check], capture_output=True, timeout=10, check=False)
-    return done.returncode == 0
+    return _nsexec.in_netns(ns, _nsexec.tcp_open(address, port), timeout=10)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
+from chaos_ext.errors import ChaosExtError
 from chaos_ext.load.driver import start_load
 from chaos_ext.load.spec import spec_from_arguments
 
@@ -32,7 +34,14 @@ def main(argv: list[str] | None = None) -> None:
         "max_duration": args.duration, "concurrency_limit": 64, "timeout": 5.0,
         "name": "sandbox-traffic",
     })  # fmt: skip
-    load = start_load(spec, results_dir=args.results, token=args.token)
+    slow = os.environ.get("GAMEDAY_SANDBOX_SLOW") == "1"
+    try:
+        load = start_load(
+            spec, results_dir=args.results, token=args.token, ready_timeout=300 if slow else 30
+        )
+    except ChaosExtError as exc:
+        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+        raise SystemExit(1) from None
     sys.stdout.write(json.dumps(load.as_dict()) + "\n")
 
 

@@ -42,6 +42,7 @@ def _guest_env() -> dict[str, str]:
         "GAMEDAY_LEDGER": f"{GUEST_STATE}/ledger.sqlite3",
         "GAMEDAY_SANDBOX_DIR": f"{GUEST_STATE}/sandbox",
         "PYTHONDONTWRITEBYTECODE": "1",
+        "GAMEDAY_SANDBOX_SLOW": "1",
         "COLUMNS": "120",
     }
 
