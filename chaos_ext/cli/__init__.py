@@ -11,6 +11,8 @@ _COMMANDS = (
     "run",
     "validate",
     "ledger",
+    "report",
+    "gate",
 )
 
 
