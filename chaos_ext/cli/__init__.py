@@ -13,6 +13,7 @@ _COMMANDS = (
     "ledger",
     "report",
     "gate",
+    "compare",
 )
 
 

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from chaos_ext.reporting.model import FaultWindow
 from chaos_ext.reporting.series import Series, as_number
 
-__all__ = ["chart_svg", "tolerance_bounds"]
+__all__ = ["chart_svg", "distribution_svg", "tolerance_bounds"]
 
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
 _COLORS = {"ledger": ("#d62728", 0.18), "action": ("#ff9f1c", 0.22)}
@@ -87,3 +87,22 @@ def _legend(ax: Any) -> None:
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
     ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper right", framealpha=0.8)
+
+
+def distribution_svg(metric: str, baseline: list[float], tuned: list[float], salt: str) -> str:
+    """Baseline and tuned distributions side by side (box plot over the raw samples)."""
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+        fig = Figure(figsize=(5.6, 2.2), dpi=96)
+        ax = fig.add_subplot()
+        ax.boxplot([baseline, tuned], orientation="horizontal", widths=0.5, showfliers=False)
+        for row, values, color in ((1, baseline, "#7f7f7f"), (2, tuned, _LINE)):
+            jitter = [row + 0.18 * ((i * 37) % 11 - 5) / 5 for i in range(len(values))]
+            ax.scatter(values, jitter, s=6, alpha=0.45, color=color, lw=0)
+        ax.set_yticks([1, 2], ["baseline", "tuned"])
+        ax.set_title(metric, fontsize=9, loc="left")
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3, axis="x")
+        fig.tight_layout()
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+    return _PROLOGUE.sub("", buffer.getvalue(), count=1)

@@ -28,7 +28,15 @@ from chaos_ext.reporting.tables import (
     probe_rows,
 )
 
-__all__ = ["MAX_CHARTS", "ReportFiles", "render_html", "render_markdown", "write_report"]
+__all__ = [
+    "MAX_CHARTS",
+    "ReportFiles",
+    "environment",
+    "paragraphs",
+    "render_html",
+    "render_markdown",
+    "write_report",
+]
 
 MAX_CHARTS = 12  # per experiment; the rest stay in the tables and the journal
 
@@ -58,7 +66,8 @@ def _mdcell(cell: Cell) -> str:
     return _md(cell.text) + mark
 
 
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
+    """The templates' environment (autoescape for *.html.j2)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("chaos_ext.reporting", "templates"),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",)),
@@ -120,17 +129,17 @@ def _context(views: Sequence[RunView], title: str, charts: bool) -> dict[str, An
 
 def render_html(views: Sequence[RunView], title: str) -> str:
     """The self-contained HTML report."""
-    template = _environment().get_template("report.html.j2")
+    template = environment().get_template("report.html.j2")
     return template.render(_context(views, title, charts=True))
 
 
 def render_markdown(views: Sequence[RunView], title: str) -> str:
     """The Markdown summary (no charts)."""
-    template = _environment().get_template("summary.md.j2")
-    return _paragraphs(template.render(_context(views, title, charts=False)))
+    template = environment().get_template("summary.md.j2")
+    return paragraphs(template.render(_context(views, title, charts=False)))
 
 
-def _paragraphs(text: str) -> str:
+def paragraphs(text: str) -> str:
     """Blank lines around headings and tables, never two in a row."""
     lines: list[str] = []
     for line in text.splitlines():
