@@ -14,6 +14,7 @@ _COMMANDS = (
     "report",
     "gate",
     "compare",
+    "schedule",
 )
 
 

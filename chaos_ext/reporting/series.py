@@ -73,25 +73,26 @@ def parse_time(value: Any) -> float | None:
     return None
 
 
+def _is_pair(item: Any) -> bool:
+    return (isinstance(item, list | tuple) and len(item) == 2) or (
+        isinstance(item, Mapping) and any(k in item for k in ("t", "time", "timestamp"))
+    )
+
+
 def _pair(item: Any) -> tuple[float, float] | None:
-    if isinstance(item, list | tuple) and len(item) == 2:
+    if isinstance(item, list | tuple):
         t, v = parse_time(item[0]), as_number(item[1])
-    elif isinstance(item, Mapping):
+    else:
         t = parse_time(item.get("t", item.get("time", item.get("timestamp"))))
         v = as_number(item.get("v", item.get("value")))
-    else:
-        return None
     return (t, v) if t is not None and v is not None else None
 
 
 def pairs_of(items: Any) -> list[tuple[float, float]] | None:
-    """The ``[t, v]`` pairs of a list, or None when it is not such a list."""
-    if not isinstance(items, list) or not items:
+    """The ``[t, v]`` pairs of a list (NaN or non-numeric values dropped); None if not pairs."""
+    if not isinstance(items, list) or not items or not all(_is_pair(i) for i in items):
         return None
-    pairs = [_pair(item) for item in items]
-    if any(p is None for p in pairs):
-        return None
-    return [p for p in pairs if p is not None]
+    return [p for p in (_pair(item) for item in items) if p is not None]
 
 
 def _labels(metric: Any) -> str:
