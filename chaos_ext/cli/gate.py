@@ -36,9 +36,12 @@ phase ("p99-latency [after]") whose <failure> carries the measured value
 against the tolerance, one "steady state held" case per experiment and one
 "faults rolled back" case. With --min-score, a "gameday.score" suite too.
 
-exit code: the worst over all experiments (0 every hypothesis held, 1 a
+exit code: the worst over all experiments: 0 every hypothesis held, 1 a
 hypothesis deviated, 2 a run failed/was interrupted or a rollback did not
-complete, 3 invalid input); a resilience score below --min-score turns 0 into 1.
+complete, 3 invalid input. With --min-score N, deviations are judged by the
+resilience score instead (the weighted share of hypotheses held): 1 when the
+score is below N (or there is no hypothesis to score), else 0; failed runs
+still give 2.
 
 examples:
   gameday gate experiments/db-latency.json --junit out/gameday.xml
@@ -60,7 +63,7 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--min-score", type=float, metavar="N",
-        help="fail (exit 1) when the resilience score (0-100) is below N",
+        help="pass deviations while the resilience score (0-100) is at least N",
     )  # fmt: skip
     parser.add_argument(
         "--journal-dir", metavar="DIR", default=".", help="where journals go (default: .)"
@@ -137,7 +140,9 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     junit.write_bytes(junit_xml(views, score, args.min_score))
     code = max(code for _, code in outcome)
     console.print(f"resilience score: {score.text()}; JUnit: {junit}", highlight=False)
-    if args.min_score is not None and (score.value is None or score.value < args.min_score):
-        console.print(f"[red]score below the minimum {args.min_score:g}[/]")
-        code = max(code, EXIT_DEVIATED)
-    return code
+    if args.min_score is None or code > EXIT_DEVIATED:
+        return code
+    if score.value is None or score.value < args.min_score:
+        console.print(f"[red]resilience score below the minimum {args.min_score:g}[/]")
+        return EXIT_DEVIATED
+    return 0

@@ -96,8 +96,8 @@ def _verdict_case(view: RunView, classname: str) -> Case:
         ]
     elif view.outcome != "held":
         case.kind, case.type = "error", view.outcome.capitalize()
-        failed = [a.name for a in view.method if a.status == "failed"]
-        reason = view.error or (f"action(s) failed: {', '.join(failed)}" if failed else "")
+        failed = [f"{a.name}: {a.error}" for a in view.method if a.status == "failed"]
+        reason = view.error or (f"action failed: {'; '.join(failed)}" if failed else "")
         case.message = f"run {view.outcome}" + (f": {reason}" if reason else "")
     return case
 

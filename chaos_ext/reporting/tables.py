@@ -104,7 +104,11 @@ def _cell(checks: list[Check]) -> Cell:
         text = value_text(check.output) if check.status != "failed" else f"error: {check.error}"
         return Cell(text, check.met)
     met = [c for c in checks if c.met]
-    numbers = [n for n in (as_number(c.output) for c in checks) if n is not None]
+    numbers = [
+        n
+        for n in (as_number(c.output) for c in checks if not isinstance(c.output, bool))
+        if n is not None
+    ]
     spread = f", {min(numbers):.4g}…{max(numbers):.4g}" if numbers else ""
     breaches = len(checks) - len(met)
     return Cell(f"{len(checks)} checks, {breaches} out of tolerance{spread}", breaches == 0)
