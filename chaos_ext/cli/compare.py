@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext.cli._journals import load_views
-from chaos_ext.reporting.compare import compare_sets
-from chaos_ext.reporting.render_compare import compare_html, compare_markdown
-from chaos_ext.reporting.stats import Settings
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_INVALID
+
+if TYPE_CHECKING:
+    from chaos_ext.reporting.stats import Settings
 
 HELP = """\
 Compare runs before and after a tuning change. BASELINE and TUNED are journal
@@ -82,6 +82,8 @@ def _settings(args: argparse.Namespace, console: Console) -> Settings | None:
     if not 0 < args.alpha < 1 or args.resamples < 100 or args.min_effect < 0:
         console.print("[red]need 0 < --alpha < 1, --resamples >= 100, --min-effect >= 0[/]")
         return None
+    from chaos_ext.reporting.stats import Settings  # noqa: PLC0415 - scipy is heavy
+
     return Settings(args.alpha, args.resamples, args.seed, args.min_effect, args.statistic)
 
 
@@ -92,6 +94,12 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     tuned = load_views([args.tuned, *args.more_tuned], console)
     if overrides is None or settings is None or base is None or tuned is None:
         return EXIT_INVALID
+    from chaos_ext.reporting.compare import compare_sets  # noqa: PLC0415 - scipy is heavy
+    from chaos_ext.reporting.render_compare import (  # noqa: PLC0415 - matplotlib too
+        compare_html,
+        compare_markdown,
+    )
+
     base_views, tuned_views = [v for _, v in base], [v for _, v in tuned]
     results = compare_sets(base_views, tuned_views, overrides, settings)
     if not results:

@@ -9,7 +9,6 @@ from typing import Any
 from rich.console import Console
 
 from chaos_ext.cli._journals import load_views
-from chaos_ext.reporting.render import write_report
 from chaos_ext.runner.execute import EXIT_INVALID
 
 HELP = """\
@@ -55,6 +54,8 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
+    from chaos_ext.reporting.render import write_report  # noqa: PLC0415 - matplotlib is heavy
+
     loaded = load_views(args.journals, console, args.redact)
     if loaded is None:
         return EXIT_INVALID
