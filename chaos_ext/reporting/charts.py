@@ -15,15 +15,23 @@ from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from chaos_ext.reporting.model import FaultWindow
 from chaos_ext.reporting.series import Series, as_number
 
-__all__ = ["chart_svg", "distribution_svg", "tolerance_bounds"]
+__all__ = [
+    "chart_svg",
+    "distribution_svg",
+    "merged_spans",
+    "tolerance_bounds",
+]
 
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
 _COLORS = {"ledger": ("#d62728", 0.18), "action": ("#ff9f1c", 0.22)}
 _LINE = "#1f5fa8"
+_JOIN = 1 / 400
+_MARKERS_UP_TO = 80
 
 
 def tolerance_bounds(tolerance: Any) -> list[float]:
@@ -38,17 +46,37 @@ def tolerance_bounds(tolerance: Any) -> list[float]:
     return []
 
 
-def _shade(ax: Any, windows: Sequence[FaultWindow], origin: float) -> None:
-    seen: set[str] = set()
-    for window in windows:
-        color, alpha = _COLORS.get(window.source, _COLORS["action"])
-        label = "fault (ledger)" if window.source == "ledger" else "action running"
-        end = window.end if window.end > window.start else window.start + 0.05
-        ax.axvspan(
-            window.start - origin, end - origin, color=color, alpha=alpha, lw=0,
-            label=None if label in seen else label,
+def merged_spans(
+    windows: Sequence[FaultWindow], source: str, gap: float = 0.0
+) -> list[tuple[float, float]]:
+    """One source's windows as sorted ``(start, end)`` spans, joined when less than
+    ``gap`` apart (pure)."""
+    spans = sorted((w.start, max(w.end, w.start + 0.05)) for w in windows if w.source == source)
+    merged: list[tuple[float, float]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1] + gap:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _shade(ax: Any, windows: Sequence[FaultWindow], origin: float, width: float) -> list[Any]:
+    """One collection per source; windows closer than 1/400 of the chart's width are
+    drawn as one (indistinguishable at this size, and fast with hundreds). Returns
+    the legend's proxies."""
+    proxies = []
+    for source, label in (("ledger", "fault (ledger)"), ("action", "action running")):
+        spans = merged_spans(windows, source, gap=width * _JOIN)
+        if not spans:
+            continue
+        color, alpha = _COLORS[source]
+        ax.broken_barh(
+            [(start - origin, end - start) for start, end in spans], (0, 1),
+            transform=ax.get_xaxis_transform(), color=color, alpha=alpha, lw=0,
         )  # fmt: skip
-        seen.add(label)
+        proxies.append(Patch(color=color, alpha=alpha, label=label))
+    return proxies
 
 
 def chart_svg(
@@ -62,31 +90,31 @@ def chart_svg(
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt or series.name}):
         fig = Figure(figsize=(7.2, 2.4), dpi=96)
         ax = fig.add_subplot()
-        _shade(ax, windows, origin)
         xs = [t - origin for t, _ in series.points]
         ys = series.values
+        spans = [t for w in windows for t in (w.start - origin, w.end - origin)]
+        width = max([*xs, *spans, 0.0]) - min([*xs, *spans, 0.0])
+        proxies = _shade(ax, windows, origin, width)
+        marker = "o" if len(xs) <= _MARKERS_UP_TO else None
         if series.boolean:
-            ax.step(xs, ys, where="post", color=_LINE, lw=1.6, marker="o", ms=3, label=series.name)
+            ax.step(
+                xs, ys, where="post", color=_LINE, lw=1.6, marker=marker, ms=3, label=series.name
+            )
             ax.set_yticks([0, 1], ["false", "true"])
         else:
-            ax.plot(xs, ys, color=_LINE, lw=1.6, marker="o", ms=3, label=series.name)
+            ax.plot(xs, ys, color=_LINE, lw=1.6, marker=marker, ms=3, label=series.name)
         for bound in tolerance_bounds(tolerance):
             ax.axhline(bound, color="#555555", lw=1, ls="--", label="tolerance")
         ax.set_xlabel("seconds since the experiment started", fontsize=8)
         ax.set_title(series.name, fontsize=9, loc="left")
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
-        _legend(ax)
-        fig.tight_layout()
+        handles, _ = ax.get_legend_handles_labels()
+        ax.legend(handles=[*proxies, *handles[:2]], fontsize=7, loc="upper right", framealpha=0.8)
+        fig.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.2)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     return _PROLOGUE.sub("", buffer.getvalue(), count=1)
-
-
-def _legend(ax: Any) -> None:
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))
-    ax.legend(unique.values(), unique.keys(), fontsize=7, loc="upper right", framealpha=0.8)
 
 
 def distribution_svg(metric: str, baseline: list[float], tuned: list[float], salt: str) -> str:
@@ -102,7 +130,7 @@ def distribution_svg(metric: str, baseline: list[float], tuned: list[float], sal
         ax.set_title(metric, fontsize=9, loc="left")
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3, axis="x")
-        fig.tight_layout()
+        fig.subplots_adjust(left=0.14, right=0.98, top=0.86, bottom=0.14)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     return _PROLOGUE.sub("", buffer.getvalue(), count=1)
