@@ -13,7 +13,8 @@ import pytest
 from support.gameday_cli import gameday_env, run_gameday
 from support.journals import JournalBuilder
 
-from chaos_ext.reporting.model import view_of
+from chaos_ext.reporting.charts import merged_spans
+from chaos_ext.reporting.model import FaultWindow, view_of
 from chaos_ext.reporting.render import render_html
 from chaos_ext.reporting.score import resilience_score
 
@@ -179,3 +180,15 @@ def test_an_unreadable_journal_is_invalid_input(tmp_path: Path) -> None:
 def test_a_missing_journal_is_invalid_input(tmp_path: Path, missing: str) -> None:
     out = _report(tmp_path, missing, "-o", str(tmp_path / "r"))
     assert out.returncode == 3
+
+
+def test_fault_windows_are_joined_only_below_the_gap() -> None:
+    windows = [
+        FaultWindow("a", 0, 1, "action"),
+        FaultWindow("b", 1.5, 2, "action"),
+        FaultWindow("c", 0.5, 3, "ledger"),
+        FaultWindow("d", 10, 10, "action"),
+    ]
+    assert merged_spans(windows, "action") == [(0, 1), (1.5, 2), (10, 10.05)]
+    assert merged_spans(windows, "action", gap=0.5) == [(0, 2), (10, 10.05)]
+    assert merged_spans(windows, "ledger") == [(0.5, 3)]
