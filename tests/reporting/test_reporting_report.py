@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.gameday_cli import gameday_env, run_gameday
 from support.journals import JournalBuilder
+from support.real_journals import real_journals_fixture  # noqa: F401 - the fixture
 
 from chaos_ext.reporting.charts import merged_spans
 from chaos_ext.reporting.model import FaultWindow, view_of
