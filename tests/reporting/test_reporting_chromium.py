@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 from support.gameday_cli import run_gameday
-from support.real_journals import real_journals_fixture  # noqa: F401 - the fixture
 
 from chaos_ext.reporting.model import view_of
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import xmlschema
 from support.gameday_cli import ROOT, run_gameday
-from support.real_journals import real_journals_fixture  # noqa: F401 - the fixture
 
 SCHEMA = xmlschema.XMLSchema(Path(__file__).with_name("junit.xsd"))
 

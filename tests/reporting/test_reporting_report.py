@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from support.gameday_cli import gameday_env, run_gameday
+from support.gameday_cli import cli_env, run_gameday
 from support.journals import JournalBuilder
-from support.real_journals import real_journals_fixture  # noqa: F401 - the fixture
 
 from chaos_ext.reporting.charts import merged_spans
 from chaos_ext.reporting.model import FaultWindow, view_of
@@ -97,7 +96,7 @@ def test_secrets_are_masked_in_every_output(tmp_path: Path) -> None:
     }  # fmt: skip
     path = tmp_path / "leaky.json"
     path.write_text(json.dumps(experiment))
-    env = gameday_env(tmp_path / "ledger.sqlite3")
+    env = cli_env(tmp_path / "ledger.sqlite3")
     chaos = Path(sys.executable).with_name("chaos")
     subprocess.run(
         [str(chaos), "--no-log-file", "run", "--journal-path", str(tmp_path / "j.json"), str(path)],

@@ -14,7 +14,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from support.gameday_cli import ROOT, gameday_env, run_gameday
+from support.gameday_cli import ROOT, cli_env, run_gameday
 from support.kube_api import KubeApi
 
 from chaos_ext.reporting.manifests import RUNNER_UID
@@ -206,7 +206,7 @@ def test_the_job_script_runs_the_game_day_and_writes_the_report(tmp_path: Path) 
         (experiments / key).write_text(text)
     script = container["command"][2].replace("/experiments", str(experiments))
     script = script.replace("/reports", str(reports))
-    env = gameday_env(reports / ".ledger" / "ledger.sqlite3")
+    env = cli_env(reports / ".ledger" / "ledger.sqlite3")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     ran = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=180,
                          env=env, cwd=tmp_path, check=False)  # fmt: skip

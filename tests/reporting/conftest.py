@@ -1,9 +1,4 @@
-"""Real journals for the reporting tests: `gameday run` on small experiments, once per module.
-
-A fixture module imported by the tests that use it (not a tests/reporting/conftest.py:
-a domain conftest.py replaces ``conftest`` in ``sys.modules`` and breaks
-``from conftest import ...`` in the tests collected after it).
-"""
+"""Real journals for the reporting tests: `gameday run` on small experiments, once per module."""
 
 from __future__ import annotations
 
@@ -14,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from support.gameday_cli import ROOT, run_gameday
 
 
@@ -66,8 +60,8 @@ def deviating_experiment(port: int) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module", name="real_journals")
-def real_journals_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+@pytest.fixture(scope="module")
+def real_journals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """A deviated run with a rollback and a held run, written by the real `gameday run`."""
     tmp = tmp_path_factory.mktemp("journals")
     ledger = tmp / "ledger.sqlite3"
