@@ -26,9 +26,9 @@ series), it reports both distributions, the difference of the median (mean for
 true/false metrics) tuned - baseline with a bootstrap confidence interval, the
 Mann-Whitney U p-value, and a verdict: improved / no change / regressed.
 Which way is better comes from the probe's tolerance (a range starting at 0,
-or a tolerance of 0 or false: lower; a range open upwards or true: higher) or
-its `op` argument ("<": lower); set it with --better NAME=lower|higher. With
-no known direction a significant difference is reported as "changed".
+or a tolerance of 0 or false: lower; a range open upwards, a range ending at 1,
+or true: higher); set it with --better NAME=lower|higher. With no known
+direction a significant difference is reported as "changed".
 
 Writes OUT/comparison.html (inline SVG) and OUT/comparison.md.
 

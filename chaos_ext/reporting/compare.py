@@ -19,7 +19,6 @@ class MetricSamples:
     runs: list[list[float]]
     boolean: bool
     tolerance: Any
-    arguments: Mapping[str, Any]
 
 
 def metric_samples(views: Sequence[RunView]) -> dict[str, MetricSamples]:
@@ -29,11 +28,7 @@ def metric_samples(views: Sequence[RunView]) -> dict[str, MetricSamples]:
         for series in view.series:
             entry = found.get(series.name)
             if entry is None:
-                checks = [c for c in view.checks if c.probe == series.name]
-                entry = MetricSamples(
-                    [], True, view.tolerances.get(series.name),
-                    checks[0].arguments if checks else {},
-                )  # fmt: skip
+                entry = MetricSamples([], True, view.tolerances.get(series.name))
                 found[series.name] = entry
             entry.runs.append(series.values)
             entry.boolean = entry.boolean and series.boolean
@@ -46,7 +41,7 @@ def _better(
     if name in overrides:
         return overrides[name], "--better"
     for side in (tuned, base):
-        direction = direction_of(side.tolerance, side.arguments)
+        direction = direction_of(side.tolerance)
         if direction:
             return direction, "tolerance"
     return None, "unknown"

@@ -4,6 +4,8 @@ What becomes a point, keyed by the activity's name:
 
 - a number or a bool (1/0) returned by a probe: one point at the probe's end;
 - a mapping with a numeric ``value``: one point;
+- a window summary with ``p50``/``p95``/``p99`` (``query_stats``): one point in
+  each of the series ``<name> p50``, ``<name> p95``, ``<name> p99``;
 - a list of ``[t, v]`` pairs, directly or under ``series``/``samples``/
   ``values``/``points`` (``t`` epoch seconds or ISO 8601; ``v`` a number or a
   numeric string, as Prometheus sends): every pair;
@@ -25,6 +27,7 @@ from typing import Any
 __all__ = ["Series", "as_number", "pairs_of", "parse_time", "series_of"]
 
 _LIST_KEYS = ("series", "samples", "values", "points")
+_STATS_KEYS = ("p50", "p95", "p99")
 _MAX_LABEL = 60
 
 
@@ -139,6 +142,11 @@ def _points(name: str, output: Any, at: float | None) -> Iterator[tuple[str, lis
     value = output.get("value")
     if at is not None and isinstance(value, int | float | str) and as_number(value) is not None:
         yield name, [(at, as_number(value))], isinstance(value, bool)
+        return
+    for key in _STATS_KEYS:  # a window summary (chaos_ext.prometheus query_stats)
+        stat = output.get(key)
+        if at is not None and isinstance(stat, int | float) and as_number(stat) is not None:
+            yield f"{name} {key}", [(at, as_number(stat))], False
 
 
 def _runs(journal: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], bool]]:

@@ -30,8 +30,6 @@ from chaos_ext.reporting.series import as_number
 
 __all__ = ["Comparison", "Settings", "Summary", "compare_metric", "direction_of"]
 
-_LOWER_OPS = {"<", "<=", "lt", "le", "below"}
-_HIGHER_OPS = {">", ">=", "gt", "ge", "above"}
 _HUGE = 1e300
 
 
@@ -82,14 +80,19 @@ def _direction_of_range(tolerance: Mapping[str, Any]) -> str | None:
         return "higher"
     if low is None or low <= 0:
         return "lower"
+    if high == 1:
+        return "higher"  # a ratio that must stay near 1 (success ratio, SLO fraction)
     return None
 
 
-def direction_of(tolerance: Any, arguments: Mapping[str, Any] | None = None) -> str | None:
-    """``lower`` / ``higher`` is better, read from a probe's op argument or its tolerance."""
-    op = str((arguments or {}).get("op", (arguments or {}).get("operator", ""))).strip().lower()
-    if op in _LOWER_OPS | _HIGHER_OPS:
-        return "lower" if op in _LOWER_OPS else "higher"
+def direction_of(tolerance: Any) -> str | None:
+    """``lower`` / ``higher`` is better, read from a probe's tolerance (None: unknown).
+
+    The tolerance bounds the probe's *output*: a range from 0 (or below) up to a
+    limit, or 0, or false, says lower is better; a range open upwards, a range
+    ending at 1 (a ratio), or true, says higher is better. (A probe's ``op``
+    argument describes the metric it judges, not its output, so it is ignored.)
+    """
     if isinstance(tolerance, bool):
         return "higher" if tolerance else "lower"
     if isinstance(tolerance, int | float):

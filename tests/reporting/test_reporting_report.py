@@ -142,6 +142,8 @@ def test_series_come_from_numbers_pairs_and_prometheus_answers() -> None:
     b.activity("pairs", 2, 0.1, {"samples": [{"t": 5, "v": 3}, [6, 4]]}, kind="probe")
     b.activity("held", 3, 0.1, {"value": 20, "refused_at": 38}, kind="action")
     b.activity("text", 4, 0.1, "not a number", kind="probe")
+    stats = {"min": 1, "max": 9, "mean": 4, "p50": 4, "p95": 8, "p99": 9, "count": 20}
+    b.activity("window", 5, 0.1, stats, kind="probe")
     series = {s.name: s for s in view_of(b.build()).series}
     assert series["p99"].values == [0.12] and series["p99"].hypothesis
     assert series['range-query{pod="a"}'].points == ((10.0, 1.5), (20.0, 1.5))
@@ -149,6 +151,8 @@ def test_series_come_from_numbers_pairs_and_prometheus_answers() -> None:
     assert series["pairs"].points == ((5.0, 3.0), (6.0, 4.0))
     assert series["held"].values == [20.0]
     assert "text" not in series
+    assert [series[f"window {k}"].values for k in ("p50", "p95", "p99")] == [[4.0], [8.0], [9.0]]
+    assert "window" not in series
 
 
 def test_a_1000_activity_journal_renders_in_seconds() -> None:
