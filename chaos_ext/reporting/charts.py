@@ -88,7 +88,7 @@ def chart_svg(
 ) -> str:
     """An SVG document (no XML prologue) charting ``series``; times relative to ``origin``."""
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt or series.name}):
-        fig = Figure(figsize=(7.2, 2.4), dpi=96)
+        fig = Figure(figsize=(8.6, 2.4), dpi=96)
         ax = fig.add_subplot()
         xs = [t - origin for t, _ in series.points]
         ys = series.values
@@ -110,8 +110,9 @@ def chart_svg(
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
         handles, _ = ax.get_legend_handles_labels()
-        ax.legend(handles=[*proxies, *handles[:2]], fontsize=7, loc="upper right", framealpha=0.8)
-        fig.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.2)
+        ax.legend(handles=[*proxies, *handles[:2]], fontsize=7, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)  # fmt: skip
+        fig.subplots_adjust(left=0.08, right=0.8, top=0.88, bottom=0.2)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     return _PROLOGUE.sub("", buffer.getvalue(), count=1)
