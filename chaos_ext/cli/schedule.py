@@ -13,6 +13,7 @@ from rich.markup import escape
 from chaos_ext import __version__
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.reporting.manifests import ScheduleSpec, manifests, manifests_yaml
+from chaos_ext.reporting.model import inline_secrets
 from chaos_ext.reporting.permissions import permissions_of
 from chaos_ext.runner.execute import EXIT_INVALID
 
@@ -32,7 +33,9 @@ a schedule, in the cluster, with Kubernetes as the scheduler:
                    into /reports/<UTC time>/, then --push-command if given
                    (with $REPORT_DIR set), and exits with the run's code
 
-The runner image is built from deploy/Dockerfile. Experiments are validated
+Experiments with literal secret values are refused (they would be stored in a
+ConfigMap): use environment secrets ({"type": "env", "key": "DB_PASSWORD"})
+and --env-from-secret. The runner image is built from deploy/Dockerfile. Experiments are validated
 first; nothing is contacted. Activities of chaostoolkit-kubernetes declare no
 permissions: they are refused unless --allow-undeclared (then grant their
 permissions yourself).
@@ -99,6 +102,12 @@ def _spec(args: argparse.Namespace, files: list[Path]) -> ScheduleSpec:
 def handle(args: argparse.Namespace, console: Console) -> int:
     loaded = load_valid_experiments(args.experiments, console)
     if loaded is None:
+        return EXIT_INVALID
+    leaky = [str(p) for p, experiment in loaded if any(inline_secrets(experiment.get("secrets")))]
+    if leaky:
+        console.print(f"[red]{escape(', '.join(leaky))}: literal secret values would land in a "
+                      "ConfigMap; use {\"type\": \"env\", \"key\": ...} secrets and "
+                      "--env-from-secret[/]")  # fmt: skip
         return EXIT_INVALID
     perms = permissions_of(experiment for _, experiment in loaded)
     if perms.undeclared:

@@ -26,6 +26,7 @@ __all__ = [
     "JournalError",
     "RunView",
     "as_number",
+    "inline_secrets",
     "load_journal",
     "parse_time",
     "redact_journal",
@@ -120,16 +121,16 @@ class RunView:
         return max(0.0, self.end - self.start)
 
 
-def _inline_secrets(secrets: Any) -> Iterator[str]:
+def inline_secrets(secrets: Any) -> Iterator[str]:
     """Literal secret values in an experiment's ``secrets`` (not env/vault references)."""
     if isinstance(secrets, Mapping):
         if secrets.get("type") in ("env", "vault") and "key" in secrets:
             return
         for value in secrets.values():
-            yield from _inline_secrets(value)
+            yield from inline_secrets(value)
     elif isinstance(secrets, list | tuple):
         for value in secrets:
-            yield from _inline_secrets(value)
+            yield from inline_secrets(value)
     elif isinstance(secrets, str) and len(secrets) >= 3:
         yield secrets
 
@@ -137,7 +138,7 @@ def _inline_secrets(secrets: Any) -> Iterator[str]:
 def redact_journal(journal: Mapping[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """A copy with the experiment's literal secrets and secret-named keys masked."""
     experiment = journal.get("experiment") or {}
-    redactor = Redactor([*_inline_secrets(experiment.get("secrets")), *extra])
+    redactor = Redactor([*inline_secrets(experiment.get("secrets")), *extra])
     clean: dict[str, Any] = redactor.value(journal)
     return clean
 

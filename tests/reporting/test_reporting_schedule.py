@@ -226,3 +226,25 @@ def test_dockerfile_matches_the_manifests() -> None:
     assert f"USER {RUNNER_UID}:{RUNNER_UID}" in dockerfile
     assert 'ENTRYPOINT ["gameday"]' in dockerfile
     assert "MPLCONFIGDIR=/tmp/matplotlib" in dockerfile  # read-only root filesystem
+
+
+def test_literal_secrets_are_refused_env_secrets_accepted(tmp_path: Path) -> None:
+    def write(secrets: dict[str, Any]) -> Path:
+        path = tmp_path / "with-secrets.json"
+        method = [_activity("no_kubernetes", kind="probe")]
+        experiment = {"title": "t", "description": "d", "secrets": secrets, "method": method}
+        path.write_text(json.dumps(experiment))
+        return path
+
+    _, literal = _schedule(tmp_path, str(write({"db": {"password": "hunter2-literal"}})),
+                           "--cron", "@daily")  # fmt: skip
+    assert literal.returncode == 3 and "literal secret values" in literal.stderr
+    assert "hunter2-literal" not in literal.stdout + literal.stderr
+    env_secret = {"db": {"password": {"type": "env", "key": "DB_PASSWORD"}}}
+    docs, ok = _schedule(tmp_path, str(write(env_secret)), "--cron", "@daily",
+                         "--env-from-secret", "db-credentials")  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    container = _by_kind(docs)["CronJob"][0]["spec"]["jobTemplate"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert container["envFrom"] == [{"secretRef": {"name": "db-credentials"}}]
