@@ -85,6 +85,7 @@ def chart_svg(
     origin: float,
     tolerance: Any = None,
     salt: str = "",
+    abort_at: float | None = None,
 ) -> str:
     """An SVG document (no XML prologue) charting ``series``; times relative to ``origin``."""
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt or series.name}):
@@ -103,6 +104,8 @@ def chart_svg(
             ax.set_yticks([0, 1], ["false", "true"])
         else:
             ax.plot(xs, ys, color=_LINE, lw=1.6, marker=marker, ms=3, label=series.name)
+        if abort_at is not None:
+            ax.axvline(abort_at - origin, color="#7b3fa0", lw=1.4, label="abort fired")
         for bound in tolerance_bounds(tolerance):
             ax.axhline(bound, color="#555555", lw=1, ls="--", label="tolerance")
         ax.set_xlabel("seconds since the experiment started", fontsize=8)
@@ -110,7 +113,7 @@ def chart_svg(
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
         handles, _ = ax.get_legend_handles_labels()
-        ax.legend(handles=[*proxies, *handles[:2]], fontsize=7, loc="upper left",
+        ax.legend(handles=[*proxies, *handles[:3]], fontsize=7, loc="upper left",
                   bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)  # fmt: skip
         fig.subplots_adjust(left=0.08, right=0.8, top=0.88, bottom=0.2)
         buffer = io.StringIO()

@@ -97,7 +97,11 @@ def _verdict_case(view: RunView, classname: str) -> Case:
     elif view.outcome != "held":
         case.kind, case.type = "error", view.outcome.capitalize()
         failed = [f"{a.name}: {a.error}" for a in view.method if a.status == "failed"]
-        reason = view.error or (f"action failed: {'; '.join(failed)}" if failed else "")
+        reason = (
+            view.abort_text
+            or view.error
+            or (f"action failed: {'; '.join(failed)}" if failed else "")
+        )
         case.message = f"run {view.outcome}" + (f": {reason}" if reason else "")
     return case
 

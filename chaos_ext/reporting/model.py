@@ -110,6 +110,24 @@ class RunView:
     source: str
     weight: float
     error: str | None = None
+    abort: Mapping[str, Any] | None = None  # gameday.abort.fired: the stop condition that fired
+
+    @property
+    def abort_text(self) -> str | None:
+        """``stopped by <condition> (<reason>): <detail> at +<t> s``, when one fired."""
+        if not self.abort:
+            return None
+        at = as_number(self.abort.get("at_unix")) or parse_time(self.abort.get("at"))
+        offset = f" at +{at - self.start:.1f} s" if at is not None and self.start else ""
+        what = self.abort.get("condition") or "an abort condition"
+        detail = self.abort.get("detail") or self.abort.get("value") or ""
+        return f"stopped by {what} ({self.abort.get('reason', 'breach')}): {detail}{offset}"
+
+    @property
+    def abort_at(self) -> float | None:
+        if not self.abort:
+            return None
+        return as_number(self.abort.get("at_unix")) or parse_time(self.abort.get("at"))
 
     def checks_for(self, probe: str, phase: str) -> list[Check]:
         return [c for c in self.checks if c.probe == probe and c.phase == phase]
@@ -266,4 +284,10 @@ def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
         source=source or str(gameday.get("experiment_path", "")),
         weight=_weight(experiment),
         error=gameday.get("error"),
+        abort=_fired(gameday.get("abort")),
     )
+
+
+def _fired(abort: Any) -> Mapping[str, Any] | None:
+    fired = abort.get("fired") if isinstance(abort, Mapping) else None
+    return fired if isinstance(fired, Mapping) else None

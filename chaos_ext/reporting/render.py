@@ -94,7 +94,14 @@ def _charts(view: RunView, index: int) -> tuple[list[str], int]:
     origin = view.start if view.start is not None else 0.0
     shown = view.series[:MAX_CHARTS]
     svgs = [
-        chart_svg(s, view.windows, origin, view.tolerances.get(s.name), salt=f"x{index}-{i}")
+        chart_svg(
+            s,
+            view.windows,
+            origin,
+            view.tolerances.get(s.name),
+            salt=f"x{index}-{i}",
+            abort_at=view.abort_at,
+        )
         for i, s in enumerate(shown)
     ]
     return svgs, len(view.series) - len(shown)

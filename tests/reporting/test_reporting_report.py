@@ -196,3 +196,33 @@ def test_fault_windows_are_joined_only_below_the_gap() -> None:
     assert merged_spans(windows, "action") == [(0, 1), (1.5, 2), (10, 10.05)]
     assert merged_spans(windows, "action", gap=0.5) == [(0, 2), (10, 10.05)]
     assert merged_spans(windows, "ledger") == [(0.5, 3)]
+
+
+def test_an_abort_condition_that_fired_is_reported(tmp_path: Path) -> None:
+    """The `gameday.abort` record of docs/prometheus.md: in the summary, the chart and JUnit."""
+    b = JournalBuilder("aborted", {"error-ratio": {"type": "range", "range": [0, 0.05]}})
+    b.check("before", "error-ratio", 0.01, 0)
+    b.activity("inject", 1, 0.2, {"delay_ms": 200})
+    for i in range(5):
+        b.check("during", "error-ratio", 0.01 * (i + 1), 2 + i)
+    journal = b.build(status="interrupted")
+    fired_at = b.start + 6.5
+    journal["gameday"]["abort"] = {
+        "plan": "probes/abort/edge.yaml", "checks": 7,
+        "fired": {"reason": "breach", "condition": "http-error-ratio", "value": 0.2,
+                  "detail": "0.2 is not < 0.05", "at_unix": fired_at},
+    }  # fmt: skip
+    path = tmp_path / "aborted.json"
+    path.write_text(json.dumps(journal))
+    out = _report(tmp_path, str(path), "-o", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr
+    summary = (tmp_path / "r" / "summary.md").read_text()
+    assert "## aborted: interrupted" in summary
+    assert "Abort: stopped by http-error-ratio (breach): 0.2 is not < 0.05 at +6.5 s" in summary
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert html.count("abort fired") == 1  # the legend of the one chart
+    gate = run_gameday(tmp_path, tmp_path / "l.sqlite3", "gate", "--journals", str(path),
+                       "--junit", str(tmp_path / "g.xml"))  # fmt: skip
+    assert gate.returncode == 2
+    xml = (tmp_path / "g.xml").read_text()
+    assert 'message="run interrupted: stopped by http-error-ratio (breach)' in xml
