@@ -12,8 +12,10 @@ from rich.markup import escape
 
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.cli._journals import load_views
-from chaos_ext.cli.run import recover
+from chaos_ext.cli.run import _abort_handlers, recover
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import default_ledger
+from chaos_ext.prometheus._abort import load_plan
 from chaos_ext.reporting.junit import junit_xml
 from chaos_ext.reporting.model import RunView, redact_journal, view_of
 from chaos_ext.reporting.score import resilience_score
@@ -28,8 +30,9 @@ from chaos_ext.runner.execute import (
 
 HELP = """\
 A pre-release gate: run experiments like `gameday run` (rollbacks on every exit
-path, ledger sweep), or read journals of earlier runs (--journals), then write
-JUnit XML for the CI system and exit with the gate's verdict.
+path, ledger sweep, --abort-on stop conditions), or read journals of earlier
+runs (--journals), then write JUnit XML for the CI system and exit with the
+gate's verdict.
 
 JUnit: one test suite per experiment; one test case per hypothesis probe per
 phase ("p99-latency [after]") whose <failure> carries the measured value
@@ -79,6 +82,10 @@ def register(sub: Any) -> None:
                  "continuously", "skip"),
     )  # fmt: skip
     parser.add_argument("--hypothesis-frequency", type=float, default=1.0, metavar="SECONDS")
+    parser.add_argument(
+        "--abort-on", metavar="FILE",
+        help="stop conditions (YAML) checked in Prometheus while the method runs (as in run)",
+    )  # fmt: skip
     parser.set_defaults(handler=handle)
 
 
@@ -91,6 +98,11 @@ def _run_all(args: argparse.Namespace, console: Console) -> list[tuple[RunView, 
     loaded = load_valid_experiments(args.inputs, console, secret_vars)
     if loaded is None:
         return EXIT_INVALID
+    try:
+        abort_plan = load_plan(Path(args.abort_on)) if args.abort_on else None
+    except InvalidArgument as exc:
+        console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
+        return EXIT_INVALID
     ledger = default_ledger()
     if not recover(ledger, console, refuse=False):
         return EXIT_FAILED
@@ -102,6 +114,7 @@ def _run_all(args: argparse.Namespace, console: Console) -> list[tuple[RunView, 
             secret_vars=secret_vars,
             hypothesis_strategy=args.hypothesis_strategy,
             hypothesis_frequency=args.hypothesis_frequency,
+            extra_handlers=_abort_handlers(abort_plan, console),
         )
         result = run_experiment(path, experiment, options, ledger, console)
         view = view_of(redact_journal(result.journal), source=str(result.journal_path))

@@ -7,16 +7,20 @@ import json
 import queue
 import subprocess
 import threading
+import time
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from support.exporter import start_exporter
+import pytest
+from support.exporter import Exporter, start_exporter
 from support.gameday_cli import cli_env, run_gameday
 from support.harness import gameday_argv
 
 from chaos_ext._servers import prometheus
+from chaos_ext._servers.prometheus import PrometheusServer
 from chaos_ext.reporting.model import view_of
 
 
@@ -57,10 +61,12 @@ def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str]:
     return lines
 
 
-def _run_raising_the_metric(tmp: Path, path: Path, url: str, gauge: Any) -> str:
-    argv = gameday_argv("run", "--journal", str(tmp / "journal.json"), "--var",
-                        f"prometheus_url={url}", "--hypothesis-strategy", "continuously",
-                        "--hypothesis-frequency", "0.5", str(path))  # fmt: skip
+def _run_raising_the_metric(
+    tmp: Path, path: Path, url: str, gauge: Any, *command: str, expected: int
+) -> str:
+    """``gameday COMMAND`` on ``path``; the gauge goes to 450 when the method starts."""
+    argv = gameday_argv(*command, "--var", f"prometheus_url={url}", "--hypothesis-strategy",
+                        "continuously", "--hypothesis-frequency", "0.5", str(path))  # fmt: skip
     proc = subprocess.Popen(argv, env=cli_env(tmp / "ledger.sqlite3"), cwd=tmp, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     output = []
@@ -75,23 +81,40 @@ def _run_raising_the_metric(tmp: Path, path: Path, url: str, gauge: Any) -> str:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
-    assert proc.returncode == 1, "".join(output)
+    assert proc.returncode == expected, "".join(output)
     return "".join(output)
 
 
-def test_a_prometheus_metric_crossing_its_tolerance_is_charted_and_quoted(tmp_path: Path) -> None:
-    exporter = start_exporter()
-    try:
-        metric = f"t_latency_ms_{uuid.uuid4().hex[:8]}"
-        gauge = exporter.gauge(metric)
-        gauge.set(20)
-        with prometheus.start(targets=[exporter.target], scrape_interval="1s") as prom:
-            prom.wait_scraped(timeout=30)
-            path = tmp_path / "latency.json"
-            path.write_text(json.dumps(_experiment(metric)))
-            _run_raising_the_metric(tmp_path, path, prom.url, gauge)
-    finally:
-        exporter.stop()
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[Exporter]:
+    exp = start_exporter()
+    yield exp
+    exp.stop()
+
+
+@pytest.fixture(scope="module")
+def prom(exporter: Exporter) -> Iterator[PrometheusServer]:
+    with prometheus.start(targets=[exporter.target], scrape_interval="1s") as server:
+        server.wait_scraped(timeout=30)
+        yield server
+
+
+def _gauge(exporter: Exporter) -> tuple[str, Any]:
+    metric = f"t_latency_ms_{uuid.uuid4().hex[:8]}"
+    gauge = exporter.gauge(metric)
+    gauge.set(20)
+    return metric, gauge
+
+
+def test_a_prometheus_metric_crossing_its_tolerance_is_charted_and_quoted(
+    tmp_path: Path, exporter: Exporter, prom: PrometheusServer
+) -> None:
+    metric, gauge = _gauge(exporter)
+    time.sleep(2.5)  # scraped at 20 at least once
+    path = tmp_path / "latency.json"
+    path.write_text(json.dumps(_experiment(metric)))
+    _run_raising_the_metric(tmp_path, path, prom.url, gauge, "run", "--journal",
+                            str(tmp_path / "journal.json"), expected=1)  # fmt: skip
     journal = json.loads((tmp_path / "journal.json").read_text())
     series = {s.name: s for s in view_of(journal).series}
     assert series["latency-ms"].values[0] == 20 and series["latency-ms"].values[-1] == 450
@@ -116,3 +139,34 @@ def test_a_prometheus_metric_crossing_its_tolerance_is_charted_and_quoted(tmp_pa
     assert after is not None
     assert after.get("message", "").startswith("measured 450 at +")
     assert after.get("message", "").endswith("tolerance in [0, 100]")
+
+
+def test_gate_with_an_abort_condition_stops_the_run_and_says_why(
+    tmp_path: Path, exporter: Exporter, prom: PrometheusServer
+) -> None:
+    metric, gauge = _gauge(exporter)
+    time.sleep(2.5)
+    plan = tmp_path / "abort.yaml"
+    plan.write_text(json.dumps({
+        "interval": "500ms", "unreachable_after": 3,
+        "conditions": [{"name": "latency-ceiling", "promql": metric,
+                        "tolerance": {"op": "<", "threshold": 300}}],
+    }))  # fmt: skip
+    path = tmp_path / "latency.json"
+    path.write_text(json.dumps(_experiment(metric)))
+    junit = tmp_path / "gate.xml"
+    _run_raising_the_metric(tmp_path, path, prom.url, gauge, "gate", "--junit", str(junit),
+                            "--journal-dir", str(tmp_path), "--abort-on", str(plan),
+                            expected=2)  # fmt: skip
+    root = ET.parse(junit).getroot()  # noqa: S314 - our own file
+    error = root.find(".//testcase[@name='steady state held']/error")
+    assert error is not None
+    message = error.get("message", "")
+    assert message.startswith("run interrupted: stopped by latency-ceiling (breach): ")
+    assert "450" in message
+    summary = run_gameday(tmp_path, tmp_path / "ledger.sqlite3", "report",
+                          str(tmp_path / "journal-latency.json"), "-o", "r")  # fmt: skip
+    assert summary.returncode == 0, summary.stderr
+    assert (
+        "Abort: stopped by latency-ceiling (breach)" in (tmp_path / "r" / "summary.md").read_text()
+    )
