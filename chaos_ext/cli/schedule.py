@@ -12,6 +12,8 @@ from rich.markup import escape
 
 from chaos_ext import __version__
 from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.prometheus._abort import load_plan
 from chaos_ext.reporting.manifests import ScheduleSpec, manifests, manifests_yaml
 from chaos_ext.reporting.model import inline_secrets
 from chaos_ext.reporting.permissions import permissions_of
@@ -29,8 +31,9 @@ a schedule, in the cluster, with Kubernetes as the scheduler:
                    cluster-scoped ones in a ClusterRole
   PersistentVolumeClaim  NAME-reports (unless --reports-pvc or push-only)
   CronJob          NAME: concurrencyPolicy Forbid, no retries, non-root, read-only
-                   root filesystem; runs `gameday run` then `gameday report`
-                   into /reports/<UTC time>/, then --push-command if given
+                   root filesystem; runs `gameday run` (with the --abort-on
+                   plan if given) then `gameday report` into
+                   /reports/<UTC time>/, then --push-command if given
                    (with $REPORT_DIR set), and exits with the run's code
 
 Experiments with literal secret values are refused (they would be stored in a
@@ -68,6 +71,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--storage-class", help="storage class of the claim created")
     parser.add_argument("--push-command", metavar="SH",
                         help="shell command run after the report, $REPORT_DIR set")  # fmt: skip
+    parser.add_argument("--abort-on", metavar="FILE",
+                        help="stop conditions for `gameday run --abort-on`, shipped in the "
+                             "ConfigMap")  # fmt: skip
     parser.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
                         help="passed to `gameday run --var` (repeatable)")  # fmt: skip
     parser.add_argument("--env-from-secret", action="append", default=[], metavar="SECRET",
@@ -96,6 +102,7 @@ def _spec(args: argparse.Namespace, files: list[Path]) -> ScheduleSpec:
         push_command=args.push_command, run_args=tuple(run_args),
         env_from_secrets=tuple(args.env_from_secret), deadline_seconds=args.deadline,
         time_zone=args.time_zone,
+        abort_plan=Path(args.abort_on).read_text() if args.abort_on else None,
     )  # fmt: skip
 
 
@@ -117,6 +124,12 @@ def handle(args: argparse.Namespace, console: Console) -> int:
                           f"{escape(listed)} (--allow-undeclared to go on)[/]")  # fmt: skip
             return EXIT_INVALID
         console.print(f"[yellow]grant these activities' permissions yourself: {escape(listed)}[/]")
+    if args.abort_on:
+        try:
+            load_plan(Path(args.abort_on))
+        except InvalidArgument as exc:
+            console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
+            return EXIT_INVALID
     try:
         objects = manifests(_spec(args, [path for path, _ in loaded]), perms)
     except ValueError as exc:

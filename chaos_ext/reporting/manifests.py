@@ -21,6 +21,7 @@ import yaml
 from chaos_ext.reporting.permissions import Permissions, policy_rules
 
 __all__ = [
+    "ABORT_KEY",
     "RUNNER_UID",
     "ScheduleSpec",
     "check_cron",
@@ -36,6 +37,7 @@ _CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?-]+$")
 _CRON_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 _MAX_CONFIGMAP = 1_000_000
 _RBAC = "rbac.authorization.k8s.io/v1"
+ABORT_KEY = "gameday-abort-plan.yaml"
 _TMP = "/tmp"  # noqa: S108 - the container's own emptyDir, not this machine's /tmp
 
 
@@ -56,6 +58,7 @@ class ScheduleSpec:
     push_command: str | None = None
     run_args: tuple[str, ...] = ()
     env_from_secrets: tuple[str, ...] = ()
+    abort_plan: str | None = None  # `gameday run --abort-on` plan (YAML text)
     deadline_seconds: int = 3600
     time_zone: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
@@ -81,6 +84,8 @@ def check_cron(value: str) -> str:
 
 
 def _check_experiments(experiments: dict[str, str]) -> None:
+    if ABORT_KEY in experiments:
+        raise ValueError(f"an experiment file may not be named {ABORT_KEY} (the abort plan's key)")
     for key in experiments:
         if not _KEY.match(key):
             raise ValueError(f"experiment file name {key!r}: only letters, digits, '-', '_', '.'")
@@ -134,7 +139,8 @@ def _rbac(spec: ScheduleSpec, perms: Permissions) -> list[dict[str, Any]]:
 
 def _script(spec: ScheduleSpec) -> str:
     files = " ".join(shlex.quote(f"/experiments/{key}") for key in sorted(spec.experiments))
-    extra = " ".join(shlex.quote(a) for a in spec.run_args)
+    abort = ("--abort-on", f"/experiments/{ABORT_KEY}") if spec.abort_plan else ()
+    extra = " ".join(shlex.quote(a) for a in (*abort, *spec.run_args))
     lines = [
         'run="$(date -u +%Y%m%dT%H%M%SZ)"',
         'out="/reports/$run"',
@@ -253,7 +259,10 @@ def manifests(spec: ScheduleSpec, perms: Permissions) -> list[dict[str, Any]]:
     config_map = {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": _meta(spec, f"{spec.name}-experiments", spec.namespace),
-        "data": dict(sorted(spec.experiments.items())),
+        "data": {
+            **dict(sorted(spec.experiments.items())),
+            **({ABORT_KEY: spec.abort_plan} if spec.abort_plan else {}),
+        },
     }  # fmt: skip
     account = {
         "apiVersion": "v1", "kind": "ServiceAccount",

@@ -17,7 +17,7 @@ import yaml
 from support.gameday_cli import ROOT, cli_env, run_gameday
 from support.kube_api import KubeApi
 
-from chaos_ext.reporting.manifests import RUNNER_UID
+from chaos_ext.reporting.manifests import ABORT_KEY, RUNNER_UID
 
 K8S_VERSIONS = ("1.27.0", "1.33.0")  # CronJob timeZone is GA from 1.27
 
@@ -123,7 +123,11 @@ def test_sidecar_set_gets_one_role_per_target_namespace_and_nothing_cluster_wide
 ) -> None:
     sidecar = _activity("patch_sidecar", deployment="web", image="envoy:1.30")
     path = _experiment(tmp_path, "sidecar", [], [sidecar])
-    docs, out = _schedule(tmp_path, str(path), "--cron", "@weekly", "--target-namespace", "shop",
+    plan = tmp_path / "abort.yaml"
+    plan.write_text("interval: 1s\nconditions:\n  - probe: http-error-ratio\n"
+                    "    parameters: {job: checkout}\n")  # fmt: skip
+    docs, out = _schedule(tmp_path, str(path), "--cron", "@weekly", "--abort-on", str(plan),
+                          "--target-namespace", "shop",
                           "--target-namespace", "web", "--time-zone", "Europe/Paris")  # fmt: skip
     assert out.returncode == 0, out.stderr
     _validate(docs, kube_api, tmp_path)
@@ -133,6 +137,11 @@ def test_sidecar_set_gets_one_role_per_target_namespace_and_nothing_cluster_wide
     assert roles == {ns: {("apps", "deployments", ("get", "patch"))} for ns in ("shop", "web")}
     assert len(kinds["RoleBinding"]) == 2
     assert kinds["CronJob"][0]["spec"]["timeZone"] == "Europe/Paris"
+    assert kinds["ConfigMap"][0]["data"][ABORT_KEY] == plan.read_text()
+    script = kinds["CronJob"][0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][
+        0
+    ]["command"][2]
+    assert f'gameday run --journal-dir "$out/run" --abort-on /experiments/{ABORT_KEY} ' in script
 
 
 def test_all_namespaces_puts_every_rule_in_the_clusterrole(
@@ -226,6 +235,7 @@ def test_dockerfile_matches_the_manifests() -> None:
     assert f"USER {RUNNER_UID}:{RUNNER_UID}" in dockerfile
     assert 'ENTRYPOINT ["gameday"]' in dockerfile
     assert "MPLCONFIGDIR=/tmp/matplotlib" in dockerfile  # read-only root filesystem
+    assert "GAMEDAY_PROBE_CATALOG=/opt/gameday/probes" in dockerfile  # catalog is not in the wheel
 
 
 def test_literal_secrets_are_refused_env_secrets_accepted(tmp_path: Path) -> None:
