@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ def test_range_and_boolean_tolerances_decide_the_hypothesis(
     gauge = exporter.gauge(name)
     gauge.set(0.002)
     wait_value(prom, name, 0.002)
+    time.sleep(3)  # a 2 s window must be full of samples, not start before the first one
     experiment = {
         "title": "error ratio within its line",
         "description": "range tolerance on a float, true on a verdict",
