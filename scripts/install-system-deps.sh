@@ -10,7 +10,7 @@ packages=(
   dnsmasq-base postgresql-15 mariadb-server prometheus openssh-server openssh-client
   dnsperf wrk hyperfine
   qemu-system-x86 linux-image-amd64 busybox-static
-  chromium
+  chromium pandoc
 )
 # kubectl: Debian's kubernetes-client, unless a kubectl is already installed
 command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
