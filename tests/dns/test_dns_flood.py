@@ -54,7 +54,8 @@ def test_ndots_search_expansion_sends_the_expected_queries_per_name(
     # a query dropped by an overloaded dnsmasq (a timeout) is neither logged nor followed up
     lost = report["timeout"]
     assert report["queries_sent"] - lost <= sum(logged.values()) <= report["queries_sent"]
-    assert report["queries_sent"] > 250, report
+    # the count is what the chains are checked on; the rate itself is test_rate_is_held's job
+    assert report["queries_sent"] > 120, report
     cut = lost + report["lookups_unfinished"]
     lookups = Counter[str]()
     for name, chain in CHAINS.items():
