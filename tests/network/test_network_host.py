@@ -140,3 +140,18 @@ def test_gameday_validate_refuses_bad_network_arguments(
     result = gameday("validate", str(path))
     assert result.returncode == 3
     assert "10.2.0.0/33" in result.stdout + result.stderr
+
+
+def test_namespaces_are_entered_without_forking_the_runner(
+    veth_ns: VethNs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork of a Chaos Toolkit runner inherits its SIGTERM handler and its experiment."""
+
+    def no_fork() -> int:
+        raise AssertionError("chaos_ext forked the process")
+
+    monkeypatch.setattr("os.fork", no_fork)
+    target = _spec.parse_target(f"netns:{veth_ns.ns}")
+    assert _local.snapshot(target, "va")["default_root"]
+    assert isinstance(_local.missing_features(), list)
+    assert probes.qdisc_state("va", target=f"netns:{veth_ns.ns}")["latency_active"] is False
