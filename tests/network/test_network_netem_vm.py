@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from support.netlab import gameday_process, kernel_has_netem, sh, tc_show
 
+from chaos_ext.errors import PreflightFailed
 from chaos_ext.ledger import Ledger, undo
 from chaos_ext.network import actions, probes
 
@@ -249,5 +250,32 @@ def test_remote_apply_over_ssh_on_a_real_kernel(
         finally:
             netns.popns()
         assert removed["restored"] == 1, removed
-    assert "htb" not in tc_show(topo.app, "eth0")
+        assert "htb" not in tc_show(topo.app, "eth0")
+        # a configured root cannot be replayed exactly with tc: refused, nothing changed
+        sh("tc", "-n", topo.app, "qdisc", "add", "dev", "eth0", "root", "handle", "7:", "tbf",
+           "rate", "1gbit", "burst", "1mb", "latency", "100ms")  # fmt: skip
+        before = tc_show(topo.app, "eth0")
+        netns.pushns(topo.app)
+        try:
+            with pytest.raises(PreflightFailed, match="configured root qdisc \\(tbf\\)"):
+                actions.add_latency("eth0", DELAY_MS, ["10.77.2.0/24"], target=target,
+                                    configuration=conf, secrets=sec)  # fmt: skip
+        finally:
+            netns.popns()
+            assert tc_show(topo.app, "eth0") == before
+            sh("tc", "-n", topo.app, "qdisc", "del", "dev", "eth0", "root")
     assert Ledger(ledger_path).open_entries() == []
+
+
+def test_duration_removes_the_delay_by_itself(topo: Topology, ledger_path: Path) -> None:
+    base = topo.rtt("10.77.2.2", topo.db_port, samples=5)
+    out = actions.add_latency("eth0", DELAY_MS, ["10.77.2.0/24"], target=f"netns:{topo.app}",
+                              duration=3)  # fmt: skip
+    assert out["duration"] == 3
+    assert Ledger(ledger_path).open_entries()  # recorded while it lasts
+    deadline = time.monotonic() + 60
+    while Ledger(ledger_path).open_entries():
+        assert time.monotonic() < deadline, "the delay did not end by itself"
+        time.sleep(0.5)
+    assert "netem" not in tc_show(topo.app, "eth0")
+    assert topo.rtt("10.77.2.2", topo.db_port, samples=5) - base < 5
