@@ -18,6 +18,7 @@ __all__ = [
     "interface_index",
     "missing_features",
     "preflight",
+    "remove_unrecorded",
     "restore",
     "snapshot",
     "state",
@@ -147,6 +148,22 @@ def restore(target: _spec.Target, interface: str, snap: dict[str, Any]) -> str:
     _tree.verify(snap, snapshot(target, interface))
     previous = snap["root_kind"] or "kernel default"
     return f"{label}: previous qdisc tree restored ({previous})"
+
+
+def remove_unrecorded(target: _spec.Target, interface: str) -> str:
+    """Our latency tree without a ledger entry (ledger lost): delete it, back to the default."""
+    label = target.label(interface)
+
+    def work(ipr: IPRoute) -> str:
+        index = interface_index(ipr, target, interface)
+        if not _tree.is_ours(_tree.snapshot(ipr, index)):
+            return f"{label}: no latency tree"
+        return "deleted"
+
+    if with_route(target, work) != "deleted":
+        return f"{label}: no latency tree"
+    with_route(target, lambda ipr: _tree.delete_root(ipr, interface_index(ipr, target, interface)))
+    return f"{label}: latency tree without a ledger entry deleted (kernel default root)"
 
 
 def state(target: _spec.Target, interface: str) -> dict[str, Any]:
