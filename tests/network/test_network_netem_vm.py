@@ -143,20 +143,11 @@ def _shaped_htb(ns: str) -> str:
     sh(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "5:", "htb", "default", "20")
     sh(*tc, "class", "add", "dev", "eth0", "parent", "5:", "classid", "5:20", "htb",
        "rate", "1gbit")  # fmt: skip
-    sh(
-        *tc,
-        "qdisc",
-        "add",
-        "dev",
-        "eth0",
-        "parent",
-        "5:20",
-        "handle",
-        "6:",
-        "pfifo",
-        "limit",
-        "500",
-    )
+    sh(*tc, "qdisc", "add", "dev", "eth0", "parent", "5:20", "handle", "6:", "sfq")
+    sh(*tc, "class", "add", "dev", "eth0", "parent", "5:", "classid", "5:30", "htb",
+       "rate", "1gbit")  # fmt: skip
+    sh(*tc, "qdisc", "add", "dev", "eth0", "parent", "5:30", "handle", "8:", "pfifo",
+       "limit", "500")  # fmt: skip
     sh(*tc, "filter", "add", "dev", "eth0", "parent", "5:", "protocol", "ip", "prio", "3",
        "u32", "match", "ip", "dst", "10.77.3.0/24", "flowid", "5:20")  # fmt: skip
     return tc_show(ns, "eth0")
