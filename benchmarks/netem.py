@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -70,15 +71,18 @@ def serve(db: str, stop: threading.Event) -> int:
 
 def time_pyroute2(app: str, spec: _spec.LatencySpec) -> list[float]:
     target = _spec.Target("netns", name=app)
-    times = []
-    with _local.open_route(target) as ipr:
+
+    def cycles(ipr: Any) -> list[float]:
         index = _local.interface_index(ipr, target, "eth0")
+        times = []
         for _ in range(CYCLES):
             start = time.perf_counter()
             _tree.apply_tree(ipr, index, spec)
             _tree.delete_root(ipr, index)
             times.append(time.perf_counter() - start)
-    return times
+        return times
+
+    return _local.with_route(target, cycles)
 
 
 def time_tc(app: str, spec: _spec.LatencySpec) -> list[float]:

@@ -94,7 +94,9 @@ def start(
             f"PidFile {pid_file}", f"AuthorizedKeysFile {workdir}/authorized_keys",
             "PermitRootLogin prohibit-password", "PasswordAuthentication no",
             "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-            "LogLevel ERROR", "MaxStartups 50", "",
+            "LogLevel ERROR", "MaxStartups 50",
+            # sessions do not read the real user's dotfiles (a slow ~/.bashrc costs seconds)
+            f"SetEnv HOME={workdir}", "",
         ])
     )  # fmt: skip
     Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory sshd requires

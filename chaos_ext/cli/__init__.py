@@ -13,6 +13,10 @@ _COMMANDS = (
     "ledger",
     "sandbox",
     "audit",
+    "report",
+    "gate",
+    "compare",
+    "schedule",
 )
 
 

@@ -177,7 +177,7 @@ class _Worker:
         now = time.monotonic() - self.base
         seconds = self.plan.spec.bucket_seconds
         current = math.floor(now / seconds)
-        grace = self.plan.spec.timeout + 1
+        grace = 2 * self.plan.spec.timeout + 1  # a backlog wait, then the request itself
         for index in sorted(self.buckets):
             bucket = self.buckets[index]
             ended = index < current

@@ -116,8 +116,11 @@ class _Conn(asyncio.Protocol):
     def on_message_complete(self) -> None:
         if self.context is None:
             return
-        context, self.context = self.context, None
         status = self.parser.get_status_code()
+        if status < 200 and not self.head:  # 1xx (e.g. 103 Early Hints): the answer follows
+            self.headers_done = False
+            return
+        context, self.context = self.context, None
         keep = self.parser.should_keep_alive()
         self.client.finished(self, context, status, keep)
 
@@ -134,6 +137,7 @@ class _Conn(asyncio.Protocol):
             self._fail("connect")
 
     def _fail(self, kind: str) -> None:
+        self.client.busy.discard(self)
         if self.context is not None:
             context, self.context = self.context, None
             self.client.done(context, self.sent_at, time.monotonic(), None, kind)

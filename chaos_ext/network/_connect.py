@@ -17,6 +17,7 @@ class Executor(Protocol):
     def snapshot(self, interface: str) -> dict[str, Any]: ...
     def apply(self, interface: str, spec: _spec.LatencySpec) -> None: ...
     def restore(self, interface: str, snap: dict[str, Any]) -> str: ...
+    def remove_unrecorded(self, interface: str) -> str: ...
 
 
 class LocalExecutor:
@@ -38,6 +39,9 @@ class LocalExecutor:
 
     def restore(self, interface: str, snap: dict[str, Any]) -> str:
         return _local.restore(self.target, interface, snap)
+
+    def remove_unrecorded(self, interface: str) -> str:
+        return _local.remove_unrecorded(self.target, interface)
 
 
 @contextlib.contextmanager

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pyroute2 import IPRoute, netns
+from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from chaos_ext.errors import NetworkError, PreflightFailed
-from chaos_ext.network import _spec, _tree
+from chaos_ext.network import _netns, _spec, _tree
 
-__all__ = ["apply", "missing_features", "open_route", "preflight", "restore", "state"]
+__all__ = [
+    "apply",
+    "interface_index",
+    "missing_features",
+    "preflight",
+    "remove_unrecorded",
+    "restore",
+    "snapshot",
+    "state",
+    "with_route",
+]
+
+T = TypeVar("T")
 
 CAP_NET_ADMIN = 12
 
@@ -34,19 +44,25 @@ def _netns_path(target: _spec.Target) -> str | None:
     return path
 
 
-@contextlib.contextmanager
-def open_route(target: _spec.Target) -> Iterator[IPRoute]:
-    """An IPRoute inside the target's network namespace (never creates one)."""
+def with_route(target: _spec.Target, func: Callable[[IPRoute], T]) -> T:
+    """``func(ipr)`` with an IPRoute inside the target's namespace (never creates one).
+
+    Namespaces are entered per thread (see :mod:`chaos_ext.network._netns`).
+    """
     path = _netns_path(target)
-    try:
-        ipr = IPRoute() if path is None else IPRoute(netns=path, flags=0)
-    except (OSError, NetlinkError) as exc:
-        raise NetworkError(f"cannot open netlink in {target.label('')[:-1]}: {exc}") from exc
-    try:
-        ipr.status["nlm_generator"] = False
-        yield ipr
-    finally:
-        ipr.close()
+
+    def work() -> T:
+        try:
+            ipr = IPRoute()
+        except (OSError, NetlinkError) as exc:
+            raise NetworkError(f"cannot open netlink in {target.label('')[:-1]}: {exc}") from exc
+        try:
+            ipr.status["nlm_generator"] = False
+            return func(ipr)
+        finally:
+            ipr.close()
+
+    return work() if path is None else _netns.run_in_netns(path, work)
 
 
 def interface_index(ipr: IPRoute, target: _spec.Target, interface: str) -> int:
@@ -64,17 +80,16 @@ def _has_net_admin() -> bool:
 
 
 def missing_features() -> list[str]:
-    """Kernel features the fault needs that this kernel lacks (live probe in a scratch netns).
+    """Kernel features the fault needs that this kernel lacks (live probe).
 
     Builds the same kind of tree (htb root, netem leaf, u32 filter) on the
-    loopback of a throw-away namespace, then deletes the namespace.
+    loopback of a fresh anonymous namespace that vanishes afterwards.
     """
-    name = f"gdpf-{uuid.uuid4().hex[:8]}"
-    netns.create(name)
-    missing: list[str] = []
-    try:
-        with IPRoute(netns=name, flags=0) as ipr:
-            steps: list[tuple[str, Any]] = [
+
+    def probe() -> list[str]:
+        missing: list[str] = []
+        with IPRoute() as ipr:
+            steps: list[tuple[str, Callable[[], Any]]] = [
                 ("sch_htb", lambda: ipr.tc("add", "htb", 1, 0x10000, default=1)),
                 ("sch_htb", lambda: ipr.tc("add-class", "htb", 1, 0x10001, parent=0x10000,
                                            rate="1gbit")),
@@ -90,11 +105,10 @@ def missing_features() -> list[str]:
                 except NetlinkError:
                     missing.append(feature)
                     if feature == "sch_htb":
-                        missing.extend(["sch_netem", "cls_u32"])
-                        break
-    finally:
-        netns.remove(name)
-    return sorted(set(missing))
+                        return ["cls_u32", "sch_htb", "sch_netem"]
+        return sorted(set(missing))
+
+    return _netns.run_in_netns(None, probe)
 
 
 def preflight(target: _spec.Target) -> dict[str, Any]:
@@ -111,13 +125,14 @@ def preflight(target: _spec.Target) -> dict[str, Any]:
 
 
 def apply(target: _spec.Target, interface: str, spec: _spec.LatencySpec) -> None:
-    with open_route(target) as ipr:
-        _tree.apply_tree(ipr, interface_index(ipr, target, interface), spec)
+    with_route(target, lambda ipr: _tree.apply_tree(ipr, interface_index(ipr, target, interface),
+                                                    spec))  # fmt: skip
 
 
 def snapshot(target: _spec.Target, interface: str) -> dict[str, Any]:
-    with open_route(target) as ipr:
-        return _tree.snapshot(ipr, interface_index(ipr, target, interface))
+    return with_route(
+        target, lambda ipr: _tree.snapshot(ipr, interface_index(ipr, target, interface))
+    )
 
 
 def restore(target: _spec.Target, interface: str, snap: dict[str, Any]) -> str:
@@ -128,14 +143,29 @@ def restore(target: _spec.Target, interface: str, snap: dict[str, Any]) -> str:
         return f"{label}: qdisc tree already as before"
     if not _tree.is_ours(now):
         return f"{label}: the latency tree is gone and the root was changed since; left alone"
-    with open_route(target) as ipr:  # a fresh socket for the changes (see _tree.replay)
-        _tree.replay(ipr, interface_index(ipr, target, interface), snap)
+    # a fresh socket for the changes (see _tree.replay)
+    with_route(target, lambda ipr: _tree.replay(ipr, interface_index(ipr, target, interface), snap))
     _tree.verify(snap, snapshot(target, interface))
     previous = snap["root_kind"] or "kernel default"
     return f"{label}: previous qdisc tree restored ({previous})"
 
 
+def remove_unrecorded(target: _spec.Target, interface: str) -> str:
+    """Our latency tree without a ledger entry (ledger lost): delete it, back to the default."""
+    label = target.label(interface)
+
+    def work(ipr: IPRoute) -> str:
+        index = interface_index(ipr, target, interface)
+        if not _tree.is_ours(_tree.snapshot(ipr, index)):
+            return f"{label}: no latency tree"
+        return "deleted"
+
+    if with_route(target, work) != "deleted":
+        return f"{label}: no latency tree"
+    with_route(target, lambda ipr: _tree.delete_root(ipr, interface_index(ipr, target, interface)))
+    return f"{label}: latency tree without a ledger entry deleted (kernel default root)"
+
+
 def state(target: _spec.Target, interface: str) -> dict[str, Any]:
-    with open_route(target) as ipr:
-        snap = _tree.snapshot(ipr, interface_index(ipr, target, interface))
+    snap = snapshot(target, interface)
     return {"target": target.label(interface), "latency_active": _tree.is_ours(snap), **snap}

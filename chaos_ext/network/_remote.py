@@ -107,6 +107,13 @@ class RemoteTc:
         for argv in _spec.tc_apply_argvs(spec, interface):
             self._tc(argv)
 
+    def remove_unrecorded(self, interface: str) -> str:
+        """Our tree without a ledger entry: delete the root (the kernel's default returns)."""
+        if not self.snapshot(interface)["latency_active"]:
+            return f"{self.where}/{interface}: no latency tree"
+        self._tc(["tc", "qdisc", "del", "dev", interface, "root"])
+        return f"{self.where}/{interface}: latency tree without a ledger entry deleted"
+
     def restore(self, interface: str, snap: dict[str, Any]) -> str:
         now = self.snapshot(interface)
         if now["qdiscs"] == snap["qdiscs"]:

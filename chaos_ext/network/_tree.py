@@ -210,6 +210,11 @@ def _fix_options(item: dict[str, Any]) -> bytes:
     if item["type"] == "qdisc" and item["kind"] == "htb":
         # htb dumps its version as 0x30011 but accepts only the major (3) on create
         raw = _patch_attrs(raw, TCA_HTB_INIT, lambda v: v >> 16 if v > 0xFFFF else v)
+    if item["type"] == "qdisc" and item["kind"] == "sfq" and len(raw) >= 20:
+        # sfq dumps its default depth as limit; sent back, it would clamp flows to it
+        limit, flows = struct.unpack_from("I", raw, 8)[0], struct.unpack_from("I", raw, 16)[0]
+        if flows > limit:
+            raw = raw[:8] + struct.pack("I", 0) + raw[12:]
     if item["type"] == "filter" and item["kind"] in FILTER_FLAGS:
         # classifier flags: IN_HW / NOT_IN_HW are status bits, refused on create
         raw = _patch_attrs(raw, FILTER_FLAGS[item["kind"]], lambda v: v & ~TCA_CLS_FLAGS_STATUS)

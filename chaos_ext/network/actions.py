@@ -101,9 +101,11 @@ def remove_latency(
     Blast radius: the root qdisc of ``interface`` on ``target``, put back to
     what the fault ledger saved before the delay (idempotent: nothing recorded
     or already restored is fine). This is the rollback for ``add_latency``.
+    If the ledger has no entry (it was lost) but the latency tree is there, the
+    tree is deleted and the kernel's default root comes back.
     """
-    _spec.check_target_arguments({"interface": interface, "target": target})
-    label = _spec.parse_target(target).label(interface)
+    where, _ = _spec.check_target_arguments({"interface": interface, "target": target})
+    label = where.label(interface)
     book = default_ledger()
     entries = [e for e in book.open_entries() if e.kind == KIND and e.target == label]
     notes = []
@@ -112,7 +114,10 @@ def remove_latency(
         if not outcome.ok:
             raise NetworkError(f"could not restore {label}: {outcome.note}")
         notes.append(outcome.note)
-    return {"target": label, "restored": len(notes), "notes": notes}
+    if not entries:
+        with _connect.executor_for(where, configuration, secrets) as (executor, _):
+            notes.append(executor.remove_unrecorded(interface))
+    return {"target": label, "restored": len(entries), "notes": notes}
 
 
 @undo_handler(KIND)

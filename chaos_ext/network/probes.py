@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import statistics
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from pyroute2 import netns
-
 from chaos_ext.errors import InvalidArgument, NetworkError
-from chaos_ext.network import _connect, _spec
+from chaos_ext.network import _connect, _netns, _spec
 from chaos_ext.network._pod import RULES as POD_RULES
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import require_name, require_range, validated_by
@@ -121,19 +119,8 @@ def _connect_time(host: str, port: int, timeout: float, ns: str) -> float:
 
 
 def _socket_in(ns: str, family: int) -> socket.socket:
-    """A TCP socket created inside network namespace ``ns`` (in a helper thread)."""
-    result: list[socket.socket | BaseException] = []
-
-    def make() -> None:
-        try:
-            netns.setns(ns, flags=0)
-            result.append(socket.socket(family, socket.SOCK_STREAM))
-        except (OSError, ValueError) as exc:
-            result.append(exc)
-
-    thread = threading.Thread(target=make, daemon=True)
-    thread.start()
-    thread.join(10)
-    if not result or isinstance(result[0], BaseException):
-        raise InvalidArgument(f"netns: cannot enter network namespace {ns!r}: {result[:1]}")
-    return result[0]
+    """A TCP socket created inside network namespace ``ns``."""
+    path = f"/run/netns/{ns}"
+    if not os.path.exists(path):
+        raise InvalidArgument(f"netns: network namespace {ns!r} does not exist")
+    return _netns.socket_in(path, family)

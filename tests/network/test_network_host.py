@@ -140,3 +140,28 @@ def test_gameday_validate_refuses_bad_network_arguments(
     result = gameday("validate", str(path))
     assert result.returncode == 3
     assert "10.2.0.0/33" in result.stdout + result.stderr
+
+
+def test_namespaces_are_entered_without_forking_the_runner(
+    veth_ns: VethNs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork of a Chaos Toolkit runner inherits its SIGTERM handler and its experiment."""
+
+    def no_fork() -> int:
+        raise AssertionError("chaos_ext forked the process")
+
+    monkeypatch.setattr("os.fork", no_fork)
+    target = _spec.parse_target(f"netns:{veth_ns.ns}")
+    assert _local.snapshot(target, "va")["default_root"]
+    assert isinstance(_local.missing_features(), list)
+    assert probes.qdisc_state("va", target=f"netns:{veth_ns.ns}")["latency_active"] is False
+
+
+def test_remove_latency_without_a_ledger_entry(veth_ns: VethNs, ledger_path: Path) -> None:
+    target = f"netns:{veth_ns.ns}"
+    assert actions.remove_latency("va", target=target)["notes"] == [f"{target}/va: no latency tree"]
+    # a latency tree whose ledger was lost: only its handle tells it apart
+    sh("tc", "-n", veth_ns.ns, "qdisc", "add", "dev", "va", "root", "handle", "1d1a:", "htb")
+    out = actions.remove_latency("va", target=target)
+    assert out["restored"] == 0 and "without a ledger entry deleted" in out["notes"][0]
+    assert "htb" not in tc_show(veth_ns.ns, "va")

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from support.netlab import gameday_process, kernel_has_netem, sh, tc_show
 
+from chaos_ext.errors import PreflightFailed
 from chaos_ext.ledger import Ledger, undo
 from chaos_ext.network import actions, probes
 
@@ -142,20 +143,11 @@ def _shaped_htb(ns: str) -> str:
     sh(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "5:", "htb", "default", "20")
     sh(*tc, "class", "add", "dev", "eth0", "parent", "5:", "classid", "5:20", "htb",
        "rate", "1gbit")  # fmt: skip
-    sh(
-        *tc,
-        "qdisc",
-        "add",
-        "dev",
-        "eth0",
-        "parent",
-        "5:20",
-        "handle",
-        "6:",
-        "pfifo",
-        "limit",
-        "500",
-    )
+    sh(*tc, "qdisc", "add", "dev", "eth0", "parent", "5:20", "handle", "6:", "sfq")
+    sh(*tc, "class", "add", "dev", "eth0", "parent", "5:", "classid", "5:30", "htb",
+       "rate", "1gbit")  # fmt: skip
+    sh(*tc, "qdisc", "add", "dev", "eth0", "parent", "5:30", "handle", "8:", "pfifo",
+       "limit", "500")  # fmt: skip
     sh(*tc, "filter", "add", "dev", "eth0", "parent", "5:", "protocol", "ip", "prio", "3",
        "u32", "match", "ip", "dst", "10.77.3.0/24", "flowid", "5:20")  # fmt: skip
     return tc_show(ns, "eth0")
@@ -249,5 +241,32 @@ def test_remote_apply_over_ssh_on_a_real_kernel(
         finally:
             netns.popns()
         assert removed["restored"] == 1, removed
-    assert "htb" not in tc_show(topo.app, "eth0")
+        assert "htb" not in tc_show(topo.app, "eth0")
+        # a configured root cannot be replayed exactly with tc: refused, nothing changed
+        sh("tc", "-n", topo.app, "qdisc", "add", "dev", "eth0", "root", "handle", "7:", "tbf",
+           "rate", "1gbit", "burst", "1mb", "latency", "100ms")  # fmt: skip
+        before = tc_show(topo.app, "eth0")
+        netns.pushns(topo.app)
+        try:
+            with pytest.raises(PreflightFailed, match="configured root qdisc \\(tbf\\)"):
+                actions.add_latency("eth0", DELAY_MS, ["10.77.2.0/24"], target=target,
+                                    configuration=conf, secrets=sec)  # fmt: skip
+        finally:
+            netns.popns()
+            assert tc_show(topo.app, "eth0") == before
+            sh("tc", "-n", topo.app, "qdisc", "del", "dev", "eth0", "root")
     assert Ledger(ledger_path).open_entries() == []
+
+
+def test_duration_removes_the_delay_by_itself(topo: Topology, ledger_path: Path) -> None:
+    base = topo.rtt("10.77.2.2", topo.db_port, samples=5)
+    out = actions.add_latency("eth0", DELAY_MS, ["10.77.2.0/24"], target=f"netns:{topo.app}",
+                              duration=3)  # fmt: skip
+    assert out["duration"] == 3
+    assert Ledger(ledger_path).open_entries()  # recorded while it lasts
+    deadline = time.monotonic() + 60
+    while Ledger(ledger_path).open_entries():
+        assert time.monotonic() < deadline, "the delay did not end by itself"
+        time.sleep(0.5)
+    assert "netem" not in tc_show(topo.app, "eth0")
+    assert topo.rtt("10.77.2.2", topo.db_port, samples=5) - base < 5
