@@ -65,7 +65,7 @@ def write_vars(topo: Topology, state: SandboxState, work: Path) -> Path:
             "dns_port": _services.PORTS["dns"],
             "dns_name": _services.DB_NAME,
         },
-        "secrets": {"db": {"user": "app", "password": (work / "db-password").read_text()}},
+        "secrets": {"db": {"password": (work / "db-password").read_text()}},
     }
     path = work / "vars.json"
     path.write_text(json.dumps(data, indent=2))

@@ -1,0 +1,64 @@
+"""Print the one-screen summary at the end of `make demo`: each hypothesis, its verdict,
+the key figures, and why.
+
+``python -m chaos_ext.sandbox.summary JOURNAL_DIR``
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["main", "rows"]
+
+
+def _figure(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, dict):
+        keys = ("held", "opened", "refused_at", "delay_ms", "median_ms", "p95_ms")
+        picked = {k: value[k] for k in keys if k in value}
+        return ", ".join(f"{k}={v}" for k, v in picked.items()) or "…"
+    return str(value)
+
+
+def rows(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(probe, phase value(s), verdict) for each hypothesis probe of one journal."""
+    found: list[tuple[str, str, str]] = []
+    states = journal.get("steady_states") or {}
+    for phase in ("before", "after"):
+        state = states.get(phase) or {}
+        for probe in state.get("probes") or []:
+            name = probe.get("activity", {}).get("name", "?")
+            ok = probe.get("tolerance_met")
+            found.append((f"{name} ({phase})", _figure(probe.get("output")),
+                          "held" if ok else "DEVIATED"))  # fmt: skip
+    for run in journal.get("run") or []:
+        activity = run.get("activity", {})
+        if activity.get("type") == "action":
+            found.append((f"action {activity.get('name')}", _figure(run.get("output")),
+                          str(run.get("status"))))  # fmt: skip
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = argv if argv is not None else sys.argv[1:]
+    console = Console(width=140)
+    for path in sorted(Path(args[0]).glob("*.json")):
+        journal = json.loads(path.read_text())
+        outcome = journal.get("gameday", {}).get("outcome", journal.get("status"))
+        table = Table(title=f"{journal['experiment']['title']} → {outcome}", title_justify="left")
+        for column in ("check", "measured", "verdict"):
+            table.add_column(column)
+        for check, value, verdict in rows(journal):
+            table.add_row(check, value, verdict)
+        console.print(table)
+
+
+if __name__ == "__main__":
+    main()
