@@ -240,7 +240,9 @@ class ClusterState:
         node = pod["spec"].get("nodeName") if kind == "DaemonSet" else self.schedule(owner)
         fresh = objs.pod_from_template(owner, name, node_name=node, ready=False)
         fresh["metadata"]["labels"] = dict(meta.get("labels") or {})
-        return self._start_pod(fresh)
+        follow = self._start_pod(fresh)
+        self.refresh_workloads(meta["namespace"])
+        return follow
 
     def _start_pod(self, pod: Obj) -> list[FollowUp]:
         if self.injector is not None:
