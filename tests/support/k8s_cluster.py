@@ -75,10 +75,15 @@ def is_ready(pod: Obj) -> bool:
 
 def _status(code: int, reason: str, message: str, **details: Any) -> Obj:
     return {
-        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
         "status": "Success" if code < 400 else "Failure",
-        "reason": reason, "message": message, "code": code, "details": details,
-    }  # fmt: skip
+        "reason": reason,
+        "message": message,
+        "code": code,
+        "details": details,
+    }
 
 
 def _scaled(value: int | str, total: int, *, round_up: bool) -> int:
@@ -92,9 +97,13 @@ class ClusterState:
     """Cluster behaviour over kmock's object store (call with the emulator's lock held)."""
 
     def __init__(
-        self, objects: kmock.ObjectsArray, *, ready_delay: float = 0.2,
-        rollout_delay: float = 0.2, injector: Callable[[Obj, ClusterState], Obj] | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        objects: kmock.ObjectsArray,
+        *,
+        ready_delay: float = 0.2,
+        rollout_delay: float = 0.2,
+        injector: Callable[[Obj, ClusterState], Obj] | None = None,
+    ) -> None:
         self.objects = objects
         self.ready_delay = ready_delay
         self.rollout_delay = rollout_delay
@@ -153,10 +162,11 @@ class ClusterState:
         ns = pdb["metadata"]["namespace"]
         selector = pdb["spec"].get("selector")
         pods = [
-            p for p in self.items(PODS, ns)
+            p
+            for p in self.items(PODS, ns)
             if matches_label_selector(selector, p["metadata"].get("labels") or {})
             and not p["metadata"].get("deletionTimestamp")
-        ]  # fmt: skip
+        ]
         expected = len(pods)
         healthy = sum(1 for p in pods if is_ready(p))
         spec = pdb["spec"]
@@ -171,9 +181,10 @@ class ClusterState:
     def _budgets_for(self, pod: Obj) -> list[Obj]:
         labels = pod["metadata"].get("labels") or {}
         return [
-            b for b in self.items(PDBS, pod["metadata"]["namespace"])
+            b
+            for b in self.items(PDBS, pod["metadata"]["namespace"])
             if matches_label_selector(b["spec"].get("selector"), labels)
-        ]  # fmt: skip
+        ]
 
     def refresh_budgets(self, pod: Obj) -> None:
         for pdb in self._budgets_for(pod):
@@ -183,9 +194,11 @@ class ClusterState:
             fresh = copy.deepcopy(pdb)
             fresh["status"] = {
                 "observedGeneration": pdb["metadata"].get("generation", 1),
-                "disruptionsAllowed": allowed, "currentHealthy": healthy,
-                "desiredHealthy": desired, "expectedPods": expected,
-            }  # fmt: skip
+                "disruptionsAllowed": allowed,
+                "currentHealthy": healthy,
+                "desiredHealthy": desired,
+                "expectedPods": expected,
+            }
             self.put(fresh)
 
     def evict(self, ns: str, name: str) -> tuple[int, Obj, list[FollowUp]]:
@@ -212,10 +225,11 @@ class ClusterState:
                         f" {desired} healthy pods and has {healthy} currently"
                     )
                     body = _status(
-                        429, "TooManyRequests",
+                        429,
+                        "TooManyRequests",
                         "Cannot evict pod as it would violate the pod's disruption budget.",
                         causes=[{"reason": "DisruptionBudget", "message": cause}],
-                    )  # fmt: skip
+                    )
                     return 429, body, []
         self.note("evicted", f"{ns}/{name}")
         return 201, _status(201, "", ""), self.pod_deleted(pod)
@@ -267,10 +281,12 @@ class ClusterState:
             if node:
                 load[node] = load.get(node, 0) + 1
         fits = [
-            n["metadata"]["name"] for n in self.items(NODES)
-            if not n["spec"].get("unschedulable") and _node_ready(n)
+            n["metadata"]["name"]
+            for n in self.items(NODES)
+            if not n["spec"].get("unschedulable")
+            and _node_ready(n)
             and all(n["metadata"].get("labels", {}).get(k) == v for k, v in selector.items())
-        ]  # fmt: skip
+        ]
         return min(fits, key=lambda n: (load.get(n, 0), n)) if fits else None
 
     def mark_ready(self, ns: str, name: str, uid: str) -> list[FollowUp]:
@@ -291,8 +307,11 @@ class ClusterState:
             if pod["spec"].get("nodeName"):
                 continue
             owners = pod["metadata"].get("ownerReferences") or [{}]
-            owner = self.get(KINDS.get(owners[0].get("kind", ""), PODS),
-                             pod["metadata"]["namespace"], owners[0].get("name", ""))  # fmt: skip
+            owner = self.get(
+                KINDS.get(owners[0].get("kind", ""), PODS),
+                pod["metadata"]["namespace"],
+                owners[0].get("name", ""),
+            )
             node = self.schedule(owner) if owner and "template" in owner.get("spec", {}) else None
             if node:
                 fresh = copy.deepcopy(pod)

@@ -79,10 +79,12 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         for kind, (group, version, plural) in KINDS.items():
             key = f"{group}/{version}/{plural}" if group else f"{version}/{plural}"
             self.resources[key] = kmock.ResourceInfo(
-                kind=kind, namespaced=_NAMESPACED[kind], verbs=_VERBS,
+                kind=kind,
+                namespaced=_NAMESPACED[kind],
+                verbs=_VERBS,
                 singular=kind.lower(),
                 subresources={"eviction", "status"} if kind == "Pod" else {"status"},
-            )  # fmt: skip
+            )
         self.cluster = ClusterState(
             self.objects, ready_delay=self.ready_delay, rollout_delay=self.rollout_delay
         )
@@ -118,9 +120,10 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 by_label = label_matcher(params.get("labelSelector"))
                 by_field = field_matcher(params.get("fieldSelector"))
                 items = [
-                    o for o in self.cluster.items(r, request.namespace)
+                    o
+                    for o in self.cluster.items(r, request.namespace)
                     if by_label(o) and by_field(o)
-                ]  # fmt: skip
+                ]
             snap, offset = next(self._snapshot_ids), 0
         page = items[offset : offset + limit] if limit else items[offset:]
         meta: Obj = {"resourceVersion": str(self.cluster.resource_version)}
@@ -131,8 +134,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         else:
             self._snapshots.pop(snap, None)
         group_version = f"{r[0]}/{r[1]}" if r[0] else r[1]
-        return {"kind": f"{kind}List", "apiVersion": group_version, "metadata": meta,
-                "items": page}  # fmt: skip
+        return {"kind": f"{kind}List", "apiVersion": group_version, "metadata": meta, "items": page}
 
     # -- writes ----------------------------------------------------------------------------
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
@@ -337,12 +339,23 @@ class ProcessHandle:
 
 
 def start_process(
-    kubeconfig: Path, seed: Path | None = None, *, ready_delay: float = 0.2,
-    rollout_delay: float = 0.2, timeout: float = 120,
-) -> ProcessHandle:  # fmt: skip
+    kubeconfig: Path,
+    seed: Path | None = None,
+    *,
+    ready_delay: float = 0.2,
+    rollout_delay: float = 0.2,
+    timeout: float = 120,
+) -> ProcessHandle:
     """Start the emulator in its own process, seeded with the objects of ``seed`` (a JSON list)."""
-    argv = [sys.executable, "-m", "support.k8s_emulator", "--ready-delay", str(ready_delay),
-            "--rollout-delay", str(rollout_delay)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "support.k8s_emulator",
+        "--ready-delay",
+        str(ready_delay),
+        "--rollout-delay",
+        str(rollout_delay),
+    ]
     if seed is not None:
         argv += ["--seed", str(seed)]
     path = os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])

@@ -82,9 +82,12 @@ def namespace(name: str, labels: dict[str, str] | None = None) -> Obj:
 
 
 def node(
-    name: str, labels: dict[str, str] | None = None, *, ready: bool = True,
+    name: str,
+    labels: dict[str, str] | None = None,
+    *,
+    ready: bool = True,
     unschedulable: bool = False,
-) -> Obj:  # fmt: skip
+) -> Obj:
     base = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
@@ -103,31 +106,51 @@ def node(
         "spec": spec,
         "status": {
             "conditions": [
-                {"type": "MemoryPressure", "status": "False",
-                 "reason": "KubeletHasSufficientMemory",
-                 "lastHeartbeatTime": now, "lastTransitionTime": now},
-                {"type": "Ready", "status": "True" if ready else "Unknown",
-                 "reason": "KubeletReady" if ready else "NodeStatusUnknown",
-                 "lastHeartbeatTime": now, "lastTransitionTime": now},
+                {
+                    "type": "MemoryPressure",
+                    "status": "False",
+                    "reason": "KubeletHasSufficientMemory",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                },
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "Unknown",
+                    "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                },
             ],
             "allocatable": {"cpu": "3920m", "memory": "15009856Ki", "pods": "58"},
             "capacity": {"cpu": "4", "memory": "16106560Ki", "pods": "58"},
             "nodeInfo": {
-                "architecture": "amd64", "bootID": str(uuid.uuid4()),
-                "containerRuntimeVersion": "containerd://1.7.11", "kernelVersion": "5.10.205",
-                "kubeProxyVersion": "v1.30.4-eks-a737599", "kubeletVersion": "v1.30.4-eks-a737599",
-                "machineID": uuid.uuid4().hex, "operatingSystem": "linux",
-                "osImage": "Amazon Linux 2", "systemUUID": str(uuid.uuid4()),
+                "architecture": "amd64",
+                "bootID": str(uuid.uuid4()),
+                "containerRuntimeVersion": "containerd://1.7.11",
+                "kernelVersion": "5.10.205",
+                "kubeProxyVersion": "v1.30.4-eks-a737599",
+                "kubeletVersion": "v1.30.4-eks-a737599",
+                "machineID": uuid.uuid4().hex,
+                "operatingSystem": "linux",
+                "osImage": "Amazon Linux 2",
+                "systemUUID": str(uuid.uuid4()),
             },
         },
-    }  # fmt: skip
+    }
 
 
 def pod(
-    name: str, ns: str, *, node_name: str | None, labels: dict[str, str], spec: Obj,
-    owner: Obj | None = None, ready: bool = True, annotations: dict[str, str] | None = None,
+    name: str,
+    ns: str,
+    *,
+    node_name: str | None,
+    labels: dict[str, str],
+    spec: Obj,
+    owner: Obj | None = None,
+    ready: bool = True,
+    annotations: dict[str, str] | None = None,
     started: datetime | None = None,
-) -> Obj:  # fmt: skip
+) -> Obj:
     """A scheduled pod; ``ready=False`` is ContainerCreating, ``node_name=None`` is Pending."""
     spec = copy.deepcopy(spec)
     spec.setdefault("restartPolicy", "Always")
@@ -154,12 +177,16 @@ def pod_status(spec: Obj, *, scheduled: bool, ready: bool, start: str) -> Obj:
     if not scheduled:
         return {
             "phase": "Pending",
-            "conditions": [{
-                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                "message": "0/3 nodes are available: 3 node(s) were unschedulable.",
-                "lastTransitionTime": start,
-            }],
-        }  # fmt: skip
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: 3 node(s) were unschedulable.",
+                    "lastTransitionTime": start,
+                }
+            ],
+        }
     flag = "True" if ready else "False"
     return {
         "phase": "Running" if ready else "Pending",
@@ -175,29 +202,43 @@ def pod_status(spec: Obj, *, scheduled: bool, ready: bool, start: str) -> Obj:
         ],
         "containerStatuses": [
             {
-                "name": c["name"], "image": c.get("image", ""), "ready": ready,
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "ready": ready,
                 "imageID": f"{c.get('image', '')}@sha256:{'0' * 64}" if ready else "",
-                "restartCount": 0, "started": ready,
-                "state": {"running": {"startedAt": start}} if ready else
-                {"waiting": {"reason": "ContainerCreating"}},
+                "restartCount": 0,
+                "started": ready,
+                "state": {"running": {"startedAt": start}}
+                if ready
+                else {"waiting": {"reason": "ContainerCreating"}},
             }
             for c in spec.get("containers", [])
         ],
-    }  # fmt: skip
+    }
 
 
 def pod_from_template(
-    owner: Obj, name: str, *, node_name: str | None, ready: bool = True,
-    extra_labels: dict[str, str] | None = None, started: datetime | None = None,
-) -> Obj:  # fmt: skip
+    owner: Obj,
+    name: str,
+    *,
+    node_name: str | None,
+    ready: bool = True,
+    extra_labels: dict[str, str] | None = None,
+    started: datetime | None = None,
+) -> Obj:
     template = owner["spec"]["template"]
     meta = template.get("metadata") or {}
     return pod(
-        name, owner["metadata"]["namespace"], node_name=node_name,
+        name,
+        owner["metadata"]["namespace"],
+        node_name=node_name,
         labels={**(meta.get("labels") or {}), **(extra_labels or {})},
         annotations=dict(meta.get("annotations") or {}) or None,
-        spec=template["spec"], owner=owner, ready=ready, started=started,
-    )  # fmt: skip
+        spec=template["spec"],
+        owner=owner,
+        ready=ready,
+        started=started,
+    )
 
 
 def _template(app: str, containers: list[Obj] | None, labels: dict[str, str]) -> Obj:
@@ -205,13 +246,16 @@ def _template(app: str, containers: list[Obj] | None, labels: dict[str, str]) ->
         "metadata": {"labels": {"app": app, **labels}},
         "spec": {
             "containers": containers
-            or [{
-                "name": app, "image": f"registry.example.com/{app}:1.4.2",
-                "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
-                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
-            }],
+            or [
+                {
+                    "name": app,
+                    "image": f"registry.example.com/{app}:1.4.2",
+                    "ports": [{"containerPort": 8080, "name": "http", "protocol": "TCP"}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                }
+            ],
         },
-    }  # fmt: skip
+    }
 
 
 def _workload(kind: str, ns: str, name: str, replicas: int | None, template: Obj) -> Obj:
@@ -231,12 +275,22 @@ def _workload(kind: str, ns: str, name: str, replicas: int | None, template: Obj
 
 
 def deployment(
-    ns: str, name: str, *, replicas: int, nodes: list[str], containers: list[Obj] | None = None,
-    labels: dict[str, str] | None = None, seed: int = 0, started: datetime | None = None,
-) -> list[Obj]:  # fmt: skip
+    ns: str,
+    name: str,
+    *,
+    replicas: int,
+    nodes: list[str],
+    containers: list[Obj] | None = None,
+    labels: dict[str, str] | None = None,
+    seed: int = 0,
+    started: datetime | None = None,
+    annotations: dict[str, str] | None = None,
+) -> list[Obj]:
     """A Deployment, its ReplicaSet and ``replicas`` Ready pods spread over ``nodes``."""
     rng = random.Random(f"{ns}/{name}/{seed}")
     template = _template(name, containers, labels or {})
+    if annotations:
+        template["metadata"]["annotations"] = dict(annotations)
     dep = _workload("Deployment", ns, name, replicas, template)
     hashed = template_hash(template)
     rs_template = copy.deepcopy(template)
@@ -247,66 +301,95 @@ def deployment(
     rs["spec"]["selector"]["matchLabels"]["pod-template-hash"] = hashed
     pods = [
         pod_from_template(
-            rs, f"{rs['metadata']['name']}-{_suffix(rng)}", node_name=nodes[i % len(nodes)],
+            rs,
+            f"{rs['metadata']['name']}-{_suffix(rng)}",
+            node_name=nodes[i % len(nodes)],
             started=started,
         )
         for i in range(replicas)
-    ]  # fmt: skip
+    ]
     ready = len(pods)
-    dep["status"].update(replicas=ready, readyReplicas=ready, availableReplicas=ready,
-                         updatedReplicas=ready)  # fmt: skip
+    dep["status"].update(
+        replicas=ready, readyReplicas=ready, availableReplicas=ready, updatedReplicas=ready
+    )
     rs["status"].update(replicas=ready, readyReplicas=ready, availableReplicas=ready)
     return [dep, rs, *pods]
 
 
 def statefulset(
-    ns: str, name: str, *, replicas: int, nodes: list[str], containers: list[Obj] | None = None,
-) -> list[Obj]:  # fmt: skip
+    ns: str,
+    name: str,
+    *,
+    replicas: int,
+    nodes: list[str],
+    containers: list[Obj] | None = None,
+) -> list[Obj]:
     template = _template(name, containers, {})
     sts = _workload("StatefulSet", ns, name, replicas, template)
     sts["spec"]["serviceName"] = name
     revision = f"{name}-{template_hash(template)[:10]}"
     pods = [
         pod_from_template(
-            sts, f"{name}-{i}", node_name=nodes[i % len(nodes)],
-            extra_labels={"controller-revision-hash": revision,
-                          "statefulset.kubernetes.io/pod-name": f"{name}-{i}"},
+            sts,
+            f"{name}-{i}",
+            node_name=nodes[i % len(nodes)],
+            extra_labels={
+                "controller-revision-hash": revision,
+                "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
+            },
         )
         for i in range(replicas)
-    ]  # fmt: skip
+    ]
     sts["status"].update(
-        replicas=replicas, readyReplicas=replicas, availableReplicas=replicas,
-        updatedReplicas=replicas, currentReplicas=replicas,
-        currentRevision=revision, updateRevision=revision,
-    )  # fmt: skip
+        replicas=replicas,
+        readyReplicas=replicas,
+        availableReplicas=replicas,
+        updatedReplicas=replicas,
+        currentReplicas=replicas,
+        currentRevision=revision,
+        updateRevision=revision,
+    )
     return [sts, *pods]
 
 
 def daemonset(
-    ns: str, name: str, *, nodes: list[str], containers: list[Obj] | None = None,
-) -> list[Obj]:  # fmt: skip
+    ns: str,
+    name: str,
+    *,
+    nodes: list[str],
+    containers: list[Obj] | None = None,
+) -> list[Obj]:
     rng = random.Random(f"{ns}/{name}")
     template = _template(name, containers, {})
     ds = _workload("DaemonSet", ns, name, None, template)
     pods = [
         pod_from_template(
-            ds, f"{name}-{_suffix(rng)}", node_name=n,
+            ds,
+            f"{name}-{_suffix(rng)}",
+            node_name=n,
             extra_labels={"controller-revision-hash": template_hash(template)[:10]},
         )
         for n in nodes
-    ]  # fmt: skip
+    ]
     n = len(nodes)
     ds["status"].update(
-        desiredNumberScheduled=n, currentNumberScheduled=n, numberReady=n,
-        numberAvailable=n, updatedNumberScheduled=n,
-    )  # fmt: skip
+        desiredNumberScheduled=n,
+        currentNumberScheduled=n,
+        numberReady=n,
+        numberAvailable=n,
+        updatedNumberScheduled=n,
+    )
     return [ds, *pods]
 
 
 def pdb(
-    ns: str, name: str, *, match_labels: dict[str, str], max_unavailable: int | str | None = None,
+    ns: str,
+    name: str,
+    *,
+    match_labels: dict[str, str],
+    max_unavailable: int | str | None = None,
     min_available: int | str | None = None,
-) -> Obj:  # fmt: skip
+) -> Obj:
     spec: Obj = {"selector": {"matchLabels": match_labels}}
     if max_unavailable is not None:
         spec["maxUnavailable"] = max_unavailable
@@ -322,14 +405,26 @@ def pdb(
 
 
 def hpa(
-    ns: str, name: str, *, target: str, min_replicas: int, max_replicas: int, current: int,
-    desired: int, able_to_scale: bool = True, scaling_active: bool = True,
-) -> Obj:  # fmt: skip
+    ns: str,
+    name: str,
+    *,
+    target: str,
+    min_replicas: int,
+    max_replicas: int,
+    current: int,
+    desired: int,
+    able_to_scale: bool = True,
+    scaling_active: bool = True,
+) -> Obj:
     now = rfc3339()
 
     def cond(kind: str, ok: bool, reason: str) -> Obj:
-        return {"type": kind, "status": "True" if ok else "False", "reason": reason,
-                "lastTransitionTime": now}  # fmt: skip
+        return {
+            "type": kind,
+            "status": "True" if ok else "False",
+            "reason": reason,
+            "lastTransitionTime": now,
+        }
 
     return {
         "apiVersion": "autoscaling/v2",
@@ -339,21 +434,34 @@ def hpa(
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
             "minReplicas": min_replicas,
             "maxReplicas": max_replicas,
-            "metrics": [{"type": "Resource", "resource": {
-                "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}],
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 60},
+                    },
+                }
+            ],
         },
         "status": {
             "currentReplicas": current,
             "desiredReplicas": desired,
             "conditions": [
-                cond("AbleToScale", able_to_scale,
-                     "ReadyForNewScale" if able_to_scale else "FailedGetScale"),
-                cond("ScalingActive", scaling_active,
-                     "ValidMetricFound" if scaling_active else "FailedGetResourceMetric"),
+                cond(
+                    "AbleToScale",
+                    able_to_scale,
+                    "ReadyForNewScale" if able_to_scale else "FailedGetScale",
+                ),
+                cond(
+                    "ScalingActive",
+                    scaling_active,
+                    "ValidMetricFound" if scaling_active else "FailedGetResourceMetric",
+                ),
                 cond("ScalingLimited", False, "DesiredWithinRange"),
             ],
         },
-    }  # fmt: skip
+    }
 
 
 def configmap(ns: str, name: str, data: dict[str, str]) -> Obj:

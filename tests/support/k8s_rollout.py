@@ -23,9 +23,10 @@ RS = KINDS["ReplicaSet"]
 
 def _owned_by(state: ClusterState, r: Res, ns: str, uid: str) -> list[Obj]:
     return [
-        o for o in state.items(r, ns)
+        o
+        for o in state.items(r, ns)
         if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])
-    ]  # fmt: skip
+    ]
 
 
 def _pods_of(state: ClusterState, workload: Obj) -> list[Obj]:
@@ -60,14 +61,18 @@ def refresh_workload_status(state: ClusterState, workload: Obj) -> None:
     status = dict(workload.get("status") or {})
     if workload["kind"] == "DaemonSet":
         status.update(
-            currentNumberScheduled=len(pods), numberReady=ready, numberAvailable=ready,
+            currentNumberScheduled=len(pods),
+            numberReady=ready,
+            numberAvailable=ready,
             updatedNumberScheduled=updated,
-        )  # fmt: skip
+        )
     else:
         status.update(
-            replicas=len(pods), readyReplicas=ready, availableReplicas=ready,
+            replicas=len(pods),
+            readyReplicas=ready,
+            availableReplicas=ready,
             updatedReplicas=updated,
-        )  # fmt: skip
+        )
     if status != workload.get("status"):
         fresh = copy.deepcopy(workload)
         fresh["status"] = status
@@ -113,11 +118,15 @@ def _roll_deployment(state: ClusterState, dep: Obj) -> None:
     rs = copy.deepcopy(dep)
     rs.update(kind="ReplicaSet", status={"observedGeneration": 1})
     rs["metadata"] = {
-        "name": rs_name, "namespace": ns, "generation": 1,
-        "labels": {**dep["spec"]["template"]["metadata"].get("labels", {}),
-                   "pod-template-hash": digest},
+        "name": rs_name,
+        "namespace": ns,
+        "generation": 1,
+        "labels": {
+            **dep["spec"]["template"]["metadata"].get("labels", {}),
+            "pod-template-hash": digest,
+        },
         "ownerReferences": [objs.owner_ref(dep)],
-    }  # fmt: skip
+    }
     rs["spec"]["template"]["metadata"].setdefault("labels", {})["pod-template-hash"] = digest
     state.put(rs)
     for _ in range(int(dep["spec"].get("replicas", 1))):
