@@ -36,6 +36,7 @@ __all__ = [
     "check_blast_radius",
     "check_protected",
     "choose_nodes",
+    "interleave",
     "plan_pods",
     "refusals",
     "wanted_count",
@@ -217,6 +218,24 @@ def _plan_one(pod: PodInfo, *, delete_emptydir_data: bool, force: bool) -> PodPl
         return PodPlan(pod, "evict", "bare pod, forced: it will not be recreated")
     lost = " (emptyDir data will be lost)" if pod.emptydir_volumes else ""
     return PodPlan(pod, "evict", f"managed by {pod.controller}{lost}")
+
+
+def interleave(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    """Order pods round-robin across their controllers.
+
+    Pods of one controller usually share a PodDisruptionBudget; evicting them
+    back to back would have every worker wait on the same budget while other
+    budgets have room. Round-robin keeps the workers on different budgets.
+    """
+    groups: dict[str, list[PodInfo]] = {}
+    for pod in pods:
+        groups.setdefault(f"{pod.namespace}/{pod.controller or pod.name}", []).append(pod)
+    ordered: list[PodInfo] = []
+    queues = list(groups.values())
+    while queues:
+        ordered += [q.pop(0) for q in queues]
+        queues = [q for q in queues if q]
+    return ordered
 
 
 def refusals(plans: Sequence[PodPlan]) -> None:

@@ -193,7 +193,8 @@ def drain_nodes(
             wait_for_deletion=wait_for_deletion,
             grace_period_s=grace_period_s if grace_period_s >= 0 else None,
         )
-        outcomes = evict_pods(core, [p.pod for p in plans if p.action == "evict"], settings)
+        evict = plan.interleave([p.pod for p in plans if p.action == "evict"])
+        outcomes = evict_pods(core, evict, settings)
         report = _report(chosen, plans, outcomes, entry, t0)
         failed = [o for o in outcomes if o["outcome"] in _FAILED]
         if failed:

@@ -81,8 +81,14 @@ def _env_differs(have: Sequence[Manifest], want: Mapping[str, str]) -> list[str]
 
 
 def _revision_of(annotations: Mapping[str, str]) -> str | None:
+    return _revision_in(annotations.get(STATUS_ANNOTATION) or "{}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _revision_in(status_text: str) -> str | None:
+    """The revision in a ``sidecar.istio.io/status`` value (the same few texts repeat)."""
     try:
-        status = json.loads(annotations.get(STATUS_ANNOTATION) or "{}")
+        status = json.loads(status_text)
     except ValueError:
         return None
     revision = status.get("revision") if isinstance(status, dict) else None

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import list_items, read_json
+from chaos_ext._k8s import bulk_allocation, list_items, read_json
 from chaos_ext.errors import InvalidArgument, SidecarError
 from chaos_ext.sidecar import _drift
 from chaos_ext.sidecar._template import SidecarTemplate, template_from_configmap
@@ -149,17 +149,21 @@ def measure(
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     _, template = read_template(core, query)
     excluded = set(query.exclude_namespaces)
-    pods = [
-        p for p in _pods(core, query) if (p.get("metadata") or {}).get("namespace") not in excluded
-    ]
-    owners = _drift.owners_of_replicasets(
-        _replicasets(apps, query.include_namespaces, query.page_size)
-    )
-    workloads, without = _drift.analyse(
-        pods,
-        owners,
-        template,
-        container_name=query.container_name,
-        started_before=query.started_before,
-    )
+    with bulk_allocation():
+        pods = [
+            p
+            for p in _pods(core, query)
+            if (p.get("metadata") or {}).get("namespace") not in excluded
+        ]
+        owners = _drift.owners_of_replicasets(
+            _replicasets(apps, query.include_namespaces, query.page_size)
+        )
+        workloads, without = _drift.analyse(
+            pods,
+            owners,
+            template,
+            container_name=query.container_name,
+            started_before=query.started_before,
+        )
+        del pods  # freed by reference counting before the collector is back on
     return workloads, without, template

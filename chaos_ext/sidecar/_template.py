@@ -86,6 +86,9 @@ class SidecarTemplate:
     revision: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
     fixed_args: tuple[str, ...] | None = None  # generic format: the args as given
+    _cache: dict[tuple[tuple[str, str], ...], Expected] = field(
+        default_factory=dict, compare=False, repr=False
+    )  # per distinct set of sidecar.istio.io/* annotations
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -98,6 +101,15 @@ class SidecarTemplate:
 
     def expected_for(self, annotations: Mapping[str, str]) -> Expected:
         """The expected sidecar for a pod with these annotations."""
+        relevant = tuple(
+            (k, str(v)) for k, v in annotations.items() if k.startswith(ANNOTATION_PREFIX)
+        )
+        found = self._cache.get(relevant)
+        if found is None:
+            found = self._cache[relevant] = self._expected(dict(relevant))
+        return found
+
+    def _expected(self, annotations: Mapping[str, str]) -> Expected:
         if self.format != "istio":
             return Expected(self.image, None, self.fixed_args, self.env, self.resources, None)
 

@@ -15,6 +15,7 @@ from chaos_ext.node._drain_plan import (
     check_blast_radius,
     check_protected,
     choose_nodes,
+    interleave,
     plan_pods,
     refusals,
 )
@@ -138,3 +139,12 @@ def test_backoff_grows_and_is_capped() -> None:
     taken = [next(delays) for _ in range(8)]
     for expected, got in zip([0.5, 1, 2, 4, 4, 4, 4, 4], taken, strict=True):
         assert expected * 0.8 <= got <= expected * 1.2
+
+
+def test_interleave_spreads_evictions_across_controllers() -> None:
+    objs = o.deployment("a", "web", replicas=3, nodes=["n0"])[2:]
+    objs += o.deployment("a", "api", replicas=2, nodes=["n0"])[2:]
+    objs.append(o.pod("solo", "a", node_name="n0", labels={}, spec={"containers": []}))
+    pods = [PodInfo.from_manifest(m) for m in objs]
+    order = [p.name.split("-")[0] for p in interleave(pods)]
+    assert order == ["web", "api", "solo", "web", "api", "web"]

@@ -148,6 +148,14 @@ class ClusterState:
             self.objects[key] = obj
         return obj
 
+    def bump(self, r: Res, ns: str | None, obj: Obj) -> str:
+        """Give the stored object (changed in place by kmock) a new resourceVersion."""
+        version = str(self.resource_version)
+        key = (res(r), ns, obj["metadata"]["name"])
+        if key in self.objects and not self.objects[key].deleted:
+            self.objects[key].last.raw["metadata"]["resourceVersion"] = version  # shared dict
+        return version
+
     def remove(self, r: Res, ns: str | None, name: str) -> None:
         key = (res(r), ns, name)
         if key in self.objects and not self.objects[key].deleted:

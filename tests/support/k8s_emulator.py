@@ -73,6 +73,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     _snapshots: dict[int, list[Obj]] = attrs.field(factory=dict, init=False)
     _snapshot_ids: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
     _timers: list[asyncio.TimerHandle] = attrs.field(factory=list, init=False)
+    _encoded: dict[Any, tuple[str | None, bytes]] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -134,13 +135,31 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         else:
             self._snapshots.pop(snap, None)
         group_version = f"{r[0]}/{r[1]}" if r[0] else r[1]
-        return {"kind": f"{kind}List", "apiVersion": group_version, "metadata": meta, "items": page}
+        head = {"kind": f"{kind}List", "apiVersion": group_version, "metadata": meta}
+        body = json.dumps(head)[:-1].encode() + b', "items": ['
+        body += b", ".join(self._encoded_object(r, o) for o in page) + b"]}"
+        return aiohttp.web.Response(body=body, content_type="application/json")
+
+    def _encoded_object(self, r: Res, obj: Obj) -> bytes:
+        """An object's JSON, cached per resourceVersion (as the API server's watch cache does)."""
+        meta = obj.get("metadata") or {}
+        key = (r, meta.get("namespace"), meta.get("name"))
+        version = meta.get("resourceVersion")
+        cached = self._encoded.get(key)
+        if cached is not None and version is not None and cached[0] == version:
+            return cached[1]
+        encoded = json.dumps(obj).encode()
+        self._encoded[key] = (version, encoded)
+        return encoded
 
     # -- writes ----------------------------------------------------------------------------
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         if request.resource is None:
             return await super()._handle(request)
         r = _res_of(request)
+        if request.action == kmock.action.LIST and r[2]:  # not discovery (/apis/apps/v1)
+            response: Any = await self._serve_list(request)
+            return response  # prebuilt bytes: objects encoded once per resourceVersion
         if request.subresource == "eviction" and request.method == kmock.method.POST:
             return await self._serve_eviction(request)
         if request.action == kmock.action.CREATE and isinstance(request.data, dict):
@@ -163,7 +182,9 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         async with self._lock:
             after = self.cluster.get(r, request.namespace, request.name or "")
             if request.action == kmock.action.UPDATE and after is not None:
-                after["metadata"]["resourceVersion"] = str(self.cluster.resource_version)
+                after["metadata"]["resourceVersion"] = self.cluster.bump(
+                    r, request.namespace, after
+                )
                 follow = self.cluster.after_patch(r, before, after)
             elif request.action == kmock.action.DELETE and r == PODS:
                 follow = self.cluster.pod_deleted(before)
