@@ -28,6 +28,7 @@ venv: $(STAMP)
 lint: venv
 	$(VENV)/bin/ruff check chaos_ext tests benchmarks
 	$(VENV)/bin/ruff format --check chaos_ext tests benchmarks
+	$(VENV)/bin/lint-imports
 
 typecheck: venv
 	$(VENV)/bin/mypy

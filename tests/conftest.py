@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.harness import cli_env, gameday_argv, netns_list, wait_for
 
-TESTS = Path(__file__).parent
-ROOT = TESTS.parent
+__all__ = ["cli_env", "gameday_argv", "netns_list", "wait_for"]  # re-exported for old imports
 
 
 @pytest.fixture
@@ -24,18 +21,6 @@ def ledger_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "ledger.sqlite3"
     monkeypatch.setenv("GAMEDAY_LEDGER", str(path))
     return path
-
-
-def cli_env(ledger: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["GAMEDAY_LEDGER"] = str(ledger)
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT)])
-    env["COLUMNS"] = "200"
-    return env
-
-
-def gameday_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "chaos_ext.cli.main", *args]
 
 
 @pytest.fixture
@@ -66,13 +51,6 @@ def write_experiment(tmp_path: Path) -> Callable[[dict[str, Any], str], Path]:
     return write
 
 
-def netns_list() -> set[str]:
-    out = subprocess.run(
-        ["ip", "netns", "list"], capture_output=True, text=True, check=True, timeout=10
-    ).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-
 @pytest.fixture
 def netns_name() -> Iterator[str]:
     """A unique namespace name; the test fails if it is left behind."""
@@ -81,12 +59,3 @@ def netns_name() -> Iterator[str]:
     if name in netns_list():
         subprocess.run(["ip", "netns", "delete", name], check=False, timeout=10)
         pytest.fail(f"namespace {name} was left behind")
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

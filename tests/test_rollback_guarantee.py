@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli_env, gameday_argv, netns_list, wait_for
+from support.harness import cli_env, gameday_argv, netns_list, wait_for
 
 from chaos_ext.ledger import Ledger
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import netns_list
+from support.harness import netns_list
 
 from chaos_ext.ledger import Ledger
 
@@ -124,3 +125,46 @@ def test_configuration_substitution_is_not_type_checked_early(
         _with_provider(arguments={"name": "${ns}"}) | {"configuration": {"ns": "x"}}
     )
     assert gameday("validate", str(path)).returncode == 0
+
+
+def test_environment_secrets_are_checked_by_run_not_by_validate(
+    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    experiment = _experiment(method=[])
+    experiment["secrets"] = {"db": {"password": {"type": "env", "key": "GD_TEST_NOT_SET"}}}
+    path = write_experiment(experiment)
+    assert gameday("validate", str(path)).returncode == 0
+    missing = gameday("run", str(path))
+    assert missing.returncode == 3
+    assert "secrets: Secrets make reference to an environment key" in missing.stderr
+    var_file = tmp_path / "vars.json"
+    var_file.write_text(json.dumps({"secrets": {"db": {"password": "from-var-file"}}}))
+    given = gameday("run", "--var-file", str(var_file), str(path))
+    assert given.returncode == 0, given.stderr
+
+
+def test_configuration_vars_apply_to_every_experiment(
+    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    probe = {
+        "type": "probe", "name": "port-open", "tolerance": True,
+        "provider": {"type": "python", "module": "support.faultkit", "func": "port_open",
+                     "arguments": {"port": "${port}"}},
+    }  # fmt: skip
+    experiment = _experiment(method=[], configuration={"port": 1})  # nothing listens on port 1
+    experiment["steady-state-hypothesis"] = {"title": "h", "probes": [probe]}
+    first = write_experiment(experiment, "one.json")
+    second = write_experiment(experiment, "two.json")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        result = gameday("run", "--var", f"port:int={port}", str(first), str(second))
+    # chaoslib pops the vars it uses: without a copy per experiment, the second
+    # one would probe port 1 and deviate
+    assert result.returncode == 0, result.stderr
+    for name in ("one", "two"):
+        journal = json.loads((tmp_path / f"journal-{name}.json").read_text())
+        assert journal["gameday"]["outcome"] == "held"

@@ -11,6 +11,7 @@ _COMMANDS = (
     "run",
     "validate",
     "ledger",
+    "audit",
 )
 
 

@@ -8,6 +8,7 @@ then undone, with further signals held off until that sweep is done.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -153,7 +154,8 @@ def run_experiment(
         runner.run(
             experiment,
             settings=_settings(),
-            experiment_vars=(options.config_vars, options.secret_vars),
+            # chaoslib pops keys from the configuration vars it is given: pass copies
+            experiment_vars=(dict(options.config_vars), copy.deepcopy(options.secret_vars)),
             journal=journal,
         )
     except (KeyboardInterrupt, InterruptExecution, SystemExit) as exc:

@@ -6,6 +6,7 @@ Errors are :class:`ExperimentInvalid`: one line naming the file, the field
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import json
@@ -152,8 +153,30 @@ def _check_signature(
             )
 
 
-def validate_experiment(path: Path, experiment: Mapping[str, Any]) -> None:
-    """Raise ExperimentInvalid for the first problem found; touch nothing."""
+def _check_secrets(
+    path: Path, experiment: Mapping[str, Any], secret_vars: Mapping[str, Any] | None
+) -> None:
+    secrets = experiment.get("secrets") or {}
+    if not isinstance(secrets, dict) or not all(isinstance(v, dict) for v in secrets.values()):
+        raise ExperimentInvalid(path, "secrets", "a mapping of targets to mappings of secrets")
+    if secret_vars is None:
+        return  # `gameday validate`: environment secrets may be set only where it runs
+    from chaoslib.secret import load_secrets  # noqa: PLC0415 - heavy import
+
+    try:
+        load_secrets(copy.deepcopy(secrets), {}, copy.deepcopy(dict(secret_vars)))
+    except ChaosException as exc:
+        raise ExperimentInvalid(path, "secrets", str(exc)) from exc
+
+
+def validate_experiment(
+    path: Path, experiment: Mapping[str, Any], secret_vars: Mapping[str, Any] | None = None
+) -> None:
+    """Raise ExperimentInvalid for the first problem found; touch nothing.
+
+    Secrets are only resolved when ``secret_vars`` is given (``gameday run``):
+    an environment secret may legitimately be absent where ``gameday validate`` runs.
+    """
     for key in ("title", "description"):
         if not isinstance(experiment.get(key), str) or not experiment[key].strip():
             raise ExperimentInvalid(path, key, "required, a non-empty string")
@@ -163,7 +186,8 @@ def validate_experiment(path: Path, experiment: Mapping[str, Any]) -> None:
         _check_activity(path, where, activity, in_hypothesis)
     from chaoslib.experiment import ensure_experiment_is_valid  # noqa: PLC0415 - heavy import
 
+    _check_secrets(path, experiment, secret_vars)
     try:
-        ensure_experiment_is_valid(dict(experiment))
+        ensure_experiment_is_valid({**experiment, "secrets": {}})
     except ChaosException as exc:
         raise ExperimentInvalid(path, "experiment", str(exc)) from exc

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
 from support import k8s_objects as o
+from support.harness import wait_for
 from support.k8s_emulator import EmulatorHandle
 
 from chaos_ext.errors import KubernetesError, PreflightFailed

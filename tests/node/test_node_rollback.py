@@ -10,8 +10,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import cli_env, gameday_argv, wait_for
 from support import k8s_objects as o
+from support.harness import cli_env, gameday_argv, wait_for
 from support.k8s_emulator import EmulatorHandle
 
 from chaos_ext.ledger import Ledger

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli_env, gameday_argv, wait_for
 from kubernetes import client
+from support.harness import cli_env, gameday_argv, wait_for
 from support.k8s_emulator import EmulatorHandle
 
 from chaos_ext._k8s import api_client

@@ -1,0 +1,129 @@
+"""Envoy probes: audit the live edge configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from chaoslib.types import Configuration, Secrets
+
+from chaos_ext.envoy._audit import audit_report, evaluate
+from chaos_ext.envoy._dump import edge_config, parse_config_dump, select_listeners
+from chaos_ext.envoy._fetch import fetch_dump, parse_source
+from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
+from chaos_ext.envoy._rules import effective_rules
+from chaos_ext.errors import EmptyResult, InvalidArgument
+from chaos_ext.prometheus._client import client
+from chaos_ext.prometheus._promql import matchers
+from chaos_ext.prometheus._results import parse_instant, shown
+from chaos_ext.rbac import Rule, needs_k8s
+from chaos_ext.validation import require_range, validated_by
+
+__all__ = ["edge_config_audit", "overload_state"]
+
+
+def _check_audit(arguments: Mapping[str, Any]) -> None:
+    parse_source(arguments.get("source", ""))
+    name = arguments.get("listener", "")
+    if not isinstance(name, str) or len(name) > 256 or not name.isprintable():
+        raise InvalidArgument(f"listener: {name!r} is not a listener name")
+    require_range("timeout", arguments.get("timeout", 30.0), 0.1, 600)
+    rules = arguments.get("rules")
+    if rules is not None and not isinstance(rules, list):
+        raise InvalidArgument(f"rules: expected a list of rule objects, got {rules!r}")
+    effective_rules(rules, arguments.get("rules_file", ""))
+
+
+@needs_k8s(
+    # only for source pod://...: find the pod, then exec pilot-agent in it. The
+    # Python client's exec is a websocket GET: "get" before Kubernetes 1.30,
+    # "create" since (as for kubectl exec).
+    Rule("", "pods", ("get", "list")),
+    Rule("", "pods/exec", ("create", "get")),
+)
+@validated_by(_check_audit)
+def edge_config_audit(
+    source: str,
+    listener: str = "",
+    rules: list[dict[str, Any]] | None = None,
+    rules_file: str = "",
+    timeout: float = 30.0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """Audit an Envoy's live /config_dump against Envoy's edge best practices.
+
+    Read-only: one GET of the admin /config_dump (``http://host:15000``), a
+    saved dump file, or ``pod://NAMESPACE/NAME`` (or ``pod://NAMESPACE?selector=
+    istio=ingressgateway``), which execs ``pilot-agent request GET config_dump``
+    in the pod's ``istio-proxy`` container. No rollback needed.
+
+    ``listener``: audit only this listener (default: every dynamic listener
+    with an HTTP connection manager). ``rules``/``rules_file``: override the
+    default rules by id, or add rules (docs/envoy.md). Returns ``passed`` and,
+    per rule and target, ``expected``, ``found`` (or "absent"), ``pass`` and
+    ``path`` in the dump. Pair with a ``jsonpath`` tolerance on ``$.passed``.
+    """
+    _check_audit(
+        {"source": source, "listener": listener, "rules": rules, "rules_file": rules_file,
+         "timeout": timeout}
+    )  # fmt: skip
+    chosen_rules = effective_rules(rules, rules_file)
+    src = parse_source(source)
+    raw, origin = fetch_dump(src, timeout=float(timeout), secrets=secrets)
+    dump = parse_config_dump(raw, origin=origin)
+    del raw  # free the body now, and the parts not audited (clusters, routes) after edge_config
+    config = edge_config(dump, origin=origin)
+    del dump
+    listeners = select_listeners(config, listener, origin=origin)
+    checks = evaluate(config, listeners, chosen_rules)
+    return audit_report(checks, source=origin, listeners=listeners)
+
+
+def _labels(job: str, selector: Mapping[str, Any] | None) -> str:
+    if selector is not None and not isinstance(selector, dict):
+        raise InvalidArgument(f"selector: expected a mapping of label matchers, got {selector!r}")
+    labels = {"job": job} if job else {}
+    labels.update({str(k): str(v) for k, v in (selector or {}).items()})
+    return matchers(labels)
+
+
+def _check_overload(arguments: Mapping[str, Any]) -> None:
+    _labels(str(arguments.get("job", "envoy")), arguments.get("selector"))
+
+
+@validated_by(_check_overload)
+def overload_state(
+    job: str = "envoy",
+    selector: dict[str, str] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """Read Envoy's overload-manager state from Prometheus (envoy_overload_* metrics).
+
+    Read-only: two instant queries (``prometheus_url`` in the configuration).
+    Envoys are selected by ``job`` plus ``selector`` label matchers (``{"namespace":
+    "istio-system", "pod": "~istio-ingressgateway-.*"}``; ``~`` for a regex).
+    Returns, as the highest value across those Envoys: ``active`` (how many
+    overload actions are active), ``active_actions``, ``stop_accepting_requests``
+    (bool), ``actions`` (active / scale_percent per action), ``pressure_percent``
+    per resource monitor, ``load_shed_points`` (scale percent) and
+    ``downstream_connections`` (sum). Check that actions engage under load
+    with a jsonpath tolerance (``$.stop_accepting_requests``, ``$.active``).
+    No overload series at all raises EmptyResult (no overload manager, or
+    stats not exported: Istio needs "overload" in its proxy stats matcher).
+    """
+    selected = _labels(job, selector)
+    prom = client(configuration, secrets)
+    expr = overload_query(selected)
+    samples = parse_instant(prom.instant(expr), expr)
+    if not samples:
+        raise EmptyResult(
+            f"{shown(expr)} found no envoy_overload_* series: is the overload manager "
+            "configured, and are overload stats exported (Istio: add 'overload' to "
+            "proxyStatsMatcher inclusionPrefixes)?"
+        )
+    count = connections_query(selected)
+    connections = parse_instant(prom.instant(count), count)
+    values = {s.labels.get("__name__", ""): s.value for s in samples}
+    return overload_summary(values, connections[0].value if connections else None, selected)

@@ -1,0 +1,1 @@
+"""Prometheus-backed steady state: typed probes, the probe catalog, abort conditions."""

@@ -1,0 +1,67 @@
+"""Pure PromQL builders: label matchers and the histogram-quantile expression."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.prometheus._results import parse_duration
+
+__all__ = ["histogram_quantile_expr", "matchers", "quote", "require_metric_name"]
+
+_METRIC = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
+_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def require_metric_name(value: str, what: str = "metric") -> str:
+    """A valid Prometheus metric name (``http_request_duration_seconds``)."""
+    if not isinstance(value, str) or not _METRIC.match(value):
+        raise InvalidArgument(f"{what}={value!r} is not a Prometheus metric name")
+    return value
+
+
+def quote(value: str) -> str:
+    """A PromQL double-quoted string literal (Go escapes, which JSON's are a subset of)."""
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def matchers(selector: Mapping[str, str]) -> str:
+    """``{a="x",b=~"y.*"}`` from ``{"a": "x", "b": "~y.*"}`` (a leading ``~`` / ``!`` / ``!~``
+    picks ``=~`` / ``!=`` / ``!~``)."""
+    parts = []
+    for label, raw in sorted(selector.items()):
+        if not _LABEL.match(label):
+            raise InvalidArgument(f"selector label {label!r} is not a Prometheus label name")
+        value, op = str(raw), "="
+        for prefix, operator in (("!~", "!~"), ("~", "=~"), ("!", "!=")):
+            if value.startswith(prefix):
+                value, op = value[len(prefix) :], operator
+                break
+        parts.append(f"{label}{op}{quote(value)}")
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+def histogram_quantile_expr(
+    metric: str,
+    quantile: float,
+    window: str,
+    selector: Mapping[str, str] | None = None,
+    by: Sequence[str] = (),
+) -> str:
+    """``histogram_quantile(q, sum by (le, ...) (rate(metric_bucket{...}[window])))``.
+
+    ``metric`` may be given with or without its ``_bucket`` suffix.
+    """
+    require_metric_name(metric)
+    if not 0 <= quantile <= 1:
+        raise InvalidArgument(f"quantile={quantile!r} must be within [0, 1] (0.99 for p99)")
+    parse_duration(window, "window")
+    for label in by:
+        if not _LABEL.match(label) or label == "le":
+            raise InvalidArgument(f"by: {label!r} is not a label name to group by")
+    bucket = metric if metric.endswith("_bucket") else f"{metric}_bucket"
+    grouping = ", ".join(["le", *by])
+    series = f"{bucket}{matchers(selector or {})}"
+    return f"histogram_quantile({quantile:g}, sum by ({grouping}) (rate({series}[{window}])))"

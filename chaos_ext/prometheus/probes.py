@@ -1,0 +1,246 @@
+"""Prometheus probes that return numbers and verdicts, not raw JSON.
+
+Pair them with Chaos Toolkit tolerances directly: a float probe with
+``{"type": "range", "range": [0, 0.01]}``, a bool probe with ``true``.
+Connection settings: ``prometheus_url`` and friends (see ``docs/prometheus.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from chaos_ext.errors import EmptyResult, InvalidArgument
+from chaos_ext.prometheus._catalog import default_catalog
+from chaos_ext.prometheus._client import client
+from chaos_ext.prometheus._promql import histogram_quantile_expr
+from chaos_ext.prometheus._results import (
+    AGGREGATES,
+    Condition,
+    aggregate,
+    fraction_holding,
+    parse_duration,
+    parse_instant,
+    parse_range,
+    shown,
+    single_value,
+    summarize,
+)
+from chaos_ext.validation import require_range, validated_by
+
+__all__ = [
+    "catalog_check",
+    "catalog_probe",
+    "histogram_quantile",
+    "query_stats",
+    "query_value",
+    "slo_fraction",
+    "slo_holds",
+]
+
+Configuration = dict[str, Any] | None
+Secrets = dict[str, Any] | None
+
+
+def _check_value_args(arguments: Mapping[str, Any]) -> None:
+    how = arguments.get("aggregate", "single")
+    if how != "single" and how not in AGGREGATES:
+        raise InvalidArgument(f"aggregate={how!r} is not one of single, {', '.join(AGGREGATES)}")
+
+
+def _check_window_args(arguments: Mapping[str, Any]) -> None:
+    window = parse_duration(arguments.get("window", "5m"), "window")
+    step = parse_duration(arguments.get("step", "15s"), "step")
+    if step > window:
+        raise InvalidArgument(f"step={arguments.get('step')!r} is longer than the window")
+    if "op" in arguments or "threshold" in arguments:
+        Condition(str(arguments.get("op", "<")), float(arguments.get("threshold", 0.0)))
+    require_range("min_fraction", arguments.get("min_fraction", 1.0), 0.0, 1.0)
+
+
+def _check_catalog_args(arguments: Mapping[str, Any]) -> None:
+    probe = default_catalog().get(str(arguments.get("name")))
+    probe.render(arguments.get("parameters") or {})
+    if arguments.get("window"):
+        _check_window_args(arguments)
+
+
+def _value(
+    expr: str, how: str, if_empty: float | None, if_nan: float | None,
+    configuration: Configuration, secrets: Secrets,
+) -> float:  # fmt: skip
+    samples = parse_instant(client(configuration, secrets).instant(expr), expr)
+    return single_value(samples, expr, how=how, if_empty=if_empty, if_nan=if_nan)
+
+
+def _window_values(
+    expr: str, window: str, step: str, configuration: Configuration, secrets: Secrets
+) -> tuple[list[float], int]:
+    """Values at step-aligned times over the window (as ``(expr)[window:step]``), and
+    how many slots the window has."""
+    window_s, step_s = parse_duration(window, "window"), parse_duration(step, "step")
+    step_ms = round(step_s * 1000)
+    end = (int(time.time() * 1000) // step_ms) * step_ms / 1000
+    start = end - window_s
+    slots = math.floor(window_s * 1000 / step_ms) + 1
+    result = client(configuration, secrets).range(expr, start=start, end=end, step=step_s)
+    series = parse_range(result, expr)
+    if len(series) > 1:
+        aggregate([0.0], "single", expr, len(series))  # raises with the aggregation hint
+    return ([v for _, v in series[0].points] if series else []), slots
+
+
+@validated_by(_check_value_args)
+def query_value(
+    expr: str,
+    aggregate: str = "single",
+    if_empty: float | None = None,
+    if_nan: float | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> float:
+    """Evaluate an instant PromQL query and return its value as a float.
+
+    The query must return one series or a scalar (else aggregate in PromQL, or
+    pass aggregate=sum|max|min|mean). No series raises EmptyResult unless
+    ``if_empty`` gives the value that stands for it; NaN likewise with ``if_nan``.
+    Read-only: no blast radius, nothing to roll back.
+    """
+    return _value(expr, aggregate, if_empty, if_nan, configuration, secrets)
+
+
+@validated_by(_check_window_args)
+def query_stats(
+    expr: str,
+    window: str = "5m",
+    step: str = "15s",
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, float]:
+    """Summarize a query over the last window: min/max/mean/p50/p95/p99/count.
+
+    Samples are taken every ``step`` at step-aligned times, exactly as the
+    subquery ``(expr)[window:step]`` would, so the figures equal PromQL's
+    ``min_over_time``/``quantile_over_time`` on it. One series only. Read-only.
+    """
+    values, _ = _window_values(expr, window, step, configuration, secrets)
+    stats = summarize(values)
+    if not stats["count"]:
+        raise EmptyResult(f"{shown(expr)} has no sample in the last {window}")
+    return stats
+
+
+@validated_by(_check_window_args)
+def slo_fraction(
+    expr: str,
+    op: str = "<",
+    threshold: float = 0.0,
+    window: str = "5m",
+    step: str = "15s",
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> float:
+    """Fraction (0..1) of the window's step slots in which ``expr <op> threshold`` held.
+
+    Slots without data, and NaN samples, count as not holding. Read-only.
+    """
+    condition = Condition(op, float(threshold))
+    values, slots = _window_values(expr, window, step, configuration, secrets)
+    return fraction_holding(values, condition, slots)
+
+
+@validated_by(_check_window_args)
+def slo_holds(
+    expr: str,
+    op: str = "<",
+    threshold: float = 0.0,
+    window: str = "5m",
+    step: str = "15s",
+    min_fraction: float = 1.0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> bool:
+    """True when ``expr <op> threshold`` held in at least min_fraction of the window.
+
+    "p99 < 0.3 s in 95 % of the last 10 minutes" is ``slo_holds(expr=<p99 query>,
+    op="<", threshold=0.3, window="10m", min_fraction=0.95)``; pair with the
+    tolerance ``true``. Gaps and NaN count against the SLO. Read-only.
+    """
+    fraction = slo_fraction(expr, op, threshold, window, step, configuration, secrets)
+    return fraction >= float(min_fraction)
+
+
+def _check_histogram_args(arguments: Mapping[str, Any]) -> None:
+    histogram_quantile_expr(
+        str(arguments.get("metric")), float(arguments.get("quantile", 0.99)),
+        str(arguments.get("window", "5m")), arguments.get("selector"),
+        arguments.get("by") or [],
+    )  # fmt: skip
+
+
+@validated_by(_check_histogram_args)
+def histogram_quantile(
+    metric: str,
+    quantile: float = 0.99,
+    window: str = "5m",
+    selector: dict[str, str] | None = None,
+    if_empty: float | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> float:
+    """Return a quantile (0.99 = p99) of a Prometheus histogram over the last window.
+
+    Builds ``histogram_quantile(q, sum by (le) (rate(<metric>_bucket{selector}[window])))``;
+    ``selector`` maps labels to values (prefix ``~`` for a regex, ``!`` to exclude).
+    No traffic in the window (NaN) raises EmptyResult unless ``if_empty`` is given.
+    Read-only.
+    """
+    expr = histogram_quantile_expr(metric, float(quantile), window, selector)
+    return _value(expr, "single", if_empty, if_empty, configuration, secrets)
+
+
+@validated_by(_check_catalog_args)
+def catalog_probe(
+    name: str,
+    parameters: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> float:
+    """Evaluate a named probe of the catalog (probes/*.yaml) and return its value.
+
+    ``parameters`` fill the entry's placeholders (``{"job": "checkout"}``).
+    Use a range tolerance, or ``catalog_check`` to apply the catalog's own
+    tolerance. Read-only.
+    """
+    probe = default_catalog().get(name)
+    expr = probe.render(parameters)
+    return _value(expr, "single", probe.if_empty, probe.if_nan, configuration, secrets)
+
+
+@validated_by(_check_catalog_args)
+def catalog_check(
+    name: str,
+    parameters: dict[str, Any] | None = None,
+    window: str = "",
+    step: str = "15s",
+    min_fraction: float = 1.0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> bool:
+    """True when a named catalog probe is within the tolerance the catalog gives it.
+
+    Without ``window`` the current value is judged; with ``window`` the probe
+    must have held in at least ``min_fraction`` of it (see slo_holds). Pair
+    with the tolerance ``true``. Read-only.
+    """
+    probe = default_catalog().get(name)
+    if not window:
+        value = catalog_probe(name, parameters, configuration, secrets)
+        return probe.tolerance.holds(value)
+    expr = probe.render(parameters)
+    values, slots = _window_values(expr, window, step, configuration, secrets)
+    if probe.if_nan is not None:
+        values = [probe.if_nan if math.isnan(v) else v for v in values]
+    return fraction_holding(values, probe.tolerance, slots) >= float(min_fraction)

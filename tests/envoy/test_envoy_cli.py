@@ -1,0 +1,103 @@
+"""``gameday audit envoy``: a table, and exit 0 (all pass) / 1 (a rule failed) / 3 (bad input)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support.envoy_dumps import COMPLIANT, DEFAULTS, AdminServer
+
+Gameday = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def test_compliant_gateway_over_the_admin_url_exits_0(
+    gameday: Gameday, admin_server: AdminServer
+) -> None:
+    admin_server.routes["/config_dump"] = (200, COMPLIANT.read_bytes())
+    result = gameday("audit", "envoy", "--source", admin_server.url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Envoy edge audit of" in result.stdout
+    assert result.stdout.count("PASS") == 50 and "FAIL" not in result.stdout
+    assert "50 checks of 22 rules on 0.0.0.0_8080, 0.0.0.0_8443: 50 passed, 0 failed" in (
+        result.stdout
+    )
+
+
+def test_envoy_defaults_exit_1_with_failing_rows(gameday: Gameday) -> None:
+    result = gameday("audit", "envoy", "--source", str(DEFAULTS), "--listener", "0.0.0.0_8080")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.count("FAIL") == 22
+    assert "use-remote-address" in result.stdout and "absent" in result.stdout
+    assert "22 checks of 22 rules on 0.0.0.0_8080: 0 passed, 22 failed" in result.stdout
+
+
+def test_json_output_is_the_probe_report(gameday: Gameday) -> None:
+    result = gameday("audit", "envoy", "--source", str(DEFAULTS), "--json")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["passed"] is False and report["summary"]["failed"] == 50
+    row = next(r for r in report["results"] if r["rule"] == "listener-buffer-limit")
+    assert row == {
+        "rule": "listener-buffer-limit",
+        "title": "listener per_connection_buffer_limit_bytes is at most 32 KiB",
+        "severity": "high",
+        "listener": "0.0.0.0_8080",
+        "expected": "<= 32768",
+        "found": "absent",
+        "pass": False,
+        "path": "configs[2].dynamic_listeners[0].active_state.listener"
+        ".per_connection_buffer_limit_bytes",
+        "envoy_default": "1048576 (1 MiB)",
+    }
+
+
+def test_rules_file_can_relax_a_gate(gameday: Gameday, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "defaults: false\n"
+        "rules:\n"
+        "  - id: h2-streams\n"
+        "    title: HTTP/2 streams capped at 1000\n"
+        "    at: hcm:http2_protocol_options.max_concurrent_streams\n"
+        "    op: '<='\n"
+        "    value: 1000\n"
+    )
+    result = gameday("audit", "envoy", "--source", str(COMPLIANT), "--rules", str(rules))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 checks of 1 rules" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--source", "/nonexistent/dump.json"], "cannot read '/nonexistent/dump.json'"),
+        (["--source", "ftp://gw/config_dump"], "unknown scheme 'ftp'"),
+        (["--source", str(COMPLIANT), "--listener", "0.0.0.0_9999"], "no active listener"),
+        (["--source", str(COMPLIANT), "--rules", "/nonexistent.yaml"], "rules file"),
+    ],
+)
+def test_invalid_input_exits_3(gameday: Gameday, args: list[str], message: str) -> None:
+    result = gameday("audit", "envoy", *args)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "invalid:" in result.stderr and message in " ".join(result.stderr.split())
+
+
+def test_malformed_json_and_unreachable_admin_exit_3(
+    gameday: Gameday, tmp_path: Path, closed_port: int
+) -> None:
+    broken = tmp_path / "dump.json"
+    broken.write_bytes(COMPLIANT.read_bytes()[:1000])
+    result = gameday("audit", "envoy", "--source", str(broken))
+    assert result.returncode == 3 and "not valid JSON" in result.stderr
+    result = gameday("audit", "envoy", "--source", f"http://127.0.0.1:{closed_port}")
+    assert result.returncode == 3 and "cannot reach the Envoy admin" in result.stderr
+
+
+def test_help_teaches_sources_and_exit_codes(gameday: Gameday) -> None:
+    result = gameday("audit", "envoy", "--help")
+    assert result.returncode == 0
+    for text in ("pod://istio-system?selector=istio=ingressgateway", "port-forward", "exit codes"):
+        assert text in result.stdout

@@ -1,0 +1,179 @@
+"""The probe end to end from each source: admin URL, file, Kubernetes pod (kmock + exec)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from support.envoy_dumps import COMPLIANT, DEFAULTS, AdminServer, gateway_pod
+from support.kmock_exec import ExecResult, RunningEmulator
+
+from chaos_ext._k8s import api_client
+from chaos_ext.envoy._fetch import DumpSource, parse_source
+from chaos_ext.envoy.probes import edge_config_audit
+from chaos_ext.errors import EnvoyError, InvalidArgument
+from chaos_ext.rbac import Rule, rbac_of
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("http://127.0.0.1:15000", DumpSource("url", "http://127.0.0.1:15000/config_dump")),
+        ("http://gw:15000/config_dump/", DumpSource("url", "http://gw:15000/config_dump")),
+        ("https://gw/admin", DumpSource("url", "https://gw/admin/config_dump")),
+        ("dumps/gw.json", DumpSource("file", "dumps/gw.json")),
+        ("file:///tmp/gw.json", DumpSource("file", "/tmp/gw.json")),
+        ("pod://istio-system/gw-1",
+         DumpSource("pod", "istio-system/gw-1", "istio-system", "gw-1")),
+        ("pod://istio-system?selector=istio=ingressgateway&container=proxy",
+         DumpSource("pod", "istio-system/?selector=istio=ingressgateway", "istio-system", "",
+                    "istio=ingressgateway", "proxy")),
+    ],
+)  # fmt: skip
+def test_parse_source(source: str, expected: DumpSource) -> None:
+    assert parse_source(source) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("", "empty"),
+        ("ftp://gw/dump", "unknown scheme 'ftp'"),
+        ("pod://istio-system", "give a pod"),
+        ("pod://istio-system/gw-1?selector=app=x", "not both"),
+        ("pod://Bad_NS/gw-1", "namespace 'Bad_NS'"),
+        ("http://:15000", "has no host"),
+    ],
+)
+def test_bad_sources_are_invalid_arguments(source: str, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        parse_source(source)
+
+
+def test_admin_url_is_fetched_over_http(admin_server: AdminServer) -> None:
+    admin_server.routes["/config_dump"] = (200, COMPLIANT.read_bytes())
+    report = edge_config_audit(source=admin_server.url)
+    assert admin_server.requests == ["/config_dump"]
+    assert report["passed"] is True and report["summary"]["checks"] == 50
+    assert report["source"] == f"{admin_server.url}/config_dump"
+    admin_server.routes["/config_dump"] = (200, DEFAULTS.read_bytes())
+    report = edge_config_audit(source=admin_server.url + "/", listener="0.0.0.0_8443")
+    assert report["passed"] is False and report["listeners"] == ["0.0.0.0_8443"]
+    assert report["summary"]["failed"] == 7 + 2 + 13 * 2
+
+
+def test_admin_url_errors(admin_server: AdminServer) -> None:
+    with pytest.raises(EnvoyError, match=r"config_dump: HTTP 404 Not Found: 'invalid path'"):
+        edge_config_audit(source=admin_server.url)
+    admin_server.routes["/config_dump"] = (200, b'{"configs": [')
+    with pytest.raises(EnvoyError, match=r"config_dump: not valid JSON \(line 1, column 14"):
+        edge_config_audit(source=admin_server.url)
+    admin_server.routes["/config_dump"] = (200, COMPLIANT.read_bytes())
+    with pytest.raises(EnvoyError, match="no active listener named 'nope'"):
+        edge_config_audit(source=admin_server.url, listener="nope")
+
+
+def test_unreachable_admin_url(closed_port: int) -> None:
+    with pytest.raises(
+        EnvoyError, match=f"cannot reach the Envoy admin at http://127.0.0.1:{closed_port}"
+    ):
+        edge_config_audit(source=f"http://127.0.0.1:{closed_port}", timeout=2)
+
+
+def test_admin_url_that_never_answers_times_out(silent_port: int) -> None:
+    started = time.monotonic()
+    with pytest.raises(EnvoyError, match=r"no answer within 0.5 s \(ReadTimeout\)"):
+        edge_config_audit(source=f"http://127.0.0.1:{silent_port}", timeout=0.5)
+    assert time.monotonic() - started < 5
+
+
+def test_file_source(tmp_path: Path) -> None:
+    assert edge_config_audit(source=str(COMPLIANT))["passed"] is True
+    assert edge_config_audit(source=f"file://{DEFAULTS}")["passed"] is False
+    with pytest.raises(InvalidArgument, match=r"cannot read .*missing\.json'"):
+        edge_config_audit(source=str(tmp_path / "missing.json"))
+
+
+def test_probe_arguments_are_checked_before_anything_is_fetched(admin_server: AdminServer) -> None:
+    with pytest.raises(InvalidArgument, match="timeout"):
+        edge_config_audit(source=admin_server.url, timeout=0)
+    with pytest.raises(InvalidArgument, match="is not a listener name"):
+        edge_config_audit(source=admin_server.url, listener="0.0.0.0_8443\n")
+    with pytest.raises(InvalidArgument, match="rule x"):
+        edge_config_audit(source=admin_server.url, rules=[{"id": "x", "at": "hcm:a"}])
+    assert admin_server.requests == []
+
+
+def test_rbac_is_declared_for_the_pod_source() -> None:
+    assert rbac_of(edge_config_audit) == (
+        Rule("", "pods", ("get", "list")),
+        Rule("", "pods/exec", ("create", "get")),
+    )
+
+
+def _create_pod(name: str, **kwargs: object) -> None:
+    core = client.CoreV1Api(api_client())
+    core.create_namespaced_pod("istio-system", gateway_pod(name, **kwargs))  # type: ignore[arg-type]
+
+
+def test_pod_source_execs_pilot_agent_through_the_api(k8s_api: RunningEmulator) -> None:
+    _create_pod("istio-ingressgateway-7f8c9d6b5-k2x9p")
+    k8s_api.script("istio-system", "istio-ingressgateway-7f8c9d6b5-k2x9p",
+                   ExecResult(stdout=COMPLIANT.read_bytes()))  # fmt: skip
+    report = edge_config_audit(source="pod://istio-system/istio-ingressgateway-7f8c9d6b5-k2x9p")
+    assert report["passed"] is True
+    assert report["source"] == "pod://istio-system/istio-ingressgateway-7f8c9d6b5-k2x9p"
+    (call,) = k8s_api.exec_calls
+    assert call.container == "istio-proxy"
+    assert call.command == ["pilot-agent", "request", "GET", "config_dump"]
+
+
+def test_pod_source_by_label_selector_picks_the_first_running_pod(k8s_api: RunningEmulator) -> None:
+    _create_pod("gw-b")
+    _create_pod("gw-a", phase="Pending")
+    _create_pod("gw-c")
+    k8s_api.script("istio-system", "gw-b", ExecResult(stdout=DEFAULTS.read_bytes()))
+    report = edge_config_audit(source="pod://istio-system?selector=istio=ingressgateway")
+    assert report["passed"] is False and report["source"] == "pod://istio-system/gw-b"
+    assert [c.pod for c in k8s_api.exec_calls] == ["gw-b"]
+
+
+def test_pod_source_errors(k8s_api: RunningEmulator) -> None:
+    with pytest.raises(EnvoyError, match="read pod istio-system/gw-x: HTTP 404"):
+        edge_config_audit(source="pod://istio-system/gw-x")
+    # kmock does not filter lists by label selector (kube-apiserver does): the
+    # selector is passed through; here the only matching pod is not running yet.
+    _create_pod("gw-0", phase="Pending")
+    with pytest.raises(
+        EnvoyError, match="no running pod in istio-system matches selector 'istio=ingre"
+    ):
+        edge_config_audit(source="pod://istio-system?selector=istio=ingressgateway")
+    _create_pod("gw-1", containers=("envoy",))
+    with pytest.raises(EnvoyError, match=r"has no container 'istio-proxy' \(it has envoy\)"):
+        edge_config_audit(source="pod://istio-system/gw-1")
+    _create_pod("gw-2")
+    k8s_api.script("istio-system", "gw-2",
+                   ExecResult(stderr=b"exec: pilot-agent: not found\n", exit_code=127))  # fmt: skip
+    with pytest.raises(EnvoyError, match="exit status 127; stderr: exec: pilot-agent: not found"):
+        edge_config_audit(source="pod://istio-system/gw-2")
+
+
+def test_pod_exec_that_hangs_hits_the_deadline(k8s_api: RunningEmulator) -> None:
+    _create_pod("gw-1")
+    k8s_api.script("istio-system", "gw-1", ExecResult(hang=True))
+    started = time.monotonic()
+    with pytest.raises(EnvoyError, match="exec config_dump: reading the output failed"):
+        edge_config_audit(source="pod://istio-system/gw-1", timeout=1)
+    assert time.monotonic() - started < 6
+
+
+def test_pod_source_without_kubernetes_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    with pytest.raises(EnvoyError, match="pod source: no usable Kubernetes configuration"):
+        edge_config_audit(source="pod://istio-system/gw-1")

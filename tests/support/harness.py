@@ -1,0 +1,46 @@
+"""Plain helpers for tests: run the real CLI, wait for conditions, list namespaces.
+
+Import them with ``from support.harness import ...`` (not ``from conftest``:
+pytest loads every domain ``conftest.py`` as the module ``conftest``, so that
+name is ambiguous). Fixtures stay in ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
+
+
+def cli_env(ledger: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["GAMEDAY_LEDGER"] = str(ledger)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT)])
+    env["COLUMNS"] = "200"
+    return env
+
+
+def gameday_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "chaos_ext.cli.main", *args]
+
+
+def netns_list() -> set[str]:
+    out = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, check=True, timeout=10
+    ).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
