@@ -62,8 +62,15 @@ PODS, NODES, PDBS = KINDS["Pod"], KINDS["Node"], KINDS["PodDisruptionBudget"]
 WORKLOADS = {KINDS["Deployment"], KINDS["StatefulSet"], KINDS["DaemonSet"]}
 
 
+_RESOURCES: dict[Res, kmock.resource] = {}
+
+
 def res(r: Res) -> kmock.resource:
-    return kmock.resource(*r)
+    """kmock's resource key (built once: its constructor's protocol checks are slow)."""
+    found = _RESOURCES.get(r)
+    if found is None:
+        found = _RESOURCES[r] = kmock.resource(*r)
+    return found
 
 
 def is_ready(pod: Obj) -> bool:
@@ -263,7 +270,7 @@ class ClusterState:
         fresh = objs.pod_from_template(owner, name, node_name=node, ready=False)
         fresh["metadata"]["labels"] = dict(meta.get("labels") or {})
         follow = self._start_pod(fresh)
-        self.refresh_workloads(meta["namespace"])
+        self.refresh_owner(pod)
         return follow
 
     def _start_pod(self, pod: Obj) -> list[FollowUp]:
@@ -305,7 +312,7 @@ class ClusterState:
         pod["status"] = objs.pod_status(pod["spec"], scheduled=True, ready=True, start=start)
         self.put(pod)
         self.refresh_budgets(pod)
-        self.refresh_workloads(pod["metadata"]["namespace"])
+        self.refresh_owner(pod)
         return []
 
     def schedule_pending(self) -> list[FollowUp]:
@@ -330,13 +337,18 @@ class ClusterState:
                 follow += self._start_pod(fresh)
         return follow
 
-    def refresh_workloads(self, ns: str) -> None:
-        """Recompute Deployment/StatefulSet/DaemonSet ready counts from their pods."""
+    def refresh_owner(self, pod: Obj) -> None:
+        """Recompute the ready counts of the workload that owns ``pod`` (via its ReplicaSet)."""
         from support.k8s_rollout import refresh_workload_status  # noqa: PLC0415 - cycle
 
-        for r in WORKLOADS:
-            for workload in self.items(r, ns):
-                refresh_workload_status(self, workload)
+        ns = pod["metadata"]["namespace"]
+        refs = [o for o in pod["metadata"].get("ownerReferences") or [] if o.get("controller")]
+        owner = self.get(KINDS[refs[0]["kind"]], ns, refs[0]["name"]) if refs else None
+        if owner is not None and owner["kind"] == "ReplicaSet":
+            up = [o for o in owner["metadata"].get("ownerReferences") or [] if o.get("controller")]
+            owner = self.get(KINDS[up[0]["kind"]], ns, up[0]["name"]) if up else None
+        if owner is not None and KINDS[owner["kind"]] in WORKLOADS:
+            refresh_workload_status(self, owner)
 
     def after_patch(self, r: Res, before: Obj | None, after: Obj | None) -> list[FollowUp]:
         """React to a PATCH: uncordon schedules pending pods; a template change rolls out."""

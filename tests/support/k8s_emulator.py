@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import itertools
 import json
 import os
@@ -40,11 +41,13 @@ from typing import Any, TypeVar
 
 import aiohttp.web
 import attrs
+import jsonpatch
+import jsonpointer
 import kmock
 import pytest
 from kmock._internal import rendering  # Request type for overrides
 
-from support.k8s_cluster import KINDS, PODS, ClusterState, FollowUp, Res
+from support.k8s_cluster import KINDS, PODS, ClusterState, FollowUp, Res, res
 from support.k8s_selectors import field_matcher, label_matcher
 
 __all__ = [
@@ -169,28 +172,46 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             meta["resourceVersion"] = str(self.cluster.resource_version)
             if request.namespace:
                 meta.setdefault("namespace", request.namespace)
-        before = None
-        if request.name and request.action in (kmock.action.UPDATE, kmock.action.DELETE):
-            async with self._lock:
-                before = self.cluster.get(r, request.namespace, request.name)
-        response = await super()._handle(request)
-        if before is not None and response.status < 300:
-            await self._react(r, request, before)
-        return response
+        if r[2] and request.name and request.action in _OBJECT_ACTIONS:
+            return await self._serve_object(r, request)
+        return await super()._handle(request)
 
-    async def _react(self, r: Res, request: rendering.Request, before: Obj) -> None:
+    async def _serve_object(self, r: Res, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        """GET/PATCH/DELETE of one object, straight on kmock's store.
+
+        Same semantics as kmock's own handlers (merge patch for objects, JSON
+        patch for lists, soft deletion kept in the history, watch events), but
+        without its per-request reaction matching, which costs ~0.1 s a request
+        on a busy machine, and with the controllers' reactions.
+        """
+        key = (res(r), request.namespace, request.name or "")
+        follow: list[FollowUp] = []
         async with self._lock:
-            after = self.cluster.get(r, request.namespace, request.name or "")
-            if request.action == kmock.action.UPDATE and after is not None:
-                after["metadata"]["resourceVersion"] = self.cluster.bump(
-                    r, request.namespace, after
-                )
-                follow = self.cluster.after_patch(r, before, after)
-            elif request.action == kmock.action.DELETE and r == PODS:
-                follow = self.cluster.pod_deleted(before)
+            obj = self.objects[key] if key in self.objects else None  # noqa: SIM401 - no .get
+            if obj is None or obj.deleted:
+                return _status_response(404, "NotFound", f'{r[2]} "{request.name}" not found')
+            if request.action == kmock.action.FETCH:
+                return _json_bytes(self._encoded_object(r, obj.raw))
+            before = copy.deepcopy(obj.raw)
+            if request.action == kmock.action.DELETE:
+                obj.delete()
+                event, body = "DELETED", before
+                follow = self.cluster.pod_deleted(before) if r == PODS else []
             else:
-                follow = []
+                try:
+                    obj.patch(request.data)
+                except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+                    return _status_response(422, "Invalid", f"the patch cannot apply: {exc}")
+                except (ValueError, TypeError) as exc:
+                    return _status_response(400, "BadRequest", f"the patch is malformed: {exc}")
+                self.cluster.bump(r, request.namespace, obj.raw)
+                event, body = "MODIFIED", obj.raw
+                follow = self.cluster.after_patch(
+                    r, before, self.cluster.get(r, request.namespace, request.name or "")
+                )
+            await self._buses[res(r)].put({"type": event, "object": body})
         self._schedule(follow)
+        return _json_bytes(json.dumps(body).encode())
 
     async def _serve_eviction(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         body = request.data if isinstance(request.data, dict) else {}
@@ -223,6 +244,19 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     def cancel_timers(self) -> None:
         for timer in self._timers:
             timer.cancel()
+
+
+_OBJECT_ACTIONS = (kmock.action.FETCH, kmock.action.UPDATE, kmock.action.DELETE)
+
+
+def _json_bytes(body: bytes, status: int = 200) -> aiohttp.web.Response:
+    return aiohttp.web.Response(body=body, status=status, content_type="application/json")
+
+
+def _status_response(code: int, reason: str, message: str) -> aiohttp.web.Response:
+    status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+              "message": message, "reason": reason, "code": code}  # fmt: skip
+    return _json_bytes(json.dumps(status).encode(), code)
 
 
 def _res_of(request: rendering.Request) -> Res:
