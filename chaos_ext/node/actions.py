@@ -77,6 +77,51 @@ def _pods_on(core: client.CoreV1Api, nodes: list[plan.NodeInfo]) -> list[plan.Po
     return pods
 
 
+def _choose(
+    core: client.CoreV1Api,
+    selector: str,
+    count: int,
+    percent: float,
+    pick: str,
+    max_fraction: float,
+) -> list[plan.NodeInfo]:
+    """The nodes to drain, within the blast radius (PreflightFailed otherwise)."""
+    what = f"list nodes matching {selector!r}"
+    nodes = [
+        plan.NodeInfo.from_manifest(n)
+        for n in list_items(core.list_node, label_selector=selector, what=what)
+    ]
+    wanted = plan.wanted_count(nodes, count=count, percent=percent)
+    chosen = plan.choose_nodes(nodes, count=count, percent=percent, pick=pick)
+    plan.check_blast_radius(
+        nodes, chosen, max_fraction=max_fraction, selector=selector, wanted=wanted
+    )
+    return chosen
+
+
+def _plans(
+    core: client.CoreV1Api,
+    chosen: list[plan.NodeInfo],
+    rules: Mapping[str, bool],
+    protected: list[str],
+) -> list[plan.PodPlan]:
+    """What to do with each pod on the chosen nodes; refuses pods that need a flag."""
+    plans = plan.plan_pods(_pods_on(core, chosen), **rules)
+    plan.refusals(plans)
+    plan.check_protected(plans, protected)
+    return plans
+
+
+def _fail_if_blocked(names: list[str], outcomes: list[dict[str, Any]], timeout_s: float) -> None:
+    failed = [o for o in outcomes if o["outcome"] in _FAILED]
+    if failed:
+        shown = "; ".join(f"{o['namespace']}/{o['name']}: {o['reason']}" for o in failed[:5])
+        raise KubernetesError(
+            f"drain of {', '.join(names)}: {len(failed)} pod(s) not evicted within"
+            f" timeout_s={timeout_s:g}: {shown}. The nodes were uncordoned"
+        )
+
+
 def _cordon(core: client.CoreV1Api, node: str, entry_id: str) -> None:
     patch = {
         "spec": {"unschedulable": True},
@@ -153,37 +198,17 @@ def drain_nodes(
     _check_drain(locals())
     t0 = time.monotonic()
     core = client.CoreV1Api(api_client(secrets))
-    nodes = [
-        plan.NodeInfo.from_manifest(n)
-        for n in list_items(
-            core.list_node,
-            label_selector=label_selector,
-            what=f"list nodes matching {label_selector!r}",
-        )
-    ]
-    wanted = plan.wanted_count(nodes, count=count, percent=percent)
-    chosen = plan.choose_nodes(nodes, count=count, percent=percent, pick=pick)
-    plan.check_blast_radius(
-        nodes, chosen, max_fraction=max_fraction, selector=label_selector, wanted=wanted
-    )
-    preview = plan.plan_pods(
-        _pods_on(core, chosen), delete_emptydir_data=delete_emptydir_data, force=force
-    )
-    plan.refusals(preview)
-    plan.check_protected(preview, protected_namespaces or [])
+    chosen = _choose(core, label_selector, count, percent, pick, max_fraction)
+    pod_rules = {"delete_emptydir_data": delete_emptydir_data, "force": force}
+    protected = protected_namespaces or []
+    _plans(core, chosen, pod_rules, protected)  # refuse before any change
     names = [n.name for n in chosen]
     recipe = {"nodes": names, "context": _context(secrets)}
-    with fault(
-        kind=KIND, target=f"nodes {','.join(names)}", recipe=recipe, module=__name__
-    ) as entry:
+    target = f"nodes {','.join(names)}"
+    with fault(kind=KIND, target=target, recipe=recipe, module=__name__) as entry:
         for name in names:
             _cordon(core, name, entry.id)
-        # list again once cordoned: pods scheduled meanwhile are drained too
-        plans = plan.plan_pods(
-            _pods_on(core, chosen), delete_emptydir_data=delete_emptydir_data, force=force
-        )
-        plan.refusals(plans)
-        plan.check_protected(plans, protected_namespaces or [])
+        plans = _plans(core, chosen, pod_rules, protected)  # again: pods scheduled meanwhile
         settings = EvictionSettings(
             deadline=t0 + timeout_s,
             backoff_initial_s=backoff_initial_s,
@@ -196,13 +221,7 @@ def drain_nodes(
         evict = plan.interleave([p.pod for p in plans if p.action == "evict"])
         outcomes = evict_pods(core, evict, settings)
         report = _report(chosen, plans, outcomes, entry, t0)
-        failed = [o for o in outcomes if o["outcome"] in _FAILED]
-        if failed:
-            shown = "; ".join(f"{o['namespace']}/{o['name']}: {o['reason']}" for o in failed[:5])
-            raise KubernetesError(
-                f"drain of {', '.join(names)}: {len(failed)} pod(s) not evicted within"
-                f" timeout_s={timeout_s:g}: {shown}. The nodes were uncordoned"
-            )
+        _fail_if_blocked(names, outcomes, timeout_s)
     if uncordon_after_s > 0:
         undo_after(entry, uncordon_after_s)
     return report

@@ -207,12 +207,64 @@ def _resource_field(name: str, resource: str) -> Obj:
     return {"name": name, "valueFrom": {"resourceFieldRef": {"divisor": "0", "resource": resource}}}
 
 
-def _proxy(pod: Obj, values: Obj, notes: dict[str, str], app_containers: list[Obj]) -> Obj:
-    g, proxy = values["global"], values["global"]["proxy"]
+def _proxy_env(pod: Obj, values: Obj, app_containers: list[Obj]) -> list[Obj]:
+    g = values["global"]
     revision = values["revision"]
     ports = [p for c in app_containers for p in c.get("ports", [])]
     owner = (pod["metadata"].get("ownerReferences") or [{}])[0]
     workload = pod["metadata"].get("labels", {}).get("app", pod["metadata"]["name"])
+    return [
+        {"name": "PILOT_CERT_PROVIDER", "value": g["pilotCertProvider"]},
+        {
+            "name": "CA_ADDR",
+            "value": g["caAddress"]
+            or f"istiod{'-' + revision if revision else ''}.{g['istioNamespace']}.svc:15012",
+        },
+        _field("POD_NAME", "metadata.name"),
+        _field("POD_NAMESPACE", "metadata.namespace"),
+        _field("INSTANCE_IP", "status.podIP"),
+        _field("SERVICE_ACCOUNT", "spec.serviceAccountName"),
+        _field("HOST_IP", "status.hostIP"),
+        _resource_field("ISTIO_CPU_LIMIT", "limits.cpu"),
+        {"name": "PROXY_CONFIG", "value": "{}\n"},
+        {"name": "ISTIO_META_POD_PORTS", "value": json.dumps(ports, indent=1)},
+        {
+            "name": "ISTIO_META_APP_CONTAINERS",
+            "value": ",".join(c["name"] for c in app_containers),
+        },
+        _resource_field("GOMEMLIMIT", "limits.memory"),
+        _resource_field("GOMAXPROCS", "limits.cpu"),
+        {
+            "name": "ISTIO_META_CLUSTER_ID",
+            "value": g["multiCluster"]["clusterName"] or "Kubernetes",
+        },
+        _field("ISTIO_META_NODE_NAME", "spec.nodeName"),
+        {"name": "ISTIO_META_INTERCEPTION_MODE", "value": "REDIRECT"},
+        {"name": "ISTIO_META_WORKLOAD_NAME", "value": workload},
+        {
+            "name": "ISTIO_META_OWNER",
+            "value": f"kubernetes://apis/apps/v1/namespaces/"
+            f"{pod['metadata']['namespace']}/{owner.get('kind', 'Pod').lower()}s/{workload}",
+        },
+        {"name": "ISTIO_META_MESH_ID", "value": "cluster.local"},
+        {"name": "TRUST_DOMAIN", "value": "cluster.local"},
+    ]
+
+
+_MOUNTS = [
+    {"mountPath": "/var/run/secrets/workload-spiffe-uds", "name": "workload-socket"},
+    {"mountPath": "/var/run/secrets/credential-uds", "name": "credential-socket"},
+    {"mountPath": "/var/run/secrets/workload-spiffe-credentials", "name": "workload-certs"},
+    {"mountPath": "/var/run/secrets/istio", "name": "istiod-ca-cert"},
+    {"mountPath": "/var/lib/istio/data", "name": "istio-data"},
+    {"mountPath": "/etc/istio/proxy", "name": "istio-envoy"},
+    {"mountPath": "/var/run/secrets/tokens", "name": "istio-token"},
+    {"mountPath": "/etc/istio/pod", "name": "istio-podinfo"},
+]
+
+
+def _proxy(pod: Obj, values: Obj, notes: dict[str, str], app_containers: list[Obj]) -> Obj:
+    g, proxy = values["global"], values["global"]["proxy"]
     note = lambda key, default: notes.get(f"sidecar.istio.io/{key}", default)  # noqa: E731
     return {
         "name": "istio-proxy",
@@ -226,42 +278,7 @@ def _proxy(pod: Obj, values: Obj, notes: dict[str, str], app_containers: list[Ob
             f"--proxyComponentLogLevel={note('componentLogLevel', proxy['componentLogLevel'])}",
             f"--log_output_level={note('agentLogLevel', g['logging']['level'])}",
         ],
-        "env": [
-            {"name": "PILOT_CERT_PROVIDER", "value": g["pilotCertProvider"]},
-            {
-                "name": "CA_ADDR",
-                "value": g["caAddress"]
-                or f"istiod{'-' + revision if revision else ''}.{g['istioNamespace']}.svc:15012",
-            },
-            _field("POD_NAME", "metadata.name"),
-            _field("POD_NAMESPACE", "metadata.namespace"),
-            _field("INSTANCE_IP", "status.podIP"),
-            _field("SERVICE_ACCOUNT", "spec.serviceAccountName"),
-            _field("HOST_IP", "status.hostIP"),
-            _resource_field("ISTIO_CPU_LIMIT", "limits.cpu"),
-            {"name": "PROXY_CONFIG", "value": "{}\n"},
-            {"name": "ISTIO_META_POD_PORTS", "value": json.dumps(ports, indent=1)},
-            {
-                "name": "ISTIO_META_APP_CONTAINERS",
-                "value": ",".join(c["name"] for c in app_containers),
-            },
-            _resource_field("GOMEMLIMIT", "limits.memory"),
-            _resource_field("GOMAXPROCS", "limits.cpu"),
-            {
-                "name": "ISTIO_META_CLUSTER_ID",
-                "value": g["multiCluster"]["clusterName"] or "Kubernetes",
-            },
-            _field("ISTIO_META_NODE_NAME", "spec.nodeName"),
-            {"name": "ISTIO_META_INTERCEPTION_MODE", "value": "REDIRECT"},
-            {"name": "ISTIO_META_WORKLOAD_NAME", "value": workload},
-            {
-                "name": "ISTIO_META_OWNER",
-                "value": f"kubernetes://apis/apps/v1/namespaces/"
-                f"{pod['metadata']['namespace']}/{owner.get('kind', 'Pod').lower()}s/{workload}",
-            },
-            {"name": "ISTIO_META_MESH_ID", "value": "cluster.local"},
-            {"name": "TRUST_DOMAIN", "value": "cluster.local"},
-        ],
+        "env": _proxy_env(pod, values, app_containers),
         "imagePullPolicy": "IfNotPresent",
         "ports": [{"containerPort": 15090, "name": "http-envoy-prom", "protocol": "TCP"}],
         "readinessProbe": {
@@ -290,16 +307,7 @@ def _proxy(pod: Obj, values: Obj, notes: dict[str, str], app_containers: list[Ob
         },
         "terminationMessagePath": "/dev/termination-log",
         "terminationMessagePolicy": "File",
-        "volumeMounts": [
-            {"mountPath": "/var/run/secrets/workload-spiffe-uds", "name": "workload-socket"},
-            {"mountPath": "/var/run/secrets/credential-uds", "name": "credential-socket"},
-            {"mountPath": "/var/run/secrets/workload-spiffe-credentials", "name": "workload-certs"},
-            {"mountPath": "/var/run/secrets/istio", "name": "istiod-ca-cert"},
-            {"mountPath": "/var/lib/istio/data", "name": "istio-data"},
-            {"mountPath": "/etc/istio/proxy", "name": "istio-envoy"},
-            {"mountPath": "/var/run/secrets/tokens", "name": "istio-token"},
-            {"mountPath": "/etc/istio/pod", "name": "istio-podinfo"},
-        ],
+        "volumeMounts": [dict(m) for m in _MOUNTS],
     }
 
 
