@@ -31,7 +31,14 @@ from typing import Any
 
 from chaos_ext.errors import ChaosExtError
 
-__all__ = ["HelperHandle", "find_helpers", "serve", "start_helper", "stop_helpers"]
+__all__ = [
+    "HelperHandle",
+    "find_helpers",
+    "helper_environment",
+    "serve",
+    "start_helper",
+    "stop_helpers",
+]
 
 TOKEN_VAR = "GAMEDAY_HELPER_TOKEN"  # noqa: S105 - an environment variable name
 
@@ -55,15 +62,17 @@ def start_helper(
     Raises ChaosExtError (after killing the helper) when it reports an error,
     exits, or is not ready within ``ready_timeout`` seconds.
     """
-    env = {**os.environ, TOKEN_VAR: token}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env=env,
-    )
+    env = {**helper_environment(), TOKEN_VAR: token}
+    log = helper_log(token)
+    with log.open("ab") as errors:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            start_new_session=True,
+            env=env,
+        )
     assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - pipes requested
     proc.stdin.write(json.dumps(payload).encode())
     proc.stdin.close()
@@ -76,8 +85,43 @@ def start_helper(
         proc.stdout.close()
     if "error" in report:
         stop_helpers(token)
-        raise ChaosExtError(str(report["error"]))
+        tail = _tail(log)
+        raise ChaosExtError(str(report["error"]) + (f" ({tail})" if tail else ""))
     return HelperHandle(pid=proc.pid, token=token, ready=report)
+
+
+_PASS_THROUGH = {"PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+
+
+def helper_environment() -> dict[str, str]:
+    """The environment a helper gets: a short allowlist, never the runner's whole one.
+
+    A helper outlives the runner and its environment is readable in /proc:
+    secrets the runner read from environment variables must not travel there.
+    Secrets a helper needs go in its stdin payload.
+    """
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key in _PASS_THROUGH or key.startswith("GAMEDAY_")
+    }
+
+
+def helper_log(token: str) -> Path:
+    """Where a helper's stderr goes: ``<ledger folder>/helpers/<token>.log``."""
+    from chaos_ext.ledger import ledger_path  # noqa: PLC0415 - keeps this module import-light
+
+    folder = ledger_path().parent / "helpers"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{token}.log"
+
+
+def _tail(log: Path, lines: int = 3) -> str:
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
 
 
 def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> str:

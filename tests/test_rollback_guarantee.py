@@ -9,6 +9,7 @@ import json
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,12 @@ def test_signal_rolls_back_without_help(
     port = _free_port()
     proc = _inject_and_wait(ledger_path, write_experiment, tmp_path, netns_name, port)
     proc.send_signal(sig)
-    output, _ = proc.communicate(timeout=60)
+    try:
+        output, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate(timeout=10)
+        raise AssertionError(f"the runner ignored {sig.name}:\n{output}") from None
     assert proc.returncode == 2, output
     assert netns_name not in netns_list()
     assert not _port_open(port)
@@ -127,7 +133,11 @@ def test_signal_rolls_back_without_help(
     journal = json.loads((tmp_path / "journal.json").read_text())
     assert journal["status"] == "interrupted"
     assert journal["gameday"]["outcome"] == "interrupted"
-    assert {s["kind"] for s in journal["gameday"]["sweep"]} == {"test-netns", "test-port"}
+    # both faults were undone: by the sweep, or (when the signal landed while
+    # hold_port was still inside its `with fault(...)`) at once by the ledger
+    assert {e["kind"] for e in journal["gameday"]["ledger"]} == {"test-netns", "test-port"}
+    assert {e["state"] for e in journal["gameday"]["ledger"]} == {"closed"}
+    assert "test-netns" in {s["kind"] for s in journal["gameday"]["sweep"]}
 
 
 def test_deviated_hypothesis_still_rolls_back(
@@ -235,3 +245,36 @@ def test_held_run_exits_zero_and_records_its_ledger(
     assert entry["state"] == "closed"
     assert entry["kind"] == "test-netns"
     assert journal["gameday"]["sweep"] == []  # nothing left for the sweep
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_inside_a_python_activity_stops_the_method(
+    sig: signal.Signals, ledger_path: Path, write_experiment: Callable[..., Path],
+    tmp_path: Path, netns_name: str,
+) -> None:  # fmt: skip
+    """chaoslib turns exceptions raised in a Python activity into a failed activity and
+    carries on; a signal landing there must still stop the method."""
+    never = f"{netns_name}x"
+    path = write_experiment(
+        _experiment([
+            _py("make-namespace", "create_netns", name=netns_name),
+            _py("nap", "nap", seconds=60),
+            _py("must-never-run", "create_netns", name=never),
+        ])
+    )  # fmt: skip
+    proc = _start(ledger_path, path, tmp_path)
+    wait_for(lambda: netns_name in netns_list(), 30, "the first fault")
+    time.sleep(1.0)  # inside nap by now
+    proc.send_signal(sig)
+    try:
+        output, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate(timeout=10)
+        raise AssertionError(f"the runner ignored {sig.name}:\n{output}") from None
+    assert proc.returncode == 2, output
+    assert never not in netns_list()
+    assert netns_name not in netns_list()
+    journal = json.loads((tmp_path / "journal.json").read_text())
+    assert journal["status"] == "interrupted"
+    assert [r["activity"]["name"] for r in journal["run"]] == ["make-namespace", "nap"]

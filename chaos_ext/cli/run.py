@@ -11,7 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import Ledger, default_ledger
+from chaos_ext.prometheus._abort import AbortPlan, load_plan
+from chaos_ext.prometheus.abort import AbortOnBreach
 from chaos_ext.runner.execute import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -37,6 +40,13 @@ examples:
   gameday run experiments/sandbox/db-latency.json
   gameday run --var prometheus_url=http://127.0.0.1:9090 experiments/*.json
   gameday run --var-file prod.yaml --journal out/j.json experiments/dns.yaml
+  gameday run --abort-on probes/abort/edge.yaml experiments/db-latency.json
+
+--abort-on FILE watches stop conditions from the probe catalog (probes/*.yaml)
+in Prometheus while the method runs; a breach, or Prometheus unreachable too
+many checks in a row, interrupts the experiment at once and rolls back. The
+journal records which condition fired and when (gameday.abort). File format:
+docs/prometheus.md.
 
 exit code: the worst over all experiments (0 held, 1 deviated, 2 failed or
 interrupted, 3 invalid input).
@@ -82,6 +92,10 @@ def register(sub: Any) -> None:
         "--fail-fast", action="store_true", help="stop at the first deviation during the method"
     )
     parser.add_argument(
+        "--abort-on", metavar="FILE",
+        help="stop conditions (YAML) checked in Prometheus while the method runs",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-recover", action="store_true",
         help="refuse to start if a dead run left faults open (default: undo them first)",
     )  # fmt: skip
@@ -108,6 +122,17 @@ def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
     return True
 
 
+def _abort_handlers(plan: AbortPlan | None, console: Console) -> tuple[AbortOnBreach, ...]:
+    """A fresh abort watch per experiment (none without --abort-on)."""
+    if plan is None:
+        return ()
+
+    def announce(text: str) -> None:
+        console.print(f"[bold red]■ {escape(text)}[/]", highlight=False)
+
+    return (AbortOnBreach(plan, announce=announce),)
+
+
 def _journal_path(args: argparse.Namespace, path: Path) -> Path:
     if args.journal:
         return Path(args.journal)
@@ -126,6 +151,11 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     loaded = load_valid_experiments(args.experiments, console, secret_vars)
     if loaded is None:
         return EXIT_INVALID
+    try:
+        abort_plan = load_plan(Path(args.abort_on)) if args.abort_on else None
+    except InvalidArgument as exc:
+        console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
+        return EXIT_INVALID
     ledger = default_ledger()
     if not recover(ledger, console, refuse=args.no_recover):
         return EXIT_FAILED
@@ -138,6 +168,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
             hypothesis_strategy=args.hypothesis_strategy,
             hypothesis_frequency=args.hypothesis_frequency,
             fail_fast=args.fail_fast,
+            extra_handlers=_abort_handlers(abort_plan, console),
         )
         result = run_experiment(path, experiment, options, ledger, console)
         results.append(result)

@@ -30,6 +30,7 @@ steady-state check of ten probes cheap). Every failure is raised as one of
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -253,7 +254,16 @@ def _cached(settings: PrometheusSettings) -> PrometheusClient:
 
 
 def client(
-    configuration: Mapping[str, Any] | None = None, secrets: Mapping[str, Any] | None = None
+    configuration: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, Any] | None = None,
+    *,
+    timeout: float | None = None,
+    retries: int | None = None,
 ) -> PrometheusClient:
-    """The (cached) client for these configuration/secrets."""
-    return _cached(settings_from(configuration, secrets))
+    """The (cached) client for these configuration/secrets (timeout/retries overridable)."""
+    settings = settings_from(configuration, secrets)
+    if timeout is not None:
+        settings = dataclasses.replace(settings, timeout=timeout)
+    if retries is not None:
+        settings = dataclasses.replace(settings, retries=retries)
+    return _cached(settings)

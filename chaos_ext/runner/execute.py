@@ -120,7 +120,17 @@ class _SecretCollector(RunEventHandler):  # type: ignore[misc]
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise InterruptExecution(f"{signal.Signals(signum).name} received")
+    # KeyboardInterrupt, not chaoslib's InterruptExecution: chaoslib wraps every
+    # Exception raised inside a Python activity into a failed activity and goes
+    # on with the method, so a SIGTERM landing in an activity would be lost.
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
+
+
+class _SigtermInterrupts(RunEventHandler):  # type: ignore[misc]
+    """Replaces chaoslib's SIGTERM handler, once chaoslib has installed it, by ours."""
+
+    def started(self, experiment: dict[str, Any], journal: dict[str, Any]) -> None:
+        signal.signal(signal.SIGTERM, _interrupt)
 
 
 def _settings() -> dict[str, Any]:
@@ -143,6 +153,7 @@ def run_experiment(
         fail_fast=options.fail_fast,
     )
     runner = Runner(Strategy.from_string(options.hypothesis_strategy), schedule)
+    runner.register_event_handler(_SigtermInterrupts())
     runner.register_event_handler(_SecretCollector(redactor))
     runner.register_event_handler(ProgressPrinter(console, redactor))
     for handler in options.extra_handlers:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from support.promquery import wait_result, wait_value
 from chaos_ext._servers.prometheus import PrometheusServer
 from chaos_ext.errors import EmptyResult, InvalidArgument
 from chaos_ext.prometheus import probes
+from chaos_ext.prometheus._abort import load_plan
 from chaos_ext.prometheus._catalog import (
     BUILTIN_DIR,
     CATALOG_ENV,
@@ -21,6 +24,8 @@ from chaos_ext.prometheus._catalog import (
     load_catalog,
 )
 from chaos_ext.prometheus._client import client
+
+ROOT = Path(__file__).resolve().parents[2]
 
 REQUIRED = {
     "http-error-ratio", "http-latency-p95", "http-latency-p99", "dnsmasq-child-processes",
@@ -138,3 +143,25 @@ def test_placeholders_without_parameters_are_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(InvalidArgument, match="placeholders"):
         load_catalog([[tmp_path / "a.yaml"]])
+
+
+def test_shipped_experiment_and_abort_plan_are_valid(
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    result = gameday("validate", str(ROOT / "experiments" / "prometheus-edge-slo.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    for plan in (ROOT / "probes" / "abort").glob("*.yaml"):
+        assert load_plan(plan).conditions
+
+
+def test_validate_refuses_an_unknown_catalog_probe(
+    gameday: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path,
+) -> None:  # fmt: skip
+    experiment = json.loads((ROOT / "experiments" / "prometheus-edge-slo.json").read_text())
+    probe = experiment["steady-state-hypothesis"]["probes"][0]
+    probe["provider"]["arguments"]["name"] = "http-eror-ratio"
+    path = tmp_path / "typo.json"
+    path.write_text(json.dumps(experiment))
+    result = gameday("validate", str(path))
+    assert result.returncode == 3
+    assert "did you mean http-error-ratio" in " ".join((result.stdout + result.stderr).split())

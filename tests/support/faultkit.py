@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
 
 from chaos_ext import _helper
 from chaos_ext.errors import ChaosExtError
 from chaos_ext.ledger import Entry, default_ledger, fault, undo_handler
 
-__all__ = ["create_netns", "fail", "hold_port", "netns_exists", "port_open", "remove_netns"]
+__all__ = [
+    "create_netns",
+    "fail",
+    "hold_port",
+    "nap",
+    "netns_exists",
+    "port_open",
+    "remove_netns",
+]
 
 
 def _netns_list() -> set[str]:
@@ -76,6 +85,12 @@ def port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(1)
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def nap(seconds: float) -> float:
+    """Sleep inside a Python activity (signals then land inside an activity)."""
+    time.sleep(seconds)
+    return seconds
 
 
 def fail(message: str = "boom") -> None:

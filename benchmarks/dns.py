@@ -1,0 +1,143 @@
+"""DNS benchmark: flood_dns's UDP throughput vs dnsperf, and one TCP holder's capacity.
+
+Run on its own: ``.venv/bin/python benchmarks/dns.py``.
+
+1. Against the same throwaway dnsmasq in the same run, alternate rounds of
+   ``dnsperf`` and ``flood_dns`` at full speed with comparable concurrency
+   (8 sockets/clients, 200 queries outstanding; flood_dns split over 2
+   worker processes, dnsperf runs a send and a receive thread) and compare the median
+   queries/s: the ratio says whether our generator, not dnsmasq, is the
+   bottleneck (goal >= 0.8).
+2. ``saturate_dnsmasq_tcp`` opens 10,000 idle TCP connections to a local
+   listener started here (dnsmasq stops accepting at 20 children) and the
+   helper's resident memory is read from /proc (goal: under 200 MB).
+
+Last line: ``dns qps_ratio_vs_dnsperf=<x> held_tcp=<n> rss_mb=<m>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import selectors
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# This file is named dns.py: its folder first on sys.path would shadow dnspython's ``dns``.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
+sys.path.insert(0, str(ROOT))
+
+from chaos_ext import _procfs  # noqa: E402
+from chaos_ext._servers import dnsmasq  # noqa: E402
+
+NAME = "www.example.test"
+ROUNDS = 3
+SECONDS = 4
+CLIENTS = 8
+OUTSTANDING = 200
+WORKERS = 2
+CONNECTIONS = 10_000
+
+
+def dnsperf_qps(server: dnsmasq.Dnsmasq, data: Path) -> float:
+    out = subprocess.run(
+        ["dnsperf", "-s", server.address, "-p", str(server.port), "-d", str(data),
+         "-c", str(CLIENTS), "-q", str(OUTSTANDING), "-l", str(SECONDS), "-t", "1"],
+        capture_output=True, text=True, timeout=SECONDS + 30, check=True,
+    ).stdout  # fmt: skip
+    match = re.search(r"Queries per second:\s+([\d.]+)", out)
+    assert match, out
+    return float(match[1])
+
+
+def flood_qps(server: dnsmasq.Dnsmasq) -> float:
+    from chaos_ext.dns.actions import flood_dns  # noqa: PLC0415
+
+    report = flood_dns(
+        server.address, names=[NAME], port=server.port, qps=100_000, duration=SECONDS,
+        timeout=1.0, concurrency=OUTSTANDING, sockets=CLIENTS, workers=WORKERS,
+    )  # fmt: skip
+    return float(report["achieved_qps"])
+
+
+def throughput_ratio() -> float:
+    with dnsmasq.start(records={NAME: "10.0.0.5"}) as server, tempfile.TemporaryDirectory() as d:
+        data = Path(d) / "queries.txt"
+        data.write_text(f"{NAME} A\n")
+        ours, theirs = [], []
+        for round_ in range(ROUNDS):
+            theirs.append(dnsperf_qps(server, data))
+            ours.append(flood_qps(server))
+            print(
+                f"round {round_ + 1}: dnsperf {theirs[-1]:,.0f} q/s, flood_dns {ours[-1]:,.0f} q/s"
+            )
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    print(f"median: dnsperf {statistics.median(theirs):,.0f} q/s,"
+          f" flood_dns {statistics.median(ours):,.0f} q/s, ratio {ratio:.2f}")  # fmt: skip
+    return ratio
+
+
+def listener() -> None:
+    """Child mode: accept and keep every connection for 120 s at most."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    with socket.socket() as srv, selectors.DefaultSelector() as sel:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(65_535)
+        srv.setblocking(False)
+        print(srv.getsockname()[1], flush=True)
+        sel.register(srv, selectors.EVENT_READ)
+        kept = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for _ in sel.select(0.5):
+                while True:
+                    try:
+                        kept.append(srv.accept()[0])
+                    except BlockingIOError:
+                        break
+
+
+def held_connections() -> tuple[int, float]:
+    from chaos_ext.dns.actions import release_dnsmasq_tcp, saturate_dnsmasq_tcp  # noqa: PLC0415
+
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--listener"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+        held = saturate_dnsmasq_tcp(
+            "127.0.0.1", port=port, connections=CONNECTIONS, hold_seconds=60
+        )
+        time.sleep(1)
+        rss = (_procfs.rss_kib(held["pid"]) or 0) / 1024
+        print(f"holder: opened {held['opened']}, held {held['held']}, failed {held['failed']},"
+              f" RSS {rss:.1f} MB")  # fmt: skip
+        release_dnsmasq_tcp()
+        return int(held["held"]), rss
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as ledger_dir:
+        os.environ["GAMEDAY_LEDGER"] = str(Path(ledger_dir) / "ledger.sqlite3")
+        ratio = throughput_ratio()
+        held, rss = held_connections()
+    print(f"dns qps_ratio_vs_dnsperf={ratio:.2f} held_tcp={held} rss_mb={rss:.1f}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--listener"]:
+        listener()
+    else:
+        main()

@@ -1,0 +1,1 @@
+"""Database connection exhaustion (PostgreSQL, MySQL/MariaDB/Aurora MySQL) and its probes."""

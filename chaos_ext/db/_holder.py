@@ -1,0 +1,182 @@
+"""Helper process: open database connections concurrently, report, then hold them.
+
+Started by :func:`chaos_ext.db.actions.exhaust_connections` through
+:func:`chaos_ext._helper.start_helper`, tagged with the ledger entry id, with
+the credentials in its stdin payload (never argv or the environment). It
+
+1. opens one connection (a failure here is the one-line error sent back:
+   nothing is held) and reads the server's capacity over it;
+2. opens the rest with ``open_concurrency`` threads until the target, the
+   server's first refusal, or the opening budget, whichever comes first;
+3. reports (the ready line) and holds them, optionally running ``SELECT 1``
+   on each every ``keepalive_seconds``, until SIGTERM or ``hold_seconds``
+   (its own hard cap), then closes them all.
+
+A SIGKILL of this process closes its sockets too: the server drops the
+connections as soon as it notices the peer is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos_ext._helper import serve
+from chaos_ext.db._engines import ConnectFailure, ConnectParams, capacity, close, connect, ping
+from chaos_ext.db._target import Capacity, Target, max_ceiling, parse_target, planned_total
+
+__all__ = ["Opening", "open_many", "work"]
+
+Ready = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class Opening:
+    """What the opening phase achieved."""
+
+    conns: list[Any] = field(default_factory=list)
+    failure: ConnectFailure | None = None
+    failures: int = 0
+    out_of_time: bool = False
+
+
+def open_many(
+    params: ConnectParams, count: int, concurrency: int, deadline: float, stop: threading.Event
+) -> Opening:
+    """Open up to ``count`` connections with ``concurrency`` threads.
+
+    No new attempt starts after the first failure (the refusal point), after
+    ``deadline`` (monotonic) or once ``stop`` is set; attempts already in
+    flight finish (each bounded by the connect timeout).
+    """
+    result = Opening()
+    lock = threading.Lock()
+    halt = threading.Event()
+    claimed = 0
+
+    def claim() -> bool:
+        nonlocal claimed
+        with lock:
+            if halt.is_set() or stop.is_set() or claimed >= count:
+                return False
+            if time.monotonic() > deadline:
+                result.out_of_time = True
+                return False
+            claimed += 1
+            return True
+
+    def worker() -> None:
+        while claim():
+            try:
+                conn = connect(params)
+            except ConnectFailure as failure:
+                with lock:
+                    result.failures += 1
+                    result.failure = result.failure or failure
+                halt.set()
+                continue
+            with lock:
+                result.conns.append(conn)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(concurrency, count))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return result
+
+
+def _stopped_by(opening: Opening, total: int | None, opened: int) -> str:
+    if opening.failure is not None:
+        return "limit" if opening.failure.limit else "error"
+    if opening.out_of_time:
+        return "deadline"
+    if total is None:
+        return "ceiling"
+    return "target" if opened >= total else "stopped"
+
+
+def _report(
+    target: Target, before: Capacity, after: Capacity | None, opening: Opening, seconds: float
+) -> dict[str, Any]:
+    total = planned_total(target, before)
+    opened = 1 + len(opening.conns)
+    stopped_by = _stopped_by(opening, total, opened)
+    failure = opening.failure
+    return {
+        "target": str(target),
+        "target_count": total,
+        "opened": opened,
+        "reached_target": stopped_by == "target" or (total is None and stopped_by == "limit"),
+        "stopped_by": stopped_by,
+        "refused": stopped_by in ("limit", "error"),
+        "refused_at": opened if stopped_by in ("limit", "error") else None,
+        "refusals": opening.failures,
+        "error_text": failure.server_text if failure else None,
+        "error_kind": failure.kind if failure else None,
+        "max_connections": before.max_connections,
+        "reserved_connections": before.reserved,
+        "in_use_before": before.in_use - 1,
+        "in_use_after": after.in_use if after else None,
+        "free_after": after.usable_free if after else None,
+        "seconds_to_target": round(seconds, 4),
+        "helper_pid": os.getpid(),
+    }
+
+
+def _hold(
+    conns: list[Any], engine: str, seconds: float, keepalive: float, stop: threading.Event
+) -> None:
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        if stop.wait(min(left, keepalive) if keepalive > 0 else left):
+            return
+        if keepalive > 0:
+            for conn in list(conns):
+                try:
+                    ping(conn, engine)
+                except Exception:  # noqa: BLE001 - a dropped connection is simply no longer held
+                    conns.remove(conn)
+                    close(conn)
+
+
+def work(payload: dict[str, Any], ready: Ready, stop: threading.Event) -> None:
+    """The helper's body (see the module docstring)."""
+    params = ConnectParams(**payload["connect"])
+    target = parse_target(payload["target"])
+    started = time.monotonic()
+    deadline = started + float(payload["open_budget"])
+    try:
+        first = connect(params)
+    except ConnectFailure as failure:
+        ready({"error": failure.message})
+        return
+    conns = [first]
+    try:
+        before = capacity(first, params.engine)
+        total = planned_total(target, before)
+        count = (total if total is not None else max_ceiling(before)) - 1
+        opening = open_many(params, count, int(payload["open_concurrency"]), deadline, stop)
+        conns += opening.conns
+        seconds = time.monotonic() - started
+        if stop.is_set():
+            ready({"error": "stopped while opening connections"})
+            return
+        try:
+            after: Capacity | None = capacity(first, params.engine)
+        except Exception:  # noqa: BLE001 - the report just lacks the after-count
+            after = None
+        ready(_report(target, before, after, opening, seconds))
+        _hold(conns, params.engine, float(payload["hold_seconds"]),
+              float(payload["keepalive_seconds"]), stop)  # fmt: skip
+    finally:
+        for conn in conns:
+            close(conn)
+
+
+if __name__ == "__main__":
+    serve(work)

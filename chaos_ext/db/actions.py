@@ -1,0 +1,137 @@
+"""Database actions: exhaust a server's connection slots, and release them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos_ext import _helper
+from chaos_ext.db._credentials import connect_params
+from chaos_ext.db._engines import ConnectParams, scrub
+from chaos_ext.db._target import check_exhaust_arguments, engine_of, parse_target
+from chaos_ext.errors import ChaosExtError, DatabaseError, RollbackFailed
+from chaos_ext.ledger import (
+    Entry,
+    current_run_id,
+    default_ledger,
+    fault,
+    undo,
+    undo_after,
+    undo_handler,
+)
+from chaos_ext.validation import validated_by
+
+__all__ = ["exhaust_connections", "release_connections"]
+
+KIND = "db-connections"
+OPEN_BUDGET = 120.0  # seconds the helper may spend opening connections
+_STARTUP = 20.0  # helper interpreter start and driver import, generously
+
+
+@validated_by(check_exhaust_arguments)
+def exhaust_connections(
+    engine: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    database: str = "",
+    user: str = "",
+    target: int | str = "max",
+    hold_seconds: float = 60.0,
+    open_concurrency: int = 16,
+    keepalive_seconds: float = 0.0,
+    connect_timeout: float = 5.0,
+    configuration: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Open and hold database connections until the target or the server's refusal.
+
+    ``engine``: ``postgresql`` (psycopg) or ``mysql`` (pymysql: MySQL,
+    MariaDB, Aurora MySQL). ``target``: a number, ``"max"`` (open until the
+    server refuses; stops exactly at the refusal) or ``"max-minus-N"`` (leave
+    N slots free for a normal user, from the server's max_connections and
+    current use). Credentials: ``user``/``password`` from the provider's
+    secrets. Connections are opened ``open_concurrency`` at a time by a helper
+    process, held for ``hold_seconds`` (its own hard cap), with ``SELECT 1``
+    on each every ``keepalive_seconds`` if > 0. Returns opened, refused_at,
+    the server's error text, max_connections, time to reach the target.
+
+    Blast radius: every client of that server (and only it) that needs a new
+    connection while the slots are held. Rollback: ``release_connections``
+    (the gameday ledger sweep does it too, and ``gameday rollback`` after a
+    crash); wrong password, unreachable host or a bad target hold nothing.
+    """
+    arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
+    check_exhaust_arguments(arguments)
+    params = connect_params(
+        engine=engine, host=host, port=port, database=database, user=user,
+        connect_timeout=connect_timeout, secrets=secrets, application_name="gameday-exhaust",
+    )  # fmt: skip
+    wanted = str(parse_target(target))
+    recipe = {
+        "engine": params.engine, "host": params.host, "port": params.port,
+        "database": params.database, "user": params.user, "target": wanted,
+        "hold_seconds": hold_seconds,
+    }  # fmt: skip
+    payload = {
+        "connect": params.as_payload(), "target": wanted, "hold_seconds": hold_seconds,
+        "keepalive_seconds": keepalive_seconds, "open_concurrency": open_concurrency,
+        "open_budget": OPEN_BUDGET,
+    }  # fmt: skip
+    entry, ready = _hold(params, recipe, payload)
+    undo_after(entry, hold_seconds)
+    return {
+        "engine": params.engine, "host": params.host, "port": params.port, **ready,
+        "hold_seconds": hold_seconds, "keepalive_seconds": keepalive_seconds,
+        "ledger_entry": entry.id,
+    }  # fmt: skip
+
+
+def _hold(
+    params: ConnectParams, recipe: dict[str, Any], payload: dict[str, Any]
+) -> tuple[Entry, dict[str, Any]]:
+    """Record the fault, then start the holder; the entry and the holder's report."""
+    where = f"{params.engine}://{params.host}:{params.port}/{params.database}"
+    with fault(kind=KIND, target=where, recipe=recipe, module=__name__) as entry:
+        try:
+            handle = _helper.start_helper(
+                module="chaos_ext.db._holder", payload=payload, token=entry.id,
+                ready_timeout=OPEN_BUDGET + _STARTUP + params.connect_timeout,
+            )  # fmt: skip
+        except ChaosExtError as exc:
+            raise DatabaseError(scrub(str(exc), params.password)) from None
+        default_ledger().update_recipe(entry.id, {**recipe, "pid": handle.pid})
+    return entry, handle.ready
+
+
+@undo_handler(KIND)
+def _release(entry: Entry) -> str:
+    stopped = _helper.stop_helpers(entry.id)
+    if not stopped:
+        return f"connections to {entry.target} already released (holder gone)"
+    return f"released the connections to {entry.target} (stopped {stopped} holder process)"
+
+
+def release_connections(
+    engine: str = "", host: str = "", port: int = 0, this_run_only: bool = True
+) -> dict[str, Any]:
+    """Close the connections held by exhaust_connections (its rollback).
+
+    Blast radius: only holders recorded in the gameday ledger, by default
+    this run's; ``engine``/``host``/``port`` narrow it further (empty or 0:
+    any). Idempotent. Raises RollbackFailed if a holder could not be stopped
+    (the ledger entry stays open for ``gameday rollback``).
+    """
+    wanted_engine = engine_of(engine) if engine else ""
+    book = default_ledger()
+    entries = [
+        e
+        for e in book.open_entries(run_id=current_run_id() if this_run_only else None)
+        if e.kind == KIND
+        and (not wanted_engine or e.recipe.get("engine") == wanted_engine)
+        and (not host or e.recipe.get("host") == host)
+        and (not port or e.recipe.get("port") == port)
+    ]
+    outcomes = [undo(e, book) for e in reversed(entries)]
+    failed = [f"{o.entry.target}: {o.note}" for o in outcomes if not o.ok]
+    if failed:
+        raise RollbackFailed("could not release: " + "; ".join(failed))
+    return {"released": len(outcomes), "notes": [o.note for o in outcomes]}

@@ -1,0 +1,1 @@
+"""DNS faults and probes: dnsmasq TCP saturation, query floods, resolution statistics."""

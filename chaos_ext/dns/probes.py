@@ -1,0 +1,151 @@
+"""DNS probes: resolution latency and failure ratios, dnsmasq's TCP child processes.
+
+In Kubernetes, the Prometheus form of :func:`dnsmasq_child_processes` is
+``container_processes{container="dnsmasq"}`` (cAdvisor; children + 1).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dns.exception
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+
+from chaos_ext import _procfs
+from chaos_ext.dns._checks import check_resolution_stats, with_defaults
+from chaos_ext.dns._stats import percentile
+from chaos_ext.errors import DnsError, InvalidArgument
+from chaos_ext.validation import check_types, validated_by
+
+__all__ = ["dns_resolution_stats", "dnsmasq_child_processes"]
+
+
+def _check_stats(arguments: Mapping[str, Any]) -> None:
+    check_resolution_stats(with_defaults(dns_resolution_stats, arguments))
+
+
+def _resolve_once(
+    server: str, port: int, name: str, qtype: str, protocol: str, timeout: float
+) -> tuple[float, str]:
+    """One lookup: ``(seconds, outcome)``; a timeout takes ``timeout`` seconds."""
+    query = dns.message.make_query(name, dns.rdatatype.from_text(qtype))
+    send = dns.query.tcp if protocol == "tcp" else dns.query.udp
+    started = time.monotonic()
+    try:
+        response = send(query, server, timeout=timeout, port=port)
+    except dns.exception.Timeout:
+        return timeout, "timeout"
+    except (OSError, dns.exception.DNSException) as exc:
+        return time.monotonic() - started, f"error:{type(exc).__name__}"
+    elapsed = time.monotonic() - started
+    if response.rcode() != dns.rcode.NOERROR:
+        return elapsed, dns.rcode.to_text(response.rcode()).lower()
+    return elapsed, "answer" if response.answer else "nodata"
+
+
+@validated_by(_check_stats)
+def dns_resolution_stats(
+    server: str,
+    name: str,
+    port: int = 53,
+    protocol: str = "udp",
+    samples: int = 20,
+    timeout: float = 1.0,
+    qtype: str = "A",
+    interval: float = 0.0,
+    configuration: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Resolve a name ``samples`` times and report p50/p95/p99 ms, timeout and failure ratios.
+
+    Queries go one after another (each TCP sample on a new connection, as a
+    client without a cache does). A timed-out sample counts ``timeout``
+    seconds in the percentiles, so p99 shows the stall. A failure is any
+    response without an answer (NXDOMAIN, SERVFAIL, REFUSED, NODATA) or a
+    transport error. Pair with a tolerance such as
+    ``{"type": "range", "target": "p99_ms", "range": [0, 100]}``.
+    """
+    args = {
+        "server": server, "name": name, "port": port, "protocol": protocol, "samples": samples,
+        "timeout": timeout, "qtype": qtype, "interval": interval,
+    }  # fmt: skip
+    check_types(dns_resolution_stats, args)
+    check_resolution_stats(args)
+    latencies: list[float] = []
+    outcomes: dict[str, int] = {}
+    for index in range(samples):
+        if index and interval:
+            time.sleep(interval)
+        seconds, outcome = _resolve_once(server, port, name, qtype, protocol, timeout)
+        latencies.append(seconds * 1000)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    timeouts = outcomes.get("timeout", 0)
+    failures = samples - outcomes.get("answer", 0) - timeouts
+    return {
+        "server": server, "port": port, "name": name, "protocol": protocol,
+        "samples": samples, "answered": outcomes.get("answer", 0), "timeouts": timeouts,
+        "failures": failures, "timeout_ratio": round(timeouts / samples, 4),
+        "failure_ratio": round(failures / samples, 4), "outcomes": outcomes,
+        **{f"p{q}_ms": round(percentile(latencies, q) or 0.0, 3) for q in (50, 95, 99)},
+        "max_ms": round(max(latencies), 3),
+    }  # fmt: skip
+
+
+def _root_by_port(port: int) -> int:
+    listeners = {
+        proc.pid: proc
+        for proc in _procfs.processes("dnsmasq")
+        if _procfs.listening_tcp_inodes(proc.pid, port) & _procfs.socket_inodes(proc.pid)
+    }
+    roots = sorted(pid for pid, proc in listeners.items() if proc.ppid not in listeners)
+    if not roots:
+        raise DnsError(f"no dnsmasq process listens on TCP port {port} on this host")
+    if len(roots) > 1:
+        raise DnsError(
+            f"{len(roots)} dnsmasq processes listen on TCP port {port} (pids {roots},"
+            " in different network namespaces): select one with pid or pidfile"
+        )
+    return roots[0]
+
+
+def _root_pid(pid: int, pidfile: str, port: int) -> tuple[int, str]:
+    given = [
+        label for label, value in (("pid", pid), ("pidfile", pidfile), ("port", port)) if value
+    ]
+    if len(given) != 1:
+        raise InvalidArgument(
+            f"select the dnsmasq with exactly one of pid, pidfile or port (got {given or 'none'})"
+        )
+    if pidfile:
+        try:
+            pid = int(Path(pidfile).read_text().strip())
+        except (OSError, ValueError) as exc:
+            raise DnsError(f"cannot read a pid from pidfile {pidfile!r}: {exc}") from exc
+        return pid, f"pidfile {pidfile}"
+    if port:
+        return _root_by_port(port), f"TCP port {port}"
+    return pid, f"pid {pid}"
+
+
+def dnsmasq_child_processes(pid: int = 0, pidfile: str = "", port: int = 0) -> dict[str, Any]:
+    """Count the child processes a local dnsmasq forked to serve TCP (max 20 in 2.90).
+
+    Select the dnsmasq with exactly one of ``pid``, ``pidfile`` or ``port``
+    (the TCP port it listens on, in any network namespace of this host).
+    Reads /proc only. Returns ``pid``, ``children`` and ``processes``
+    (children + 1, what ``container_processes{container="dnsmasq"}`` shows in
+    Kubernetes). Tolerance example: ``{"type": "range", "target":
+    "children", "range": [0, 19]}``.
+    """
+    root, selector = _root_pid(pid, pidfile, port)
+    found = _procfs.process(root)
+    if found is None or found.comm != "dnsmasq":
+        raise DnsError(f"{selector}: process {root} is not a running dnsmasq")
+    children = sum(1 for proc in _procfs.processes("dnsmasq") if proc.ppid == root)
+    return {"pid": root, "selected_by": selector, "children": children, "processes": children + 1}

@@ -1,0 +1,191 @@
+"""Continuous abort conditions: watch Prometheus while the method runs, stop on a breach.
+
+:class:`AbortOnBreach` is a chaoslib ``RunEventHandler``: it starts a watch
+thread when the method starts and stops it when the method ends (or the run is
+interrupted). Every ``interval`` the thread evaluates the plan's conditions; on
+a breach (or Prometheus unreachable ``unreachable_after`` times in a row, or a
+query Prometheus rejects) it records the verdict in the journal under
+``gameday.abort`` and interrupts the run the way chaoslib supports: SIGUSR1 to
+the main thread, which chaoslib turns into ``SystemExit(20)`` -> status
+``interrupted``, rollbacks run (then gameday's ledger sweep).
+
+``gameday run --abort-on plan.yaml`` registers it; under plain ``chaos run``
+the ``chaos_ext.controls.abort`` control does.
+"""
+
+from __future__ import annotations
+
+import _thread
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from chaoslib.run import RunEventHandler
+
+from chaos_ext.errors import ChaosExtError, InvalidArgument
+from chaos_ext.prometheus._abort import AbortCondition, AbortPlan, Tracker, Verdict
+from chaos_ext.prometheus._client import PrometheusClient, client
+from chaos_ext.prometheus._results import parse_instant, single_value
+
+__all__ = ["AbortOnBreach", "AbortWatch", "interrupt_main_thread"]
+
+logger = logging.getLogger("chaostoolkit")
+
+
+def interrupt_main_thread() -> None:
+    """Make the main thread leave the experiment gracefully (rollbacks still run).
+
+    chaoslib maps SIGUSR1 to ``SystemExit(20)``; sent to the main thread it
+    also wakes a ``sleep`` or a ``wait`` there. Without chaoslib's handler
+    (SIGUSR1 would kill the process) fall back to a KeyboardInterrupt.
+    """
+    handler = signal.getsignal(signal.SIGUSR1)
+    if handler in (signal.SIG_DFL, signal.SIG_IGN, None):
+        _thread.interrupt_main()
+        return
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+
+
+def _prometheus_secrets(secrets: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Run-level secrets are scoped: use the ``prometheus`` scope, else all scopes merged."""
+    if not secrets:
+        return {}
+    if isinstance(secrets.get("prometheus"), Mapping):
+        return dict(secrets["prometheus"])
+    merged: dict[str, Any] = {}
+    for value in secrets.values():
+        if isinstance(value, Mapping):
+            merged.update(value)
+    return merged
+
+
+def _evaluate(prom: PrometheusClient, condition: AbortCondition) -> float | Exception:
+    """The condition's value; with several series, one that breaches if any does."""
+    expr = condition.expr
+    try:
+        samples = parse_instant(prom.instant(expr), expr)
+        if not samples:
+            return single_value([], expr, if_empty=condition.if_empty)
+        values = [single_value([s], expr, if_nan=condition.if_nan) for s in samples]
+    except ChaosExtError as exc:
+        return exc
+    bad = [v for v in values if not condition.tolerance.holds(v)]
+    return bad[0] if bad else values[0]
+
+
+class AbortWatch:
+    """The watch thread: evaluates the plan every interval until stopped or fired."""
+
+    def __init__(
+        self, plan: AbortPlan, configuration: Mapping[str, Any] | None,
+        secrets: Mapping[str, Any] | None, on_fire: Callable[[Verdict], None],
+    ) -> None:  # fmt: skip
+        self.plan = plan
+        self.tracker = Tracker(plan)
+        self.verdict: Verdict | None = None
+        self._prom = client(configuration, _prometheus_secrets(secrets),
+                            timeout=plan.timeout, retries=0)  # fmt: skip
+        self._on_fire = on_fire
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="gameday-abort", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (idempotent); after it returns the watch never fires."""
+        with self._lock:
+            self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.plan.timeout * len(self.plan.conditions) + 5)
+
+    def _loop(self) -> None:
+        next_due = time.monotonic()
+        while not self._stop.is_set():
+            outcomes = [(c, _evaluate(self._prom, c)) for c in self.plan.conditions]
+            verdict = self.tracker.tick(outcomes, time.time())
+            if verdict is not None:
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    self.verdict = verdict
+                    self._stop.set()
+                    self._on_fire(verdict)
+                return
+            next_due += self.plan.interval
+            self._stop.wait(max(0.0, next_due - time.monotonic()))
+
+    def record(self) -> dict[str, Any]:
+        """What the journal keeps: the plan, how many checks ran, and the verdict."""
+        verdict, fired = self.verdict, None
+        if verdict is not None:
+            fired = {**verdict.as_dict(), "at": datetime.fromtimestamp(verdict.at, UTC).isoformat()}
+        return {
+            "plan": self.plan.source, "interval_s": self.plan.interval,
+            "unreachable_after": self.plan.unreachable_after,
+            "conditions": self.plan.describe(), "checks": self.tracker.checks,
+            "no_data": self.tracker.no_data, "last_values": dict(self.tracker.last),
+            "fired": fired,
+        }  # fmt: skip
+
+
+class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
+    """Runs an :class:`AbortWatch` while the method runs; records it in the journal."""
+
+    def __init__(self, plan: AbortPlan, announce: Callable[[str], None] | None = None) -> None:
+        if not plan.conditions:
+            raise InvalidArgument("an abort plan needs at least one condition")
+        self.plan = plan
+        self.announce = announce or logger.warning
+        self.watch: AbortWatch | None = None
+        self._journal: dict[str, Any] | None = None
+        self._configuration: Mapping[str, Any] | None = None
+        self._secrets: Mapping[str, Any] | None = None
+
+    def running(
+        self, experiment: Any, journal: dict[str, Any], configuration: Mapping[str, Any] | None,
+        secrets: Mapping[str, Any] | None, schedule: Any, settings: Any,
+    ) -> None:  # fmt: skip
+        self._journal, self._configuration, self._secrets = journal, configuration, secrets
+
+    def start_method(self, experiment: Any) -> None:
+        self.watch = AbortWatch(self.plan, self._configuration, self._secrets, self._fire)
+        self._write()
+        self.watch.start()
+
+    def _fire(self, verdict: Verdict) -> None:
+        self._write()
+        self.announce(
+            f"abort condition {verdict.condition} fired ({verdict.reason}): {verdict.detail}; "
+            "interrupting the method, rollbacks follow"
+        )
+        interrupt_main_thread()
+
+    def _write(self) -> None:
+        if self._journal is not None and self.watch is not None:
+            self._journal.setdefault("gameday", {})["abort"] = self.watch.record()
+
+    def stop(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+            self._write()
+
+    def method_completed(self, experiment: Any, state: Any = None) -> None:
+        self.stop()
+
+    def signal_exit(self) -> None:
+        self.stop()
+
+    def interrupted(self, experiment: Any, journal: Any) -> None:
+        self.stop()
+
+    def start_rollbacks(self, experiment: Any) -> None:
+        self.stop()
+
+    def finish(self, journal: Any) -> None:
+        self.stop()

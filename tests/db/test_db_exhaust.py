@@ -1,0 +1,127 @@
+"""exhaust_connections against real PostgreSQL 15 and MariaDB, counted on the server side."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from support.dbtest import MAX_CONNECTIONS, PASSWORD, Db
+from support.harness import wait_for
+
+from chaos_ext._helper import find_helpers
+from chaos_ext.db.actions import exhaust_connections, release_connections
+from chaos_ext.ledger import Ledger
+
+LIMIT_PHRASE = {
+    "postgresql": "remaining connection slots are reserved for non-replication superuser",
+    "mysql": "(1040) Too many connections",
+}
+
+
+def test_max_stops_exactly_at_the_servers_refusal(db: Db, ledger_path: Path) -> None:
+    capacity = db.free_for_user()
+    assert capacity == MAX_CONNECTIONS - (3 if db.engine == "postgresql" else 0) - 1
+
+    report = exhaust_connections(**db.args(target="max", hold_seconds=60), secrets=db.secrets)
+
+    assert report["opened"] == capacity
+    assert report["refused"] is True
+    assert report["stopped_by"] == "limit"
+    assert report["refused_at"] == capacity
+    assert report["refusals"] >= 1
+    assert report["max_connections"] == MAX_CONNECTIONS
+    assert report["free_after"] == 0
+    # the server really holds exactly that many more, and refuses the next one the same way
+    assert db.client_count() == 1 + capacity
+    refusal = db.refusal_text()
+    assert LIMIT_PHRASE[db.engine] in refusal
+    assert report["error_text"] == refusal
+    assert report["seconds_to_target"] < 30
+
+    release_connections()
+    wait_for(lambda: db.client_count() == 1, 10, "the connection count back at its baseline")
+    assert Ledger(ledger_path).open_entries() == []
+
+
+def test_max_minus_5_leaves_exactly_5_free(db: Db) -> None:
+    capacity = db.free_for_user()
+    report = exhaust_connections(
+        **db.args(target="max-minus-5", hold_seconds=60, open_concurrency=8), secrets=db.secrets
+    )
+    assert report["opened"] == report["target_count"] == capacity - 5
+    assert report["refused"] is False
+    assert report["free_after"] == 5
+
+    extra = [db.user_connect() for _ in range(5)]  # the five left free
+    try:
+        assert LIMIT_PHRASE[db.engine] in db.refusal_text()  # and not one more
+    finally:
+        for conn in extra:
+            conn.close()
+    release_connections()
+    wait_for(lambda: db.client_count() == 1, 10, "the connection count back at its baseline")
+
+
+def test_numeric_target_with_keepalive_then_undo_returns_to_baseline(db: Db) -> None:
+    report = exhaust_connections(
+        **db.args(target=12, hold_seconds=60, keepalive_seconds=1), secrets=db.secrets
+    )
+    assert report["opened"] == 12
+    assert report["reached_target"] is True
+    assert db.client_count() == 1 + 12
+    time.sleep(3.5)
+    sessions = db.user_sessions()
+    assert len(sessions) == 12
+    # every held connection ran its keep-alive within the last ~2 s (none idle since opening)
+    assert all(idle < 2.5 for _, idle in sessions), sessions
+
+    assert release_connections(engine=db.engine)["released"] == 1
+    wait_for(lambda: db.client_count() == 1, 10, "the connection count back at its baseline")
+    assert find_helpers(report["ledger_entry"]) == []
+    # releasing again is a no-op
+    assert release_connections()["released"] == 0
+
+
+def test_without_keepalive_connections_stay_idle(db: Db) -> None:
+    exhaust_connections(**db.args(target=4, hold_seconds=60), secrets=db.secrets)
+    time.sleep(2.5)
+    idle = sorted(seconds for _, seconds in db.user_sessions())
+    assert len(idle) == 4
+    assert idle[0] >= 2.0  # nobody touched them (the report's own query ran before the wait)
+    release_connections()
+
+
+def test_the_hold_ends_by_itself_after_hold_seconds(db: Db, ledger_path: Path) -> None:
+    report = exhaust_connections(**db.args(target=3, hold_seconds=2), secrets=db.secrets)
+    assert db.client_count() == 4
+    wait_for(lambda: db.client_count() == 1, 10, "the holder to let go at its time cap")
+    wait_for(lambda: not find_helpers(report["ledger_entry"]), 10, "the holder to exit")
+    # the duration timer closes the ledger entry too
+    wait_for(lambda: not Ledger(ledger_path).open_entries(), 5, "the entry closed")
+
+
+def test_password_stays_out_of_the_helper_and_the_ledger(db: Db, ledger_path: Path) -> None:
+    report = exhaust_connections(**db.args(target=2, hold_seconds=60), secrets=db.secrets)
+    pid = report["helper_pid"]
+    assert find_helpers(report["ledger_entry"]) == [pid]
+    secret = PASSWORD.encode()
+    assert secret not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert secret not in Path(f"/proc/{pid}/environ").read_bytes()
+    assert PASSWORD not in repr(report)
+    release_connections()
+    raw = b"".join(p.read_bytes() for p in ledger_path.parent.glob(ledger_path.name + "*"))
+    assert raw  # the ledger really was written
+    assert secret not in raw
+
+
+@pytest.mark.parametrize("concurrency", [1, 32])
+def test_refusal_point_does_not_depend_on_concurrency(db: Db, concurrency: int) -> None:
+    capacity = db.free_for_user()
+    report = exhaust_connections(
+        **db.args(target="max", hold_seconds=60, open_concurrency=concurrency),
+        secrets=db.secrets,
+    )
+    assert report["opened"] == capacity
+    assert report["refusals"] <= concurrency
+    release_connections()

@@ -1,0 +1,66 @@
+"""Helper processes: tagged, found again from /proc, and given no secrets."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from chaos_ext import _helper
+from chaos_ext.errors import ChaosExtError
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_helper_environment_carries_the_token_but_not_the_runners_secrets(
+    monkeypatch: pytest.MonkeyPatch, ledger_path: Path
+) -> None:
+    monkeypatch.setenv("DB_PASSWORD", "hunter2-do-not-leak")
+    monkeypatch.setenv("GAMEDAY_SOMETHING", "kept")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    handle = _helper.start_helper(
+        module="support.port_holder", payload={"port": _free_port(), "seconds": 30},
+        token="unit-token-1", ready_timeout=20,
+    )  # fmt: skip
+    try:
+        environ = Path(f"/proc/{handle.pid}/environ").read_bytes().split(b"\0")
+        assert b"GAMEDAY_HELPER_TOKEN=unit-token-1" in environ
+        assert b"GAMEDAY_SOMETHING=kept" in environ
+        assert not [item for item in environ if b"hunter2" in item]
+        assert _helper.find_helpers("unit-token-1") == [handle.pid]
+    finally:
+        assert _helper.stop_helpers("unit-token-1") == 1
+    assert _helper.find_helpers("unit-token-1") == []
+    assert _helper.stop_helpers("unit-token-1") == 0  # idempotent
+
+
+def test_a_helper_that_fails_reports_its_error_and_is_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(ChaosExtError, match="Address already in use"):
+            _helper.start_helper(
+                module="support.port_holder", payload={"port": port, "seconds": 30},
+                token="unit-token-2", ready_timeout=20,
+            )  # fmt: skip
+    assert _helper.find_helpers("unit-token-2") == []
+
+
+def test_a_helper_that_crashes_before_ready_shows_its_stderr(
+    monkeypatch: pytest.MonkeyPatch, ledger_path: Path
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    with pytest.raises(ChaosExtError, match=r"No module named support\.no_such_helper"):
+        _helper.start_helper(
+            module="support.no_such_helper", payload={}, token="unit-token-3", ready_timeout=20
+        )
+    assert _helper.helper_log("unit-token-3").parent == ledger_path.parent / "helpers"
