@@ -50,6 +50,7 @@ from chaos_ext.sidecar.probes import sidecar_drift  # noqa: E402
 DRIFT_RUNS = 5
 DRAIN_RUNS = 3
 NODES = [f"worker-{i}" for i in range(12)]
+_REQUEST_LINE = re.compile(r'(?:"Response" verb="|round_trippers\.go:\d+\] )(?:GET|POST|PATCH)\b')
 KUBECTL: list[tuple[int, int]] = []  # per kubectl run: HTTP requests, throttling log lines
 
 
@@ -145,13 +146,14 @@ def _drain_once(tmp: Path, tool: str, *, budgets: bool) -> float:
                     "--ignore-daemonsets",
                     "--delete-emptydir-data",
                     "--timeout=600s",
+                    "-v=6",
                 ],
                 check=True,
                 capture_output=True,
                 text=True,
                 timeout=700,
             )
-            requests = len(re.findall(r"round_trippers\.go:\d+\] (?:GET|POST|PATCH) ", done.stderr))
+            requests = len(re.findall(_REQUEST_LINE, done.stderr))
             KUBECTL.append((requests, done.stderr.count("due to client-side throttling")))
         took = time.monotonic() - t0
         core = client.CoreV1Api(api_client())
