@@ -8,9 +8,9 @@ set -euo pipefail
 packages=(
   python3 python3-venv iproute2 procps psmisc
   dnsmasq-base postgresql-15 mariadb-server prometheus openssh-server openssh-client
-  dnsperf wrk hyperfine
+  dnsperf wrk hyperfine nginx openssl
   qemu-system-x86 linux-image-amd64 busybox-static
-  chromium
+  chromium pandoc
 )
 # kubectl: Debian's kubernetes-client, unless a kubectl is already installed
 command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)

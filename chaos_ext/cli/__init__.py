@@ -12,6 +12,10 @@ _COMMANDS = (
     "validate",
     "ledger",
     "audit",
+    "report",
+    "gate",
+    "compare",
+    "schedule",
 )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "catalog_check",
     "catalog_probe",
     "histogram_quantile",
+    "query_series",
     "query_stats",
     "query_value",
     "slo_fraction",
@@ -75,11 +76,11 @@ def _value(
     return single_value(samples, expr, how=how, if_empty=if_empty, if_nan=if_nan)
 
 
-def _window_values(
+def _window_series(
     expr: str, window: str, step: str, configuration: Configuration, secrets: Secrets
-) -> tuple[list[float], int]:
-    """Values at step-aligned times over the window (as ``(expr)[window:step]``), and
-    how many slots the window has."""
+) -> tuple[list[tuple[float, float]], int]:
+    """Points at step-aligned times over the window (as ``(expr)[window:step]``) of the
+    query's one series, and how many slots the window has."""
     window_s, step_s = parse_duration(window, "window"), parse_duration(step, "step")
     step_ms = round(step_s * 1000)
     end = (int(time.time() * 1000) // step_ms) * step_ms / 1000
@@ -89,7 +90,15 @@ def _window_values(
     series = parse_range(result, expr)
     if len(series) > 1:
         aggregate([0.0], "single", expr, len(series))  # raises with the aggregation hint
-    return ([v for _, v in series[0].points] if series else []), slots
+    return (list(series[0].points) if series else []), slots
+
+
+def _window_values(
+    expr: str, window: str, step: str, configuration: Configuration, secrets: Secrets
+) -> tuple[list[float], int]:
+    """The values of :func:`_window_series`, and how many slots the window has."""
+    points, slots = _window_series(expr, window, step, configuration, secrets)
+    return [v for _, v in points], slots
 
 
 @validated_by(_check_value_args)
@@ -109,6 +118,29 @@ def query_value(
     Read-only: no blast radius, nothing to roll back.
     """
     return _value(expr, aggregate, if_empty, if_nan, configuration, secrets)
+
+
+@validated_by(_check_window_args)
+def query_series(
+    expr: str,
+    window: str = "2m",
+    step: str = "1s",
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """Return a query's samples over the last window, for reports and comparisons.
+
+    ``{"expr", "series": [[unix_time, value], ...], "stats": {min, max, mean,
+    p50, p95, p99, count}}``; one series only (aggregate in PromQL).
+    ``gameday report`` charts the series with the fault windows shaded, and
+    ``gameday compare`` compares their distributions. Read-only.
+    """
+    points, _ = _window_series(expr, window, step, configuration, secrets)
+    return {
+        "expr": expr,
+        "series": [[t, v] for t, v in points],
+        "stats": summarize([v for _, v in points]),
+    }
 
 
 @validated_by(_check_window_args)

@@ -77,6 +77,22 @@ def test_stats_match_the_served_values_and_prometheus_over_time(
         assert stats[key] == pytest.approx(want, rel=1e-12), key
 
 
+def test_series_are_the_stored_samples_at_step_aligned_times(
+    served: str, prom: PrometheusServer, config: dict[str, Any]
+) -> None:
+    result, at = _within_one_second(
+        lambda: probes.query_series(served, window="40s", step="1s", configuration=config)
+    )
+    times = [t for t, _ in result["series"]]
+    assert times == sorted(times) and all(float(t).is_integer() for t in times)
+    assert at - 40 <= times[0] and times[-1] <= at
+    # the same points as Prometheus's own subquery over the window
+    want = raw_query(prom, f"{served}[40s:1s]", time=str(at))["result"][0]["values"]
+    assert [[float(t), float(v)] for t, v in want] == result["series"]
+    assert set(SERVED) <= {v for _, v in result["series"]}
+    assert result["stats"]["max"] == max(SERVED) and result["stats"]["count"] == len(times)
+
+
 def test_slo_fraction_semantics(
     served: str, prom: PrometheusServer, config: dict[str, Any]
 ) -> None:

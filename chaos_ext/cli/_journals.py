@@ -1,0 +1,44 @@
+"""Plumbing shared by report/gate/compare: reading journal files into views."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from chaos_ext.reporting.model import JournalError, RunView, load_journal, view_of
+
+__all__ = ["expand_journal_paths", "load_views"]
+
+
+def expand_journal_paths(names: Sequence[str]) -> list[Path]:
+    """Files as given; a directory stands for the ``*.json`` files directly in it."""
+    paths: list[Path] = []
+    for name in names:
+        path = Path(name)
+        paths.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    return paths
+
+
+def load_views(
+    names: Sequence[str], console: Console, secrets: Sequence[str] = ()
+) -> list[tuple[dict[str, Any], RunView]] | None:
+    """Redacted journals and their views; one line per bad file and None if any is bad."""
+    loaded: list[tuple[dict[str, Any], RunView]] = []
+    ok = True
+    paths = expand_journal_paths(names)
+    if not paths:
+        console.print("[red]no journal found[/]")
+        return None
+    for path in paths:
+        try:
+            journal = load_journal(path, tuple(secrets))
+        except JournalError as exc:
+            console.print(f"[red]invalid journal:[/] {escape(str(exc))}", highlight=False)
+            ok = False
+            continue
+        loaded.append((journal, view_of(journal, source=str(path))))
+    return loaded if ok else None

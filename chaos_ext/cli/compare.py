@@ -1,0 +1,120 @@
+"""``gameday compare``: baseline vs tuned runs, per metric, with statistics."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from chaos_ext.cli._journals import load_views
+from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_INVALID
+
+if TYPE_CHECKING:
+    from chaos_ext.reporting.stats import Settings
+
+HELP = """\
+Compare runs before and after a tuning change. BASELINE and TUNED are journal
+files or folders of journals; --baseline/--tuned add more runs to either side
+(repeated runs make the interval account for run-to-run variation).
+
+For each metric both sides share (every probe with numeric or true/false
+output, by name: hypothesis checks before/during/after, method probes, [t, v]
+series), it reports both distributions, the difference of the median (mean for
+true/false metrics) tuned - baseline with a bootstrap confidence interval, the
+Mann-Whitney U p-value, and a verdict: improved / no change / regressed.
+Which way is better comes from the probe's tolerance (a range starting at 0,
+or a tolerance of 0 or false: lower; a range open upwards, a range ending at 1,
+or true: higher); set it with --better NAME=lower|higher. With no known
+direction a significant difference is reported as "changed".
+
+Writes OUT/comparison.html (inline SVG) and OUT/comparison.md.
+
+examples:
+  gameday compare before/ after/ -o reports/pool-size/
+  gameday compare base-1.json tuned-1.json --baseline base-2.json --tuned tuned-2.json -o out/
+  gameday compare before/ after/ -o out/ --better p99-latency=lower --fail-on-regression
+
+exit code: 0; 1 with --fail-on-regression when a metric regressed; 3 invalid input.
+"""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "compare", help="baseline vs tuned runs: per-metric differences with CIs",
+        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("baseline", metavar="BASELINE", help="journal or folder of journals")
+    parser.add_argument("tuned", metavar="TUNED", help="journal or folder of journals")
+    parser.add_argument("--baseline", dest="more_baseline", action="append", default=[],
+                        metavar="JOURNAL", help="another baseline run (repeatable)")  # fmt: skip
+    parser.add_argument("--tuned", dest="more_tuned", action="append", default=[],
+                        metavar="JOURNAL", help="another tuned run (repeatable)")  # fmt: skip
+    parser.add_argument("-o", "--output", required=True, metavar="DIR")
+    parser.add_argument("--title", default="Tuning comparison")
+    parser.add_argument("--better", action="append", default=[], metavar="NAME=lower|higher",
+                        help="which way is better for a metric (repeatable)")  # fmt: skip
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance (default 0.05)")
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (reproducible)")
+    parser.add_argument("--min-effect", type=float, default=0.0, metavar="FRACTION",
+                        help="smallest relative change that counts (e.g. 0.05)")  # fmt: skip
+    parser.add_argument("--statistic", choices=("auto", "median", "mean"), default="auto")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when any metric regressed")  # fmt: skip
+    parser.set_defaults(handler=handle)
+
+
+def _overrides(items: list[str], console: Console) -> dict[str, str] | None:
+    found = {}
+    for item in items:
+        name, _, better = item.rpartition("=")
+        if not name or better not in ("lower", "higher"):
+            console.print(f"[red]--better {escape(item)}: expected NAME=lower or NAME=higher[/]")
+            return None
+        found[name] = better
+    return found
+
+
+def _settings(args: argparse.Namespace, console: Console) -> Settings | None:
+    if not 0 < args.alpha < 1 or args.resamples < 100 or args.min_effect < 0:
+        console.print("[red]need 0 < --alpha < 1, --resamples >= 100, --min-effect >= 0[/]")
+        return None
+    from chaos_ext.reporting.stats import Settings  # noqa: PLC0415 - scipy is heavy
+
+    return Settings(args.alpha, args.resamples, args.seed, args.min_effect, args.statistic)
+
+
+def handle(args: argparse.Namespace, console: Console) -> int:
+    overrides = _overrides(args.better, console)
+    settings = _settings(args, console)
+    base = load_views([args.baseline, *args.more_baseline], console)
+    tuned = load_views([args.tuned, *args.more_tuned], console)
+    if overrides is None or settings is None or base is None or tuned is None:
+        return EXIT_INVALID
+    from chaos_ext.reporting.compare import compare_sets  # noqa: PLC0415 - scipy is heavy
+    from chaos_ext.reporting.render_compare import (  # noqa: PLC0415 - matplotlib too
+        compare_html,
+        compare_markdown,
+    )
+
+    base_views, tuned_views = [v for _, v in base], [v for _, v in tuned]
+    results = compare_sets(base_views, tuned_views, overrides, settings)
+    if not results:
+        console.print("[red]the two sets share no numeric metric: nothing to compare[/]")
+        return EXIT_INVALID
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    md = compare_markdown(results, base_views, tuned_views, settings, args.title)
+    (out / "comparison.md").write_text(md)
+    html = compare_html(results, base_views, tuned_views, settings, args.title)
+    (out / "comparison.html").write_text(html)
+    for c in results:
+        console.print(f"{c.metric}: {c.verdict} ({c.statistic} {c.difference:+.4g}, "
+                      f"CI [{c.ci[0]:+.4g}, {c.ci[1]:+.4g}], p={c.p_value:.3g})",
+                      highlight=False, markup=False)  # fmt: skip
+    console.print(f"comparison: {out / 'comparison.html'}, {out / 'comparison.md'}")
+    regressed = any(c.verdict == "regressed" for c in results)
+    return EXIT_DEVIATED if regressed and args.fail_on_regression else 0

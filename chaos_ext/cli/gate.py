@@ -1,0 +1,161 @@
+"""``gameday gate``: run experiments (or read journals) for a CI pipeline; JUnit + exit code."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from chaoslib import convert_vars, merge_vars
+from rich.console import Console
+from rich.markup import escape
+
+from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.cli._journals import load_views
+from chaos_ext.cli.run import _abort_handlers, recover
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.ledger import default_ledger
+from chaos_ext.prometheus._abort import load_plan
+from chaos_ext.reporting.junit import junit_xml
+from chaos_ext.reporting.model import RunView, redact_journal, view_of
+from chaos_ext.reporting.score import resilience_score
+from chaos_ext.runner.execute import (
+    EXIT_DEVIATED,
+    EXIT_FAILED,
+    EXIT_INVALID,
+    RunOptions,
+    outcome_of,
+    run_experiment,
+)
+
+HELP = """\
+A pre-release gate: run experiments like `gameday run` (rollbacks on every exit
+path, ledger sweep, --abort-on stop conditions), or read journals of earlier
+runs (--journals), then write JUnit XML for the CI system and exit with the
+gate's verdict.
+
+JUnit: one test suite per experiment; one test case per hypothesis probe per
+phase ("p99-latency [after]") whose <failure> carries the measured value
+against the tolerance, one "steady state held" case per experiment and one
+"faults rolled back" case. With --min-score, a "gameday.score" suite too.
+
+exit code: the worst over all experiments: 0 every hypothesis held, 1 a
+hypothesis deviated, 2 a run failed/was interrupted or a rollback did not
+complete, 3 invalid input. With --min-score N, deviations are judged by the
+resilience score instead (the weighted share of hypotheses held): 1 when the
+score is below N (or there is no hypothesis to score), else 0; failed runs
+still give 2.
+
+examples:
+  gameday gate experiments/db-latency.json --junit out/gameday.xml
+  gameday gate --journals out/journal-*.json --junit gameday.xml --min-score 80
+  gameday gate experiments/*.json --var prometheus_url=http://prom:9090 --junit j.xml
+"""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "gate", help="run experiments as a CI gate: JUnit XML + exit code", description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("inputs", nargs="+", metavar="EXPERIMENT", help="experiment files")
+    parser.add_argument("--junit", required=True, metavar="FILE", help="JUnit XML to write")
+    parser.add_argument(
+        "--journals", action="store_true",
+        help="the arguments are journals (or folders of them) of earlier runs: run nothing",
+    )  # fmt: skip
+    parser.add_argument(
+        "--min-score", type=float, metavar="N",
+        help="pass deviations while the resilience score (0-100) is at least N",
+    )  # fmt: skip
+    parser.add_argument(
+        "--journal-dir", metavar="DIR", default=".", help="where journals go (default: .)"
+    )
+    parser.add_argument(
+        "--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+        help="configuration value (repeatable), as in `gameday run`",
+    )  # fmt: skip
+    parser.add_argument("--var-file", action="append", default=[], metavar="FILE")
+    parser.add_argument(
+        "--hypothesis-strategy", default="default",
+        choices=("default", "before-method-only", "after-method-only", "during-method-only",
+                 "continuously", "skip"),
+    )  # fmt: skip
+    parser.add_argument("--hypothesis-frequency", type=float, default=1.0, metavar="SECONDS")
+    parser.add_argument(
+        "--abort-on", metavar="FILE",
+        help="stop conditions (YAML) checked in Prometheus while the method runs (as in run)",
+    )  # fmt: skip
+    parser.set_defaults(handler=handle)
+
+
+def _run_all(args: argparse.Namespace, console: Console) -> list[tuple[RunView, int]] | int:
+    try:
+        config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
+    except ValueError as exc:
+        console.print(f"[red]--var: {escape(str(exc))}[/]")
+        return EXIT_INVALID
+    loaded = load_valid_experiments(args.inputs, console, secret_vars)
+    if loaded is None:
+        return EXIT_INVALID
+    try:
+        abort_plan = load_plan(Path(args.abort_on)) if args.abort_on else None
+    except InvalidArgument as exc:
+        console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
+        return EXIT_INVALID
+    ledger = default_ledger()
+    if not recover(ledger, console, refuse=False):
+        return EXIT_FAILED
+    results: list[tuple[RunView, int]] = []
+    for path, experiment in loaded:
+        options = RunOptions(
+            journal_path=Path(args.journal_dir) / f"journal-{path.stem}.json",
+            config_vars=config_vars,
+            secret_vars=secret_vars,
+            hypothesis_strategy=args.hypothesis_strategy,
+            hypothesis_frequency=args.hypothesis_frequency,
+            extra_handlers=_abort_handlers(abort_plan, console),
+        )
+        result = run_experiment(path, experiment, options, ledger, console)
+        view = view_of(redact_journal(result.journal), source=str(result.journal_path))
+        results.append((view, result.exit_code))
+        console.print(f"[bold]{path}[/]: {result.outcome} (exit {result.exit_code})")
+        if result.journal.get("status") == "interrupted":
+            break
+    return results
+
+
+def _from_journals(args: argparse.Namespace, console: Console) -> list[tuple[RunView, int]] | int:
+    loaded = load_views(args.inputs, console)
+    if loaded is None:
+        return EXIT_INVALID
+    found = []
+    for journal, view in loaded:
+        code = (journal.get("gameday") or {}).get("exit_code")
+        if not isinstance(code, int):
+            outcome = outcome_of(journal)
+            code = {"held": 0, "deviated": EXIT_DEVIATED}.get(outcome, EXIT_FAILED)
+        found.append((view, code))
+    return found
+
+
+def handle(args: argparse.Namespace, console: Console) -> int:
+    if args.min_score is not None and not 0 <= args.min_score <= 100:
+        console.print(f"[red]--min-score must be within 0..100, got {args.min_score:g}[/]")
+        return EXIT_INVALID
+    outcome = _from_journals(args, console) if args.journals else _run_all(args, console)
+    if isinstance(outcome, int):
+        return outcome
+    views = [view for view, _ in outcome]
+    score = resilience_score(views)
+    junit = Path(args.junit)
+    junit.parent.mkdir(parents=True, exist_ok=True)
+    junit.write_bytes(junit_xml(views, score, args.min_score))
+    code = max(code for _, code in outcome)
+    console.print(f"resilience score: {score.text()}; JUnit: {junit}", highlight=False)
+    if args.min_score is None or code > EXIT_DEVIATED:
+        return code
+    if score.value is None or score.value < args.min_score:
+        console.print(f"[red]resilience score below the minimum {args.min_score:g}[/]")
+        return EXIT_DEVIATED
+    return 0

@@ -1,0 +1,68 @@
+"""``gameday report``: a shareable HTML report and a Markdown summary from journals."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from chaos_ext.cli._journals import load_views
+from chaos_ext.runner.execute import EXIT_INVALID
+
+HELP = """\
+Turn journals written by `gameday run` (or `chaos run`) into a report:
+
+  OUT/report.html   self-contained (inline CSS and SVG charts, no script, no
+                    network): per experiment the verdict, each hypothesis
+                    probe's values before/during/after against its tolerance,
+                    time-series charts of numeric probe outputs with fault
+                    windows shaded, the actions' outputs, rollbacks and the
+                    fault ledger; the resilience score on top
+  OUT/summary.md    the same tables in Markdown (for a ticket or a PR comment)
+  OUT/journals/     the journals, redacted
+
+Secrets are masked: literal values of the experiment's `secrets`, values under
+secret-looking keys (password, token, ...), and every --redact VALUE.
+The resilience score is the weighted share of steady-state hypotheses that
+held (docs/reporting.md).
+
+examples:
+  gameday report journal-db-latency.json -o reports/2026-12-01/
+  gameday report out/ -o reports/tuesday/ --title "Tuesday game day"
+"""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "report", help="HTML report + Markdown summary from journals", description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument(
+        "journals", nargs="+", metavar="JOURNAL", help="journal files, or folders of them"
+    )
+    parser.add_argument(
+        "-o", "--output", required=True, metavar="DIR", help="folder to write the report to"
+    )
+    parser.add_argument("--title", default="Game day report", help="the report's title")
+    parser.add_argument(
+        "--redact", action="append", default=[], metavar="VALUE",
+        help="a further value to mask wherever it appears (repeatable)",
+    )  # fmt: skip
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace, console: Console) -> int:
+    from chaos_ext.reporting.render import write_report  # noqa: PLC0415 - matplotlib is heavy
+
+    loaded = load_views(args.journals, console, args.redact)
+    if loaded is None:
+        return EXIT_INVALID
+    journals = [journal for journal, _ in loaded]
+    views = [view for _, view in loaded]
+    files = write_report(views, journals, Path(args.output), args.title)
+    console.print(f"report: {files.html}", highlight=False)
+    console.print(f"summary: {files.markdown}", highlight=False)
+    console.print(f"resilience score: {files.score.text()}", highlight=False)
+    return 0

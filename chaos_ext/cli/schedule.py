@@ -1,0 +1,144 @@
+"""``gameday schedule``: Kubernetes manifests for a scheduled in-cluster game day."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from chaos_ext import __version__
+from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.prometheus._abort import load_plan
+from chaos_ext.reporting.manifests import ScheduleSpec, manifests, manifests_yaml
+from chaos_ext.reporting.model import inline_secrets
+from chaos_ext.reporting.permissions import permissions_of
+from chaos_ext.runner.execute import EXIT_INVALID
+
+HELP = """\
+Print (or write with -o) the Kubernetes manifests that run these experiments on
+a schedule, in the cluster, with Kubernetes as the scheduler:
+
+  ConfigMap        NAME-experiments: the experiment files
+  ServiceAccount   NAME
+  Role(s)/ClusterRole + bindings   least privilege: exactly the rules that the
+                   experiments' activities declare (@needs_k8s); namespaced
+                   rules in each --target-namespace (default: --namespace),
+                   cluster-scoped ones in a ClusterRole
+  PersistentVolumeClaim  NAME-reports (unless --reports-pvc or push-only)
+  CronJob          NAME: concurrencyPolicy Forbid, no retries, non-root, read-only
+                   root filesystem; runs `gameday run` (with the --abort-on
+                   plan if given) then `gameday report` into
+                   /reports/<UTC time>/, then --push-command if given
+                   (with $REPORT_DIR set), and exits with the run's code
+
+Experiments with literal secret values are refused (they would be stored in a
+ConfigMap): use environment secrets ({"type": "env", "key": "DB_PASSWORD"})
+and --env-from-secret. The runner image is built from deploy/Dockerfile. Experiments are validated
+first; nothing is contacted. Activities of chaostoolkit-kubernetes declare no
+permissions: they are refused unless --allow-undeclared (then grant their
+permissions yourself).
+
+examples:
+  gameday schedule experiments/*.json --cron "0 10 * * 2" -o gameday.yaml
+  gameday schedule exp.json --cron @weekly --namespace chaos --target-namespace shop \\
+      --image registry.example.com/gameday:0.1.0 --env-from-secret prometheus-auth
+  gameday schedule exp.json --cron "0 3 * * *" --push-command 'rclone copy "$REPORT_DIR" s3:gd/'
+  kubectl apply -f gameday.yaml
+"""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "schedule", help="emit CronJob + RBAC manifests for a scheduled game day",
+        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
+    parser.add_argument("--cron", required=True, help='schedule, e.g. "0 10 * * 2" or @weekly')
+    parser.add_argument("--name", default="gameday", help="CronJob/ServiceAccount name")
+    parser.add_argument("--namespace", default="gameday", help="where the CronJob runs")
+    parser.add_argument("--target-namespace", action="append", default=[], metavar="NS",
+                        help="namespace the experiments act on (repeatable)")  # fmt: skip
+    parser.add_argument("--all-namespaces", action="store_true",
+                        help="grant namespaced rules cluster-wide (ClusterRole)")  # fmt: skip
+    parser.add_argument("--image", default=f"gameday:{__version__}", help="runner image")
+    parser.add_argument("--reports-pvc", metavar="CLAIM", help="existing claim for reports")
+    parser.add_argument("--pvc-size", default="1Gi", help="size of the claim created")
+    parser.add_argument("--storage-class", help="storage class of the claim created")
+    parser.add_argument("--push-command", metavar="SH",
+                        help="shell command run after the report, $REPORT_DIR set")  # fmt: skip
+    parser.add_argument("--abort-on", metavar="FILE",
+                        help="stop conditions for `gameday run --abort-on`, shipped in the "
+                             "ConfigMap")  # fmt: skip
+    parser.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+                        help="passed to `gameday run --var` (repeatable)")  # fmt: skip
+    parser.add_argument("--env-from-secret", action="append", default=[], metavar="SECRET",
+                        help="expose a Secret's keys as environment variables")  # fmt: skip
+    parser.add_argument("--deadline", type=int, default=3600, metavar="SECONDS",
+                        help="activeDeadlineSeconds of each run (default 3600)")  # fmt: skip
+    parser.add_argument("--time-zone", metavar="TZ", help="CronJob timeZone, e.g. Europe/Paris")
+    parser.add_argument("--allow-undeclared", action="store_true",
+                        help="accept Kubernetes activities that declare no RBAC")  # fmt: skip
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    parser.set_defaults(handler=handle)
+
+
+def _spec(args: argparse.Namespace, files: list[Path]) -> ScheduleSpec:
+    names = [p.name for p in files]
+    if len(set(names)) != len(names):
+        raise ValueError("two experiments have the same file name; rename one")
+    run_args: list[str] = []
+    for var in args.var:
+        run_args += ["--var", var]
+    return ScheduleSpec(
+        name=args.name, namespace=args.namespace, cron=args.cron, image=args.image,
+        experiments={p.name: p.read_text() for p in files},
+        target_namespaces=tuple(args.target_namespace), all_namespaces=args.all_namespaces,
+        pvc=args.reports_pvc, pvc_size=args.pvc_size, storage_class=args.storage_class,
+        push_command=args.push_command, run_args=tuple(run_args),
+        env_from_secrets=tuple(args.env_from_secret), deadline_seconds=args.deadline,
+        time_zone=args.time_zone,
+        abort_plan=Path(args.abort_on).read_text() if args.abort_on else None,
+    )  # fmt: skip
+
+
+def handle(args: argparse.Namespace, console: Console) -> int:
+    loaded = load_valid_experiments(args.experiments, console)
+    if loaded is None:
+        return EXIT_INVALID
+    leaky = [str(p) for p, experiment in loaded if any(inline_secrets(experiment.get("secrets")))]
+    if leaky:
+        console.print(f"[red]{escape(', '.join(leaky))}: literal secret values would land in a "
+                      "ConfigMap; use {\"type\": \"env\", \"key\": ...} secrets and "
+                      "--env-from-secret[/]")  # fmt: skip
+        return EXIT_INVALID
+    perms = permissions_of(experiment for _, experiment in loaded)
+    if perms.undeclared:
+        listed = ", ".join(perms.undeclared)
+        if not args.allow_undeclared:
+            console.print(f"[red]these activities declare no Kubernetes permissions: "
+                          f"{escape(listed)} (--allow-undeclared to go on)[/]")  # fmt: skip
+            return EXIT_INVALID
+        console.print(f"[yellow]grant these activities' permissions yourself: {escape(listed)}[/]")
+    if args.abort_on:
+        try:
+            load_plan(Path(args.abort_on))
+        except InvalidArgument as exc:
+            console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
+            return EXIT_INVALID
+    try:
+        objects = manifests(_spec(args, [path for path, _ in loaded]), perms)
+    except ValueError as exc:
+        console.print(f"[red]{escape(str(exc))}[/]")
+        return EXIT_INVALID
+    text = manifests_yaml(objects)
+    if args.output:
+        Path(args.output).write_text(text)
+        console.print(f"wrote {len(objects)} objects to {args.output}", highlight=False)
+    else:
+        sys.stdout.write(text)
+    return 0

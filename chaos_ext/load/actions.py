@@ -1,0 +1,126 @@
+"""Load actions: drive open-loop HTTP load in the background, and stop it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from chaos_ext.errors import InvalidArgument, LoadError
+from chaos_ext.ledger import Entry, undo, undo_handler
+from chaos_ext.load import _locate, _recorded
+from chaos_ext.load.driver import load_results, stop_load
+from chaos_ext.load.spec import check_load_arguments, spec_from_arguments
+from chaos_ext.validation import validated_by
+
+__all__ = ["drive_http_load", "stop_http_load"]
+
+KIND = _locate.KIND
+
+
+def _check(arguments: Mapping[str, Any]) -> None:
+    if "urls" not in arguments:
+        raise InvalidArgument("urls: required (one URL or a list of URLs)")
+    check_load_arguments(arguments)
+
+
+@validated_by(_check)
+def drive_http_load(
+    urls: list[str] | str,
+    rate: float = 10.0,
+    duration: float = 0.0,
+    ramp: dict[str, Any] | None = None,
+    steps: list[dict[str, Any]] | None = None,
+    concurrency_limit: int = 64,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: str = "",
+    http2: bool = False,
+    timeout: float = 5.0,
+    max_rate: float = 0.0,
+    max_duration: float = 0.0,
+    processes: int = 0,
+    metrics_port: int = 0,
+    metrics_addr: str = "127.0.0.1",
+    name: str = "",
+    ca_file: str = "",
+    wait: bool = False,
+    configuration: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Send open-loop HTTP load (constant rate, ramp or steps) to the named URLs.
+
+    Requests leave at the profile's arrival times whatever the server does;
+    latency is measured from the scheduled time (no coordinated omission). At
+    most ``concurrency_limit`` requests are in flight (one per connection); an
+    arrival that finds them all busy waits for one (the wait counts in its
+    latency) and is counted as ``dropped`` after ``timeout`` s. ``duration`` 0
+    means 30 s for a constant rate, the ramp's ``over`` for a ramp ``{"from":
+    10, "to": 200, "over": 60}``, the steps' total for steps ``[{"rate": 10,
+    "for": 20}, ...]``. Above 500 req/s or 600 s the load is refused unless
+    ``max_rate`` / ``max_duration`` are set to cover it. ``http2`` true speaks
+    HTTP/2 only (h2c prior knowledge on http://).
+
+    Blast radius: only ``urls`` (redirects are not followed), at most the
+    profile's rate for its duration. Runs in a helper process recorded in the
+    ledger, so it returns at once and keeps going while the next activities
+    inject faults (``wait`` true blocks until done and returns the results).
+    Pair it with the ``stop_http_load`` rollback, which returns the per-second
+    results; ``load_window_stats`` judges a window. ``metrics_port`` (-1 for a
+    free port) serves Prometheus metrics of the load on ``metrics_addr``.
+    https certificates are verified (``ca_file``: a PEM bundle to trust).
+    """
+    arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
+    _check(arguments)
+    spec = spec_from_arguments(arguments)
+    entry, load = _recorded.start_recorded(spec, module=__name__)
+    started = {
+        "load_id": entry.id, "name": name, "results_dir": str(load.results_dir),
+        "start": load.start, "end": load.end, "processes": load.processes,
+        "metrics_port": load.metrics_port, "peak_rate": spec.peak_rate,
+        "duration": spec.duration, "expected_requests": spec.total_requests,
+    }  # fmt: skip
+    if not wait:
+        return started
+    return {**started, "results": _recorded.finish(entry, load, spec)}
+
+
+@undo_handler(KIND)
+def _undo_load(entry: Entry) -> str:
+    stopped = stop_load(entry.id)
+    results_dir = entry.recipe.get("results_dir")
+    sent = ""
+    if results_dir and Path(results_dir).exists():
+        summary = load_results(Path(results_dir), include_buckets=False)
+        sent = f"; {summary['sent']} requests sent, error ratio {summary['error_ratio']}"
+    if not stopped:
+        return f"load had already finished{sent}"
+    return f"stopped the load ({stopped} process(es)){sent}"
+
+
+def stop_http_load(
+    load: str = "",
+    include_buckets: bool = True,
+    configuration: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Stop a background HTTP load and return its per-second results (a rollback).
+
+    ``load`` is the ``load_id`` returned by ``drive_http_load`` or its
+    ``name``; empty means this run's latest load. Idempotent: a load that has
+    already finished (or was already stopped) just has its results returned;
+    no load at all returns ``{"stopped": false}``. Blast radius: none, it only
+    ends traffic this extension started.
+    """
+    entry = _locate.find_load(load, required=False)
+    if entry is None:
+        return {"stopped": False, "note": f"no HTTP load {load or 'in this run'} in the ledger"}
+    outcome = undo(entry)
+    stopped = {"stopped": outcome.ok, "load_id": entry.id, "note": outcome.note}
+    try:
+        summary = load_results(
+            Path(entry.recipe.get("results_dir", "")), include_buckets=include_buckets
+        )
+    except LoadError as exc:
+        return {**stopped, "results": None, "results_error": str(exc)}
+    return {**stopped, **summary}

@@ -1,0 +1,171 @@
+"""Local targets over netlink: this host, a named network namespace, a process's namespace."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+
+from chaos_ext.errors import NetworkError, PreflightFailed
+from chaos_ext.network import _netns, _spec, _tree
+
+__all__ = [
+    "apply",
+    "interface_index",
+    "missing_features",
+    "preflight",
+    "remove_unrecorded",
+    "restore",
+    "snapshot",
+    "state",
+    "with_route",
+]
+
+T = TypeVar("T")
+
+CAP_NET_ADMIN = 12
+
+
+def _netns_path(target: _spec.Target) -> str | None:
+    if target.kind == "local":
+        return None
+    path = f"/run/netns/{target.name}" if target.kind == "netns" else f"/proc/{target.pid}/ns/net"
+    if not Path(path).exists():
+        what = (
+            f"network namespace {target.name!r}"
+            if target.kind == "netns"
+            else (f"process {target.pid}")
+        )
+        raise NetworkError(f"{what} does not exist ({path} is missing)")
+    return path
+
+
+def with_route(target: _spec.Target, func: Callable[[IPRoute], T]) -> T:
+    """``func(ipr)`` with an IPRoute inside the target's namespace (never creates one).
+
+    Namespaces are entered per thread (see :mod:`chaos_ext.network._netns`).
+    """
+    path = _netns_path(target)
+
+    def work() -> T:
+        try:
+            ipr = IPRoute()
+        except (OSError, NetlinkError) as exc:
+            raise NetworkError(f"cannot open netlink in {target.label('')[:-1]}: {exc}") from exc
+        try:
+            ipr.status["nlm_generator"] = False
+            return func(ipr)
+        finally:
+            ipr.close()
+
+    return work() if path is None else _netns.run_in_netns(path, work)
+
+
+def interface_index(ipr: IPRoute, target: _spec.Target, interface: str) -> int:
+    found = ipr.link_lookup(ifname=interface)
+    if not found:
+        raise NetworkError(f"interface {interface!r} not found in {target.label(interface)}")
+    return int(found[0])
+
+
+def _has_net_admin() -> bool:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN & 1)
+    return False
+
+
+def missing_features() -> list[str]:
+    """Kernel features the fault needs that this kernel lacks (live probe).
+
+    Builds the same kind of tree (htb root, netem leaf, u32 filter) on the
+    loopback of a fresh anonymous namespace that vanishes afterwards.
+    """
+
+    def probe() -> list[str]:
+        missing: list[str] = []
+        with IPRoute() as ipr:
+            steps: list[tuple[str, Callable[[], Any]]] = [
+                ("sch_htb", lambda: ipr.tc("add", "htb", 1, 0x10000, default=1)),
+                ("sch_htb", lambda: ipr.tc("add-class", "htb", 1, 0x10001, parent=0x10000,
+                                           rate="1gbit")),
+                ("sch_netem", lambda: ipr.tc("add", "netem", 1, 0x20000, parent=0x10001,
+                                             delay=1000)),
+                ("cls_u32", lambda: ipr.tc("add-filter", "u32", 1, parent=0x10000, prio=1,
+                                           protocol=_spec.ETH_P_IP, target=0x10001,
+                                           keys=["0x0/0x0+16"])),
+            ]  # fmt: skip
+            for feature, step in steps:
+                try:
+                    step()
+                except NetlinkError:
+                    missing.append(feature)
+                    if feature == "sch_htb":
+                        return ["cls_u32", "sch_htb", "sch_netem"]
+        return sorted(set(missing))
+
+    return _netns.run_in_netns(None, probe)
+
+
+def preflight(target: _spec.Target) -> dict[str, Any]:
+    """Raise PreflightFailed naming what is missing; nothing is changed."""
+    where = target.label("")[:-1]
+    release = os.uname().release
+    if not _has_net_admin():
+        raise PreflightFailed(f"no CAP_NET_ADMIN for {where}: run gameday as root")
+    _netns_path(target)
+    missing = missing_features()
+    if missing:
+        raise PreflightFailed(f"kernel {release} on {where} has no {', '.join(missing)}")
+    return {"kernel": release, "target": where, "features": ["sch_htb", "sch_netem", "cls_u32"]}
+
+
+def apply(target: _spec.Target, interface: str, spec: _spec.LatencySpec) -> None:
+    with_route(target, lambda ipr: _tree.apply_tree(ipr, interface_index(ipr, target, interface),
+                                                    spec))  # fmt: skip
+
+
+def snapshot(target: _spec.Target, interface: str) -> dict[str, Any]:
+    return with_route(
+        target, lambda ipr: _tree.snapshot(ipr, interface_index(ipr, target, interface))
+    )
+
+
+def restore(target: _spec.Target, interface: str, snap: dict[str, Any]) -> str:
+    """Put the saved tree back (idempotent) and check it; returns what was done."""
+    label = target.label(interface)
+    now = snapshot(target, interface)
+    if _tree.fingerprint(now) == _tree.fingerprint(snap):
+        return f"{label}: qdisc tree already as before"
+    if not _tree.is_ours(now):
+        return f"{label}: the latency tree is gone and the root was changed since; left alone"
+    # a fresh socket for the changes (see _tree.replay)
+    with_route(target, lambda ipr: _tree.replay(ipr, interface_index(ipr, target, interface), snap))
+    _tree.verify(snap, snapshot(target, interface))
+    previous = snap["root_kind"] or "kernel default"
+    return f"{label}: previous qdisc tree restored ({previous})"
+
+
+def remove_unrecorded(target: _spec.Target, interface: str) -> str:
+    """Our latency tree without a ledger entry (ledger lost): delete it, back to the default."""
+    label = target.label(interface)
+
+    def work(ipr: IPRoute) -> str:
+        index = interface_index(ipr, target, interface)
+        if not _tree.is_ours(_tree.snapshot(ipr, index)):
+            return f"{label}: no latency tree"
+        return "deleted"
+
+    if with_route(target, work) != "deleted":
+        return f"{label}: no latency tree"
+    with_route(target, lambda ipr: _tree.delete_root(ipr, interface_index(ipr, target, interface)))
+    return f"{label}: latency tree without a ledger entry deleted (kernel default root)"
+
+
+def state(target: _spec.Target, interface: str) -> dict[str, Any]:
+    snap = snapshot(target, interface)
+    return {"target": target.label(interface), "latency_active": _tree.is_ours(snap), **snap}

@@ -1,0 +1,262 @@
+"""Pure core of the latency fault: argument checks, targets, the scoped qdisc tree.
+
+The tree that :func:`chaos_ext.network.actions.add_latency` installs on an
+interface (handles are fixed, so the fault is recognisable)::
+
+    root  htb 1d1a:  default 1d1a:1           (replaces the previous root; snapshot kept)
+      class 1d1a:1  htb (no shaping)          <- everything else: not delayed
+      class 1d1a:2  htb (no shaping)
+        qdisc 1d1b: netem delay/jitter/loss   <- matching destinations only
+      filters u32 on 1d1a:  dst CIDR [+ dst port] -> 1d1a:2   (one per CIDR x port)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.validation import require_cidrs, require_name, require_range
+
+__all__ = [
+    "DEFAULT_CLASS",
+    "DELAY_CLASS",
+    "NETEM_HANDLE",
+    "ROOT_HANDLE",
+    "LatencySpec",
+    "Target",
+    "check_latency_arguments",
+    "check_target_arguments",
+    "handle_text",
+    "netem_kwargs",
+    "parse_target",
+    "tc_apply_argvs",
+    "u32_keys",
+]
+
+ROOT_HANDLE = 0x1D1A0000
+DEFAULT_CLASS = ROOT_HANDLE | 1
+DELAY_CLASS = ROOT_HANDLE | 2
+NETEM_HANDLE = 0x1D1B0000
+NO_SHAPING_RATE = "10gbit"
+HTB_QUANTUM = 200000
+MAX_FILTERS = 64
+ETH_P_IP = 0x0800
+ETH_P_IPV6 = 0x86DD
+
+_TARGET = re.compile(
+    r"^(?:(?P<local>local)|netns:(?P<netns>[A-Za-z0-9][A-Za-z0-9_.-]{0,62})"
+    r"|pid:(?P<pid>[1-9][0-9]{0,9})"
+    r"|ssh:(?P<host>[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}?)(?::(?P<port>[0-9]{1,5}))?"
+    r"|pod:(?P<ns>[a-z0-9][a-z0-9-]{0,62})/(?P<pod>[a-z0-9][a-z0-9.-]{0,252})"
+    r"(?:/(?P<container>[a-z0-9][a-z0-9-]{0,62}))?)$"
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the fault goes: ``local``, ``netns:NAME``, ``pid:PID``, ``ssh:HOST[:PORT]``,
+    or ``pod:NAMESPACE/NAME[/CONTAINER]``."""
+
+    kind: str
+    name: str = ""
+    pid: int = 0
+    host: str = ""
+    port: int = 22
+    namespace: str = ""
+    container: str = ""
+
+    def label(self, interface: str) -> str:
+        """The ledger's target text, e.g. ``netns:app/eth0``."""
+        where = {
+            "local": "local",
+            "netns": f"netns:{self.name}",
+            "pid": f"pid:{self.pid}",
+            "ssh": f"ssh:{self.host}:{self.port}",
+            "pod": f"pod:{self.namespace}/{self.name}",
+        }[self.kind]
+        return f"{where}/{interface}"
+
+
+def parse_target(text: str) -> Target:
+    """Parse a target string; InvalidArgument quotes it and lists the forms."""
+    match = _TARGET.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise InvalidArgument(
+            f"target: {text!r} is not a target; use 'local', 'netns:NAME', 'pid:PID', "
+            "'ssh:HOST[:PORT]' or 'pod:NAMESPACE/NAME[/CONTAINER]'"
+        )
+    if match["local"]:
+        return Target("local")
+    if match["netns"]:
+        return Target("netns", name=match["netns"])
+    if match["pid"]:
+        return Target("pid", pid=int(match["pid"]))
+    if match["host"]:
+        port = int(match["port"] or 22)
+        require_range("target port", port, 1, 65535)
+        return Target("ssh", host=match["host"], port=port)
+    return Target(
+        "pod", name=match["pod"], namespace=match["ns"], container=match["container"] or ""
+    )
+
+
+@dataclass(frozen=True)
+class LatencySpec:
+    """What to delay and by how much (validated)."""
+
+    delay_ms: float
+    jitter_ms: float
+    correlation: float
+    loss: float
+    destinations: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+    ports: tuple[int, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms,
+            "correlation": self.correlation, "loss": self.loss,
+            "destinations": [str(n) for n in self.destinations], "ports": list(self.ports),
+        }  # fmt: skip
+
+
+def check_target_arguments(arguments: Mapping[str, Any]) -> tuple[Target, str]:
+    """Validate ``target`` and ``interface`` (a Linux interface name: at most 15 chars)."""
+    target = parse_target(arguments.get("target", "local"))
+    interface = require_name("interface", arguments.get("interface", ""), max_len=15)
+    return target, interface
+
+
+def check_latency_arguments(arguments: Mapping[str, Any]) -> LatencySpec:
+    """Validate every add_latency argument before anything is touched."""
+    check_target_arguments(arguments)
+    delay = require_range("delay_ms", arguments.get("delay_ms", 0), 1, 60_000)
+    jitter = require_range("jitter_ms", arguments.get("jitter_ms", 0), 0, delay)
+    correlation = require_range("correlation", arguments.get("correlation", 0), 0, 100)
+    if correlation and not jitter:
+        raise InvalidArgument("correlation: needs jitter_ms > 0 (it correlates the jitter)")
+    loss = require_range("loss", arguments.get("loss", 0), 0, 100)
+    require_range("duration", arguments.get("duration", 0), 0, 86_400)
+    nets = require_cidrs("destinations", arguments.get("destinations") or [])
+    ports = arguments.get("ports") or []
+    if not isinstance(ports, list):
+        raise InvalidArgument(f"ports: expected a list of port numbers, got {ports!r}")
+    for port in ports:
+        require_range("ports", port, 1, 65535)
+    if len(nets) * max(1, len(ports)) > MAX_FILTERS:
+        raise InvalidArgument(
+            f"destinations x ports: {len(nets)} x {len(ports)} filters exceed {MAX_FILTERS}; "
+            "use wider CIDRs"
+        )
+    return LatencySpec(
+        float(delay), float(jitter), float(correlation), float(loss), tuple(nets),
+        tuple(int(p) for p in ports),
+    )  # fmt: skip
+
+
+def u32_keys(
+    net: ipaddress.IPv4Network | ipaddress.IPv6Network, port: int | None
+) -> tuple[int, list[str]]:
+    """(ethernet protocol, pyroute2 u32 keys ``value/mask+offset``) for dst CIDR [+ dst port].
+
+    Offsets assume no IPv4 options / IPv6 extension headers before TCP/UDP, as
+    ``tc ... u32 match ip dport`` does.
+    """
+    keys: list[str] = []
+    if net.version == 4:
+        protocol, dst_offset, port_offset = ETH_P_IP, 16, 20
+    else:
+        protocol, dst_offset, port_offset = ETH_P_IPV6, 24, 40
+    value, mask = int(net.network_address), int(net.netmask)
+    words = net.max_prefixlen // 32
+    for i in range(words):
+        shift = 32 * (words - 1 - i)
+        word_mask = (mask >> shift) & 0xFFFFFFFF
+        if word_mask:
+            word = (value >> shift) & 0xFFFFFFFF
+            keys.append(f"0x{word:08x}/0x{word_mask:08x}+{dst_offset + 4 * i}")
+    if port is not None:
+        keys.append(f"0x{port:08x}/0x0000ffff+{port_offset}")
+    if not keys:  # 0.0.0.0/0 without port: match every packet of this protocol
+        keys.append(f"0x00000000/0x00000000+{dst_offset}")
+    return protocol, keys
+
+
+def filter_specs(spec: LatencySpec) -> list[tuple[int, list[str]]]:
+    """One (protocol, keys) per destination x port."""
+    ports: list[int | None] = list(spec.ports) or [None]
+    return [u32_keys(net, port) for net in spec.destinations for port in ports]
+
+
+def netem_kwargs(spec: LatencySpec) -> dict[str, Any]:
+    """pyroute2 ``tc("add", "netem", ...)`` keywords (times in microseconds)."""
+    kwargs: dict[str, Any] = {"delay": int(spec.delay_ms * 1000), "limit": 10000}
+    if spec.jitter_ms:
+        kwargs["jitter"] = int(spec.jitter_ms * 1000)
+    if spec.correlation:
+        kwargs["delay_corr"] = spec.correlation
+    if spec.loss:
+        kwargs["loss"] = spec.loss
+    return kwargs
+
+
+def handle_text(handle: int) -> str:
+    """``0x1d1a0002`` -> ``1d1a:2`` (tc notation)."""
+    return f"{handle >> 16:x}:{handle & 0xFFFF:x}"
+
+
+def tc_apply_argvs(spec: LatencySpec, interface: str) -> list[list[str]]:
+    """The same tree as ``tc`` command argument lists (remote nodes, the benchmark)."""
+    dev = ["dev", interface]
+    root, default, delayed = (handle_text(h) for h in (ROOT_HANDLE, DEFAULT_CLASS, DELAY_CLASS))
+    netem = ["delay", f"{spec.delay_ms:g}ms"]
+    if spec.jitter_ms:
+        netem += [f"{spec.jitter_ms:g}ms"]
+        if spec.correlation:
+            netem += [f"{spec.correlation:g}%"]
+    if spec.loss:
+        netem += ["loss", f"{spec.loss:g}%"]
+    rate = ["rate", NO_SHAPING_RATE, "quantum", str(HTB_QUANTUM)]
+    argvs = [
+        ["tc", "qdisc", "replace", *dev, "root", "handle", root, "htb",
+         "default", f"{DEFAULT_CLASS & 0xFFFF:x}"],
+        ["tc", "class", "add", *dev, "parent", root, "classid", default, "htb", *rate],
+        ["tc", "class", "add", *dev, "parent", root, "classid", delayed, "htb", *rate],
+        ["tc", "qdisc", "add", *dev, "parent", delayed, "handle", handle_text(NETEM_HANDLE),
+         "netem", "limit", "10000", *netem],
+    ]  # fmt: skip
+    for prio, (protocol, keys) in enumerate(filter_specs(spec), start=1):
+        matches: list[str] = []
+        for key in keys:
+            value_mask, offset = key.split("+")
+            value, mask = value_mask.split("/")
+            matches += ["match", "u32", value, mask, "at", offset]
+        proto = "ip" if protocol == ETH_P_IP else "ipv6"
+        argvs.append(
+            ["tc", "filter", "add", *dev, "parent", root, "protocol", proto, "prio", str(prio),
+             "u32", *matches, "flowid", delayed]
+        )  # fmt: skip
+    return argvs
+
+
+_CONTAINER_ID = re.compile(r"^[0-9a-f]{12,128}$")
+
+
+def require_container_id(value: str) -> str:
+    """A container runtime id (hex), as found in a pod's status."""
+    if not _CONTAINER_ID.match(value):
+        raise InvalidArgument(f"container id {value!r} is not a runtime id")
+    return value
+
+
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$")
+
+
+def require_host(value: str) -> str:
+    """A host name or IP address."""
+    if not isinstance(value, str) or not _HOST.match(value):
+        raise InvalidArgument(f"host: {value!r} is not a host name or address")
+    return value

@@ -1,0 +1,126 @@
+"""Network probes: qdisc state of a target, measured round-trip time, netem preflight."""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from chaos_ext.errors import InvalidArgument, NetworkError
+from chaos_ext.network import _connect, _netns, _spec
+from chaos_ext.network._pod import RULES as POD_RULES
+from chaos_ext.rbac import needs_k8s
+from chaos_ext.validation import require_name, require_range, validated_by
+
+__all__ = ["latency_supported", "measure_rtt", "qdisc_state"]
+
+
+def _check_target(arguments: Mapping[str, Any]) -> None:
+    _spec.check_target_arguments(arguments)
+
+
+@validated_by(_check_target)
+@needs_k8s(*POD_RULES)
+def qdisc_state(
+    interface: str,
+    target: str = "local",
+    configuration: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Report the root qdisc tree of an interface and whether a latency fault is active.
+
+    Read-only. Returns ``latency_active`` (bool), ``root_kind`` and the tree.
+    """
+    where, interface = _spec.check_target_arguments({"interface": interface, "target": target})
+    with _connect.executor_for(where, configuration, secrets) as (executor, _):
+        snap = executor.snapshot(interface)
+    active = snap.get("latency_active")
+    if active is None:
+        active = any(i["handle"] == _spec.ROOT_HANDLE for i in snap.get("items", []))
+    return {"target": where.label(interface), **snap, "latency_active": bool(active)}
+
+
+@validated_by(_check_target)
+@needs_k8s(*POD_RULES)
+def latency_supported(
+    interface: str,
+    target: str = "local",
+    configuration: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Preflight for add_latency: kernel qdiscs, CAP_NET_ADMIN, the interface; read-only.
+
+    Raises PreflightFailed naming what is missing (e.g. "kernel 6.18 on ... has
+    no sch_netem"); returns the kernel release and features otherwise.
+    """
+    where, interface = _spec.check_target_arguments({"interface": interface, "target": target})
+    with _connect.executor_for(where, configuration, secrets) as (executor, _):
+        return executor.preflight(interface)
+
+
+def _check_rtt(arguments: Mapping[str, Any]) -> None:
+    _spec.require_host(arguments.get("host", ""))
+    require_range("port", arguments.get("port", 0), 1, 65535)
+    require_range("samples", arguments.get("samples", 20), 1, 1000)
+    require_range("timeout", arguments.get("timeout", 2.0), 0.01, 30)
+    if arguments.get("netns"):
+        require_name("netns", arguments["netns"])
+
+
+@validated_by(_check_rtt)
+def measure_rtt(
+    host: str,
+    port: int,
+    samples: int = 20,
+    timeout: float = 2.0,
+    netns: str = "",
+) -> dict[str, Any]:
+    """Measure TCP connect round-trip time to host:port (median, p95, min, max in ms).
+
+    Read-only: opens and closes ``samples`` TCP connections (bounded: at most
+    1000, each with ``timeout``), from this host or from inside network
+    namespace ``netns``. Failed connects are counted, not timed.
+    """
+    _check_rtt({"host": host, "port": port, "samples": samples, "timeout": timeout,
+                "netns": netns})  # fmt: skip
+    times: list[float] = []
+    errors: list[str] = []
+    for _ in range(samples):
+        try:
+            times.append(_connect_time(host, port, timeout, netns))
+        except OSError as exc:
+            errors.append(str(exc))
+    if not times:
+        raise NetworkError(f"no TCP connect to {host}:{port} succeeded: {errors[-1]}")
+    return {"host": host, "port": port, **_summarize(times), "failed": len(errors)}
+
+
+def _summarize(times_ms: list[float]) -> dict[str, float | int]:
+    """median / p95 / min / max of a list of milliseconds."""
+    ordered = sorted(times_ms)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {
+        "samples": len(ordered), "median_ms": round(statistics.median(ordered), 3),
+        "p95_ms": round(p95, 3), "min_ms": round(ordered[0], 3), "max_ms": round(ordered[-1], 3),
+    }  # fmt: skip
+
+
+def _connect_time(host: str, port: int, timeout: float, ns: str) -> float:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = _socket_in(ns, family) if ns else socket.socket(family, socket.SOCK_STREAM)
+    with sock:
+        sock.settimeout(timeout)
+        start = time.perf_counter()
+        sock.connect((host, port))
+        return (time.perf_counter() - start) * 1000
+
+
+def _socket_in(ns: str, family: int) -> socket.socket:
+    """A TCP socket created inside network namespace ``ns``."""
+    path = f"/run/netns/{ns}"
+    if not os.path.exists(path):
+        raise InvalidArgument(f"netns: network namespace {ns!r} does not exist")
+    return _netns.socket_in(path, family)

@@ -1,0 +1,293 @@
+"""A typed, read-only view of one Chaos Toolkit journal written by ``gameday run``.
+
+:func:`load_journal` reads and redacts a journal file; :func:`view_of` turns a
+journal dict into a :class:`RunView`: the hypothesis checks per phase, the
+method and rollback activities, the fault windows (ledger entries and action
+runs) and every numeric time series found in probe outputs. Pure: no I/O
+besides :func:`load_journal`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos_ext.reporting.series import Series, as_number, parse_time, series_of
+from chaos_ext.runner.execute import outcome_of
+from chaos_ext.runner.redact import Redactor
+
+__all__ = [
+    "Activity",
+    "Check",
+    "FaultWindow",
+    "JournalError",
+    "RunView",
+    "as_number",
+    "inline_secrets",
+    "load_journal",
+    "parse_time",
+    "redact_journal",
+    "view_of",
+]
+
+PHASES = ("before", "during", "after")
+
+
+class JournalError(Exception):
+    """A file that is not a readable Chaos Toolkit journal."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One evaluation of one hypothesis probe in one phase."""
+
+    probe: str
+    phase: str
+    output: Any
+    tolerance: Any
+    met: bool | None
+    status: str
+    start: float | None
+    end: float | None
+    error: str | None = None
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One activity run of the method or the rollbacks."""
+
+    name: str
+    kind: str
+    status: str
+    start: float | None
+    end: float | None
+    output: Any
+    error: str | None
+    background: bool = False
+
+    @property
+    def duration(self) -> float | None:
+        if self.start is None or self.end is None:
+            return None
+        return max(0.0, self.end - self.start)
+
+
+@dataclass(frozen=True)
+class FaultWindow:
+    """When a fault was in place: a ledger entry (open..closed) or an action run."""
+
+    label: str
+    start: float
+    end: float
+    source: str  # "ledger" | "action"
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Everything a report, a gate or a comparison needs from one journal."""
+
+    title: str
+    description: str
+    hypothesis_title: str
+    hypothesis_probes: tuple[str, ...]
+    tolerances: Mapping[str, Any]
+    outcome: str
+    status: str
+    start: float | None
+    end: float | None
+    checks: tuple[Check, ...]
+    method: tuple[Activity, ...]
+    rollbacks: tuple[Activity, ...]
+    windows: tuple[FaultWindow, ...]
+    series: tuple[Series, ...]
+    ledger: tuple[Mapping[str, Any], ...]
+    sweep: tuple[Mapping[str, Any], ...]
+    run_id: str
+    source: str
+    weight: float
+    error: str | None = None
+    abort: Mapping[str, Any] | None = None  # gameday.abort.fired: the stop condition that fired
+
+    @property
+    def abort_text(self) -> str | None:
+        """``stopped by <condition> (<reason>): <detail> at +<t> s``, when one fired."""
+        if not self.abort:
+            return None
+        at = as_number(self.abort.get("at_unix")) or parse_time(self.abort.get("at"))
+        offset = f" at +{at - self.start:.1f} s" if at is not None and self.start else ""
+        what = self.abort.get("condition") or "an abort condition"
+        detail = self.abort.get("detail") or self.abort.get("value") or ""
+        return f"stopped by {what} ({self.abort.get('reason', 'breach')}): {detail}{offset}"
+
+    @property
+    def abort_at(self) -> float | None:
+        if not self.abort:
+            return None
+        return as_number(self.abort.get("at_unix")) or parse_time(self.abort.get("at"))
+
+    def checks_for(self, probe: str, phase: str) -> list[Check]:
+        return [c for c in self.checks if c.probe == probe and c.phase == phase]
+
+    @property
+    def duration(self) -> float | None:
+        if self.start is None or self.end is None:
+            return None
+        return max(0.0, self.end - self.start)
+
+
+def inline_secrets(secrets: Any) -> Iterator[str]:
+    """Literal secret values in an experiment's ``secrets`` (not env/vault references)."""
+    if isinstance(secrets, Mapping):
+        if secrets.get("type") in ("env", "vault") and "key" in secrets:
+            return
+        for value in secrets.values():
+            yield from inline_secrets(value)
+    elif isinstance(secrets, list | tuple):
+        for value in secrets:
+            yield from inline_secrets(value)
+    elif isinstance(secrets, str) and len(secrets) >= 3:
+        yield secrets
+
+
+def redact_journal(journal: Mapping[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A copy with the experiment's literal secrets and secret-named keys masked."""
+    experiment = journal.get("experiment") or {}
+    redactor = Redactor([*inline_secrets(experiment.get("secrets")), *extra])
+    clean: dict[str, Any] = redactor.value(journal)
+    return clean
+
+
+def load_journal(path: Path, extra_secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Read a journal file (JSON), redacted."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise JournalError(f"{path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise JournalError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("experiment"), dict):
+        raise JournalError(f"{path}: not a Chaos Toolkit journal (no 'experiment' object)")
+    return redact_journal(data, extra_secrets)
+
+
+def _check(run: Mapping[str, Any], phase: str, tolerances: Mapping[str, Any]) -> Check:
+    activity = run.get("activity") or {}
+    name = str(activity.get("name", "?"))
+    met = run.get("tolerance_met")
+    return Check(
+        probe=name,
+        phase=phase,
+        output=run.get("output"),
+        tolerance=activity.get("tolerance", tolerances.get(name)),
+        met=bool(met) if met is not None else None,
+        status=str(run.get("status", "?")),
+        start=parse_time(run.get("start")),
+        end=parse_time(run.get("end")),
+        error=_error_text(run),
+        arguments=(activity.get("provider") or {}).get("arguments") or {},
+    )
+
+
+def _checks(journal: Mapping[str, Any], tolerances: Mapping[str, Any]) -> list[Check]:
+    states = journal.get("steady_states") or {}
+    found: list[Check] = []
+    for phase in PHASES:
+        block = states.get(phase)
+        blocks = block if isinstance(block, list) else [block] if block else []
+        for item in blocks:
+            for run in (item or {}).get("probes") or []:
+                found.append(_check(run, phase, tolerances))
+    return found
+
+
+def _error_text(run: Mapping[str, Any]) -> str | None:
+    error = run.get("exception")
+    if isinstance(error, list):
+        lines = [str(x).strip() for x in error if str(x).strip()]
+        return lines[-1] if lines else None
+    return str(error) if error else None
+
+
+def _activity(run: Mapping[str, Any]) -> Activity:
+    activity = run.get("activity") or {}
+    return Activity(
+        name=str(activity.get("name", "?")),
+        kind=str(activity.get("type", "?")),
+        status=str(run.get("status", "?")),
+        start=parse_time(run.get("start")),
+        end=parse_time(run.get("end")),
+        output=run.get("output"),
+        error=_error_text(run),
+        background=bool(activity.get("background")),
+    )
+
+
+def _windows(
+    method: list[Activity], ledger: list[Mapping[str, Any]], end: float | None
+) -> list[FaultWindow]:
+    windows: list[FaultWindow] = []
+    for entry in ledger:
+        opened = as_number(entry.get("created_at"))
+        closed = as_number(entry.get("closed_at")) or end
+        if opened is not None and closed is not None:
+            label = f"{entry.get('kind', 'fault')} on {entry.get('target', '?')}"
+            windows.append(FaultWindow(label, opened, max(opened, closed), "ledger"))
+    for act in method:
+        if act.kind == "action" and act.start is not None and act.end is not None:
+            windows.append(FaultWindow(act.name, act.start, max(act.start, act.end), "action"))
+    return windows
+
+
+def _weight(experiment: Mapping[str, Any]) -> float:
+    for ext in experiment.get("extensions") or []:
+        if isinstance(ext, Mapping) and ext.get("name") == "gameday":
+            weight = as_number(ext.get("weight"))
+            if weight is not None and weight >= 0:
+                return weight
+    return 1.0
+
+
+def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
+    """The typed view of one journal (already redacted)."""
+    experiment = journal.get("experiment") or {}
+    hypothesis = experiment.get("steady-state-hypothesis") or {}
+    probes = [p for p in hypothesis.get("probes") or [] if isinstance(p, Mapping)]
+    tolerances = {str(p.get("name")): p.get("tolerance") for p in probes}
+    gameday = journal.get("gameday") or {}
+    method = [_activity(r) for r in journal.get("run") or [] if isinstance(r, Mapping)]
+    rollbacks = [_activity(r) for r in journal.get("rollbacks") or [] if isinstance(r, Mapping)]
+    ledger = [e for e in gameday.get("ledger") or [] if isinstance(e, Mapping)]
+    start, end = parse_time(journal.get("start")), parse_time(journal.get("end"))
+    checks = _checks(journal, tolerances)
+    return RunView(
+        title=str(experiment.get("title", "(untitled experiment)")),
+        description=str(experiment.get("description", "")),
+        hypothesis_title=str(hypothesis.get("title", "")),
+        hypothesis_probes=tuple(tolerances),
+        tolerances=tolerances,
+        outcome=str(gameday.get("outcome") or outcome_of(dict(journal))),
+        status=str(journal.get("status", "?")),
+        start=start,
+        end=end,
+        checks=tuple(checks),
+        method=tuple(method),
+        rollbacks=tuple(rollbacks),
+        windows=tuple(_windows(method, ledger, end)),
+        series=tuple(series_of(journal)),
+        ledger=tuple(ledger),
+        sweep=tuple(s for s in gameday.get("sweep") or [] if isinstance(s, Mapping)),
+        run_id=str(gameday.get("run_id", "")),
+        source=source or str(gameday.get("experiment_path", "")),
+        weight=_weight(experiment),
+        error=gameday.get("error"),
+        abort=_fired(gameday.get("abort")),
+    )
+
+
+def _fired(abort: Any) -> Mapping[str, Any] | None:
+    fired = abort.get("fired") if isinstance(abort, Mapping) else None
+    return fired if isinstance(fired, Mapping) else None

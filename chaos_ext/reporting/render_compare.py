@@ -1,0 +1,94 @@
+"""The comparison's HTML (inline SVG distributions) and Markdown renderings."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from chaos_ext import __version__
+from chaos_ext.reporting.charts import distribution_svg
+from chaos_ext.reporting.compare import metric_samples
+from chaos_ext.reporting.model import RunView
+from chaos_ext.reporting.render import environment, paragraphs
+from chaos_ext.reporting.stats import Comparison, Settings
+
+__all__ = ["compare_html", "compare_markdown"]
+
+
+def _row(c: Comparison, index: int) -> dict[str, Any]:
+    base, tuned = (
+        (c.baseline.median, c.tuned.median)
+        if c.statistic == "median"
+        else (c.baseline.mean, c.tuned.mean)
+    )
+    relative = f" ({c.relative:+.1%})" if c.relative is not None else ""
+    return {
+        "c": c,
+        "anchor": f"metric-{index + 1}",
+        "css": c.verdict.replace(" ", "-"),
+        "base": f"{base:.4g}",
+        "tuned": f"{tuned:.4g}",
+        "diff": f"{c.difference:+.4g}{relative} [{c.ci[0]:+.4g}, {c.ci[1]:+.4g}]",
+        "p": f"{c.p_value:.3g}",
+        "better": f"{c.better} ({c.better_source})" if c.better else "unknown: set --better",
+        "svg": "",
+    }
+
+
+def _context(
+    comparisons: Sequence[Comparison],
+    baseline: Sequence[RunView],
+    tuned: Sequence[RunView],
+    settings: Settings,
+    title: str,
+) -> dict[str, Any]:
+    base_names, tuned_names = set(metric_samples(baseline)), set(metric_samples(tuned))
+    levels = (
+        "hierarchical (runs, then samples)"
+        if min(len(baseline), len(tuned)) > 1
+        else "over samples"
+    )
+    return {
+        "title": title,
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "version": __version__,
+        "baseline_runs": len(baseline),
+        "tuned_runs": len(tuned),
+        "confidence": f"{1 - settings.alpha:.0%}",
+        "method": (
+            f"bootstrap {levels}, {settings.resamples} resamples, seed {settings.seed}; "
+            f"alpha {settings.alpha:g}; minimum effect {settings.min_effect:.0%}"
+        ),
+        "rows": [_row(c, i) for i, c in enumerate(comparisons)],
+        "only_baseline": sorted(base_names - tuned_names),
+        "only_tuned": sorted(tuned_names - base_names),
+    }
+
+
+def compare_markdown(
+    comparisons: Sequence[Comparison],
+    baseline: Sequence[RunView],
+    tuned: Sequence[RunView],
+    settings: Settings,
+    title: str,
+) -> str:
+    context = _context(comparisons, baseline, tuned, settings, title)
+    return paragraphs(environment().get_template("compare.md.j2").render(context))
+
+
+def compare_html(
+    comparisons: Sequence[Comparison],
+    baseline: Sequence[RunView],
+    tuned: Sequence[RunView],
+    settings: Settings,
+    title: str,
+) -> str:
+    context = _context(comparisons, baseline, tuned, settings, title)
+    base_samples, tuned_samples = metric_samples(baseline), metric_samples(tuned)
+    for i, row in enumerate(context["rows"]):
+        name = row["c"].metric
+        before = [v for run in base_samples[name].runs for v in run]
+        after = [v for run in tuned_samples[name].runs for v in run]
+        row["svg"] = distribution_svg(name, before, after, salt=f"m{i}")
+    return environment().get_template("compare.html.j2").render(context)

@@ -1,0 +1,122 @@
+"""The SSH target against a real OpenSSH server in a network namespace made by the test.
+
+This host's kernel has no netem, so a real remote preflight must refuse clearly;
+host keys are checked; remote commands are argument lists quoted for a real shell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyroute2 import netns
+from support.netlab import kernel_has_netem, sh
+
+from chaos_ext._servers import sshd
+from chaos_ext._ssh import SshSession, SshSettings
+from chaos_ext.errors import NetworkError, PreflightFailed
+from chaos_ext.ledger import Ledger
+from chaos_ext.network import actions, probes
+
+pytestmark = pytest.mark.skipif(shutil.which("sshd") is None and not Path(sshd.SSHD).exists(),
+                                reason="openssh-server missing")  # fmt: skip
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[tuple[str, sshd.SshdServer]]:
+    """A 'node': sshd in its own namespace, with a veth pair to put faults on."""
+    ns = f"gds-{uuid.uuid4().hex[:8]}"
+    sh("ip", "netns", "add", ns)
+    try:
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", ns, "link", "add", "va", "type", "veth", "peer", "name", "vb")
+        with sshd.start(workdir=tmp_path / "sshd", netns_prefix=["ip", "netns", "exec", ns]) as s:
+            yield ns, s
+    finally:
+        sh("ip", "netns", "delete", ns, check=False)
+
+
+@contextlib.contextmanager
+def inside(ns: str) -> Iterator[None]:
+    """Run this thread's new sockets in ``ns`` (where the node's sshd listens)."""
+    netns.pushns(ns)
+    try:
+        yield
+    finally:
+        netns.popns()
+
+
+def _conf(server: sshd.SshdServer, **extra: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    configuration = {"ssh_known_hosts": str(server.known_hosts), **extra}
+    secrets = {"ssh_user": "root", "ssh_key_file": str(server.client_key)}
+    return configuration, secrets
+
+
+def test_arguments_reach_the_remote_shell_quoted(node: tuple[str, sshd.SshdServer]) -> None:
+    ns, server = node
+    conf, sec = _conf(server)
+    with (
+        inside(ns),
+        SshSession(SshSettings.from_activity(server.host, server.port, conf, sec)) as s,
+    ):
+        assert s.check(["echo", "a b; touch /tmp/x", "$(id)"]) == "a b; touch /tmp/x $(id)\n"
+        assert s.run(["sh", "-c", "exit 3"]).exit_code == 3
+        assert s.check(["ip", "-o", "link", "show", "va"]).split(":")[1].strip().startswith("va")
+
+
+def test_unknown_host_key_is_refused_unless_accepted(
+    node: tuple[str, sshd.SshdServer], tmp_path: Path
+) -> None:
+    ns, server = node
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    conf, sec = _conf(server)
+    conf["ssh_known_hosts"] = str(empty)
+    with inside(ns), pytest.raises(NetworkError, match=r"unknown SSH host 127\.0\.0\.1"):
+        probes.qdisc_state("va", target=f"ssh:{server.host}:{server.port}",
+                           configuration=conf, secrets=sec)  # fmt: skip
+    conf["ssh_accept_unknown_host_key"] = True
+    with inside(ns):
+        state = probes.qdisc_state("va", target=f"ssh:{server.host}:{server.port}",
+                                   configuration=conf, secrets=sec)  # fmt: skip
+    assert state["latency_active"] is False and state["default_root"] is True
+    assert empty.read_text() == ""  # accepted for this connection only
+
+
+def test_changed_host_key_is_refused(node: tuple[str, sshd.SshdServer], tmp_path: Path) -> None:
+    ns, server = node
+    other = tmp_path / "other_key"
+    sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other))
+    wrong = tmp_path / "wrong_known_hosts"
+    pub = other.with_suffix(".pub").read_text().split()[:2]
+    wrong.write_text(f"[{server.host}]:{server.port} {' '.join(pub)}\n")
+    conf, sec = _conf(server, ssh_accept_unknown_host_key=True)  # even with the opt-in
+    conf["ssh_known_hosts"] = str(wrong)
+    with inside(ns), pytest.raises(NetworkError, match="does not match"):
+        probes.qdisc_state("va", target=f"ssh:{server.host}:{server.port}",
+                           configuration=conf, secrets=sec)  # fmt: skip
+
+
+@pytest.mark.skipif(kernel_has_netem(), reason="this kernel has netem")
+def test_remote_preflight_reports_the_missing_netem_and_changes_nothing(
+    node: tuple[str, sshd.SshdServer], ledger_path: Path
+) -> None:
+    ns, server = node
+    conf, sec = _conf(server)
+    before = sh("tc", "-n", ns, "qdisc", "show", "dev", "va").stdout
+    namespaces_before = set(sh("ip", "netns", "list").stdout.split())
+    target = f"ssh:{server.host}:{server.port}"
+    with inside(ns), pytest.raises(PreflightFailed, match=rf"kernel \S+ on {target} has no "):
+        actions.add_latency("va", 150, ["10.2.0.0/24"], target=target,
+                            configuration=conf, secrets=sec)  # fmt: skip
+    with inside(ns), pytest.raises(PreflightFailed, match="sch_netem"):
+        probes.latency_supported("va", target=target, configuration=conf, secrets=sec)
+    assert sh("tc", "-n", ns, "qdisc", "show", "dev", "va").stdout == before
+    assert Ledger(ledger_path).history() == []
+    # the scratch namespace of the remote probe was removed again
+    assert set(sh("ip", "netns", "list").stdout.split()) <= namespaces_before | {"(id:"}

@@ -1,0 +1,36 @@
+"""The real-kernel lane: boot Debian's kernel in qemu and run the ``vm`` tests inside it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from chaos_ext._vm.lane import run_pytest
+from chaos_ext._vm.machine import VMConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+VM_TESTS = ["tests/network/test_network_netem_vm.py"]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("GAMEDAY_IN_VM") == "1", reason="already inside the VM"),
+    pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="no qemu"),
+]
+
+
+@pytest.mark.timeout(840)
+def test_vm_lane_runs_the_netem_tests_on_a_real_kernel() -> None:
+    result = run_pytest(
+        ["-m", "vm", *VM_TESTS],
+        config=VMConfig(work_dir=ROOT / ".vm", cwd=ROOT),
+        timeout=720,
+    )
+    details = "\n\n".join(result.failures) or result.output[-4000:]
+    assert result.exit_code == 0, f"VM lane failed ({result.boot_accel}):\n{details}"
+    assert result.junit is not None
+    assert " passed" in result.output and "skipped" not in result.output.splitlines()[-1], (
+        result.output[-2000:]
+    )

@@ -1,0 +1,84 @@
+"""Real journals for the reporting tests: `gameday run` on small experiments, once per module."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.gameday_cli import ROOT, run_gameday
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _py(name: str, module: str, func: str, kind: str = "probe", **arguments: Any) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "name": name,
+        "provider": {"type": "python", "module": module, "func": func, "arguments": arguments},
+    }
+
+
+def deviating_experiment(port: int) -> dict[str, Any]:
+    """Holds a port open (a real listener in a helper process): 'port closed' deviates."""
+    closed = _py("port-closed", "support.faultkit", "port_open", port=port)
+    closed["tolerance"] = False
+    latency = _py("connect-ms", "support.reportkit", "connect_ms", port=port)
+    latency["tolerance"] = {"type": "range", "range": [-1, 50]}
+    return {
+        "title": "a held port is noticed",
+        "description": "holds 127.0.0.1:port open; the hypothesis says it is closed",
+        "steady-state-hypothesis": {"title": "the port stays closed", "probes": [closed, latency]},
+        "method": [
+            _py(
+                "hold-the-port",
+                "support.faultkit",
+                "hold_port",
+                kind="action",
+                port=port,
+                seconds=60,
+            ),
+            _py(
+                "measure-connects",
+                "support.reportkit",
+                "connect_series",
+                port=port,
+                count=6,
+                interval=0.1,
+            ),
+        ],
+        "rollbacks": [
+            _py("undo-this-run", "chaos_ext.faults.actions", "rollback_faults", kind="action")
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def real_journals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    """A deviated run with a rollback and a held run, written by the real `gameday run`."""
+    tmp = tmp_path_factory.mktemp("journals")
+    ledger = tmp / "ledger.sqlite3"
+    deviating = tmp / "deviating.json"
+    deviating.write_text(json.dumps(deviating_experiment(free_port())))
+    held = ROOT / "experiments" / "ledger-clean.json"
+    journals = {
+        "deviated": tmp / "journal-deviating.json",
+        "held": tmp / "journal-ledger-clean.json",
+    }
+    try:
+        out = run_gameday(
+            tmp, ledger, "run", "--journal-dir", str(tmp), "--hypothesis-strategy",
+            "continuously", "--hypothesis-frequency", "0.3", str(deviating), str(held),
+        )  # fmt: skip
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert all(p.exists() for p in journals.values())
+        yield journals
+    finally:  # whatever happened, leave no fault behind
+        run_gameday(tmp, ledger, "rollback")

@@ -1,0 +1,129 @@
+"""`gameday compare` on synthetic runs with controlled distributions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.gameday_cli import run_gameday
+from support.journals import JournalBuilder
+
+from chaos_ext.reporting.compare import compare_sets
+from chaos_ext.reporting.model import RunView, view_of
+from chaos_ext.reporting.stats import direction_of
+
+LATENCY = {"type": "range", "range": [0, 300]}  # p99 ms: lower is better
+
+
+def _run(seed: int, mean: float, ok_rate: float = 1.0, throughput: float = 100) -> dict:
+    rng = np.random.default_rng(seed)
+    b = JournalBuilder("tuning", {"p99-ms": LATENCY, "requests-ok": True}, start=1e9 + seed * 1e3)
+    b.check("before", "p99-ms", float(rng.normal(mean, 15)), 0)
+    b.check("before", "requests-ok", True, 0)
+    b.activity("add-latency", 1, 0.1, {"delay_ms": 40})
+    for i in range(40):
+        b.check("during", "p99-ms", float(rng.normal(mean, 15)), 2 + i)
+        b.check("during", "requests-ok", bool(rng.random() < ok_rate), 2 + i)
+    b.activity("throughput", 50, 1, float(rng.normal(throughput, 5)), kind="probe")
+    b.check("after", "p99-ms", float(rng.normal(mean, 15)), 60)
+    return b.build()
+
+
+def _views(seeds: range, mean: float, **kw: float) -> list[RunView]:
+    return [view_of(_run(s, mean, **kw)) for s in seeds]
+
+
+def _by_metric(baseline: list[RunView], tuned: list[RunView], **kw: object) -> dict:
+    return {c.metric: c for c in compare_sets(baseline, tuned, **kw)}  # type: ignore[arg-type]
+
+
+def test_a_known_improvement_is_improved() -> None:
+    results = _by_metric(_views(range(3), 200), _views(range(10, 13), 150))
+    p99 = results["p99-ms"]
+    assert p99.verdict == "improved"
+    assert (p99.better, p99.better_source) == ("lower", "tolerance")
+    assert p99.ci[0] < -50 + 15 and p99.ci[1] < -50 + 35 and p99.ci[1] < 0
+    assert p99.ci[0] < p99.difference < p99.ci[1]
+    assert p99.p_value < 1e-6
+    assert (p99.baseline.runs, p99.baseline.n) == (3, 3 * 42)
+
+
+def test_a_known_regression_is_regressed() -> None:
+    results = _by_metric(
+        _views(range(3), 200, ok_rate=1.0), _views(range(20, 23), 260, ok_rate=0.7)
+    )
+    assert results["p99-ms"].verdict == "regressed"
+    ok = results["requests-ok"]  # true/false: compared by the mean (success rate), higher is better
+    assert (ok.statistic, ok.better, ok.verdict) == ("mean", "higher", "regressed")
+    assert -0.45 < ok.difference < -0.15
+
+
+def test_identical_distributions_are_no_change() -> None:
+    same = _views(range(3), 200)
+    results = _by_metric(same, same)
+    assert {c.verdict for c in results.values()} == {"no change"}
+    assert (
+        results["p99-ms"].difference == 0
+        and results["p99-ms"].ci[0] <= 0 <= results["p99-ms"].ci[1]
+    )
+    redrawn = _by_metric(_views(range(3), 200), _views(range(30, 33), 200))
+    assert redrawn["p99-ms"].verdict == "no change"
+
+
+def test_direction_unknown_then_overridden() -> None:
+    base, tuned = _views(range(6), 200), _views(range(40, 46), 200, throughput=130)
+    assert _by_metric(base, tuned)["throughput"].verdict == "changed"
+    result = _by_metric(base, tuned, overrides={"throughput": "higher"})["throughput"]
+    assert (result.verdict, result.better_source) == ("improved", "--better")
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "expected"),
+    [
+        ({"type": "range", "range": [0, 0.3]}, "lower"),  # latency under 300 ms
+        ({"type": "range", "range": [0.99, 1e308]}, "higher"),  # open upwards
+        ({"type": "range", "range": [0.95, 1]}, "higher"),  # an SLO fraction
+        ({"type": "range", "range": [10, 20]}, None),
+        (0, "lower"),  # e.g. open faults, errors
+        (True, "higher"),  # slo_holds: true is good whatever its op
+        ("ok", None),
+        (None, None),
+    ],
+)
+def test_direction_from_tolerance(tolerance: object, expected: str | None) -> None:
+    assert direction_of(tolerance) == expected
+
+
+def test_cli_writes_markdown_and_html_and_can_fail_on_regression(tmp_path: Path) -> None:
+    for side, seeds, mean in (("base", range(3), 200), ("tuned", range(50, 53), 260)):
+        folder = tmp_path / side
+        folder.mkdir()
+        for seed in seeds:
+            (folder / f"journal-{seed}.json").write_text(json.dumps(_run(seed, mean)))
+    ledger = tmp_path / "ledger.sqlite3"
+    out = run_gameday(tmp_path, ledger, "compare", "base", "tuned", "-o", "cmp",
+                      "--fail-on-regression", "--better", "throughput=higher")  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    markdown = (tmp_path / "cmp" / "comparison.md").read_text()
+    row = next(line for line in markdown.splitlines() if line.startswith("| p99-ms |"))
+    assert "| **regressed** | median |" in row and "lower (tolerance)" in row
+    assert "Baseline: 3 run(s); tuned: 3 run(s)" in markdown
+    html = (tmp_path / "cmp" / "comparison.html").read_text()
+    assert html.count("<svg") == 3 and "<script" not in html
+    single = run_gameday(tmp_path, ledger, "compare", "base/journal-0.json",
+                         "base/journal-0.json", "-o", "same")  # fmt: skip
+    assert single.returncode == 0, single.stderr
+    assert "p99-ms: no change" in single.stderr
+
+
+def test_cli_refuses_sets_without_a_shared_metric(tmp_path: Path) -> None:
+    a, b = JournalBuilder("a", {"x": 0}), JournalBuilder("b", {"y": 0})
+    a.check("before", "x", 0, 0)
+    b.check("before", "y", 0, 0)
+    (tmp_path / "a.json").write_text(json.dumps(a.build()))
+    (tmp_path / "b.json").write_text(json.dumps(b.build()))
+    out = run_gameday(tmp_path, tmp_path / "l.sqlite3", "compare", "a.json", "b.json", "-o", "o")
+    assert out.returncode == 3
+    assert "share no numeric metric" in out.stderr

@@ -1,0 +1,51 @@
+"""Helpers for network tests: run commands, show tc trees, probe the kernel, run gameday.
+
+Import with ``from support.netlab import ...`` (fixtures live in tests/network/conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["VethNs", "gameday_process", "kernel_has_netem", "sh", "tc_show"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=check)
+
+
+def tc_show(ns: str, dev: str) -> str:
+    """The CLI's view of a tree (an independent check of the netlink code)."""
+    return "".join(
+        sh("tc", "-n", ns, what, "show", "dev", dev).stdout for what in ("qdisc", "class", "filter")
+    )
+
+
+@dataclass(frozen=True)
+class VethNs:
+    ns: str
+    dev: str
+    peer: str
+
+
+def kernel_has_netem() -> bool:
+    """Whether this kernel can build the latency tree (probed in a scratch namespace)."""
+    from chaos_ext.network._local import missing_features  # noqa: PLC0415
+
+    return not missing_features()
+
+
+def gameday_process(ledger: Path, cwd: Path, *args: str) -> subprocess.Popen[bytes]:
+    """Start the real ``gameday`` CLI in the background; its output goes to cwd/gameday.log."""
+    env = {**os.environ, "GAMEDAY_LEDGER": str(ledger), "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    with (cwd / "gameday.log").open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "chaos_ext.cli.main", *args], env=env, cwd=cwd,
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
