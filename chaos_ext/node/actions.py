@@ -156,9 +156,10 @@ def _report(
 
 @needs_k8s(
     Rule("", "nodes", ("get", "list", "patch"), cluster_scoped=True),
-    Rule("", "pods", ("list",), cluster_scoped=True),
-    Rule("", "pods", ("get", "delete")),
-    Rule("", "pods/eviction", ("create",)),
+    # a node runs pods of every namespace: they are read, evicted (and deleted with force)
+    # wherever they are
+    Rule("", "pods", ("delete", "get", "list"), cluster_scoped=True),
+    Rule("", "pods/eviction", ("create",), cluster_scoped=True),
 )
 @validated_by(_check_drain)
 def drain_nodes(

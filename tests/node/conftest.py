@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from support import k8s_objects as o
 from support.k8s_emulator import EmulatorHandle, emulator  # noqa: F401 - the fixture
-from support.root_conftest import *  # noqa: F403 - keeps `from conftest import ...` working
 
 POOL = {"role": "eat-workers"}
 

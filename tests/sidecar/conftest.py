@@ -9,7 +9,6 @@ import pytest
 from support import istio_fixtures as istio
 from support import k8s_objects as o
 from support.k8s_emulator import EmulatorHandle, emulator  # noqa: F401 - the fixture
-from support.root_conftest import *  # noqa: F403 - keeps `from conftest import ...` working
 
 
 @pytest.fixture(autouse=True)
