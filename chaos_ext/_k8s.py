@@ -7,24 +7,38 @@ so experiments written for it work unchanged: ``~/.kube/config`` (or
 ``KUBERNETES_API_KEY`` / ``KUBERNETES_VERIFY_SSL`` ..., looked up in the
 activity's ``secrets`` first, then the environment.
 
-Every call made through :func:`call` has :data:`REQUEST_TIMEOUT` and raises
+Every call made through :func:`call` (and :func:`read_json` / :func:`list_items`,
+which return the API's JSON as dicts, page by page) has :data:`REQUEST_TIMEOUT` and raises
 :class:`chaos_ext.errors.KubernetesError` (or the given subclass) instead of the
 client's own exceptions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import gc
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import urllib3
 from chaosk8s import create_k8s_api_client
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import kube_config
 
 from chaos_ext.errors import ChaosExtError, KubernetesError
 
-__all__ = ["REQUEST_TIMEOUT", "api_client", "call", "status_of"]
+__all__ = [
+    "REQUEST_TIMEOUT",
+    "api_client",
+    "bulk_allocation",
+    "call",
+    "list_items",
+    "read_json",
+    "status_of",
+]
 
 REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 """(connect, read) seconds for every Kubernetes API call."""
@@ -34,6 +48,9 @@ T = TypeVar("T")
 
 def api_client(secrets: Mapping[str, Any] | None = None) -> client.ApiClient:
     """An ApiClient configured from secrets/environment (see module docstring)."""
+    # kubernetes reads $KUBECONFIG once, at import; chaosk8s checks it on every call.
+    # Keep them in step, so the file chaosk8s found is the one that gets loaded.
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get("KUBECONFIG", "~/.kube/config")
     api: client.ApiClient = create_k8s_api_client(dict(secrets or {}))
     return api
 
@@ -62,3 +79,72 @@ def call(
         raise error(f"{what}: HTTP {exc.status} {reason}".rstrip()) from exc
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise error(f"{what}: cannot reach the Kubernetes API: {exc}") from exc
+
+
+@contextlib.contextmanager
+def bulk_allocation() -> Iterator[None]:
+    """Pause the cyclic garbage collector while decoding/analysing large lists.
+
+    Decoded manifests are plain dicts and lists without reference cycles, so
+    the collector finds nothing in them, but on CPython 3.11 its passes over
+    millions of fresh containers cost about three times the JSON decoding
+    itself (measured on 10,000 Istio-injected pods). Reference counting still
+    frees everything; the collector is switched back on afterwards.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def read_json(
+    func: Callable[..., Any],
+    *args: Any,
+    what: str,
+    error: type[ChaosExtError] = KubernetesError,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Call a client method and return the answer as a plain dict (the API's JSON).
+
+    ``_preload_content=False`` keeps the client's HTTP, auth, timeout and error
+    handling but skips its model classes: activities work on the manifests
+    as the API returns them and give back JSON-friendly results.
+    """
+    response = call(func, *args, what=what, error=error, _preload_content=False, **kwargs)
+    try:
+        with bulk_allocation():
+            body = json.loads(response.data or b"{}")
+    except ValueError as exc:
+        raise error(f"{what}: the Kubernetes API answered something that is not JSON") from exc
+    if not isinstance(body, dict):
+        raise error(f"{what}: expected a JSON object from the Kubernetes API")
+    return body
+
+
+def list_items(
+    func: Callable[..., Any],
+    *args: Any,
+    what: str,
+    page_size: int = 500,
+    error: type[ChaosExtError] = KubernetesError,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """Every item of a list call, as dicts, fetched ``page_size`` at a time (limit/continue)."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    for _ in range(_MAX_PAGES):
+        page_args = {**kwargs, "limit": page_size}
+        if token:
+            page_args["_continue"] = token
+        body = read_json(func, *args, what=what, error=error, **page_args)
+        items.extend(body.get("items") or [])
+        token = (body.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return items
+    raise error(f"{what}: more than {_MAX_PAGES} pages of {page_size}; narrow the selection")
+
+
+_MAX_PAGES = 10_000

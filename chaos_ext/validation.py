@@ -110,13 +110,24 @@ def check_types(func: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
             )
 
 
+def _substituted(value: Any) -> bool:
+    """Whether a ``${...}`` substitution is left anywhere in a value (also in lists/dicts)."""
+    if isinstance(value, str):
+        return "${" in value
+    if isinstance(value, list | tuple):
+        return any(_substituted(v) for v in value)
+    if isinstance(value, Mapping):
+        return any(_substituted(v) for v in value.values())
+    return False
+
+
 def check_activity_arguments(func: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
     """Type checks, then the activity's own semantic check if it has one."""
     check_types(func, arguments)
     check = getattr(func, _CHECK_ATTR, None)
     if check is None:
         return
-    if any(isinstance(v, str) and "${" in v for v in arguments.values()):
+    if any(_substituted(v) for v in arguments.values()):
         return  # semantic checks need the substituted values: they run at run time
     check(arguments)
 

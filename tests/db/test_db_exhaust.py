@@ -19,6 +19,9 @@ LIMIT_PHRASE = {
 }
 
 
+RACE_TEXT = {"postgresql": ("sorry, too many clients already",)}
+
+
 def test_max_stops_exactly_at_the_servers_refusal(db: Db, ledger_path: Path) -> None:
     capacity = db.free_for_user()
     assert capacity == MAX_CONNECTIONS - (3 if db.engine == "postgresql" else 0) - 1
@@ -36,7 +39,9 @@ def test_max_stops_exactly_at_the_servers_refusal(db: Db, ledger_path: Path) -> 
     assert db.client_count() == 1 + capacity
     refusal = db.refusal_text()
     assert LIMIT_PHRASE[db.engine] in refusal
-    assert report["error_text"] == refusal
+    # with connections starting concurrently, PostgreSQL may give its other refusal text
+    # to the one that finds every backend slot (reserved ones included) in use
+    assert report["error_text"] in {refusal, *RACE_TEXT.get(db.engine, ())}
     assert report["seconds_to_target"] < 30
 
     release_connections()

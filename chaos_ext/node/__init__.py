@@ -1,0 +1,1 @@
+"""Node faults: drains that honour PodDisruptionBudgets, and node/pod/HPA probes."""

@@ -1,0 +1,1 @@
+"""Sidecar faults: injector template changes, drift detection and controlled rollouts."""

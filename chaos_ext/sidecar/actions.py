@@ -1,0 +1,370 @@
+"""Sidecar actions: change the injector template (undoable), roll out drifted workloads."""
+
+import hashlib
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from chaos_ext._k8s import api_client, call, read_json, status_of
+from chaos_ext._wait import poll
+from chaos_ext.errors import InvalidArgument, SidecarError
+from chaos_ext.ledger import Entry, fault, undo_handler
+from chaos_ext.rbac import Rule, needs_k8s
+from chaos_ext.sidecar import _observe, _rollout
+from chaos_ext.sidecar._drift import WorkloadDrift
+from chaos_ext.sidecar._template import changed_data
+from chaos_ext.validation import require_name, require_range, validated_by
+
+__all__ = ["change_sidecar_template", "rollout_drifted_workloads"]
+
+TEMPLATE_KIND = "sidecar-template"
+ROLLOUT_KIND = "sidecar-rollout"
+DEFAULT_PREFIX = "gameday.chaos-ext.io/sidecar"
+
+
+def _sha(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _pointer(key: str) -> str:
+    return "/data/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def _context(secrets: Mapping[str, Any] | None) -> dict[str, str]:
+    context = (secrets or {}).get("KUBERNETES_CONTEXT")
+    return {"KUBERNETES_CONTEXT": str(context)} if context else {}
+
+
+def _check_change(args: Mapping[str, Any]) -> None:
+    require_name(
+        "configmap_name", args.get("configmap_name", "istio-sidecar-injector"), max_len=253
+    )
+    require_name("configmap_namespace", args.get("configmap_namespace", "istio-system"))
+    if not args.get("values_patch") and not args.get("data"):
+        raise InvalidArgument(
+            "give values_patch (merged into the values JSON) and/or data (whole keys)"
+        )
+    if args.get("values_patch") is not None and not isinstance(args.get("values_patch"), dict):
+        raise InvalidArgument(
+            f"values_patch: expected an object, got {args.get('values_patch')!r:.40}"
+        )
+
+
+@needs_k8s(Rule("", "configmaps", ("get", "patch")))
+@validated_by(_check_change)
+def change_sidecar_template(
+    values_patch: dict[str, Any] | None = None,
+    data: dict[str, str] | None = None,
+    configmap_name: str = "istio-sidecar-injector",
+    configmap_namespace: str = "istio-system",
+    values_key: str = "values",
+    configuration: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Change the sidecar injector's template/values; the previous text is kept for undo.
+
+    `values_patch` is merged (JSON merge patch) into the JSON of the
+    `values_key` key (Istio: `values`, e.g. `{"global": {"tag": "1.23.1"}}`);
+    `data` replaces whole keys. Blast radius: only pods created from now on
+    get the new sidecar; running pods drift until restarted (see
+    `sidecar_drift`, `rollout_drifted_workloads`). Rollback: the ledger
+    restores the changed keys byte for byte (`gameday rollback`, or
+    `chaos_ext.faults.actions.rollback_faults` in "rollbacks").
+    """
+    _check_change(locals())
+    core = client.CoreV1Api(api_client(secrets))
+    name, ns = configmap_name, configmap_namespace
+    where = f"ConfigMap {ns}/{name}"
+    cm = read_json(
+        core.read_namespaced_config_map, name, ns, what=f"read {where}", error=SidecarError
+    )
+    current: dict[str, str] = dict(cm.get("data") or {})
+    new = changed_data(current, values_key=values_key, values_patch=values_patch, data=data)
+    previous = {key: current.get(key) for key in new}
+    recipe = {
+        "name": name,
+        "namespace": ns,
+        "previous": previous,
+        "applied_sha256": {k: _sha(v) for k, v in new.items()},
+        "context": _context(secrets),
+    }
+    ops: list[dict[str, Any]] = []
+    for key, text in new.items():
+        if previous[key] is None:
+            ops.append({"op": "add", "path": _pointer(key), "value": text})
+        else:  # fails if someone changed it since we read it
+            ops.append({"op": "test", "path": _pointer(key), "value": previous[key]})
+            ops.append({"op": "replace", "path": _pointer(key), "value": text})
+    with fault(kind=TEMPLATE_KIND, target=where, recipe=recipe, module=__name__) as entry:
+        call(
+            core.patch_namespaced_config_map,
+            name,
+            ns,
+            ops,
+            what=f"patch {where}",
+            error=SidecarError,
+            _preload_content=False,
+        )
+    return {
+        "configmap": f"{ns}/{name}",
+        "changed_keys": sorted(new),
+        "previous_sha256": {k: _sha(v) for k, v in previous.items()},
+        "new_sha256": recipe["applied_sha256"],
+        "changed_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "ledger_entry": entry.id,
+    }
+
+
+@undo_handler(TEMPLATE_KIND)
+def _undo_template(entry: Entry) -> str:
+    """Put the previous text of every changed key back, exactly."""
+    recipe = entry.recipe
+    name, ns = recipe["name"], recipe["namespace"]
+    core = client.CoreV1Api(api_client(recipe.get("context") or {}))
+    try:
+        cm = read_json(
+            core.read_namespaced_config_map,
+            name,
+            ns,
+            what=f"read ConfigMap {ns}/{name}",
+            error=SidecarError,
+        )
+    except SidecarError as exc:
+        if status_of(exc.__cause__) == 404:
+            return f"ConfigMap {ns}/{name} is gone: nothing to restore"
+        raise
+    current = cm.get("data") or {}
+    ops: list[dict[str, Any]] = []
+    touched = []
+    for key, text in recipe["previous"].items():
+        if _sha(current.get(key)) != recipe["applied_sha256"].get(key):
+            touched.append(key)
+        if text is None:
+            if key in current:
+                ops.append({"op": "remove", "path": _pointer(key)})
+        else:
+            op = "replace" if key in current else "add"
+            ops.append({"op": op, "path": _pointer(key), "value": text})
+    if ops:
+        call(
+            core.patch_namespaced_config_map,
+            name,
+            ns,
+            ops,
+            what=f"restore ConfigMap {ns}/{name}",
+            error=SidecarError,
+            _preload_content=False,
+        )
+    note = f"restored {', '.join(sorted(recipe['previous']))} of ConfigMap {ns}/{name}"
+    if touched:
+        note += f" (changed again since by someone else: {', '.join(touched)}; overwritten)"
+    return note
+
+
+_APIS = {
+    "Deployment": ("patch_namespaced_deployment", "read_namespaced_deployment"),
+    "StatefulSet": ("patch_namespaced_stateful_set", "read_namespaced_stateful_set"),
+    "DaemonSet": ("patch_namespaced_daemon_set", "read_namespaced_daemon_set"),
+}
+
+
+def _check_rollout(args: Mapping[str, Any]) -> None:
+    _observe.check_query(args)
+    _rollout.annotation_keys(args.get("annotation_prefix", DEFAULT_PREFIX))
+    require_range("parallel", args.get("parallel", 2), 1, 32)
+    require_range("timeout_s", args.get("timeout_s", 600), 1, 86_400)
+    reason = args.get("reason", "sidecar template drift")
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 200:
+        raise InvalidArgument(
+            f"reason: {reason!r:.60} must be a short non-empty text (<= 200 chars)"
+        )
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _restart_one(
+    apps: client.AppsV1Api,
+    w: WorkloadDrift,
+    keys: tuple[str, str],
+    reason: str,
+    *,
+    wait: bool,
+    deadline: float,
+    stop: threading.Event,
+) -> dict[str, Any]:
+    t0 = time.monotonic()
+    patch, read = (getattr(apps, n) for n in _APIS[w.kind])
+    why = f"{reason}: {w.differences[0]}" if w.differences else reason
+    stamp = _now()
+    where = f"{w.kind} {w.namespace}/{w.name}"
+    outcome = {
+        "kind": w.kind,
+        "namespace": w.namespace,
+        "name": w.name,
+        "drifted": w.drifted,
+        "restarted_at": stamp,
+        "reason": why[:250],
+    }
+    try:
+        body = _rollout.restart_patch(keys, timestamp=stamp, reason=why[:250])
+        call(
+            patch,
+            w.name,
+            w.namespace,
+            body,
+            what=f"restart {where}",
+            error=SidecarError,
+            _preload_content=False,
+        )
+        if not wait:
+            return {**outcome, "complete": None, "status": "restarted, not awaited"}
+
+        def fetch() -> tuple[bool, str]:
+            obj = read_json(read, w.name, w.namespace, what=f"read {where}", error=SidecarError)
+            return _rollout.rollout_status(obj)
+
+        left = max(0.0, deadline - time.monotonic())
+        done, status = poll(fetch, lambda s: s[0], wait_s=left, stop=stop)
+    except SidecarError as exc:
+        done, status = False, str(exc)
+    return {
+        **outcome,
+        "complete": done,
+        "status": status,
+        "seconds": round(time.monotonic() - t0, 3),
+    }
+
+
+def _restart_all(
+    api: client.ApiClient,
+    chosen: list[WorkloadDrift],
+    keys: tuple[str, str],
+    reason: str,
+    *,
+    parallel: int,
+    wait: bool,
+    timeout_s: float,
+) -> list[dict[str, Any]]:
+    apps = client.AppsV1Api(api)
+    deadline = time.monotonic() + timeout_s
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        futures = [
+            pool.submit(
+                _restart_one, apps, w, keys, reason, wait=wait, deadline=deadline, stop=stop
+            )
+            for w in chosen
+        ]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            stop.set()
+            raise
+
+
+@needs_k8s(
+    Rule("", "configmaps", ("get",)),
+    Rule("", "pods", ("list",), cluster_scoped=True),
+    Rule("apps", "replicasets", ("list",), cluster_scoped=True),
+    Rule("apps", "deployments", ("get", "patch")),
+    Rule("apps", "statefulsets", ("get", "patch")),
+    Rule("apps", "daemonsets", ("get", "patch")),
+)
+@validated_by(_check_rollout)
+def rollout_drifted_workloads(
+    container_name: str = "istio-proxy",
+    configmap_name: str = "istio-sidecar-injector",
+    configmap_namespace: str = "istio-system",
+    template_format: str = "istio",
+    values_key: str = "values",
+    config_key: str = "config",
+    include_namespaces: list[str] | None = None,
+    exclude_namespaces: list[str] | None = None,
+    include_daemonsets: bool = False,
+    only_started_before: str = "",
+    parallel: int = 2,
+    dry_run: bool = False,
+    wait: bool = True,
+    timeout_s: float = 600,
+    annotation_prefix: str = DEFAULT_PREFIX,
+    reason: str = "sidecar template drift",
+    max_workloads: int = 50,
+    configuration: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Restart the workloads whose pods run a sidecar the injector no longer injects.
+
+    Drift is measured as by `sidecar_drift`. Each selected Deployment /
+    StatefulSet (DaemonSet with `include_daemonsets`) gets the pod-template
+    annotations `<annotation_prefix>.rollout.timestamp` and
+    `<annotation_prefix>.rollout.reason` (the reason and the first
+    difference), so whoever looks at a restarted pod sees why. At most
+    `parallel` rollouts run at once, each awaited until complete (`wait`,
+    within `timeout_s`). `only_started_before` (RFC 3339) restricts to
+    drifted pods started before that time. `dry_run` lists what would
+    restart and changes nothing. Blast radius: at most `max_workloads`
+    workloads, in the included namespaces. Not undone: restarted pods stay
+    restarted (the ledger records which).
+    """
+    _check_rollout(locals())
+    query = _observe.check_query(locals())
+    keys = _rollout.annotation_keys(annotation_prefix)
+    api = api_client(secrets)
+    workloads, _, template = _observe.measure(api, query)
+    chosen, skipped = _rollout.select_workloads(
+        workloads.values(),
+        include_namespaces=include_namespaces or [],
+        exclude_namespaces=exclude_namespaces or [],
+        include_daemonsets=include_daemonsets,
+        only_started_before=query.started_before is not None,
+    )
+    for w in chosen[max_workloads:]:
+        skipped.append(
+            {
+                "kind": w.kind,
+                "namespace": w.namespace,
+                "name": w.name,
+                "drifted": w.drifted,
+                "reason": f"max_workloads={max_workloads} reached",
+            }
+        )
+    chosen = chosen[:max_workloads]
+    summary = {
+        "dry_run": dry_run,
+        "annotations": list(keys),
+        "expected": template.summary(),
+        "drifted_pods": sum(w.drifted for w in workloads.values()),
+        "selected": [w.as_dict() for w in chosen],
+        "skipped": skipped,
+    }
+    if dry_run or not chosen:
+        return {**summary, "restarted": []}
+    targets = [f"{w.kind}/{w.namespace}/{w.name}" for w in chosen]
+    recipe = {"workloads": targets, "annotations": list(keys)}
+    target = f"{len(targets)} workload(s)"
+    with fault(kind=ROLLOUT_KIND, target=target, recipe=recipe, module=__name__):
+        outcomes = _restart_all(
+            api, chosen, keys, reason, parallel=parallel, wait=wait, timeout_s=timeout_s
+        )
+    unfinished = [o for o in outcomes if o["complete"] is False]
+    if unfinished:
+        shown = "; ".join(
+            f"{o['kind']} {o['namespace']}/{o['name']}: {o['status']}" for o in unfinished[:5]
+        )
+        raise SidecarError(
+            f"{len(unfinished)} rollout(s) not complete within {timeout_s:g} s: {shown}"
+        )
+    return {**summary, "restarted": outcomes}
+
+
+@undo_handler(ROLLOUT_KIND)
+def _undo_rollout(entry: Entry) -> str:
+    """Nothing to undo: a rollout is the remedy, not a fault."""
+    return f"not reverted (restarted pods stay restarted): {', '.join(entry.recipe['workloads'])}"

@@ -1,0 +1,52 @@
+"""experiments/node-drain.json run end to end by `gameday run`.
+
+The emulated cluster (this process) and a real Prometheus scraping error-free
+traffic stand in for the platform; the experiment file is the shipped one, only
+its environment-driven configuration points at them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support import k8s_objects as o
+from support.k8s_emulator import EmulatorHandle
+from support.steady_traffic import steady_traffic
+
+from chaos_ext.ledger import Ledger
+
+EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "node-drain.json"
+
+
+@pytest.mark.slow
+def test_the_node_drain_experiment_holds_and_rolls_back(
+    emulator: EmulatorHandle, ledger_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:  # fmt: skip
+    nodes = [f"worker-{i}" for i in range(3)]
+    emulator.put([o.node(n, {"role": "eat-workers"}) for n in nodes])
+    emulator.put(o.deployment("shop", "api", replicas=4, nodes=nodes))
+    emulator.put(o.pdb("shop", "api", match_labels={"app": "api"}, max_unavailable=1))
+    emulator.put(o.hpa("shop", "api", target="api", min_replicas=2, max_replicas=8, current=4,
+                       desired=4))  # fmt: skip
+    with steady_traffic("api", history_s=8) as prometheus_url:
+        for key, value in {"PROMETHEUS_URL": prometheus_url, "ERROR_WINDOW": "5s",
+                           "ERROR_STEP": "1s", "READY_WITHIN_S": "30"}.items():  # fmt: skip
+            monkeypatch.setenv(key, value)
+        result = gameday("run", "--journal", "journal.json", str(EXPERIMENT), timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    journal = json.loads((tmp_path / "journal.json").read_text())
+    assert journal["status"] == "completed" and journal["deviated"] is False
+    drain = journal["run"][0]["output"]
+    assert drain["evicted"] == sum(1 for p in drain["nodes"][0]["pods"]) >= 1
+    assert [r["output"]["undone"] for r in journal["rollbacks"]] == [1]
+    after = {p["activity"]["name"]: p for p in journal["steady_states"]["after"]["probes"]}
+    assert all(p["tolerance_met"] for p in after.values())
+    assert after["all-pods-ready-again"]["output"] == 1.0
+    assert after["hpa-not-stuck"]["output"]["stuck"] is False
+    assert not [n for n in emulator.items("Node") if n["spec"].get("unschedulable")]
+    assert Ledger(ledger_path).open_entries() == []
