@@ -168,3 +168,15 @@ def test_configuration_vars_apply_to_every_experiment(
     for name in ("one", "two"):
         journal = json.loads((tmp_path / f"journal-{name}.json").read_text())
         assert journal["gameday"]["outcome"] == "held"
+
+
+def test_substituted_arguments_are_checked_with_their_configured_values(
+    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:  # fmt: skip
+    experiment = _with_provider(arguments={"name": "${ns}"}) | {"configuration": {"ns": 42}}
+    result = gameday("validate", str(write_experiment(experiment)))
+    assert result.returncode == 3
+    assert "name: expected str, got 42" in result.stderr
+    # an environment value with a default is checked with the default
+    experiment["configuration"] = {"ns": {"type": "env", "key": "GD_TEST_UNSET", "default": "ok"}}
+    assert gameday("validate", str(write_experiment(experiment))).returncode == 0

@@ -43,6 +43,8 @@ BUSYBOX = Path("/bin/busybox")
 BOOT_MARKER = "GAMEDAY-VM-INIT"
 EXIT_MARKER = "GAMEDAY-VM-EXIT"
 SHARE_IN_GUEST = "/run/vmshare"
+HOST_TMP_IN_GUEST = "/run/hosttmp"
+"""The host's /tmp (read-only), hidden under the guest's own tmpfs /tmp."""
 
 INIT_SCRIPT = f"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -55,9 +57,11 @@ for m in $(cat /modules.order); do
 done
 opts=trans=virtio,version=9p2000.L,msize=262144
 mount -t 9p -o $opts,ro,cache=loose hostroot /mnt || {{ echo "{EXIT_MARKER} 97"; poweroff -f; }}
+mkdir -p /hosttmp && mount --bind /mnt/tmp /hosttmp
 mount -t tmpfs -o mode=1777 tmpfs /mnt/tmp
 mount -t tmpfs -o mode=755 tmpfs /mnt/run
-mkdir -p /mnt{SHARE_IN_GUEST} /mnt/run/netns /mnt/run/sshd
+mkdir -p /mnt{SHARE_IN_GUEST} /mnt/run/netns /mnt/run/sshd /mnt{HOST_TMP_IN_GUEST}
+mount --move /hosttmp /mnt{HOST_TMP_IN_GUEST}
 mount -t 9p -o $opts,rw share /mnt{SHARE_IN_GUEST} || {{ echo "{EXIT_MARKER} 98"; poweroff -f; }}
 mount -t proc proc /mnt/proc
 mount -t sysfs sysfs /mnt/sys

@@ -33,6 +33,7 @@ from typing import Any
 
 from chaos_ext._vm.initramfs import (
     BOOT_MARKER,
+    HOST_TMP_IN_GUEST,
     SHARE_IN_GUEST,
     build_initramfs,
     newest_kernel,
@@ -169,6 +170,11 @@ class VirtualMachine:
                 "ip link set eth0 up",
                 f"ip addr add {GUEST_IP}/24 dev eth0",
             ]
+        for top in _host_tmp_dirs(self.config.cwd, Path(self.config.python)):
+            # a checkout under the host's /tmp (a CI clone) is hidden by the guest's tmpfs
+            lines.append(f"mkdir -p {shlex.quote(str(top))}")
+            source = f"{HOST_TMP_IN_GUEST}/{top.name}"
+            lines.append(f"mount --bind {shlex.quote(source)} {shlex.quote(str(top))}")
         lines.append(f"cd {shlex.quote(str(self.config.cwd))}")
         lines.append(
             f"exec {shlex.quote(self.config.python)} -m chaos_ext._vm.agent {SHARE_IN_GUEST}"
@@ -282,6 +288,16 @@ class VirtualMachine:
                 proc.wait(timeout=10)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def _host_tmp_dirs(*paths: Path) -> list[Path]:
+    """The top-level folders under /tmp (``/tmp/x``) that ``paths`` live in."""
+    tops: list[Path] = []
+    for path in paths:
+        parts = path.absolute().parts
+        if len(parts) > 2 and parts[1] == "tmp" and Path("/tmp", parts[2]) not in tops:  # noqa: S108
+            tops.append(Path("/tmp", parts[2]))  # noqa: S108 - the host's /tmp, read-only
+    return tops
 
 
 def _cpu(accel: str) -> list[str]:

@@ -14,7 +14,10 @@ __all__ = ["load_valid_experiments"]
 
 
 def load_valid_experiments(
-    paths: list[str], console: Console, secret_vars: dict[str, Any] | None = None
+    paths: list[str],
+    console: Console,
+    secret_vars: dict[str, Any] | None = None,
+    config_vars: dict[str, Any] | None = None,
 ) -> list[tuple[Path, dict[str, Any]]] | None:
     """Load and validate every file; print one line per problem; None if any is invalid."""
     loaded: list[tuple[Path, dict[str, Any]]] = []
@@ -23,7 +26,7 @@ def load_valid_experiments(
         path = Path(name)
         try:
             experiment = load_experiment(path)
-            validate_experiment(path, experiment, secret_vars)
+            validate_experiment(path, experiment, secret_vars, config_vars)
         except ExperimentInvalid as exc:
             console.print(f"[red]invalid:[/] {escape(str(exc))}", highlight=False)
             ok = False

@@ -95,7 +95,7 @@ def _run_all(args: argparse.Namespace, console: Console) -> list[tuple[RunView, 
     except ValueError as exc:
         console.print(f"[red]--var: {escape(str(exc))}[/]")
         return EXIT_INVALID
-    loaded = load_valid_experiments(args.inputs, console, secret_vars)
+    loaded = load_valid_experiments(args.inputs, console, secret_vars, config_vars)
     if loaded is None:
         return EXIT_INVALID
     try:

@@ -148,7 +148,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     except ValueError as exc:
         console.print(f"[red]--var: {escape(str(exc))}[/]")
         return EXIT_INVALID
-    loaded = load_valid_experiments(args.experiments, console, secret_vars)
+    loaded = load_valid_experiments(args.experiments, console, secret_vars, config_vars)
     if loaded is None:
         return EXIT_INVALID
     try:

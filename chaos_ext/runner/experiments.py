@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from chaoslib import substitute
+from chaoslib.configuration import load_configuration
 from chaoslib.exceptions import ChaosException
 
 from chaos_ext.errors import InvalidArgument
@@ -74,7 +76,9 @@ def _activities(experiment: Mapping[str, Any]) -> Iterator[tuple[str, Any, bool]
             yield f"{section}[{i}]", activity, False
 
 
-def _check_activity(path: Path, where: str, activity: Any, in_hypothesis: bool) -> None:
+def _check_activity(
+    path: Path, where: str, activity: Any, in_hypothesis: bool, configuration: Mapping[str, Any]
+) -> None:
     if not isinstance(activity, dict):
         raise ExperimentInvalid(path, where, f"expected an activity object, got {activity!r:.60}")
     if "ref" in activity and where.startswith("method"):
@@ -102,7 +106,7 @@ def _check_activity(path: Path, where: str, activity: Any, in_hypothesis: bool) 
     if kind == "python" and not isinstance(arguments, dict):
         raise ExperimentInvalid(path, f"{where}.provider.arguments", "must be an object")
     if kind == "python":
-        _check_python_arguments(path, where, provider, arguments)
+        _check_python_arguments(path, where, provider, substitute(arguments, configuration, {}))
 
 
 def _check_python_arguments(
@@ -169,8 +173,26 @@ def _check_secrets(
         raise ExperimentInvalid(path, "secrets", str(exc)) from exc
 
 
+def _known_configuration(
+    experiment: Mapping[str, Any], config_vars: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The experiment's configuration as far as it resolves here, so that arguments
+    like ``${service_job}`` are checked with their values; unresolved ones are skipped."""
+    declared = experiment.get("configuration") or {}
+    known: dict[str, Any] = {}
+    for key, value in declared.items() if isinstance(declared, dict) else ():
+        try:
+            known.update(load_configuration({key: value}, dict(config_vars or {})))
+        except ChaosException:
+            continue  # an environment value that is only set where it runs
+    return known
+
+
 def validate_experiment(
-    path: Path, experiment: Mapping[str, Any], secret_vars: Mapping[str, Any] | None = None
+    path: Path,
+    experiment: Mapping[str, Any],
+    secret_vars: Mapping[str, Any] | None = None,
+    config_vars: Mapping[str, Any] | None = None,
 ) -> None:
     """Raise ExperimentInvalid for the first problem found; touch nothing.
 
@@ -182,8 +204,9 @@ def validate_experiment(
             raise ExperimentInvalid(path, key, "required, a non-empty string")
     if "method" not in experiment:
         raise ExperimentInvalid(path, "method", "required (it may be an empty list)")
+    configuration = _known_configuration(experiment, config_vars)
     for where, activity, in_hypothesis in _activities(experiment):
-        _check_activity(path, where, activity, in_hypothesis)
+        _check_activity(path, where, activity, in_hypothesis, configuration)
     from chaoslib.experiment import ensure_experiment_is_valid  # noqa: PLC0415 - heavy import
 
     _check_secrets(path, experiment, secret_vars)

@@ -55,3 +55,17 @@ def test_boot_run_serve_and_power_off() -> None:
     assert vm._proc is None  # powered off
     with pytest.raises(Exception, match="not running"):
         vm.run(["true"], timeout=5)
+
+
+def test_a_checkout_under_the_hosts_tmp_is_visible_in_the_guest(tmp_path: Path) -> None:
+    """CI clones into /tmp; the guest's own tmpfs /tmp must not hide it."""
+    assert str(tmp_path).startswith("/tmp/")
+    (tmp_path / "marker.txt").write_text("the checkout\n")
+    with VirtualMachine(VMConfig(work_dir=ROOT / ".vm", cwd=tmp_path)) as vm:
+        seen = vm.run(["cat", "marker.txt"], timeout=60)
+        assert (seen.exit_code, seen.stdout) == (0, "the checkout\n"), seen.stderr
+        scratch = vm.run(
+            ["sh", "-c", "echo x > /tmp/guest-only && cat /tmp/guest-only"], timeout=60
+        )
+        assert scratch.stdout == "x\n"  # the guest's /tmp stays its own, writable
+    assert not (tmp_path.parent / "guest-only").exists()
