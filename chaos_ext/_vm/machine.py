@@ -29,7 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from chaos_ext._vm.initramfs import (
     BOOT_MARKER,
@@ -41,7 +41,14 @@ from chaos_ext._vm.initramfs import (
 )
 from chaos_ext.errors import SandboxError
 
-__all__ = ["CommandResult", "GuestProcess", "VMConfig", "VirtualMachine", "kvm_works"]
+__all__ = [
+    "CommandResult",
+    "GuestChannel",
+    "GuestProcess",
+    "VMConfig",
+    "VirtualMachine",
+    "kvm_works",
+]
 
 GUEST_IP = "10.0.2.15"
 _VIRTFS = "security_model=none,multidevs=remap"
@@ -75,10 +82,19 @@ class CommandResult:
     seconds: float
 
 
+class GuestChannel(Protocol):
+    """What a guest command needs of its VM: the shared folder and a liveness check
+    (a :class:`VirtualMachine`, or a client of one that another process runs)."""
+
+    share: Path
+
+    def check_alive(self) -> None: ...
+
+
 class GuestProcess:
     """A command running in the guest; ``wait()`` for its result or ``stop()`` it."""
 
-    def __init__(self, vm: VirtualMachine, cid: str, argv: tuple[str, ...]) -> None:
+    def __init__(self, vm: GuestChannel, cid: str, argv: tuple[str, ...]) -> None:
         self.vm, self.cid, self.argv = vm, cid, argv
 
     def output(self) -> tuple[str, str]:

@@ -10,7 +10,8 @@ connections and retries a failed lookup once.
 
 Endpoints: ``/`` (the work), ``/healthz`` (process alive), ``/readiness``
 (``SELECT 1`` within 1 s), ``/metrics`` (Prometheus: request latency
-histogram, requests by code, errors by cause: dns, db-connect, db-query).
+histogram, requests by code, errors by cause: dns, db-connect, db-query),
+also served on ``--metrics-port`` by its own thread (what Prometheus scrapes).
 
 Run: ``python -m chaos_ext.sandbox._app --listen 0.0.0.0:8080 ...``.
 """
@@ -39,6 +40,7 @@ from prometheus_client import (
     Counter,
     Histogram,
     generate_latest,
+    start_http_server,
 )
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -260,9 +262,10 @@ class PooledHTTPServer(HTTPServer):
             self.shutdown_request(request)
 
 
-def _parse(argv: list[str] | None) -> tuple[str, int, AppConfig]:
+def _parse(argv: list[str] | None) -> tuple[str, int, int, AppConfig]:
     p = argparse.ArgumentParser(prog="sandbox-app", description=__doc__)
     p.add_argument("--listen", default="0.0.0.0:8080")
+    p.add_argument("--metrics-port", type=int, default=8081)
     p.add_argument("--db-host", required=True)
     p.add_argument("--db-port", type=int, default=5432)
     p.add_argument("--db-name", default="app")
@@ -285,13 +288,17 @@ def _parse(argv: list[str] | None) -> tuple[str, int, AppConfig]:
         dns_serve_stale=a.tuned,
         pool_size=5 if a.tuned else 0,
     )  # fmt: skip
-    return host, int(port), config
+    return host, int(port), a.metrics_port, config
 
 
 def main(argv: list[str] | None = None) -> None:
-    host, port, config = _parse(argv)
+    host, port, metrics_port, config = _parse(argv)
     backend = Backend(config)
-    server = PooledHTTPServer((host, port), _handler(backend, Metrics()), config.workers)
+    metrics = Metrics()
+    # /metrics also on its own port and thread, like a real service's admin port:
+    # when every worker is stuck (DNS timeouts), Prometheus still sees the failures
+    start_http_server(metrics_port, addr=host, registry=metrics.registry)
+    server = PooledHTTPServer((host, port), _handler(backend, metrics), config.workers)
     server.serve_forever()
 
 

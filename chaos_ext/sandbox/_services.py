@@ -43,7 +43,10 @@ def traffic_rate() -> float:
     return 5.0 if _slow() else 20.0
 
 
-PORTS = {"postgres": 5432, "dns": 53, "app": 8080, "exporter": 9187, "prometheus": 9090}
+PORTS = {
+    "postgres": 5432, "dns": 53, "app": 8080, "app_metrics": 8081, "exporter": 9187,
+    "prometheus": 9090,
+}  # fmt: skip
 Progress = Callable[[str], None]
 
 
@@ -113,7 +116,8 @@ def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> Sandb
 
     say(f"demo app in {app.netns} ({app.address}:8080, {app_mode})")
     app_args = [
-        "--listen", f"0.0.0.0:{PORTS['app']}", "--db-host", DB_NAME, "--db-port",
+        "--listen", f"0.0.0.0:{PORTS['app']}", "--metrics-port", str(PORTS["app_metrics"]),
+        "--db-host", DB_NAME, "--db-port",
         str(PORTS["postgres"]), "--db-password-file", str(password_file),
         "--dns-server", dns.address, "--dns-port", str(PORTS["dns"]),
         *(["--tuned"] if app_mode == "tuned" else []),
@@ -138,7 +142,7 @@ def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> Sandb
 
     say(f"Prometheus in {mon.netns} ({mon.address}:{PORTS['prometheus']}, scrape every 1 s)")
     prom = prometheus.start(
-        jobs={"app": [f"{app.address}:{PORTS['app']}"],
+        jobs={"app": [f"{app.address}:{PORTS['app_metrics']}"],
               "sandbox": [f"{mon.address}:{PORTS['exporter']}"]},
         scrape_interval="1s", host=mon.address, port=PORTS["prometheus"],
         netns=_netns(mon.netns), workdir=work / "prometheus", ready_timeout=_ready_timeout(),

@@ -93,8 +93,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 class _Guest:
-    """A client of a running VM's agent, from any host process (duck-types the VM for
-    :class:`GuestProcess`)."""
+    """A client of a running VM's agent, from any host process (a GuestChannel)."""
 
     def __init__(self, prefix: str) -> None:
         info = _read_json(_vm_file(prefix))
@@ -113,7 +112,7 @@ class _Guest:
         tmp = self.share / f".{cid}.json"
         tmp.write_text(json.dumps(request))
         os.replace(tmp, self.share / "req" / f"{cid}.json")
-        return GuestProcess(self, cid, tuple(argv))  # type: ignore[arg-type]
+        return GuestProcess(self, cid, tuple(argv))
 
 
 def status(prefix: str) -> dict[str, Any]:

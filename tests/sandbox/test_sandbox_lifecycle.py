@@ -51,7 +51,7 @@ def test_app_resolves_the_db_over_dns_and_queries_it(sandbox: tuple[str, Path]) 
     assert _in(mon, GET, "http://10.77.0.10:8080/readiness").stdout.startswith("200 ready")
     metrics = _in(mon, GET, "http://10.77.0.10:8080/metrics").stdout
     assert 'http_requests_total{code="200",handler="/"}' in metrics
-    assert "app_dns_lookup_duration_seconds_count 1.0" in metrics or "app_dns_lookup" in metrics
+    assert "app_dns_lookup_duration_seconds_count" in metrics
 
 
 def test_prometheus_scrapes_the_app_and_the_exporter(sandbox: tuple[str, Path]) -> None:

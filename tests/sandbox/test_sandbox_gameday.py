@@ -1,0 +1,88 @@
+"""The default game day against the real sandbox, end to end.
+
+netns backend (this host): DNS saturation makes the fragile app deviate, with
+the failures counted by the app's own metrics as cause=dns. vm backend: the
+same topology in the micro-VM, where the DB latency fault (netem) runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from support.harness import ROOT, netns_list
+from support.sandbox import sandbox_cli
+
+from chaos_ext import _helper
+
+
+def _series_max(journal: dict, name: str) -> float:
+    for run in journal["run"]:
+        if run["activity"]["name"] == name:
+            return max(v for _, v in run["output"]["series"] if not math.isnan(v))
+    raise AssertionError(f"no {name} in the journal")
+
+
+def test_dns_saturation_deviates_on_the_fragile_app(
+    sandbox: tuple[str, Path], tmp_path: Path
+) -> None:
+    prefix, state = sandbox
+    time.sleep(12)  # a 10 s baseline window of traffic
+    journals = tmp_path / "journals"
+    experiment = str(ROOT / "experiments" / "sandbox" / "02-dns-saturation.json")
+    result = sandbox_cli(prefix, state, "run", "--journal-dir", str(journals), experiment,
+                         timeout=400)  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    journal = json.loads((journals / "journal-02-dns-saturation.json").read_text())
+    assert journal["gameday"]["outcome"] == "deviated"
+    before = journal["steady_states"]["before"]["probes"][0]
+    after = journal["steady_states"]["after"]["probes"][0]
+    assert before["tolerance_met"] and before["output"] < 0.01
+    assert not after["tolerance_met"] and after["output"] > 0.5
+    by_name = {r["activity"]["name"]: r for r in journal["run"]}
+    held = by_name["hold-25-idle-tcp-connections-to-dnsmasq"]["output"]
+    assert held["held"] == 25
+    assert by_name["dnsmasq-processes"]["output"] == 21  # dnsmasq + its 20 TCP children
+    assert by_name["app-dns-errors-per-second"]["output"] > 0  # the app's own count
+    assert _series_max(journal, "app-error-ratio-over-time") > 0.5
+    assert [r["activity"]["name"] for r in journal["rollbacks"]] == ["release-dns-connections"]
+    assert {e["state"] for e in journal["gameday"]["ledger"]} == {"closed"}
+    assert _helper.find_helpers(held["ledger_id"]) == []
+
+
+@pytest.mark.slow
+def test_vm_backend_runs_the_db_latency_fault(tmp_path: Path) -> None:
+    prefix = "v" + uuid.uuid4().hex[:5]
+    up = sandbox_cli(prefix, tmp_path, "up", "--backend", "vm", timeout=1500)
+    try:
+        assert up.returncode == 0, up.stderr[-3000:]
+        assert "backend vm (requested)" in up.stderr
+        status = sandbox_cli(prefix, tmp_path, "status", "--json", timeout=600)
+        assert status.returncode == 0, status.stderr[-2000:]
+        report = json.loads(status.stdout)
+        assert report["backend"] == "vm"
+        assert all(s["running"] for s in report["services"].values()), report
+        time.sleep(20)
+        journals = tmp_path / "journals"
+        experiment = str(ROOT / "experiments" / "sandbox" / "01-db-latency.json")
+        run = sandbox_cli(prefix, tmp_path, "run", "--journal-dir", str(journals), experiment,
+                          timeout=1200)  # fmt: skip
+        journal = json.loads((journals / "journal-01-db-latency.json").read_text())
+        delay = next(r for r in journal["run"] if r["activity"]["name"] == "delay-app-to-db-150ms")
+        assert delay["status"] == "succeeded", delay
+        assert delay["output"]["delay_ms"] == 150
+        rtt = next(r for r in journal["run"] if r["activity"]["name"] == "measured-rtt-to-db")
+        assert rtt["output"]["median_ms"] > 140  # netem really delays the app->db path
+        # the fragile app pays ~6 round trips per request: p95 grows far beyond 300 ms
+        assert run.returncode == 1, run.stderr[-3000:]
+        added = journal["steady_states"]["after"]["probes"][0]
+        assert added["output"] > 0.3 and not added["tolerance_met"]
+    finally:
+        down = sandbox_cli(prefix, tmp_path, "down", timeout=600)
+    assert down.returncode == 0, down.stderr
+    assert _helper.find_helpers(f"sandbox-{prefix}") == []
+    assert not [n for n in netns_list() if n.startswith(f"{prefix}-")]
