@@ -22,20 +22,20 @@ $GAMEDAY sandbox down --prefix "$prefix" >/dev/null 2>&1 || true
 
 say "sandbox up ($app app)"
 $GAMEDAY sandbox up --prefix "$prefix" --app "$app"
-say "letting background traffic build a baseline (20 s)"
-sleep 20
+say "baseline: 10 s more of clean traffic"
+sleep 10
 
 say "default game day: experiments/sandbox/*.json"
 set +e
-$GAMEDAY sandbox run --prefix "$prefix" --journal-dir "$out/journals" experiments/sandbox/*.json
+$GAMEDAY sandbox run --prefix "$prefix" --journal-dir "$out/run" experiments/sandbox/*.json
 verdict=$?
 set -e
 
 say "report"
-$GAMEDAY report "$out/journals" -o "$out" --title "Default game day ($app app)"
+$GAMEDAY report "$out/run" -o "$out" --title "Default game day ($app app)"
 
 say "summary ($(( $(date +%s) - started )) s)"
-.venv/bin/python -m chaos_ext.sandbox.summary "$out/journals"
+.venv/bin/python -m chaos_ext.sandbox.summary "$out/run"
 echo
 echo "report: $out/report.html   summary: $out/summary.md"
 echo "game day exit code: $verdict (0 every hypothesis held, 1 some deviated, 2 failed)"

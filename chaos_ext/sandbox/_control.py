@@ -37,6 +37,7 @@ def up(prefix: str, app_mode: str, say: Progress) -> SandboxState:
         state = _services.start_all(topo, app_mode, work, say)
         save_state(state)
         write_vars(topo, state, work)
+        _services.wait_healthy(topo.host("mon").netns, state.services["prometheus"]["url"], say)
     except BaseException:
         say("start failed: removing what was started")
         down(prefix, say)
@@ -64,6 +65,7 @@ def write_vars(topo: Topology, state: SandboxState, work: Path) -> Path:
             "dns_server": dns.address,
             "dns_port": _services.PORTS["dns"],
             "dns_name": _services.DB_NAME,
+            "readiness_timeout": 5.0 if _services.slow() else 1.5,
         },
         "secrets": {"db": {"password": (work / "db-password").read_text()}},
     }

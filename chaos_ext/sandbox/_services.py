@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,22 +27,67 @@ from chaos_ext.sandbox import _nsexec
 from chaos_ext.sandbox._state import SandboxState
 from chaos_ext.sandbox._topology import Topology
 
-__all__ = ["DB_NAME", "PORTS", "reachable", "start_all", "stop_all", "token"]
+__all__ = [
+    "DB_NAME",
+    "PORTS",
+    "reachable",
+    "slow",
+    "start_all",
+    "stop_all",
+    "token",
+    "wait_healthy",
+]
 
 DB_NAME = "db.sandbox.test"
 
 
-def _slow() -> bool:
+def slow() -> bool:
     """Inside the emulated VM everything takes ~10x longer: wait longer, load less."""
     return os.environ.get("GAMEDAY_SANDBOX_SLOW") == "1"
 
 
 def _ready_timeout() -> float:
-    return 600.0 if _slow() else 60.0
+    return 600.0 if slow() else 60.0
 
 
 def traffic_rate() -> float:
-    return 5.0 if _slow() else 20.0
+    return 2.0 if slow() else 20.0
+
+
+_HEALTH = {
+    "ok": 'sum(rate(http_requests_total{job="app", code="200"}[15s]))',
+    "errors": 'sum(rate(http_requests_total{job="app", code=~"5.."}[15s])) or vector(0)',
+}
+
+
+def _prometheus_value(url: str, expr: str) -> float | None:
+    query = urllib.parse.urlencode({"query": expr})
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=5) as answer:  # noqa: S310
+            result = json.load(answer)["data"]["result"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return float(result[0]["value"][1]) if result else None
+
+
+def wait_healthy(mon_netns: str, prometheus_url: str, say: Progress) -> bool:
+    """Wait until Prometheus has seen 15 s of answered traffic without 5xx (bounded)."""
+    say("waiting for a healthy baseline: 15 s of traffic without errors, seen by Prometheus")
+    deadline = time.monotonic() + _ready_timeout()
+    values: dict[str, float | None] = {}
+
+    def probe() -> bool:
+        values.update({k: _prometheus_value(prometheus_url, e) for k, e in _HEALTH.items()})
+        return True
+
+    while time.monotonic() < deadline:
+        values.clear()
+        _nsexec.in_netns(mon_netns, probe, timeout=30)
+        if (values.get("ok") or 0) > 0 and values.get("errors") == 0:
+            return True
+        time.sleep(2)
+    say("warning: the app did not reach a clean baseline in time; verdicts may suffer")
+    return False
 
 
 PORTS = {
