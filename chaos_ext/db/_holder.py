@@ -9,8 +9,9 @@ the credentials in its stdin payload (never argv or the environment). It
 2. opens the rest with ``open_concurrency`` threads until the target, the
    server's first refusal, or the opening budget, whichever comes first;
 3. reports (the ready line) and holds them, optionally running ``SELECT 1``
-   on each every ``keepalive_seconds``, until SIGTERM or ``hold_seconds``
-   (its own hard cap), then closes them all.
+   on each every ``keepalive_seconds`` and opening more every
+   ``refill_seconds`` (slots others freed, up to the target), until SIGTERM
+   or ``hold_seconds`` (its own hard cap), then closes them all.
 
 A SIGKILL of this process closes its sockets too: the server drops the
 connections as soon as it notices the peer is gone.
@@ -29,7 +30,7 @@ from chaos_ext._helper import serve
 from chaos_ext.db._engines import ConnectFailure, ConnectParams, capacity, close, connect, ping
 from chaos_ext.db._target import Capacity, Target, max_ceiling, parse_target, planned_total
 
-__all__ = ["Opening", "open_many", "work"]
+__all__ = ["Holding", "Opening", "open_many", "work"]
 
 Ready = Callable[[dict[str, Any]], None]
 
@@ -128,20 +129,42 @@ def _report(
     }
 
 
-def _hold(
-    conns: list[Any], engine: str, seconds: float, keepalive: float, stop: threading.Event
-) -> None:
-    end = time.monotonic() + seconds
+@dataclass(frozen=True)
+class Holding:
+    """How to hold: for how long, how often to ping, how often to take freed slots back."""
+
+    seconds: float
+    keepalive: float
+    refill: float
+    wanted: int
+
+
+def _ping_all(conns: list[Any], engine: str) -> None:
+    for conn in list(conns):
+        try:
+            ping(conn, engine)
+        except Exception:  # noqa: BLE001 - a dropped connection is simply no longer held
+            conns.remove(conn)
+            close(conn)
+
+
+def _hold(conns: list[Any], params: ConnectParams, how: Holding, stop: threading.Event) -> None:
+    end = time.monotonic() + how.seconds
+    next_ping = next_refill = time.monotonic()
     while (left := end - time.monotonic()) > 0:
-        if stop.wait(min(left, keepalive) if keepalive > 0 else left):
+        now = time.monotonic()
+        due = [t for t, on in ((next_ping, how.keepalive), (next_refill, how.refill)) if on > 0]
+        if stop.wait(min(left, *(max(0.0, t - now) for t in due)) if due else left):
             return
-        if keepalive > 0:
-            for conn in list(conns):
-                try:
-                    ping(conn, engine)
-                except Exception:  # noqa: BLE001 - a dropped connection is simply no longer held
-                    conns.remove(conn)
-                    close(conn)
+        now = time.monotonic()
+        if how.keepalive > 0 and now >= next_ping:
+            _ping_all(conns, params.engine)
+            next_ping = now + how.keepalive
+        if how.refill > 0 and now >= next_refill:
+            missing = how.wanted - len(conns)
+            if missing > 0:
+                conns += open_many(params, missing, min(8, missing), now + 5, stop).conns
+            next_refill = time.monotonic() + how.refill
 
 
 def work(payload: dict[str, Any], ready: Ready, stop: threading.Event) -> None:
@@ -171,8 +194,13 @@ def work(payload: dict[str, Any], ready: Ready, stop: threading.Event) -> None:
         except Exception:  # noqa: BLE001 - the report just lacks the after-count
             after = None
         ready(_report(target, before, after, opening, seconds))
-        _hold(conns, params.engine, float(payload["hold_seconds"]),
-              float(payload["keepalive_seconds"]), stop)  # fmt: skip
+        how = Holding(
+            seconds=float(payload["hold_seconds"]),
+            keepalive=float(payload["keepalive_seconds"]),
+            refill=float(payload.get("refill_seconds", 0.0)),
+            wanted=count + 1,
+        )
+        _hold(conns, params, how, stop)
     finally:
         for conn in conns:
             close(conn)

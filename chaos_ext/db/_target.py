@@ -159,6 +159,9 @@ def check_exhaust_arguments(arguments: Mapping[str, Any]) -> None:
     keepalive = arguments.get("keepalive_seconds", 0.0)
     if keepalive != 0:
         require_range("keepalive_seconds", keepalive, 1, 3_600)
+    refill = arguments.get("refill_seconds", 0.0)
+    if refill != 0:
+        require_range("refill_seconds", refill, 0.2, 3_600)
 
 
 def check_headroom_arguments(arguments: Mapping[str, Any]) -> None:

@@ -39,6 +39,7 @@ def exhaust_connections(
     open_concurrency: int = 16,
     keepalive_seconds: float = 0.0,
     connect_timeout: float = 5.0,
+    refill_seconds: float = 0.0,
     configuration: dict[str, Any] | None = None,
     secrets: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -51,8 +52,12 @@ def exhaust_connections(
     current use). Credentials: ``user``/``password`` from the provider's
     secrets. Connections are opened ``open_concurrency`` at a time by a helper
     process, held for ``hold_seconds`` (its own hard cap), with ``SELECT 1``
-    on each every ``keepalive_seconds`` if > 0. Returns opened, refused_at,
-    the server's error text, max_connections, time to reach the target.
+    on each every ``keepalive_seconds`` if > 0. With ``refill_seconds`` > 0
+    the holder also takes back, that often, slots that others freed (like a
+    leak that keeps growing), up to the target: with ``"max"``, other clients
+    then only get a slot in the moment between a close and the next refill.
+    Returns opened, refused_at, the server's error text, max_connections,
+    time to reach the target.
 
     Blast radius: every client of that server (and only it) that needs a new
     connection while the slots are held. Rollback: ``release_connections``
@@ -74,14 +79,14 @@ def exhaust_connections(
     payload = {
         "connect": params.as_payload(), "target": wanted, "hold_seconds": hold_seconds,
         "keepalive_seconds": keepalive_seconds, "open_concurrency": open_concurrency,
-        "open_budget": OPEN_BUDGET,
+        "open_budget": OPEN_BUDGET, "refill_seconds": refill_seconds,
     }  # fmt: skip
     entry, ready = _hold(params, recipe, payload)
     undo_after(entry, hold_seconds)
     return {
         "engine": params.engine, "host": params.host, "port": params.port, **ready,
         "hold_seconds": hold_seconds, "keepalive_seconds": keepalive_seconds,
-        "ledger_entry": entry.id,
+        "refill_seconds": refill_seconds, "ledger_entry": entry.id,
     }  # fmt: skip
 
 

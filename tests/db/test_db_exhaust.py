@@ -68,6 +68,22 @@ def test_max_minus_5_leaves_exactly_5_free(db: Db) -> None:
     wait_for(lambda: db.client_count() == 1, 10, "the connection count back at its baseline")
 
 
+def test_refill_takes_back_the_slots_others_free(db: Db) -> None:
+    others = [db.user_connect() for _ in range(3)]  # another client holds 3 slots
+    capacity = db.free_for_user()
+    report = exhaust_connections(
+        **db.args(target="max", hold_seconds=60, refill_seconds=0.5), secrets=db.secrets
+    )
+    assert report["opened"] == capacity and report["refused"] is True
+    for conn in others:
+        conn.close()  # the other client goes away: its 3 slots are free for a moment
+    wait_for(lambda: db.free_for_user() == 0, 10, "the holder to take the freed slots back")
+    assert db.client_count() == 1 + capacity + 3
+    assert LIMIT_PHRASE[db.engine] in db.refusal_text()
+    release_connections()
+    wait_for(lambda: db.client_count() == 1, 10, "the connection count back at its baseline")
+
+
 def test_numeric_target_with_keepalive_then_undo_returns_to_baseline(db: Db) -> None:
     report = exhaust_connections(
         **db.args(target=12, hold_seconds=60, keepalive_seconds=1), secrets=db.secrets
