@@ -134,4 +134,3 @@ def test_one_value_a_side_is_inconclusive_not_no_change() -> None:
     # one throughput value per side (100 vs 40): far apart, but one value proves nothing
     assert results["throughput"].verdict == "inconclusive"
     assert (results["throughput"].baseline.n, results["throughput"].tuned.n) == (1, 1)
-    assert results["p99-ms"].verdict == "no change"  # 42 samples a side: a real verdict
