@@ -24,7 +24,8 @@ For each metric both sides share (every probe with numeric or true/false
 output, by name: hypothesis checks before/during/after, method probes, [t, v]
 series), it reports both distributions, the difference of the median (mean for
 true/false metrics) tuned - baseline with a bootstrap confidence interval, the
-Mann-Whitney U p-value, and a verdict: improved / no change / regressed.
+Mann-Whitney U p-value, and a verdict: improved / no change / regressed
+(inconclusive when a side has fewer than 3 samples).
 Which way is better comes from the probe's tolerance (a range starting at 0,
 or a tolerance of 0 or false: lower; a range open upwards, a range ending at 1,
 or true: higher); set it with --better NAME=lower|higher. With no known

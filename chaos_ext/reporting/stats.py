@@ -13,7 +13,9 @@ value the metric took in a run: before/during/after checks, method probes,
 - a verdict: ``improved`` / ``regressed`` when the interval excludes 0, the
   p-value is below alpha and the change is at least ``min_effect`` (relative to
   the baseline); ``no change`` otherwise; ``changed`` when the metric's good
-  direction is unknown (set it with ``--better NAME=lower|higher``).
+  direction is unknown (set it with ``--better NAME=lower|higher``);
+  ``inconclusive`` when a side has fewer than three samples (repeat the runs,
+  or record a series with ``query_series``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from chaos_ext.reporting.series import as_number
 __all__ = ["Comparison", "Settings", "Summary", "compare_metric", "direction_of"]
 
 _HUGE = 1e300
+MIN_SAMPLES = 3
+"""Fewer samples than this on a side: the verdict is ``inconclusive``, not ``no change``."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,8 @@ def compare_metric(
     rel = diff / abs(base_value) if base_value else None
     p = _p_value(np.concatenate(base_runs), np.concatenate(tuned_runs))
     verdict = _verdict(diff, ci, p, rel, better[0], settings)
+    if min(base_s.n, tuned_s.n) < MIN_SAMPLES:
+        verdict = "inconclusive"  # one value a side proves nothing either way
     return Comparison(
         metric, stat, base_s, tuned_s, diff, ci, rel, p, better[0], better[1], verdict
     )

@@ -127,3 +127,10 @@ def test_cli_refuses_sets_without_a_shared_metric(tmp_path: Path) -> None:
     out = run_gameday(tmp_path, tmp_path / "l.sqlite3", "compare", "a.json", "b.json", "-o", "o")
     assert out.returncode == 3
     assert "share no numeric metric" in out.stderr
+
+
+def test_one_value_a_side_is_inconclusive_not_no_change() -> None:
+    results = _by_metric(_views(range(1), 200), _views(range(5, 6), 200, throughput=40))
+    # one throughput value per side (100 vs 40): far apart, but one value proves nothing
+    assert results["throughput"].verdict == "inconclusive"
+    assert (results["throughput"].baseline.n, results["throughput"].tuned.n) == (1, 1)
