@@ -6,16 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from chaoslib import convert_vars, merge_vars
 from rich.console import Console
-from rich.markup import escape
 
-from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.cli._journals import load_views
-from chaos_ext.cli.run import _abort_handlers, recover
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.ledger import default_ledger
-from chaos_ext.prometheus._abort import load_plan
+from chaos_ext.cli.run import run_batch
 from chaos_ext.reporting.junit import junit_xml
 from chaos_ext.reporting.model import RunView, redact_journal, view_of
 from chaos_ext.reporting.score import resilience_score
@@ -23,9 +17,7 @@ from chaos_ext.runner.execute import (
     EXIT_DEVIATED,
     EXIT_FAILED,
     EXIT_INVALID,
-    RunOptions,
     outcome_of,
-    run_experiment,
 )
 
 HELP = """\
@@ -90,39 +82,17 @@ def register(sub: Any) -> None:
 
 
 def _run_all(args: argparse.Namespace, console: Console) -> list[tuple[RunView, int]] | int:
-    try:
-        config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
-    except ValueError as exc:
-        console.print(f"[red]--var: {escape(str(exc))}[/]")
-        return EXIT_INVALID
-    loaded = load_valid_experiments(args.inputs, console, secret_vars, config_vars)
-    if loaded is None:
-        return EXIT_INVALID
-    try:
-        abort_plan = load_plan(Path(args.abort_on)) if args.abort_on else None
-    except InvalidArgument as exc:
-        console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
-        return EXIT_INVALID
-    ledger = default_ledger()
-    if not recover(ledger, console, refuse=False):
-        return EXIT_FAILED
-    results: list[tuple[RunView, int]] = []
-    for path, experiment in loaded:
-        options = RunOptions(
-            journal_path=Path(args.journal_dir) / f"journal-{path.stem}.json",
-            config_vars=config_vars,
-            secret_vars=secret_vars,
-            hypothesis_strategy=args.hypothesis_strategy,
-            hypothesis_frequency=args.hypothesis_frequency,
-            extra_handlers=_abort_handlers(abort_plan, console),
-        )
-        result = run_experiment(path, experiment, options, ledger, console)
-        view = view_of(redact_journal(result.journal), source=str(result.journal_path))
-        results.append((view, result.exit_code))
-        console.print(f"[bold]{path}[/]: {result.outcome} (exit {result.exit_code})")
-        if result.journal.get("status") == "interrupted":
-            break
-    return results
+    out = Path(args.journal_dir)
+    results = run_batch(
+        args, args.inputs, console, lambda path: out / f"journal-{path.stem}.json",
+        refuse_recover=False,
+    )  # fmt: skip
+    if isinstance(results, int):
+        return results
+    return [
+        (view_of(redact_journal(r.journal), source=str(r.journal_path)), r.exit_code)
+        for r in results
+    ]
 
 
 def _from_journals(args: argparse.Namespace, console: Console) -> list[tuple[RunView, int]] | int:

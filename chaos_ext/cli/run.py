@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -143,12 +144,35 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     if args.journal and len(args.experiments) > 1:
         console.print("[red]--journal takes one experiment; use --journal-dir for several[/]")
         return EXIT_INVALID
+    results = run_batch(
+        args, args.experiments, console, lambda path: _journal_path(args, path),
+        refuse_recover=args.no_recover, fail_fast=args.fail_fast,
+    )  # fmt: skip
+    if isinstance(results, int):
+        return results
+    return max(r.exit_code for r in results)
+
+
+def run_batch(
+    args: argparse.Namespace,
+    experiments: list[str],
+    console: Console,
+    journal_for: Callable[[Path], Path],
+    *,
+    refuse_recover: bool,
+    fail_fast: bool = False,
+) -> list[RunResult] | int:
+    """Validate all, read --abort-on, recover dead runs' faults, then run each experiment.
+
+    Shared by ``run`` and ``gate`` (same arguments: --var, --var-file, --abort-on,
+    --hypothesis-strategy/-frequency). An int is the exit code when nothing ran.
+    """
     try:
         config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
     except ValueError as exc:
         console.print(f"[red]--var: {escape(str(exc))}[/]")
         return EXIT_INVALID
-    loaded = load_valid_experiments(args.experiments, console, secret_vars, config_vars)
+    loaded = load_valid_experiments(experiments, console, secret_vars, config_vars)
     if loaded is None:
         return EXIT_INVALID
     try:
@@ -157,17 +181,17 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
         return EXIT_INVALID
     ledger = default_ledger()
-    if not recover(ledger, console, refuse=args.no_recover):
+    if not recover(ledger, console, refuse=refuse_recover):
         return EXIT_FAILED
     results: list[RunResult] = []
     for path, experiment in loaded:
         options = RunOptions(
-            journal_path=_journal_path(args, path),
+            journal_path=journal_for(path),
             config_vars=config_vars,
             secret_vars=secret_vars,
             hypothesis_strategy=args.hypothesis_strategy,
             hypothesis_frequency=args.hypothesis_frequency,
-            fail_fast=args.fail_fast,
+            fail_fast=fail_fast,
             extra_handlers=_abort_handlers(abort_plan, console),
         )
         result = run_experiment(path, experiment, options, ledger, console)
@@ -179,4 +203,4 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         )
         if result.journal.get("status") == "interrupted":
             break  # an operator's Ctrl-C stops the whole batch, not just one experiment
-    return max(r.exit_code for r in results)
+    return results
