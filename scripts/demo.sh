@@ -22,8 +22,8 @@ $GAMEDAY sandbox down --prefix "$prefix" >/dev/null 2>&1 || true
 
 say "sandbox up ($app app)"
 $GAMEDAY sandbox up --prefix "$prefix" --app "$app"
-say "baseline: 10 s more of clean traffic"
-sleep 10
+say "baseline: 15 s more of clean traffic"
+sleep 15
 
 say "default game day: experiments/sandbox/*.json"
 set +e

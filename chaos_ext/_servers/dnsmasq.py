@@ -34,9 +34,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from chaos_ext import _procfs
+from chaos_ext._servers._stoppable import Stoppable
 
 __all__ = ["Dnsmasq", "free_port", "start"]
 
@@ -44,7 +44,7 @@ _QUERY_LINE = re.compile(r"dnsmasq\[\d+\]: query\[(?P<qtype>[A-Z0-9]+)\] (?P<nam
 
 
 @dataclass
-class Dnsmasq:
+class Dnsmasq(Stoppable):
     """A running dnsmasq started by :func:`start`."""
 
     address: str
@@ -85,17 +85,6 @@ class Dnsmasq:
                 os.kill(pid, signal.SIGKILL)
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> Dnsmasq:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def free_port(address: str = "127.0.0.1") -> int:

@@ -33,9 +33,11 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
+
+from chaos_ext._servers._stoppable import Stoppable
 
 __all__ = ["HttpTarget", "start"]
 
@@ -147,7 +149,7 @@ async def _main(port: int) -> None:
 
 
 @dataclass
-class HttpTarget:
+class HttpTarget(Stoppable):
     """A running target: ``url``, ``port``, control methods, ``stop()``."""
 
     port: int
@@ -188,12 +190,6 @@ class HttpTarget:
                 self.proc.wait(timeout=5)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def start(*, port: int = 0, prefix: Sequence[str] = (), ready_timeout: float = 15.0) -> HttpTarget:

@@ -29,7 +29,6 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import pymysql
@@ -40,13 +39,14 @@ from chaos_ext._servers._db_common import (
     terminate,
     wait_until_ready,
 )
+from chaos_ext._servers._stoppable import Stoppable
 from chaos_ext.errors import SandboxError
 
 __all__ = ["MariaDBServer", "start"]
 
 
 @dataclass
-class MariaDBServer:
+class MariaDBServer(Stoppable):
     """A running server. ``host``/``port`` for TCP clients; ``stop()`` is idempotent."""
 
     host: str
@@ -82,17 +82,6 @@ class MariaDBServer:
         """SIGTERM (clean shutdown), SIGKILL if it lingers, then remove the data directory."""
         terminate(self.process, signal.SIGTERM)
         shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __enter__(self) -> MariaDBServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _user_flag() -> list[str]:

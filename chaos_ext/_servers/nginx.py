@@ -19,7 +19,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+
+from chaos_ext._servers._stoppable import Stoppable
 
 __all__ = ["Nginx", "start"]
 
@@ -62,7 +63,7 @@ def _listening(port: int) -> bool:
 
 
 @dataclass
-class Nginx:
+class Nginx(Stoppable):
     """A running nginx: ``url`` of its static file, ``port``, ``stop()``."""
 
     port: int
@@ -83,12 +84,6 @@ class Nginx:
     def stop(self) -> None:
         _end(self.proc)
         shutil.rmtree(self.directory, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _end(proc: subprocess.Popen[bytes]) -> None:

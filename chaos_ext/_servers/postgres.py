@@ -32,7 +32,6 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import psycopg
@@ -44,6 +43,7 @@ from chaos_ext._servers._db_common import (
     terminate,
     wait_until_ready,
 )
+from chaos_ext._servers._stoppable import Stoppable
 from chaos_ext.errors import SandboxError
 
 __all__ = ["BIN", "PostgresServer", "start"]
@@ -59,7 +59,7 @@ host all all ::/0 scram-sha-256
 
 
 @dataclass
-class PostgresServer:
+class PostgresServer(Stoppable):
     """A running server. ``host``/``port`` for TCP clients; ``stop()`` is idempotent."""
 
     host: str
@@ -96,17 +96,6 @@ class PostgresServer:
         """Fast shutdown (SIGINT), SIGKILL if it lingers, then remove the data directory."""
         terminate(self.process, signal.SIGINT)
         shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __enter__(self) -> PostgresServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _as_postgres() -> list[str]:

@@ -31,12 +31,12 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import bcrypt
 import yaml
 
+from chaos_ext._servers._stoppable import Stoppable
 from chaos_ext.errors import SandboxError
 
 __all__ = ["BINARY", "PrometheusServer", "free_port", "start"]
@@ -53,7 +53,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @dataclass
-class PrometheusServer:
+class PrometheusServer(Stoppable):
     """A running Prometheus; ``stop()`` is idempotent and removes its data dir."""
 
     host: str
@@ -142,15 +142,6 @@ class PrometheusServer:
                 pass
         if self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> PrometheusServer:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:  # fmt: skip
-        self.stop()
 
 
 def _write_config(path: Path, jobs: Mapping[str, Sequence[str]], interval: str) -> None:

@@ -19,8 +19,8 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
+from chaos_ext._servers._stoppable import Stoppable
 from chaos_ext.errors import SandboxError
 
 __all__ = ["SshdServer", "start"]
@@ -29,7 +29,7 @@ SSHD = "/usr/sbin/sshd"
 
 
 @dataclass
-class SshdServer:
+class SshdServer(Stoppable):
     """A running sshd. ``stop()`` is idempotent."""
 
     host: str
@@ -48,14 +48,6 @@ class SshdServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-
-    def __enter__(self) -> SshdServer:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def _keygen(path: Path) -> str:
