@@ -66,6 +66,9 @@ def write_vars(topo: Topology, state: SandboxState, work: Path) -> Path:
             "dns_port": _services.PORTS["dns"],
             "dns_name": _services.DB_NAME,
             "readiness_timeout": 5.0 if _services.slow() else 1.5,
+            # after a rollback, time for the backlog the fault built up to drain
+            # before the next experiment's steady state is judged
+            "recovery_seconds": 30 if _services.slow() else 12,
         },
         "secrets": {"db": {"password": (work / "db-password").read_text()}},
     }
