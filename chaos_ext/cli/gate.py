@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from chaos_ext.cli._journals import load_views
-from chaos_ext.cli.run import run_batch
+from chaos_ext.cli.run import add_run_options, run_batch
 from chaos_ext.reporting.junit import junit_xml
 from chaos_ext.reporting.model import RunView, redact_journal, view_of
 from chaos_ext.reporting.score import resilience_score
@@ -60,24 +60,7 @@ def register(sub: Any) -> None:
         "--min-score", type=float, metavar="N",
         help="pass deviations while the resilience score (0-100) is at least N",
     )  # fmt: skip
-    parser.add_argument(
-        "--journal-dir", metavar="DIR", default=".", help="where journals go (default: .)"
-    )
-    parser.add_argument(
-        "--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
-        help="configuration value (repeatable), as in `gameday run`",
-    )  # fmt: skip
-    parser.add_argument("--var-file", action="append", default=[], metavar="FILE")
-    parser.add_argument(
-        "--hypothesis-strategy", default="default",
-        choices=("default", "before-method-only", "after-method-only", "during-method-only",
-                 "continuously", "skip"),
-    )  # fmt: skip
-    parser.add_argument("--hypothesis-frequency", type=float, default=1.0, metavar="SECONDS")
-    parser.add_argument(
-        "--abort-on", metavar="FILE",
-        help="stop conditions (YAML) checked in Prometheus while the method runs (as in run)",
-    )  # fmt: skip
+    add_run_options(parser)  # --journal-dir, --var, --var-file, --hypothesis-*, --abort-on
     parser.set_defaults(handler=handle)
 
 

@@ -70,6 +70,16 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT", help="JSON/YAML files")
     parser.add_argument("--journal", metavar="FILE", help="journal path (one experiment only)")
+    add_run_options(parser)
+    parser.add_argument(
+        "--no-recover", action="store_true",
+        help="refuse to start if a dead run left faults open (default: undo them first)",
+    )  # fmt: skip
+    parser.set_defaults(handler=handle)
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``run`` that ``gate`` shares (``run_batch`` reads them)."""
     parser.add_argument(
         "--journal-dir", metavar="DIR", default=".", help="where journals go (default: .)"
     )
@@ -96,11 +106,6 @@ def register(sub: Any) -> None:
         "--abort-on", metavar="FILE",
         help="stop conditions (YAML) checked in Prometheus while the method runs",
     )  # fmt: skip
-    parser.add_argument(
-        "--no-recover", action="store_true",
-        help="refuse to start if a dead run left faults open (default: undo them first)",
-    )  # fmt: skip
-    parser.set_defaults(handler=handle)
 
 
 def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
@@ -146,7 +151,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         return EXIT_INVALID
     results = run_batch(
         args, args.experiments, console, lambda path: _journal_path(args, path),
-        refuse_recover=args.no_recover, fail_fast=args.fail_fast,
+        refuse_recover=args.no_recover,
     )  # fmt: skip
     if isinstance(results, int):
         return results
@@ -160,12 +165,11 @@ def run_batch(
     journal_for: Callable[[Path], Path],
     *,
     refuse_recover: bool,
-    fail_fast: bool = False,
 ) -> list[RunResult] | int:
     """Validate all, read --abort-on, recover dead runs' faults, then run each experiment.
 
-    Shared by ``run`` and ``gate`` (same arguments: --var, --var-file, --abort-on,
-    --hypothesis-strategy/-frequency). An int is the exit code when nothing ran.
+    Shared by ``run`` and ``gate`` (the options of ``add_run_options``). An int
+    is the exit code when nothing ran.
     """
     try:
         config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
@@ -191,7 +195,7 @@ def run_batch(
             secret_vars=secret_vars,
             hypothesis_strategy=args.hypothesis_strategy,
             hypothesis_frequency=args.hypothesis_frequency,
-            fail_fast=fail_fast,
+            fail_fast=args.fail_fast,
             extra_handlers=_abort_handlers(abort_plan, console),
         )
         result = run_experiment(path, experiment, options, ledger, console)
