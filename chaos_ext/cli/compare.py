@@ -62,7 +62,11 @@ def register(sub: Any) -> None:
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (reproducible)")
     parser.add_argument("--min-effect", type=float, default=0.0, metavar="FRACTION",
                         help="smallest relative change that counts (e.g. 0.05)")  # fmt: skip
-    parser.add_argument("--statistic", choices=("auto", "median", "mean"), default="auto")
+    parser.add_argument(
+        "--statistic", choices=("auto", "median", "mean"), default="auto",
+        help="auto: the median; the mean for true/false metrics and for mostly-zero ones "
+        "(equal medians, distributions that differ)",
+    )  # fmt: skip
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when any metric regressed")  # fmt: skip
     parser.set_defaults(handler=handle)

@@ -4,7 +4,10 @@ For one metric, the baseline and tuned runs each give samples (every numeric
 value the metric took in a run: before/during/after checks, method probes,
 ``[t, v]`` series). The comparison reports:
 
-- the difference of the statistic (median; mean for true/false metrics),
+- the difference of the statistic (median; mean for true/false metrics, and
+  for metrics whose medians are equal while Mann-Whitney finds the
+  distributions differ: mostly-zero metrics such as an error ratio that is 0
+  except during a fault, where the median cannot see the change),
   ``tuned - baseline``, with a bootstrap percentile confidence interval. With
   at least two runs on each side the bootstrap is hierarchical (resample runs,
   then samples within them), so run-to-run variation counts, not only
@@ -163,8 +166,12 @@ def compare_metric(
     tuned_runs = [list(r) for r in tuned if len(r)]
     if not base_runs or not tuned_runs:
         raise ValueError(f"{metric}: no samples on one side")
-    stat = settings.statistic if settings.statistic != "auto" else "mean" if boolean else "median"
     base_s, tuned_s = _summary(base_runs), _summary(tuned_runs)
+    p = _p_value(np.concatenate(base_runs), np.concatenate(tuned_runs))
+    stat = settings.statistic
+    if stat == "auto":
+        blind = base_s.median == tuned_s.median and p < settings.alpha  # e.g. mostly zeros
+        stat = "mean" if boolean or blind else "median"
     base_value = base_s.median if stat == "median" else base_s.mean
     diff = (tuned_s.median if stat == "median" else tuned_s.mean) - base_value
     rng = np.random.default_rng(settings.seed)
@@ -176,7 +183,6 @@ def compare_metric(
     )
     ci = (float(low), float(high))
     rel = diff / abs(base_value) if base_value else None
-    p = _p_value(np.concatenate(base_runs), np.concatenate(tuned_runs))
     verdict = _verdict(diff, ci, p, rel, better[0], settings)
     if min(base_s.n, tuned_s.n) < MIN_SAMPLES:
         verdict = "inconclusive"  # one value a side proves nothing either way

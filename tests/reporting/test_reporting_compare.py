@@ -72,6 +72,28 @@ def test_identical_distributions_are_no_change() -> None:
     assert redrawn["p99-ms"].verdict == "no change"
 
 
+def _error_ratio_run(seed: int, failing: int) -> dict:
+    """An error ratio that is 0 except for ``failing`` of 40 samples during the fault."""
+    rng = np.random.default_rng(seed)
+    b = JournalBuilder("tuning", {"error-ratio": {"type": "range", "range": [0, 0.01]}},
+                       start=1e9 + seed * 1e3)  # fmt: skip
+    for i in range(40):
+        value = float(rng.uniform(0.5, 1.0)) if i < failing else 0.0
+        b.check("during", "error-ratio", value, 2 + i)
+    return b.build()
+
+
+def test_a_mostly_zero_metric_is_judged_by_its_mean() -> None:
+    fragile = [view_of(_error_ratio_run(s, failing=12)) for s in range(3)]
+    tuned = [view_of(_error_ratio_run(s, failing=0)) for s in range(10, 13)]
+    ratio = _by_metric(fragile, tuned)["error-ratio"]
+    assert ratio.baseline.median == ratio.tuned.median == 0  # the median cannot see it
+    assert (ratio.statistic, ratio.better, ratio.verdict) == ("mean", "lower", "improved")
+    assert ratio.ci[1] < 0 and -0.3 < ratio.difference < -0.15
+    same = _by_metric(fragile, fragile)["error-ratio"]
+    assert (same.statistic, same.verdict) == ("median", "no change")
+
+
 def test_direction_unknown_then_overridden() -> None:
     base, tuned = _views(range(6), 200), _views(range(40, 46), 200, throughput=130)
     assert _by_metric(base, tuned)["throughput"].verdict == "changed"
