@@ -30,11 +30,18 @@
    (driver service p50 - wrk p50) / wrk p50 x 100, medians over 3 pairs of
    alternating runs.
 
+3. For context, the floor of any asyncio client: a bare uvloop protocol that
+   writes the request and waits for the first byte (no parsing, no schedule,
+   no bookkeeping) at ~1,000 req/s on one connection. Its p50 over wrk's shows
+   how much of p50_diff_pct the event loop's own wake-up costs before the
+   driver does anything.
+
 Last line: ``load sustained_ratio_vs_wrk=<x> p50_diff_pct=<y>``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -43,8 +50,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -204,6 +215,38 @@ def fixed_rate(url: str, script: Path) -> dict[str, float]:
     return {key: statistics.median(values) for key, values in runs.items()}
 
 
+class _FirstByte(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.waiter: asyncio.Future[float] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(time.monotonic())
+
+
+async def _bare_client(host: str, port: int, path: str, count: int) -> float:
+    loop = asyncio.get_running_loop()
+    transport, proto = await loop.create_connection(_FirstByte, host, port)
+    request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+    latencies = []
+    for _ in range(count):
+        await asyncio.sleep(1 / FIXED_RATE)
+        proto.waiter = loop.create_future()
+        sent = time.monotonic()
+        transport.write(request)
+        latencies.append(await proto.waiter - sent)
+    transport.close()
+    return statistics.median(latencies) * 1000
+
+
+def event_loop_floor_ms(url: str) -> float:
+    """Median over 3 runs of a bare uvloop protocol's p50 (ms), 5 s each."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    runs = [uvloop.run(_bare_client(host, port, parts.path, int(5 * FIXED_RATE))) for _ in range(3)]
+    return statistics.median(runs)
+
+
 def main() -> None:
     print(f"load benchmark: nginx static file; {CONNECTIONS} connections, {PROCESSES} processes")
     print(f"machine load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -237,6 +280,12 @@ def main() -> None:
             f"  medians: wrk p50 {fixed['wrk_p50']:.3f} ms (~{fixed['wrk_rps']:.0f}/s); driver"
             f" service p50 {fixed['service']:.3f} ms ({diff:+.1f} %); from the schedule"
             f" {fixed['sched']:.3f} ms ({sched:+.1f} %)"
+        )
+        floor = event_loop_floor_ms(url)
+        floor_pct = (floor - fixed["wrk_p50"]) / fixed["wrk_p50"] * 100
+        print(
+            f"3. floor: a bare uvloop protocol (write, first byte) p50 {floor:.3f} ms"
+            f" ({floor_pct:+.1f} % over wrk): the event loop's share of the difference"
         )
     print(f"load sustained_ratio_vs_wrk={ratio:.2f} p50_diff_pct={diff:.1f}")
 
