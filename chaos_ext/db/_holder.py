@@ -7,7 +7,9 @@ the credentials in its stdin payload (never argv or the environment). It
 1. opens one connection (a failure here is the one-line error sent back:
    nothing is held) and reads the server's capacity over it;
 2. opens the rest with ``open_concurrency`` threads until the target, the
-   server's first refusal, or the opening budget, whichever comes first;
+   server's first refusal, or the opening budget, whichever comes first; a
+   refusal for lack of slots met while other attempts were in flight is
+   confirmed by opening one at a time (see :func:`confirm_refusal`);
 3. reports (the ready line) and holds them, optionally running ``SELECT 1``
    on each every ``keepalive_seconds`` and opening more every
    ``refill_seconds`` (slots others freed, up to the target), until SIGTERM
@@ -30,7 +32,7 @@ from chaos_ext._helper import serve
 from chaos_ext.db._engines import ConnectFailure, ConnectParams, capacity, close, connect, ping
 from chaos_ext.db._target import Capacity, Target, max_ceiling, parse_target, planned_total
 
-__all__ = ["Holding", "Opening", "open_many", "work"]
+__all__ = ["Holding", "Opening", "confirm_refusal", "open_many", "work"]
 
 Ready = Callable[[dict[str, Any]], None]
 
@@ -43,6 +45,7 @@ class Opening:
     failure: ConnectFailure | None = None
     failures: int = 0
     out_of_time: bool = False
+    burst_refused_at: int | None = None
 
 
 def open_many(
@@ -91,6 +94,41 @@ def open_many(
     return result
 
 
+def confirm_refusal(
+    params: ConnectParams,
+    opening: Opening,
+    count: int,
+    concurrency: int,
+    deadline: float,
+    stop: threading.Event,
+) -> Opening:
+    """Check a burst's refusal for lack of slots with lone attempts.
+
+    A server can refuse a connection for lack of slots while others are still
+    in their handshake even though a slot is free: MariaDB/MySQL count a
+    connection from accept, so two handshakes racing for the last slot can
+    both be refused. When the burst (``concurrency`` > 1) stopped at such a
+    refusal short of ``count``, open the rest one at a time until a lone
+    attempt is refused too: that is the server's real capacity, and
+    ``burst_refused_at`` keeps where the burst stopped (counting the first
+    connection, as ``opened`` does).
+    """
+    failure = opening.failure
+    if concurrency <= 1 or failure is None or not failure.limit or stop.is_set():
+        return opening
+    missing = count - len(opening.conns)
+    if missing <= 0:
+        return opening
+    lone = open_many(params, missing, 1, deadline, stop)
+    return Opening(
+        conns=opening.conns + lone.conns,
+        failure=lone.failure,
+        failures=opening.failures + lone.failures,
+        out_of_time=lone.out_of_time,
+        burst_refused_at=1 + len(opening.conns),
+    )
+
+
 def _stopped_by(opening: Opening, total: int | None, opened: int) -> str:
     if opening.failure is not None:
         return "limit" if opening.failure.limit else "error"
@@ -117,6 +155,7 @@ def _report(
         "refused": stopped_by in ("limit", "error"),
         "refused_at": opened if stopped_by in ("limit", "error") else None,
         "refusals": opening.failures,
+        "burst_refused_at": opening.burst_refused_at,
         "error_text": failure.server_text if failure else None,
         "error_kind": failure.kind if failure else None,
         "max_connections": before.max_connections,
@@ -183,7 +222,9 @@ def work(payload: dict[str, Any], ready: Ready, stop: threading.Event) -> None:
         before = capacity(first, params.engine)
         total = planned_total(target, before)
         count = (total if total is not None else max_ceiling(before)) - 1
-        opening = open_many(params, count, int(payload["open_concurrency"]), deadline, stop)
+        concurrency = int(payload["open_concurrency"])
+        opening = open_many(params, count, concurrency, deadline, stop)
+        opening = confirm_refusal(params, opening, count, concurrency, deadline, stop)
         conns += opening.conns
         seconds = time.monotonic() - started
         if stop.is_set():

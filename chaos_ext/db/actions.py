@@ -56,6 +56,9 @@ def exhaust_connections(
     the holder also takes back, that often, slots that others freed (like a
     leak that keeps growing), up to the target: with ``"max"``, other clients
     then only get a slot in the moment between a close and the next refill.
+    A refusal met while other attempts were in flight is confirmed one
+    connection at a time, so ``refused_at`` is the server's real capacity
+    (``burst_refused_at`` keeps where the concurrent burst stopped).
     Returns opened, refused_at, the server's error text, max_connections,
     time to reach the target.
 

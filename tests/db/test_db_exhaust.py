@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -10,6 +11,8 @@ from support.dbtest import MAX_CONNECTIONS, PASSWORD, Db
 from support.harness import wait_for
 
 from chaos_ext._helper import find_helpers
+from chaos_ext.db._engines import ConnectParams, close
+from chaos_ext.db._holder import confirm_refusal, open_many
 from chaos_ext.db.actions import exhaust_connections, release_connections
 from chaos_ext.ledger import Ledger
 
@@ -144,5 +147,37 @@ def test_refusal_point_does_not_depend_on_concurrency(db: Db, concurrency: int) 
         secrets=db.secrets,
     )
     assert report["opened"] == capacity
-    assert report["refusals"] <= concurrency
+    # the burst's in-flight attempts, plus the lone one that confirms the refusal
+    assert report["refusals"] <= concurrency + (concurrency > 1)
     release_connections()
+
+
+def test_a_burst_refusal_is_confirmed_one_at_a_time(db: Db) -> None:
+    """Slots freed after the burst was refused are taken; the lone attempt's refusal counts."""
+    s = db.server
+    params = ConnectParams(db.engine, s.host, s.port, s.database, s.user, s.password)
+    capacity = db.free_for_user()
+    stop = threading.Event()
+    others = [db.user_connect() for _ in range(3)]  # another client holds 3 slots
+    wanted = capacity + 1  # one more than fits, as "max" asks
+    burst = open_many(params, wanted, 8, time.monotonic() + 30, stop)
+    conns = list(burst.conns)
+    try:
+        assert burst.failure is not None and burst.failure.limit
+        assert len(burst.conns) <= capacity - 3
+        # one at a time from the start: nothing to confirm
+        assert confirm_refusal(params, burst, wanted, 1, time.monotonic() + 30, stop) is burst
+        for other in others:
+            close(other)
+        wait_for(lambda: db.client_count() == 1 + len(burst.conns), 10, "the 3 slots freed")
+
+        confirmed = confirm_refusal(params, burst, wanted, 8, time.monotonic() + 30, stop)
+        conns = list(confirmed.conns)
+        assert len(confirmed.conns) == capacity
+        assert confirmed.failure is not None and confirmed.failure.limit
+        assert confirmed.failures == burst.failures + 1
+        assert confirmed.burst_refused_at == 1 + len(burst.conns)
+        assert db.client_count() == 1 + capacity
+    finally:
+        for conn in others + conns:
+            close(conn)
