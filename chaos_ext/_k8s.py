@@ -20,6 +20,7 @@ import gc
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
 import urllib3
@@ -36,6 +37,7 @@ __all__ = [
     "bulk_allocation",
     "call",
     "list_items",
+    "parse_time",
     "read_json",
     "status_of",
 ]
@@ -148,3 +150,13 @@ def list_items(
 
 
 _MAX_PAGES = 10_000
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """A Kubernetes RFC 3339 time (``Z`` or offset); None if empty or unparseable."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None

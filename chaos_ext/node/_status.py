@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from chaos_ext._k8s import parse_time
+
 __all__ = ["condition", "hpa_summary", "node_summary", "pending_summary", "ready_ratio"]
 
 Manifest = Mapping[str, Any]
@@ -44,15 +46,6 @@ def node_summary(nodes: Sequence[Manifest]) -> dict[str, Any]:
     }
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def pending_summary(
     pods: Sequence[Manifest], *, now: datetime | None = None, min_age_s: float = 0
 ) -> dict[str, Any]:
@@ -63,7 +56,7 @@ def pending_summary(
         if (pod.get("status") or {}).get("phase") != "Pending":
             continue
         meta = pod.get("metadata") or {}
-        since = _parse_time(meta.get("creationTimestamp"))
+        since = parse_time(meta.get("creationTimestamp"))
         age = (now - since).total_seconds() if since else 0.0
         if age < min_age_s:
             continue

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from chaos_ext._k8s import parse_time
 from chaos_ext.sidecar._template import Expected, SidecarTemplate
 
 __all__ = [
@@ -28,7 +29,6 @@ __all__ = [
     "WorkloadDrift",
     "analyse",
     "owners_of_replicasets",
-    "parse_time",
     "pod_differences",
     "report",
     "sidecar_container",
@@ -154,16 +154,6 @@ def workload_of(pod: Manifest, rs_owners: Mapping[tuple[str, str], WorkloadKey])
     if template_hash and owner.endswith(f"-{template_hash}"):  # RS not listed: the naming rule
         return ("Deployment", ns, owner[: -len(template_hash) - 1])
     return ("ReplicaSet", ns, owner)
-
-
-def parse_time(text: str | None) -> datetime | None:
-    """An RFC 3339 time (``Z`` or offset); None if empty or unparseable."""
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import bulk_allocation, list_items, read_json
+from chaos_ext._k8s import bulk_allocation, list_items, parse_time, read_json
 from chaos_ext.errors import InvalidArgument, SidecarError
 from chaos_ext.sidecar import _drift
 from chaos_ext.sidecar._template import SidecarTemplate, template_from_configmap
@@ -56,7 +56,7 @@ def check_query(args: Mapping[str, Any]) -> DriftQuery:
     for ns in (*include, *exclude):
         require_name("namespace", ns)
     started_text = args.get("started_before", "") or args.get("only_started_before", "") or ""
-    started = _drift.parse_time(started_text)
+    started = parse_time(started_text)
     if started_text and (started is None or started.tzinfo is None):
         raise InvalidArgument(
             f"started_before: {started_text!r} is not an RFC 3339 time such as 2026-11-30T09:00:00Z"
