@@ -91,7 +91,7 @@ def test_a_failed_chaosk8s_rollback_fails_run_and_gate(
     gameday: Run, write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str,
     ledger_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    monkeypatch.setenv("KUBECONFIG", str(_unreachable_kubeconfig(tmp_path / "kubeconfig")))
+    monkeypatch.setenv("KUBECONFIG", str(_unreachable_kubeconfig(tmp_path / "unreachable-kubeconfig")))
     path = write_experiment(_chaosk8s_rollback_experiment(netns_name))
 
     run = gameday("run", "--journal", "journal.json", str(path))
@@ -127,6 +127,34 @@ def test_a_failed_chaosk8s_rollback_fails_run_and_gate(
     assert "gameday rollback --journal" in head
     html = (tmp_path / "report" / "report.html").read_text()
     assert html.index('id="rollback-failed"') < html.index('id="score"')
+
+
+def test_a_retried_rollback_undoes_the_fault_and_clears_the_verdict(
+    gameday: Run, write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str,
+    emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch,  # noqa: F811 - the fixture
+) -> None:  # fmt: skip
+    """`gameday rollback --journal` re-runs the rollback that failed, now that it can work."""
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": "chaostoolkit-deny-all-ingress", "namespace": "default"},
+              "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}  # fmt: skip
+    emulator.put(policy)  # the fault, as chaosk8s' deny_all_ingress leaves it
+    monkeypatch.setenv("KUBECONFIG", str(_unreachable_kubeconfig(tmp_path / "unreachable-kubeconfig")))
+    path = write_experiment(_chaosk8s_rollback_experiment(netns_name))
+    run = gameday("run", "--journal", "journal.json", str(path))
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert emulator.items("NetworkPolicy")  # still there: the rollback could not reach it
+
+    monkeypatch.setenv("KUBECONFIG", str(emulator.kubeconfig))  # the operator fixes access
+    retry = gameday("rollback", "--journal", "journal.json")
+    assert retry.returncode == 0, retry.stdout + retry.stderr
+    assert "remove-deny-all-ingress succeeded" in retry.stderr
+    assert emulator.items("NetworkPolicy") == []  # checked on the cluster itself
+    journal = json.loads((tmp_path / "journal.json").read_text())
+    assert [r["status"] for r in journal["gameday"]["rollback_retries"]] == ["succeeded"]
+    gate = gameday("gate", "--journals", "journal.json", "--junit", "g.xml")
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    again = gameday("rollback", "--journal", "journal.json")
+    assert again.returncode == 0 and "no rollback left to retry" in again.stderr
 
 
 def test_a_failed_chaos_ext_rollback_fails_run_and_keeps_the_fault_listed(
