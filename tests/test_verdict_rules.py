@@ -43,7 +43,15 @@ def _failed_rollback() -> dict[str, Any]:
 def _unsteady(title: str = "u") -> dict[str, Any]:
     b = JournalBuilder(title, {"p": 1})
     b.check("before", "p", 0, 1)
+    b.experiment["method"].append({"type": "action", "name": "inject"})  # declared, never ran
     return b.build()
+
+
+def test_a_check_only_experiment_that_misses_deviates() -> None:
+    """No action in the method: the hypothesis is the test itself (an audit, an SLO check)."""
+    b = JournalBuilder("audit", {"p": 1})
+    b.check("before", "p", 0, 1)
+    assert outcome_of(b.build()) == "deviated"
 
 
 def test_a_failed_rollback_wins_over_a_held_hypothesis() -> None:

@@ -99,6 +99,11 @@ def _before_met(journal: Mapping[str, Any]) -> bool | None:
     return None if met is None else bool(met)
 
 
+def _injects(journal: Mapping[str, Any]) -> bool:
+    method = (journal.get("experiment") or {}).get("method") or []
+    return any(isinstance(a, Mapping) and a.get("type") == "action" for a in method)
+
+
 def _action_failed(journal: Mapping[str, Any]) -> bool:
     return any(
         isinstance(run, Mapping)
@@ -114,6 +119,10 @@ def hypothesis_outcome(journal: Mapping[str, Any]) -> str:
     ``unsteady`` when the before-method hypothesis was not met (chaoslib then
     skips the method: nothing was injected) or settling ran out of time
     (``gameday.settle.settled`` false). A failed *action* is ``failed``.
+
+    An experiment whose method has no action (a pure check, such as an edge
+    configuration audit) has nothing to inject: its hypothesis *is* the test,
+    so a miss before the (empty) method is ``deviated``, not ``unsteady``.
     """
     status = journal.get("status")
     settle = (journal.get("gameday") or {}).get("settle")
@@ -122,7 +131,7 @@ def hypothesis_outcome(journal: Mapping[str, Any]) -> str:
     if status in ("aborted", "interrupted"):
         return str(status)
     if _before_met(journal) is False and not journal.get("run"):
-        return "unsteady"
+        return "unsteady" if _injects(journal) else "deviated"
     if status == "failed" or _action_failed(journal):
         return "failed"
     if journal.get("deviated"):

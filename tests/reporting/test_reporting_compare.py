@@ -162,6 +162,7 @@ def _unsteady_run(seed: int) -> dict:
     """A run whose before-method check failed: the method never ran."""
     b = JournalBuilder("tuning", {"p99-ms": LATENCY, "requests-ok": True}, start=2e9 + seed)
     b.check("before", "p99-ms", 900.0, 0)  # already far out of tolerance
+    b.experiment["method"].append({"type": "action", "name": "add-latency"})  # never ran
     return b.build()
 
 
