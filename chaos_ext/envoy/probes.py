@@ -7,11 +7,10 @@ from typing import Any
 
 from chaoslib.types import Configuration, Secrets
 
-from chaos_ext.envoy._audit import audit_report, evaluate
-from chaos_ext.envoy._dump import edge_config, parse_config_dump, select_listeners
 from chaos_ext.envoy._fetch import fetch_dump, parse_source
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
-from chaos_ext.envoy._rules import effective_rules
+from chaos_ext.envoy._pipeline import ROLE_CHOICES, AuditRun, audit_raw
+from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES, effective_rules
 from chaos_ext.errors import EmptyResult, InvalidArgument
 from chaos_ext.prometheus._client import client
 from chaos_ext.prometheus._promql import matchers
@@ -20,6 +19,8 @@ from chaos_ext.rbac import Rule, needs_k8s
 from chaos_ext.validation import require_range, validated_by
 
 __all__ = ["edge_config_audit", "overload_state"]
+
+_AUDIT_KEYS = ("source", "listener", "rules", "rules_file", "timeout", "profile", "role")
 
 
 def _check_audit(arguments: Mapping[str, Any]) -> None:
@@ -31,7 +32,28 @@ def _check_audit(arguments: Mapping[str, Any]) -> None:
     rules = arguments.get("rules")
     if rules is not None and not isinstance(rules, list):
         raise InvalidArgument(f"rules: expected a list of rule objects, got {rules!r}")
-    effective_rules(rules, arguments.get("rules_file", ""))
+    profile = arguments.get("profile", DEFAULT_PROFILE)
+    if profile not in PROFILES:
+        raise InvalidArgument(f"profile: {profile!r} is not one of {', '.join(PROFILES)}")
+    if arguments.get("role", "auto") not in ROLE_CHOICES:
+        raise InvalidArgument(
+            f"role: {arguments.get('role')!r} is not one of {', '.join(ROLE_CHOICES)}"
+        )
+    effective_rules(profile, rules, arguments.get("rules_file", ""))
+
+
+def run_audit(
+    source: str, *, listener: str = "", rules: list[dict[str, Any]] | None = None,
+    rules_file: str = "", timeout: float = 30.0, profile: str = DEFAULT_PROFILE,
+    role: str = "auto", secrets: Secrets = None,
+) -> AuditRun:  # fmt: skip
+    """Fetch ``source`` and audit it; the whole run (``gameday audit envoy`` writes fixes)."""
+    _check_audit(dict(zip(_AUDIT_KEYS, (source, listener, rules, rules_file, timeout, profile,
+                                         role), strict=True)))  # fmt: skip
+    chosen, chosen_rules = effective_rules(profile, rules, rules_file)
+    raw, origin = fetch_dump(parse_source(source), timeout=float(timeout), secrets=secrets)
+    return audit_raw(raw, origin=origin, profile=chosen, rules=chosen_rules, listener=listener,
+                     role=role)  # fmt: skip
 
 
 @needs_k8s(
@@ -48,36 +70,32 @@ def edge_config_audit(
     rules: list[dict[str, Any]] | None = None,
     rules_file: str = "",
     timeout: float = 30.0,
+    profile: str = DEFAULT_PROFILE,
+    role: str = "auto",
     configuration: Configuration = None,
     secrets: Secrets = None,
 ) -> dict[str, Any]:
-    """Audit an Envoy's live /config_dump against Envoy's edge best practices.
+    """Audit an Envoy configuration (live /config_dump or bootstrap) against a rule profile.
 
     Read-only: one GET of the admin /config_dump (``http://host:15000``), a
-    saved dump file, or ``pod://NAMESPACE/NAME`` (or ``pod://NAMESPACE?selector=
-    istio=ingressgateway``), which execs ``pilot-agent request GET config_dump``
-    in the pod's ``istio-proxy`` container. No rollback needed.
+    saved dump or bootstrap file (JSON or YAML), ``-`` for stdin, or
+    ``pod://NAMESPACE/NAME`` (``pod://NAMESPACE?selector=istio=ingressgateway``),
+    which execs ``pilot-agent request GET config_dump`` in the pod's
+    ``istio-proxy`` container. No rollback needed.
 
-    ``listener``: audit only this listener (default: every dynamic listener
-    with an HTTP connection manager). ``rules``/``rules_file``: override the
-    default rules by id, or add rules (docs/envoy.md). Returns ``passed`` and,
-    per rule and target, ``expected``, ``found`` (or "absent"), ``pass`` and
-    ``path`` in the dump. Pair with a ``jsonpath`` tolerance on ``$.passed``.
+    ``profile``: ``envoy-edge`` (Envoy's edge best practices, the default),
+    ``hardened`` (stricter) or ``sidecar``. A sidecar's configuration is
+    recognised and refused by the edge profiles (``role`` overrides what is
+    detected). ``listener``: audit only this listener. ``rules``/``rules_file``:
+    override rules by id, or add rules (docs/envoy.md). Returns ``passed``,
+    the input kind, the proxy role and, per rule and target, ``status``
+    (pass/fail/unreadable/warn/not-in-input), ``expected``, ``found``, ``path``
+    and the rule's source. Pair with a ``jsonpath`` tolerance on ``$.passed``.
     """
-    _check_audit(
-        {"source": source, "listener": listener, "rules": rules, "rules_file": rules_file,
-         "timeout": timeout}
-    )  # fmt: skip
-    chosen_rules = effective_rules(rules, rules_file)
-    src = parse_source(source)
-    raw, origin = fetch_dump(src, timeout=float(timeout), secrets=secrets)
-    dump = parse_config_dump(raw, origin=origin)
-    del raw  # free the body now, and the parts not audited (clusters, routes) after edge_config
-    config = edge_config(dump, origin=origin)
-    del dump
-    listeners = select_listeners(config, listener, origin=origin)
-    checks = evaluate(config, listeners, chosen_rules)
-    return audit_report(checks, source=origin, listeners=listeners)
+    return run_audit(
+        source, listener=listener, rules=rules, rules_file=rules_file, timeout=timeout,
+        profile=profile, role=role, secrets=secrets,
+    ).report  # fmt: skip
 
 
 def _labels(job: str, selector: Mapping[str, Any] | None) -> str:
