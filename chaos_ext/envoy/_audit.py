@@ -169,8 +169,10 @@ def _clusters(rule: Rule, config: EdgeConfig) -> Check:
     }
     first = bad[0][0] if bad else checks[0]
     status = "fail" if detail["failed"] else "unreadable" if detail["unreadable"] else "pass"
-    note = (f"{len(bad)} of {len(checks)} clusters do not comply (first: {names[0]})"
-            if bad else f"all {len(checks)} clusters comply")  # fmt: skip
+    note = f"all {len(checks)} clusters comply"
+    if bad:
+        why = f": {first.note}" if first.note else ""
+        note = f"{len(bad)} of {len(checks)} clusters do not comply (first: {names[0]}{why})"
     return Check(rule, f"{len(checks)} clusters", status, first.found, first.present, first.path,
                  note, detail)  # fmt: skip
 
