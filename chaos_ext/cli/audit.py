@@ -10,9 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos_ext.envoy._pipeline import ROLE_CHOICES, summary_line
+from chaos_ext.envoy._pipeline import ROLE_CHOICES, run_audit, summary_line
 from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES
-from chaos_ext.envoy.probes import run_audit
 from chaos_ext.errors import EnvoyError, InvalidArgument
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 

@@ -1,7 +1,8 @@
-"""One audit from raw bytes: decode, read, recognise the proxy, check, report. Pure.
+"""One audit: fetch, decode, read, recognise the proxy, check, report.
 
 Shared by the probe (``edge_config_audit``) and ``gameday audit envoy`` (which
-also needs the parsed configuration and the checks to write fixes).
+also needs the parsed configuration and the checks to write fixes). All but
+:func:`run_audit` (which fetches the source) are pure.
 """
 
 from __future__ import annotations
@@ -10,18 +11,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chaoslib.types import Secrets
+
 from chaos_ext.envoy._audit import Check, evaluate
 from chaos_ext.envoy._dump import EdgeConfig, Listener, edge_config, select_listeners
+from chaos_ext.envoy._fetch import fetch_dump, parse_source
 from chaos_ext.envoy._input import Decoded, decode
-from chaos_ext.envoy._profiles import Profile
+from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES, Profile, effective_rules
 from chaos_ext.envoy._report import audit_report, describe_input
 from chaos_ext.envoy._role import ROLES, Role, detect_role
 from chaos_ext.envoy._rules import Rule
 from chaos_ext.errors import EnvoyError, InvalidArgument
+from chaos_ext.validation import require_range
 
-__all__ = ["ROLE_CHOICES", "AuditRun", "audit_decoded", "audit_raw"]
+__all__ = [
+    "ROLE_CHOICES",
+    "AuditRun",
+    "audit_decoded",
+    "audit_raw",
+    "check_audit_arguments",
+    "run_audit",
+    "summary_line",
+]
 
 ROLE_CHOICES = ("auto", *ROLES)
+_AUDIT_KEYS = ("source", "listener", "rules", "rules_file", "timeout", "profile", "role")
 
 
 @dataclass(frozen=True)
@@ -103,3 +117,36 @@ def summary_line(report: Mapping[str, Any]) -> str:
             parts.append(f"{s[key]} {word}")
     on = ", ".join(report["listeners"]) or "no listener"
     return f"{s['checks']} checks of {s['rules']} rules on {on}: {', '.join(parts)}"
+
+
+def check_audit_arguments(arguments: Mapping[str, Any]) -> None:
+    parse_source(arguments.get("source", ""))
+    name = arguments.get("listener", "")
+    if not isinstance(name, str) or len(name) > 256 or not name.isprintable():
+        raise InvalidArgument(f"listener: {name!r} is not a listener name")
+    require_range("timeout", arguments.get("timeout", 30.0), 0.1, 600)
+    rules = arguments.get("rules")
+    if rules is not None and not isinstance(rules, list):
+        raise InvalidArgument(f"rules: expected a list of rule objects, got {rules!r}")
+    profile = arguments.get("profile", DEFAULT_PROFILE)
+    if profile not in PROFILES:
+        raise InvalidArgument(f"profile: {profile!r} is not one of {', '.join(PROFILES)}")
+    if arguments.get("role", "auto") not in ROLE_CHOICES:
+        raise InvalidArgument(
+            f"role: {arguments.get('role')!r} is not one of {', '.join(ROLE_CHOICES)}"
+        )
+    effective_rules(profile, rules, arguments.get("rules_file", ""))
+
+
+def run_audit(
+    source: str, *, listener: str = "", rules: list[dict[str, Any]] | None = None,
+    rules_file: str = "", timeout: float = 30.0, profile: str = DEFAULT_PROFILE,
+    role: str = "auto", secrets: Secrets = None,
+) -> AuditRun:  # fmt: skip
+    """Fetch ``source`` and audit it; the whole run (``gameday audit envoy`` writes fixes)."""
+    given = (source, listener, rules, rules_file, timeout, profile, role)
+    check_audit_arguments(dict(zip(_AUDIT_KEYS, given, strict=True)))
+    chosen, chosen_rules = effective_rules(profile, rules, rules_file)
+    raw, origin = fetch_dump(parse_source(source), timeout=float(timeout), secrets=secrets)
+    return audit_raw(raw, origin=origin, profile=chosen, rules=chosen_rules, listener=listener,
+                     role=role)  # fmt: skip

@@ -7,53 +7,17 @@ from typing import Any
 
 from chaoslib.types import Configuration, Secrets
 
-from chaos_ext.envoy._fetch import fetch_dump, parse_source
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
-from chaos_ext.envoy._pipeline import ROLE_CHOICES, AuditRun, audit_raw
-from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES, effective_rules
+from chaos_ext.envoy._pipeline import check_audit_arguments, run_audit
+from chaos_ext.envoy._profiles import DEFAULT_PROFILE
 from chaos_ext.errors import EmptyResult, InvalidArgument
 from chaos_ext.prometheus._client import client
 from chaos_ext.prometheus._promql import matchers
 from chaos_ext.prometheus._results import parse_instant, shown
 from chaos_ext.rbac import Rule, needs_k8s
-from chaos_ext.validation import require_range, validated_by
+from chaos_ext.validation import validated_by
 
 __all__ = ["edge_config_audit", "overload_state"]
-
-_AUDIT_KEYS = ("source", "listener", "rules", "rules_file", "timeout", "profile", "role")
-
-
-def _check_audit(arguments: Mapping[str, Any]) -> None:
-    parse_source(arguments.get("source", ""))
-    name = arguments.get("listener", "")
-    if not isinstance(name, str) or len(name) > 256 or not name.isprintable():
-        raise InvalidArgument(f"listener: {name!r} is not a listener name")
-    require_range("timeout", arguments.get("timeout", 30.0), 0.1, 600)
-    rules = arguments.get("rules")
-    if rules is not None and not isinstance(rules, list):
-        raise InvalidArgument(f"rules: expected a list of rule objects, got {rules!r}")
-    profile = arguments.get("profile", DEFAULT_PROFILE)
-    if profile not in PROFILES:
-        raise InvalidArgument(f"profile: {profile!r} is not one of {', '.join(PROFILES)}")
-    if arguments.get("role", "auto") not in ROLE_CHOICES:
-        raise InvalidArgument(
-            f"role: {arguments.get('role')!r} is not one of {', '.join(ROLE_CHOICES)}"
-        )
-    effective_rules(profile, rules, arguments.get("rules_file", ""))
-
-
-def run_audit(
-    source: str, *, listener: str = "", rules: list[dict[str, Any]] | None = None,
-    rules_file: str = "", timeout: float = 30.0, profile: str = DEFAULT_PROFILE,
-    role: str = "auto", secrets: Secrets = None,
-) -> AuditRun:  # fmt: skip
-    """Fetch ``source`` and audit it; the whole run (``gameday audit envoy`` writes fixes)."""
-    _check_audit(dict(zip(_AUDIT_KEYS, (source, listener, rules, rules_file, timeout, profile,
-                                         role), strict=True)))  # fmt: skip
-    chosen, chosen_rules = effective_rules(profile, rules, rules_file)
-    raw, origin = fetch_dump(parse_source(source), timeout=float(timeout), secrets=secrets)
-    return audit_raw(raw, origin=origin, profile=chosen, rules=chosen_rules, listener=listener,
-                     role=role)  # fmt: skip
 
 
 @needs_k8s(
@@ -63,7 +27,7 @@ def run_audit(
     Rule("", "pods", ("get", "list")),
     Rule("", "pods/exec", ("create", "get")),
 )
-@validated_by(_check_audit)
+@validated_by(check_audit_arguments)
 def edge_config_audit(
     source: str,
     listener: str = "",
