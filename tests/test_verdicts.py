@@ -91,7 +91,7 @@ def test_a_failed_chaosk8s_rollback_fails_run_and_gate(
     gameday: Run, write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str,
     ledger_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    monkeypatch.setenv("KUBECONFIG", str(_unreachable_kubeconfig(tmp_path / "unreachable-kubeconfig")))
+    monkeypatch.setenv("KUBECONFIG", str(_unreachable_kubeconfig(tmp_path / "gone.kubeconfig")))
     path = write_experiment(_chaosk8s_rollback_experiment(netns_name))
 
     run = gameday("run", "--journal", "journal.json", str(path))
@@ -138,7 +138,7 @@ def test_a_retried_rollback_undoes_the_fault_and_clears_the_verdict(
               "metadata": {"name": "chaostoolkit-deny-all-ingress", "namespace": "default"},
               "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}  # fmt: skip
     emulator.put(policy)  # the fault, as chaosk8s' deny_all_ingress leaves it
-    monkeypatch.setenv("KUBECONFIG", str(_unreachable_kubeconfig(tmp_path / "unreachable-kubeconfig")))
+    monkeypatch.setenv("KUBECONFIG", str(_unreachable_kubeconfig(tmp_path / "gone.kubeconfig")))
     path = write_experiment(_chaosk8s_rollback_experiment(netns_name))
     run = gameday("run", "--journal", "journal.json", str(path))
     assert run.returncode == 2, run.stdout + run.stderr
