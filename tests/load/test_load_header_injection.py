@@ -89,7 +89,7 @@ def test_legal_headers_pass_unchanged() -> None:
 )
 def test_urls_with_control_characters_are_refused(url: str) -> None:
     """urllib silently strips CR/LF/tab from URLs; we refuse rather than send another URL."""
-    with pytest.raises(InvalidArgument, match="urls: .*control character"):
+    with pytest.raises(InvalidArgument, match=r"urls: .*control character"):
         spec_from_arguments({"urls": url})
 
 
