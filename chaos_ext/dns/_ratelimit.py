@@ -159,7 +159,7 @@ def ruleset(spec: RateLimitSpec, table: str) -> dict[str, Any]:
     return {"nftables": [
         {"add": {"table": {"family": FAMILY, "name": table}}},
         {"add": {"limit": {**where, "name": LIMIT, "rate": spec.pps, "per": "second",
-                           "burst": spec.burst, "unit": "packets", "inv": True}}},
+                           "burst": spec.burst, "inv": True}}},
         {"add": {"counter": {**where, "name": SEEN}}},
         {"add": {"counter": {**where, "name": DROPPED}}},
         {"add": {"chain": {**where, "name": CHAIN, "type": "filter", "hook": "postrouting",
