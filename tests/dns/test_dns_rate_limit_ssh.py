@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 import pytest
 from support.dns_netlab import ResolverPair, flood_from, host_tables, netns_tables, resolver_pair
-
 from support.servers import sshd
+
 from chaos_ext._targets.netns import run_in_netns
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
 from chaos_ext.dns.probes import dns_rate_limit_drops, dns_rate_limit_supported
