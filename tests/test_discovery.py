@@ -55,7 +55,8 @@ EXPECTED = {
     "dns.probes.dns_rate_limit_drops": "target:string -> mapping",
     "dns.probes.dns_rate_limit_supported": "target:string -> mapping",
     "envoy.probes.edge_config_audit": (
-        "source:string listener:string rules:list rules_file:string timeout:number -> mapping"
+        "source:string listener:string rules:list rules_file:string timeout:number "
+        "profile:string role:string -> mapping"
     ),
     "envoy.probes.overload_state": "job:string selector:mapping -> mapping",
     "faults.actions.rollback_faults": "this_run_only:boolean -> mapping",
