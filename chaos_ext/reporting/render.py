@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 
 from chaos_ext import __version__
+from chaos_ext._percentile import METHOD
 from chaos_ext.reporting.charts import chart_svg
 from chaos_ext.reporting.model import RunView, retry_commands, unsteady_text
 from chaos_ext.reporting.score import Score, resilience_score
@@ -131,6 +132,7 @@ def _context(views: Sequence[RunView], title: str, charts: bool) -> dict[str, An
         "title": title,
         "generated": _when(time.time()),
         "version": __version__,
+        "percentile_method": METHOD,
         "score": resilience_score(views),
         "experiments": experiments,
         "rollback_failed": [x for x in experiments if x["view"].rollback_problems],
