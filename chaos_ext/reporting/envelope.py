@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.runner._envelope import Envelope, Search, agreement, conclude, describe, fmt
+from chaos_ext.runner._envelope import (
+    Envelope,
+    Search,
+    agreement,
+    conclude,
+    describe,
+    fmt,
+    tallies_of,
+)
 from chaos_ext.runner._envelope_doc import is_envelope, observations_of, search_of
 
 __all__ = [
@@ -268,20 +276,45 @@ def matches(view: EnvelopeView, name: str) -> bool:
     return name in (view.argument, view.key)
 
 
+def _support(view: EnvelopeView, at: float) -> tuple[float, int] | None:
+    """The harshest magnitude at ``at`` or harsher where every run held, with no
+    deviation at it or anywhere milder: (magnitude, runs), or None."""
+    tallies = tallies_of(observations_of(view.runs))
+    best: tuple[float, int] | None = None
+    for magnitude, tally in tallies.items():
+        h = view.harshness(magnitude)
+        if h < at or not tally.held or tally.deviated:
+            continue
+        if any(t.deviated for m, t in tallies.items() if view.harshness(m) <= h):
+            continue
+        if best is None or h > view.harshness(best[0]):
+            best = (magnitude, len(tally.held))
+    return best
+
+
 def check_floor(view: EnvelopeView, floor: float) -> FloorCheck:
-    """Pass only when a run held at ``floor`` or harsher, its repeats agree, and
-    nothing deviated at ``floor`` or milder (fail closed otherwise)."""
+    """Pass only when the runs show the hypothesis holding at ``floor`` or harsher:
+    a magnitude there where every run held and nothing deviated at it or at any
+    milder magnitude. An incomplete search fails (fail closed)."""
     u = f" {view.unit}"
     at = view.harshness(floor)
     held, broke = view.interval()
     where = f"{view.summary}; repeats: {view.agreement}"
-    if not view.conclusive:
+    if view.envelope.kind == "incomplete":
         return FloorCheck(view, floor, False, f"cannot show it holds at {fmt(floor)}{u}: {where}")
-    if held >= at:
-        return FloorCheck(view, floor, True, f"holds at {fmt(floor)}{u} or harsher: {where}")
+    support = _support(view, at)
+    if support is not None:
+        magnitude, runs = support
+        text = (
+            f"holds at {fmt(floor)}{u}: held at {fmt(magnitude)}{u} ({runs}/{runs} runs), "
+            f"nothing deviated there or milder; {where}"
+        )
+        return FloorCheck(view, floor, True, text)
     if broke <= at:
         text = f"breaking point below the floor {fmt(floor)}{u}: {where}"
-    elif math.isinf(broke):
+    elif not view.conclusive:
+        text = f"runs disagree at or below the floor {fmt(floor)}{u}: {where}"
+    elif math.isinf(broke) and held < at:
         harsh = fmt(view.search.space.harsh)
         text = f"the search stopped at {harsh}{u}, milder than the floor {fmt(floor)}{u}: {where}"
     else:

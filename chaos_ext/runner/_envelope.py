@@ -47,6 +47,7 @@ __all__ = [
     "describe",
     "fmt",
     "next_step",
+    "tallies_of",
     "worst_case_runs",
 ]
 
@@ -320,7 +321,8 @@ class Envelope:
     counted: int
 
 
-def _tallies(observations: Sequence[Observation]) -> dict[float, Tally]:
+def tallies_of(observations: Sequence[Observation]) -> dict[float, Tally]:
+    """Every magnitude's counted runs."""
     found: dict[float, tuple[list[int], list[int]]] = {}
     for number, o in enumerate(observations, start=1):
         if o.outcome in COUNTED:
@@ -351,7 +353,7 @@ def conclude(search: Search, observations: Sequence[Observation]) -> Envelope:
     """The answer so far (complete when :func:`next_step` returns None)."""
     space = search.space
     held, deviated = bracket(space, observations)
-    tallies = _tallies(observations)
+    tallies = tallies_of(observations)
     shown = tuple(tallies[m] for m in (held, deviated) if m is not None)
     noisy = tuple(t for _, t in sorted(tallies.items()) if not t.agree)
     odd = tuple(_non_monotone(space, tallies))
