@@ -146,11 +146,12 @@ def run_envelope(
             index = len(search.runs) + 1
             _announce(console, index, worst, step, settings)
             name = _journal_name(index, settings, step.magnitude)
+            settle = {"settle_seconds": settings.settle_seconds} if settings.settle_seconds else {}
             options = dataclasses.replace(
                 base,
                 journal_path=out / "runs" / name,
-                settle_seconds=settings.settle_seconds,
                 extra_handlers=(*base.extra_handlers, *handlers()),
+                **settle,
             )
             started = time.time()
             result = run_experiment(
