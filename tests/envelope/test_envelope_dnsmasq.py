@@ -49,7 +49,7 @@ def dns_experiment(
                         "arguments": {"url": app.url},
                     },
                 }
-            ],  # fmt: skip
+            ],
         },
         "method": [
             {
@@ -68,7 +68,7 @@ def dns_experiment(
                 },
             },
             *extra_method,
-        ],  # fmt: skip
+        ],
         "rollbacks": [
             {
                 "type": "action",
@@ -80,7 +80,7 @@ def dns_experiment(
                     "arguments": {"server": dns.address, "port": dns.port},
                 },
             },
-        ],  # fmt: skip
+        ],
         "extensions": [{"name": "gameday", "envelope": envelope}],
     }
 
@@ -197,5 +197,5 @@ def test_a_noisy_boundary_is_reported_with_its_disagreeing_repeats(
     gated = run_gameday(tmp_path, clean_ledger, "gate", "--journals", "noisy",
                         "--min-envelope", "connections=19", "--junit", "j.xml")  # fmt: skip
     assert gated.returncode == 1, gated.stderr
-    reported = run_gameday(tmp_path, clean_ledger, "report", "noisy", "-o", "report")
+    run_gameday(tmp_path, clean_ledger, "report", "noisy", "-o", "report")
     assert f"Runs disagree: {line}" in (tmp_path / "report" / "summary.md").read_text()

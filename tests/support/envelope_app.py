@@ -66,7 +66,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
 
