@@ -18,6 +18,7 @@ _COMMANDS = (
     "gate",
     "compare",
     "schedule",
+    "catalog",
 )
 
 
