@@ -267,7 +267,7 @@ def _after_values(run: dict[str, Any]) -> str:
 
 def _print_result(doc: dict[str, Any], console: Console) -> None:
     table = Table(title=f"envelope: {doc['experiment']['title']}", title_justify="left")
-    for column in ("run", doc["settings"]["argument"], "why", "outcome", "after the fault"):
+    for column in ("run", doc["settings"]["argument"], "phase", "outcome", "after the fault"):
         table.add_column(column, overflow="fold")
     colours = {"held": "green", "deviated": "red"}
     for run in doc["runs"]:
