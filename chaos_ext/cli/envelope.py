@@ -15,7 +15,7 @@ from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.cli.run import _abort_handlers, recover
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import default_ledger
-from chaos_ext.prometheus._abort import AbortPlan, load_plan
+from chaos_ext.prometheus._abort import AbortPlan, load_plan, plan_path
 from chaos_ext.runner._envelope import fmt
 from chaos_ext.runner._envelope_spec import EnvelopeSettings, apply_magnitude, settings_from
 from chaos_ext.runner.envelope import run_envelope
@@ -161,9 +161,11 @@ def _add_runner_options(parser: argparse.ArgumentParser) -> None:
         help="when the hypothesis is checked in each run (default before/after)",
     )
     parser.add_argument("--hypothesis-frequency", type=float, default=1.0, metavar="SECONDS")
-    parser.add_argument("--abort-on", metavar="FILE",
-                        help="stop conditions checked in Prometheus during each run; one "
-                             "firing stops the whole search")  # fmt: skip
+    parser.add_argument(
+        "--abort-on", metavar="FILE|NAME",
+        help="stop conditions (a file, or a built-in plan such as edge) checked in Prometheus "
+        "during each run; one firing stops the search",
+    )  # fmt: skip
     parser.add_argument(
         "--no-recover", action="store_true", help="refuse to start if a dead run left faults open"
     )
@@ -207,7 +209,7 @@ def _prepare(
     try:
         settings = settings_from(experiment, _overrides(args), path.stem)
         _check_ends(path, experiment, settings, secret_vars, config_vars)
-        plan = load_plan(Path(args.abort_on)) if args.abort_on else None
+        plan = load_plan(plan_path(args.abort_on)) if args.abort_on else None
     except (InvalidArgument, ExperimentInvalid) as exc:
         return _invalid(console, str(exc))
     out = Path(args.out or f"envelope-{path.stem}")
