@@ -5,8 +5,9 @@ at a real dnsmasq on every request; ``saturate_dnsmasq_tcp`` holds N idle TCP
 connections to that dnsmasq. dnsmasq serves TCP with 20 child processes, so
 the true breaking point is N = 20: at 19 held connections the app answers in
 milliseconds, at 20 it waits for its 1 s DNS timeout. The hypothesis: the
-median of 3 requests is under 300 ms (measured margins: ~2-50 ms below the
-limit on this busy machine, ~1000 ms above it).
+median of 3 requests is under 300 ms. Measured margins: below the limit at
+most 72 ms with `stress-ng --cpu 2` loading both cores (2-50 ms otherwise),
+above it at least 1011 ms (the app's 1 s DNS timeout).
 """
 
 from __future__ import annotations
