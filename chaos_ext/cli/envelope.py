@@ -21,6 +21,7 @@ from chaos_ext.runner._envelope_spec import EnvelopeSettings, apply_magnitude, s
 from chaos_ext.runner.envelope import run_envelope
 from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID, RunOptions
 from chaos_ext.runner.experiments import ExperimentInvalid, validate_experiment
+from chaos_ext.runner.settle import settle_seconds_of
 
 HELP = """\
 Find the breaking point of an experiment's hypothesis: run the WHOLE
@@ -207,7 +208,8 @@ def _prepare(
         return EXIT_INVALID
     ((path, experiment),) = loaded
     try:
-        settings = settings_from(experiment, _overrides(args), path.stem)
+        default_settle = settle_seconds_of(experiment)  # {"name": "gameday", "settle_seconds"}
+        settings = settings_from(experiment, _overrides(args), path.stem, default_settle)
         _check_ends(path, experiment, settings, secret_vars, config_vars)
         plan = load_plan(plan_path(args.abort_on)) if args.abort_on else None
     except (InvalidArgument, ExperimentInvalid) as exc:

@@ -9,7 +9,7 @@ from typing import Any
 
 from chaos_ext import __version__
 from chaos_ext.reporting.charts import distribution_svg
-from chaos_ext.reporting.compare import metric_samples
+from chaos_ext.reporting.compare import judged, metric_samples
 from chaos_ext.reporting.envelope import EnvelopeView, Movement
 from chaos_ext.reporting.model import RunView
 from chaos_ext.reporting.render import environment, paragraphs
@@ -46,6 +46,7 @@ def _context(
     settings: Settings,
     title: str,
 ) -> dict[str, Any]:
+    (baseline, base_left), (tuned, tuned_left) = judged(baseline), judged(tuned)
     base_names, tuned_names = set(metric_samples(baseline)), set(metric_samples(tuned))
     levels = (
         "hierarchical (runs, then samples)"
@@ -58,6 +59,7 @@ def _context(
         "version": __version__,
         "baseline_runs": len(baseline),
         "tuned_runs": len(tuned),
+        "left_out": {"baseline": base_left, "tuned": tuned_left},
         "confidence": f"{1 - settings.alpha:.0%}",
         "method": (
             f"bootstrap {levels}, {settings.resamples} resamples, seed {settings.seed}; "
@@ -88,7 +90,8 @@ def compare_html(
     title: str,
 ) -> str:
     context = _context(comparisons, baseline, tuned, settings, title)
-    base_samples, tuned_samples = metric_samples(baseline), metric_samples(tuned)
+    base_samples = metric_samples(judged(baseline)[0])
+    tuned_samples = metric_samples(judged(tuned)[0])
     for i, row in enumerate(context["rows"]):
         name = row["c"].metric
         before = [v for run in base_samples[name].runs for v in run]

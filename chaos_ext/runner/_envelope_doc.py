@@ -24,6 +24,7 @@ from chaos_ext.runner._envelope import (
     describe,
 )
 from chaos_ext.runner._envelope_spec import EnvelopeSettings
+from chaos_ext.runner.verdict import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_UNSTEADY
 
 __all__ = [
     "DOCUMENT_KIND",
@@ -40,13 +41,12 @@ __all__ = [
 DOCUMENT_KIND = "gameday-envelope"
 PHASES = ("before", "during", "after")
 EXIT_BY_KIND = {
-    "boundary": 0,
-    "breaks-at-mild-end": 0,
-    "holds-to-harsh-end": 0,
-    "noisy": 1,
-    "incomplete": 2,
+    "boundary": EXIT_HELD,
+    "breaks-at-mild-end": EXIT_HELD,
+    "holds-to-harsh-end": EXIT_HELD,
+    "noisy": EXIT_DEVIATED,
+    "incomplete": EXIT_FAILED,
 }
-EXIT_UNSTEADY = 4
 
 
 def _number(value: Any) -> float | None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.runner._envelope import Search, Space, fmt, worst_case_runs
+from chaos_ext.runner.settle import MAX_SETTLE_SECONDS, gameday_extension
 
 __all__ = [
     "DEFAULTS",
@@ -167,19 +168,16 @@ def unit_of(argument: str) -> str:
 
 def envelope_extension(experiment: Mapping[str, Any]) -> Mapping[str, Any]:
     """The ``envelope`` object of the experiment's ``gameday`` extension ({} if none)."""
-    for ext in experiment.get("extensions") or []:
-        if isinstance(ext, Mapping) and ext.get("name") == "gameday":
-            found = ext.get("envelope") or {}
-            if not isinstance(found, Mapping):
-                raise InvalidArgument("extensions[gameday].envelope: expected an object")
-            unknown = sorted(set(found) - _KEYS)
-            if unknown:
-                raise InvalidArgument(
-                    f"extensions[gameday].envelope: unknown key(s) {', '.join(unknown)} "
-                    f"(known: {', '.join(sorted(_KEYS))})"
-                )
-            return found
-    return {}
+    found = gameday_extension(experiment).get("envelope") or {}
+    if not isinstance(found, Mapping):
+        raise InvalidArgument("extensions[gameday].envelope: expected an object")
+    unknown = sorted(set(found) - _KEYS)
+    if unknown:
+        raise InvalidArgument(
+            f"extensions[gameday].envelope: unknown key(s) {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(_KEYS))})"
+        )
+    return found
 
 
 def _int_setting(name: str, value: Any, low: int, high: int) -> int:
@@ -191,8 +189,14 @@ def _int_setting(name: str, value: Any, low: int, high: int) -> int:
 
 
 def _settle(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 3600:
-        raise InvalidArgument(f"settle_seconds: expected 0..3600 seconds, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= MAX_SETTLE_SECONDS
+    ):
+        raise InvalidArgument(
+            f"settle_seconds: expected 0..{MAX_SETTLE_SECONDS:g} seconds, got {value!r}"
+        )
     return float(value)
 
 

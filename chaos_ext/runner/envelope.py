@@ -33,6 +33,7 @@ from chaos_ext.runner._envelope import Step, fmt, next_step
 from chaos_ext.runner._envelope_doc import document, hypothesis_values, observations_of
 from chaos_ext.runner._envelope_spec import EnvelopeSettings, apply_magnitude, rendered
 from chaos_ext.runner.execute import RunOptions, run_experiment, write_journal
+from chaos_ext.runner.verdict import unsteady_reason
 
 __all__ = ["EnvelopeResult", "run_envelope"]
 
@@ -54,19 +55,6 @@ def _journal_name(index: int, settings: EnvelopeSettings, magnitude: float) -> s
     return f"{index:02d}-{settings.vary.argument}-{fmt(magnitude)}.json"
 
 
-def _unsteady_reason(journal: Mapping[str, Any]) -> str:
-    gameday = journal.get("gameday") or {}
-    settle = gameday.get("settle") if isinstance(gameday, Mapping) else None
-    if isinstance(settle, Mapping) and settle.get("last"):
-        return f"did not settle: {settle['last']}"
-    missed = [
-        f"{c['probe']} = {c['value'] if c['value'] is not None else '?'}"
-        for c in hypothesis_values(journal)
-        if c["phase"] == "before" and c["met"] is False
-    ]
-    return "before the fault: " + ("; ".join(missed) or "hypothesis not met")
-
-
 def _record(
     index: int, step: Step, settings: EnvelopeSettings, outcome: str, exit_code: int,
     journal: Mapping[str, Any], journal_rel: str, started: float,
@@ -85,7 +73,7 @@ def _record(
         "hypothesis": hypothesis_values(journal),
     }
     if outcome == "unsteady":
-        record["reason"] = _unsteady_reason(journal)
+        record["reason"] = unsteady_reason(journal)
     error = (journal.get("gameday") or {}).get("error")
     if error:
         record["reason"] = str(error)
@@ -146,12 +134,11 @@ def run_envelope(
             index = len(search.runs) + 1
             _announce(console, index, worst, step, settings)
             name = _journal_name(index, settings, step.magnitude)
-            settle = {"settle_seconds": settings.settle_seconds} if settings.settle_seconds else {}
             options = dataclasses.replace(
                 base,
                 journal_path=out / "runs" / name,
+                settle_seconds=settings.settle_seconds,
                 extra_handlers=(*base.extra_handlers, *handlers()),
-                **settle,
             )
             started = time.time()
             result = run_experiment(
