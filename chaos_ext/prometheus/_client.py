@@ -219,6 +219,25 @@ class PrometheusClient:
             params={"timeout": self._timeout_param, "start": f"{start:.3f}", "end": f"{end:.3f}"},
         )  # fmt: skip
 
+    def alerts(self) -> list[dict[str, Any]]:
+        """``alerts`` of ``/api/v1/alerts``: pending and firing alerts of Prometheus's rules."""
+        data = self._call("/api/v1/alerts", self._get_data, path="/api/v1/alerts")
+        alerts = data.get("alerts") if isinstance(data, dict) else None
+        if not isinstance(alerts, list):
+            raise ValueError("no 'alerts' list in the answer")
+        return alerts
+
+    def _get_data(self, path: str) -> Any:
+        connect = self._connect
+        response = connect._session.get(
+            f"{self.settings.url}{path}", headers=connect.headers, auth=connect.auth,
+            timeout=self.settings.timeout,
+        )  # fmt: skip
+        body = response.json()
+        if body.get("status") != "success":
+            raise ValueError(f"status {body.get('status')!r}: {body.get('error')}")
+        return body.get("data")
+
     def _call(self, expr: str, func: Any, **kwargs: Any) -> Any:
         where = self.settings.url
         try:
