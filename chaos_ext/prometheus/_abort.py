@@ -300,6 +300,7 @@ class Tracker:
     def tick(
         self, outcomes: Sequence[tuple[AbortCondition, float | Exception]], now: float,
         rules: Sequence[RuleOutcome] = (), sources: Mapping[str, SourceOutcome] | None = None,
+        eval_at: float | None = None,
     ) -> Verdict | None:  # fmt: skip
         """Feed one round of results (a value or the error per condition; the
         samples of each alert rule; the alerts each firing source lists).
@@ -313,7 +314,7 @@ class Tracker:
             verdict = self._one(condition, outcome, now, unreachable)
             if verdict is not None:
                 return verdict
-        verdict = self._alerts(rules, sources or {}, now, unreachable)
+        verdict = self._alerts(rules, sources or {}, now, eval_at or now, unreachable)
         if verdict is not None:
             return verdict
         self.unreachable_streak = self.unreachable_streak + 1 if unreachable else 0
@@ -326,12 +327,12 @@ class Tracker:
 
     def _alerts(
         self, rules: Sequence[RuleOutcome], sources: Mapping[str, SourceOutcome], now: float,
-        unreachable: list[str],
+        eval_at: float, unreachable: list[str],
     ) -> Verdict | None:  # fmt: skip
         failed: list[Exception] = []
         hit: AlertHit | None = None
         if self.alerts.states:
-            hit = self.alerts.feed_rules(rules, now, failed)
+            hit = self.alerts.feed_rules(rules, eval_at, failed)
         if hit is None and sources:
             hit = self.alerts.feed_sources(sources, failed)
         for error in failed:

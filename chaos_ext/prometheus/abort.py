@@ -154,19 +154,23 @@ class AbortWatch:
                 found[source] = exc
         return found
 
-    def _round(self, first_errors: dict[int, Exception]) -> Verdict | None:
+    def _round(self, first_errors: dict[int, Exception], eval_at: float) -> Verdict | None:
         outcomes = [(c, _evaluate(self._prom, c)) for c in self.plan.conditions]
         rules = [
             first_errors.get(i) or _rule_samples(self._prom, state)
             for i, state in enumerate(self.tracker.alerts.states)
         ]  # fmt: skip
-        return self.tracker.tick(outcomes, time.time(), rules, self._sources())
+        sources = self._sources()
+        return self.tracker.tick(outcomes, time.time(), rules, sources, eval_at=eval_at)
 
     def _loop(self) -> None:
-        next_due = time.monotonic()
         first_errors = self._restore_all()
+        next_due, wall_start = time.monotonic(), time.time()
+        start = next_due
         while not self._stop.is_set():
-            verdict = self._round(first_errors)
+            # rules are evaluated at exact multiples of the interval, as Prometheus's
+            # rule groups are: `for: 60s` fires at the evaluation 60 s after the first
+            verdict = self._round(first_errors, wall_start + (next_due - start))
             first_errors = {}
             if verdict is not None:
                 with self._lock:
