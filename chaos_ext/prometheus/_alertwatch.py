@@ -124,7 +124,7 @@ def parse_alerts_section(raw: Any, where: str, base: Path | None) -> AlertSpec:
     if not paths and not firing:
         raise InvalidArgument(f"{where}: alerts needs 'rules' (files) and/or 'firing' sources")
     return AlertSpec(
-        rules=resolve_rules([str(p) for p in paths], selectors, base),
+        rules=resolve_rules([str(p) for p in paths], selectors, base) if paths else (),
         firing=tuple(FiringWatch(str(s), selectors) for s in firing),
     )
 
