@@ -47,13 +47,11 @@ TIMEOUT_S = 5.0
 logger = logging.getLogger("chaostoolkit")
 
 
-def pushgateway_url(
-    config_vars: Mapping[str, Any], experiment: Mapping[str, Any]
-) -> str | None:
+def pushgateway_url(config_vars: Mapping[str, Any], experiment: Mapping[str, Any]) -> str | None:
     """The Pushgateway to publish to, or None (see the module docstring for the order)."""
-    configured = config_vars.get("pushgateway_url") or (
-        experiment.get("configuration") or {}
-    ).get("pushgateway_url")
+    configured = config_vars.get("pushgateway_url") or (experiment.get("configuration") or {}).get(
+        "pushgateway_url"
+    )
     found: Any = configured if isinstance(configured, str) else None
     for extension in experiment.get("extensions") or []:
         if found is None and isinstance(extension, Mapping) and extension.get("name") == "gameday":

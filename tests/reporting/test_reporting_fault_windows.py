@@ -34,8 +34,8 @@ def pushgateway() -> Iterator[Daemon]:
 
 @pytest.fixture(scope="module")
 def prom_pg(pushgateway: Daemon) -> Iterator[PrometheusServer]:
-    with prometheus.start(jobs={"pushgateway": [pushgateway.target]},
-                          honor_labels=["pushgateway"], scrape_interval="1s") as server:  # fmt: skip
+    jobs = {"pushgateway": [pushgateway.target]}
+    with prometheus.start(jobs=jobs, honor_labels=["pushgateway"], scrape_interval="1s") as server:
         server.wait_scraped(timeout=30)
         yield server
 
@@ -109,8 +109,10 @@ def test_gameday_rollback_after_sigkill_removes_the_group(
 ) -> None:  # fmt: skip
     port = free_port()
     experiment = _experiment(tmp_path, port, 60, pushgateway.url)
-    proc = subprocess.Popen(gameday_argv("run", str(experiment)), env=cli_env(ledger_path),
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        gameday_argv("run", str(experiment)), env=cli_env(ledger_path), cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
     try:
         wait_for(lambda: _port_open(port), 60, "the fault injected")
         wait_for(lambda: any(
