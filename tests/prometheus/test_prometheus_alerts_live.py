@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -316,3 +317,35 @@ def test_alerts_quiet_probe(
     alertmanager.post_alert({"alertname": "KubeletDown", "severity": "critical"})
     assert probes.alerts_quiet(select=critical, firing=["alertmanager"],
                                configuration=config) is False  # fmt: skip
+
+
+def test_the_abort_control_takes_alert_rules_under_plain_chaos_run(
+    ledger_path: Path, tmp_path: Path, prom_pg: PrometheusServer,
+) -> None:  # fmt: skip
+    chaos = Path(sys.executable).with_name("chaos")
+    experiment = {
+        "title": "chaos run stopped by a PrometheusRule alert", "description": "waits",
+        "configuration": {"prometheus_url": prom_pg.url},
+        "runtime": {"rollbacks": {"strategy": "always"}},
+        "controls": [{"name": "abort-on-alerts", "provider": {
+            "type": "python", "module": "chaos_ext.controls.abort",
+            "arguments": {"alerts": {"rules": [str(KUBE_PROMETHEUS)], "select": "Watchdog"}}}}],
+        "method": [{"type": "probe", "name": "wait", "provider": {
+            "type": "process", "path": "sleep", "arguments": "60", "timeout": 90}}],
+        "rollbacks": [{"type": "action", "name": "mark-rollback", "provider": {
+            "type": "python", "module": "support.timekit", "func": "mark_time",
+            "arguments": {"path": str(tmp_path / "rb")}}}],
+    }  # fmt: skip
+    path = tmp_path / "experiment.json"
+    path.write_text(json.dumps(experiment))
+    journal_path = tmp_path / "journal.json"
+    started = time.time()
+    result = subprocess.run(
+        [str(chaos), "--no-version-check", "run", "--journal-path", str(journal_path), str(path)],
+        env=cli_env(ledger_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    journal = json.loads(journal_path.read_text())
+    assert journal["status"] == "interrupted", result.stdout + result.stderr
+    assert journal["gameday"]["abort"]["fired"]["condition"] == "Watchdog"
+    assert (tmp_path / "rb").exists() and time.time() - started < 50
