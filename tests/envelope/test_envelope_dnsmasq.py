@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.envelope_app import DnsBackedApp
+from support.envelope_app import DnsBackedApp, dns_experiment
 from support.gameday_cli import run_gameday
 
 from chaos_ext._servers.dnsmasq import Dnsmasq
@@ -26,64 +26,6 @@ from chaos_ext._servers.dnsmasq import Dnsmasq
 pytestmark = pytest.mark.slow
 
 TRUE_BREAKING_POINT = 20  # dnsmasq's TCP children
-
-
-def dns_experiment(
-    app: DnsBackedApp, dns: Dnsmasq, envelope: dict[str, Any], extra_method: tuple[Any, ...] = ()
-) -> dict[str, Any]:
-    return {
-        "version": "1.0.0",
-        "title": "The app answers in under 300 ms while dnsmasq's TCP slots are held",
-        "description": "Idle TCP connections held on dnsmasq, as NodeLocal DNSCache with "
-        "force_tcp keeps them; the app resolves over TCP on every request.",
-        "steady-state-hypothesis": {
-            "title": "median request under 300 ms",
-            "probes": [
-                {
-                    "type": "probe",
-                    "name": "app-median-ms",
-                    "tolerance": {"type": "range", "range": [0, 300]},
-                    "provider": {
-                        "type": "python",
-                        "module": "support.envelope_app",
-                        "func": "median_request_ms",
-                        "arguments": {"url": app.url},
-                    },
-                }
-            ],
-        },
-        "method": [
-            {
-                "type": "action",
-                "name": "hold-dns-tcp",
-                "provider": {
-                    "type": "python",
-                    "module": "chaos_ext.dns.actions",
-                    "func": "saturate_dnsmasq_tcp",
-                    "arguments": {
-                        "server": dns.address,
-                        "port": dns.port,
-                        "connections": 25,
-                        "hold_seconds": 60,
-                    },
-                },
-            },
-            *extra_method,
-        ],
-        "rollbacks": [
-            {
-                "type": "action",
-                "name": "release-dns-tcp",
-                "provider": {
-                    "type": "python",
-                    "module": "chaos_ext.dns.actions",
-                    "func": "release_dnsmasq_tcp",
-                    "arguments": {"server": dns.address, "port": dns.port},
-                },
-            },
-        ],
-        "extensions": [{"name": "gameday", "envelope": envelope}],
-    }
 
 
 def write(tmp_path: Path, experiment: dict[str, Any], name: str = "dns.json") -> Path:
