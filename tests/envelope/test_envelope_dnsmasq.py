@@ -142,3 +142,23 @@ def test_a_noisy_boundary_is_reported_with_its_disagreeing_repeats(
     assert gated.returncode == 1, gated.stderr
     run_gameday(tmp_path, clean_ledger, "report", "noisy", "-o", "report")
     assert f"Runs disagree: {line}" in (tmp_path / "report" / "summary.md").read_text()
+
+
+def test_gate_searches_the_envelope_of_an_experiment_that_sets_one(
+    tmp_path: Path, dns_server: Dnsmasq, fragile_app: DnsBackedApp, clean_ledger: Path
+) -> None:
+    settings = {"vary": "hold-dns-tcp.connections=15..25", "repeats": 0}
+    experiment = write(tmp_path, dns_experiment(fragile_app, dns_server, settings))
+    gated = run_gameday(
+        tmp_path, clean_ledger, "gate", str(experiment), "--journal-dir", "out",
+        "--min-envelope", "connections=18", "--min-envelope", "hold-dns-tcp.connections=20",
+        "--junit", "j.xml", timeout=600,
+    )  # fmt: skip
+    assert gated.returncode == 1, gated.stderr[-3000:]
+    doc = json.loads((tmp_path / "out" / "envelope-dns" / "envelope.json").read_text())
+    assert (doc["result"]["held"], doc["result"]["deviated"]) == (19, 20)
+    junit = (tmp_path / "j.xml").read_text()
+    assert 'name="hold-dns-tcp.connections holds at 18 (dns)"' in junit
+    assert 'message="breaking point below the floor 20 connections: breaks between 19' in junit
+    assert 'type="BelowFloor"' in junit
+    assert junit.count("<failure") == 1
