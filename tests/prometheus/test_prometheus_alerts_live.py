@@ -185,6 +185,16 @@ def test_a_mixin_alert_aborts_only_after_its_for_and_rolls_back_within_an_interv
     assert after_for <= INTERVAL_S + 1.0, output
     assert not _port_open(port) and Ledger(ledger_path).open_entries() == []
     assert "KubePersistentVolumeFillingUp" in output
+    report = subprocess.run(
+        gameday_argv("report", str(tmp_path / "journal.json"), "-o", str(tmp_path / "report")),
+        env=cli_env(ledger_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stdout + report.stderr
+    summary = " ".join((tmp_path / "report" / "summary.md").read_text().split())
+    assert "stopped by KubePersistentVolumeFillingUp (alert)" in summary  # which alert ...
+    assert f"firing since {alert['fired_at']}" in summary  # ... and when
+    assert f"pending since {alert['active_at']}, for: 60s" in summary
 
 
 def test_an_alert_whose_for_is_longer_than_the_run_does_not_fire_early(
