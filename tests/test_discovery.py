@@ -97,6 +97,9 @@ EXPECTED = {
     "node.probes.pods_pending": (
         "namespace:string label_selector:string min_age_s:number -> mapping"
     ),
+    "prometheus.probes.alerts_quiet": (
+        "rules:list select:list firing:list include_pending:boolean -> boolean"
+    ),
     "prometheus.probes.catalog_check": (
         "name:string parameters:mapping window:string step:string min_fraction:number -> boolean"
     ),

@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 
 from chaos_ext import __version__
+from chaos_ext._percentile import METHOD
 from chaos_ext.reporting.charts import chart_svg
 from chaos_ext.reporting.envelope import EnvelopeView
 from chaos_ext.reporting.model import RunView, retry_commands, unsteady_text
@@ -136,6 +137,7 @@ def _context(
         "envelopes": envelope_context(envelopes, charts),
         "generated": _when(time.time()),
         "version": __version__,
+        "percentile_method": METHOD,
         "score": resilience_score(views),
         "experiments": experiments,
         "rollback_failed": [x for x in experiments if x["view"].rollback_problems],

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext import __version__
+from chaos_ext._percentile import METHOD
 from chaos_ext.reporting.charts import distribution_svg
 from chaos_ext.reporting.compare import judged, metric_samples
 from chaos_ext.reporting.envelope import EnvelopeView, Movement
@@ -63,7 +64,7 @@ def _context(
         "confidence": f"{1 - settings.alpha:.0%}",
         "method": (
             f"bootstrap {levels}, {settings.resamples} resamples, seed {settings.seed}; "
-            f"alpha {settings.alpha:g}; minimum effect {settings.min_effect:.0%}"
+            f"alpha {settings.alpha:g}; minimum effect {settings.min_effect:.0%}; {METHOD}"
         ),
         "rows": [_row(c, i) for i, c in enumerate(comparisons)],
         "only_baseline": sorted(base_names - tuned_names),
