@@ -27,7 +27,7 @@ import pytest
 from support.harness import wait_for
 from support.k8s_emulator import EmulatorHandle
 from support.kubelet import run_pods
-from support.servers import pushgateway
+from support.servers import monitoring
 from support.servers.http_target import HttpTarget
 
 from chaos_ext._servers import prometheus
@@ -42,8 +42,8 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 
 @pytest.fixture
-def gateway() -> Iterator[pushgateway.PushgatewayServer]:
-    with pushgateway.start() as server:
+def gateway() -> Iterator[monitoring.Daemon]:
+    with monitoring.start_pushgateway() as server:
         yield server
 
 
@@ -72,7 +72,7 @@ def _prometheus_total(prom: prometheus.PrometheusServer, load_id: str) -> float:
 
 
 def test_three_shards_merged_match_one_process_at_the_same_total_rate(
-    emulator: EmulatorHandle, target: HttpTarget, gateway: pushgateway.PushgatewayServer,
+    emulator: EmulatorHandle, target: HttpTarget, gateway: monitoring.Daemon,
     no_leaked_loads: Path, tmp_path: Path,
 ) -> None:  # fmt: skip
     target.set_latency(50, spread_ms=200)
@@ -84,7 +84,7 @@ def test_three_shards_merged_match_one_process_at_the_same_total_rate(
                               kubernetes=kube, name="sharded")  # fmt: skip
     load_id = started["load_id"]
     wait_for(lambda: len(emulator.items("Pod", NS)) == SHARDS, 15, "the Job's pods")
-    with prometheus.start(targets=[gateway.url.removeprefix("http://")],
+    with prometheus.start(targets=[gateway.target],
                           scrape_interval="1s") as prom:  # fmt: skip
         procs = run_pods(emulator, NS, f"gameday.io/load={load_id}", tmp_path)
         # halfway through, the window so far is merged from what the pods published
