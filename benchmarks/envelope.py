@@ -41,7 +41,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
 from rich.console import Console  # noqa: E402
 from support.dns_checks import RECORDS, ZONES  # noqa: E402
-from support.envelope_app import DnsBackedApp  # noqa: E402
+from support.envelope_app import DnsBackedApp, dns_experiment  # noqa: E402
 
 from chaos_ext._servers import dnsmasq  # noqa: E402
 from chaos_ext.ledger import Ledger  # noqa: E402
@@ -51,32 +51,6 @@ from chaos_ext.runner.execute import RunOptions, run_experiment  # noqa: E402
 
 LOW, HIGH, RESOLUTION = 1, 64, 1
 TRUE_BREAKING_POINT = 20  # dnsmasq's TCP child limit
-
-
-def experiment(app: DnsBackedApp, dns: dnsmasq.Dnsmasq) -> dict[str, Any]:
-    def py(module: str, func: str, **arguments: Any) -> dict[str, Any]:
-        return {"type": "python", "module": module, "func": func, "arguments": arguments}
-
-    return {
-        "version": "1.0.0",
-        "title": "the app answers in under 300 ms while dnsmasq's TCP slots are held",
-        "description": "benchmarks/envelope.py",
-        "steady-state-hypothesis": {"title": "median under 300 ms", "probes": [{
-            "type": "probe", "name": "app-median-ms",
-            "tolerance": {"type": "range", "range": [0, 300]},
-            "provider": py("support.envelope_app", "median_request_ms", url=app.url),
-        }]},
-        "method": [{
-            "type": "action", "name": "hold-dns-tcp",
-            "provider": py("chaos_ext.dns.actions", "saturate_dnsmasq_tcp", server=dns.address,
-                           port=dns.port, connections=1, hold_seconds=60),
-        }],
-        "rollbacks": [{
-            "type": "action", "name": "release-dns-tcp",
-            "provider": py("chaos_ext.dns.actions", "release_dnsmasq_tcp", server=dns.address,
-                           port=dns.port),
-        }],
-    }  # fmt: skip
 
 
 def sweep(
@@ -111,7 +85,7 @@ def main() -> None:
         dnsmasq.start(records=RECORDS, local_domains=ZONES) as dns,
         DnsBackedApp(dns.address, dns.port) as app,
     ):
-        exp = experiment(app, dns)
+        exp = dns_experiment(app, dns, {})
         overrides = {"vary": f"hold-dns-tcp.connections={LOW}..{HIGH}",
                      "resolution": RESOLUTION, "repeats": args.repeats}  # fmt: skip
         settings = settings_from(exp, overrides, "bench")

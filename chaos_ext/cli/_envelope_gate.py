@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.reporting.envelope import EnvelopeView, check_floor, matches, parse_floor
+from chaos_ext.cli.envelope import search_envelope
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.reporting.envelope import (
+    EnvelopeView,
+    check_floor,
+    load_envelope,
+    matches,
+    parse_floor,
+)
 from chaos_ext.reporting.junit import Case
 from chaos_ext.runner._envelope_doc import envelope_exit_code
+from chaos_ext.runner._envelope_spec import envelope_extension
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_INVALID
+from chaos_ext.runner.experiments import ExperimentInvalid, load_experiment
 
-__all__ = ["Floors", "envelope_suite", "parse_floors"]
+__all__ = ["Floors", "envelope_suite", "parse_floors", "search_envelopes"]
 
 Floors = list[tuple[str, float]]
 Suite = tuple[str, list[Case], dict[str, str]]
@@ -68,3 +80,29 @@ def envelope_suite(
                           f"{escape(check.text)}[/]", highlight=False)  # fmt: skip
     props = {"floors": ", ".join(f"{n}={f:g}" for n, f in floors)}
     return ("gameday.envelope", cases, props), max(codes, default=EXIT_INVALID)
+
+
+def search_envelopes(args: argparse.Namespace, console: Console) -> list[EnvelopeView] | int:
+    """Search the envelope of every input experiment that sets one (``gameday gate
+    EXPERIMENT --min-envelope``); the others stay in ``args.inputs`` to be run."""
+    views, plain = [], []
+    for name in args.inputs:
+        try:
+            configured = bool(envelope_extension(load_experiment(Path(name))).get("vary"))
+        except (ExperimentInvalid, InvalidArgument):
+            configured = False  # reported by the validation of the run that follows
+        if not configured:
+            plain.append(name)
+            continue
+        out = Path(args.journal_dir) / f"envelope-{Path(name).stem}"
+        result = search_envelope(args, console, name, {"settle_seconds": args.settle}, out)
+        if isinstance(result, int):
+            return result
+        views.append(load_envelope(result.path))
+    if not views:
+        console.print("[red]--min-envelope: no experiment sets an envelope (\"extensions\": "
+                      "[{\"name\": \"gameday\", \"envelope\": {\"vary\": ...}}]); or "
+                      "read envelopes with --journals OUT[/]")  # fmt: skip
+        return EXIT_INVALID
+    args.inputs = plain
+    return views

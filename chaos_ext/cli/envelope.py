@@ -18,7 +18,7 @@ from chaos_ext.ledger import default_ledger
 from chaos_ext.prometheus._abort import AbortPlan, load_plan, plan_path
 from chaos_ext.runner._envelope import fmt
 from chaos_ext.runner._envelope_spec import EnvelopeSettings, apply_magnitude, settings_from
-from chaos_ext.runner.envelope import run_envelope
+from chaos_ext.runner.envelope import EnvelopeResult, run_envelope
 from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID, RunOptions
 from chaos_ext.runner.experiments import ExperimentInvalid, validate_experiment
 from chaos_ext.runner.settle import settle_seconds_of
@@ -197,24 +197,23 @@ def _check_ends(
 
 
 def _prepare(
-    args: argparse.Namespace, console: Console
-) -> tuple[Path, dict[str, Any], EnvelopeSettings, RunOptions, AbortPlan | None, Path] | int:
+    args: argparse.Namespace, console: Console, name: str, overrides: dict[str, Any], out: Path
+) -> tuple[Path, dict[str, Any], EnvelopeSettings, RunOptions, AbortPlan | None] | int:
     try:
         config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
     except ValueError as exc:
         return _invalid(console, f"--var: {exc}")
-    loaded = load_valid_experiments([args.experiment], console, secret_vars, config_vars)
+    loaded = load_valid_experiments([name], console, secret_vars, config_vars)
     if loaded is None:
         return EXIT_INVALID
     ((path, experiment),) = loaded
     try:
         default_settle = settle_seconds_of(experiment)  # {"name": "gameday", "settle_seconds"}
-        settings = settings_from(experiment, _overrides(args), path.stem, default_settle)
+        settings = settings_from(experiment, overrides, path.stem, default_settle)
         _check_ends(path, experiment, settings, secret_vars, config_vars)
         plan = load_plan(plan_path(args.abort_on)) if args.abort_on else None
     except (InvalidArgument, ExperimentInvalid) as exc:
         return _invalid(console, str(exc))
-    out = Path(args.out or f"envelope-{path.stem}")
     if (out / "envelope.json").exists():
         return _invalid(console, f"{out} already holds an envelope.json: choose another --out")
     base = RunOptions(
@@ -222,7 +221,7 @@ def _prepare(
         secret_vars=secret_vars, hypothesis_strategy=args.hypothesis_strategy,
         hypothesis_frequency=args.hypothesis_frequency,
     )  # fmt: skip
-    return path, experiment, settings, base, plan, out
+    return path, experiment, settings, base, plan
 
 
 def _plan_text(settings: EnvelopeSettings) -> str:
@@ -238,18 +237,25 @@ def _plan_text(settings: EnvelopeSettings) -> str:
     )
 
 
-def handle(args: argparse.Namespace, console: Console) -> int:
-    prepared = _prepare(args, console)
+def search_envelope(
+    args: argparse.Namespace, console: Console, name: str, overrides: dict[str, Any], out: Path
+) -> EnvelopeResult | int:
+    """Validate, recover dead runs' faults, search; an int when nothing ran (or a dry run).
+
+    ``args`` carries the runner options (--var, --var-file, --hypothesis-*,
+    --abort-on); ``gate`` calls this too.
+    """
+    prepared = _prepare(args, console, name, overrides, out)
     if isinstance(prepared, int):
         return prepared
-    path, experiment, settings, base, plan, out = prepared
+    path, experiment, settings, base, plan = prepared
     console.print(f"[bold]envelope of {escape(str(path))}[/]: {escape(_plan_text(settings))}",
                   highlight=False)  # fmt: skip
-    if args.dry_run:
+    if getattr(args, "dry_run", False):
         console.print("dry run: nothing was injected")
         return EXIT_HELD
     ledger = default_ledger()
-    if not recover(ledger, console, refuse=args.no_recover):
+    if not recover(ledger, console, refuse=getattr(args, "no_recover", False)):
         return EXIT_FAILED
     result = run_envelope(
         path, experiment, settings, base, ledger, console, out,
@@ -257,7 +263,13 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     )  # fmt: skip
     _print_result(result.document, console)
     console.print(f"envelope: {result.path}; journals: {out / 'runs'}", highlight=False)
-    return result.exit_code
+    return result
+
+
+def handle(args: argparse.Namespace, console: Console) -> int:
+    out = Path(args.out or f"envelope-{Path(args.experiment).stem}")
+    result = search_envelope(args, console, args.experiment, _overrides(args), out)
+    return result if isinstance(result, int) else result.exit_code
 
 
 def _after_values(run: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from chaos_ext.cli._envelope_gate import Floors, envelope_suite, parse_floors
+from chaos_ext.cli._envelope_gate import Floors, envelope_suite, parse_floors, search_envelopes
 from chaos_ext.cli._journals import load_envelopes, load_views
 from chaos_ext.cli.run import add_run_options, run_batch
 from chaos_ext.reporting.envelope import EnvelopeView
@@ -46,8 +46,11 @@ weighted share of hypotheses held; unsteady runs are left out of it): 1 when
 the score is below N (or there is no hypothesis to score), else 0; failed,
 rollback-failed and unsteady runs still give 2 or 4.
 
-With --journals and --min-envelope ARGUMENT=FLOOR, envelopes written by
-`gameday envelope` (their OUT folders) are gated too: each envelope varying
+With --min-envelope ARGUMENT=FLOOR, envelopes are gated too: experiments with
+an envelope setting ({"name": "gameday", "envelope": {"vary": ...}}) are
+searched like `gameday envelope` (into JOURNAL_DIR/envelope-<file name>/), or,
+with --journals, envelopes written earlier (their OUT folders) are read. Each
+envelope varying
 ARGUMENT (or ACTIVITY.ARGUMENT) must show the hypothesis holding at FLOOR or
 harsher: a magnitude there where every run held, and no run deviating at it
 or at any milder magnitude (so disagreeing repeats below the floor fail it).
@@ -60,6 +63,7 @@ examples:
   gameday gate --journals out/journal-*.json --junit gameday.xml --min-score 80
   gameday gate experiments/*.json --var prometheus_url=http://prom:9090 --junit j.xml
   gameday gate --journals out/latency-tuned --min-envelope delay_ms=200 --junit j.xml
+  gameday gate experiments/dns.json --min-envelope connections=30 --junit j.xml
 """
 
 
@@ -80,8 +84,8 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--min-envelope", action="append", default=[], metavar="ARGUMENT=FLOOR",
-        help="with --journals: envelopes of ARGUMENT must show the hypothesis holding at "
-        "FLOOR or harsher (repeatable)",
+        help="envelopes of ARGUMENT (searched for experiments that set one, or read with "
+        "--journals) must show the hypothesis holding at FLOOR or harsher (repeatable)",
     )  # fmt: skip
     add_run_options(parser)  # --journal-dir, --var, --var-file, --hypothesis-*, --abort-on
     parser.set_defaults(handler=handle)
@@ -116,18 +120,16 @@ def _from_journals(args: argparse.Namespace, console: Console) -> list[tuple[Run
 def _envelopes(
     args: argparse.Namespace, console: Console
 ) -> tuple[list[EnvelopeView], Floors] | int:
-    """The envelopes among --journals inputs (args.inputs keeps the rest), and the floors."""
+    """The envelopes (searched now, or among --journals inputs) and the floors;
+    args.inputs keeps the rest."""
     floors = parse_floors(args.min_envelope, console)
     if floors is None:
         return EXIT_INVALID
     if not args.journals:
-        if floors:
-            console.print(
-                "[red]--min-envelope reads envelopes: run `gameday envelope` first, then "
-                "`gameday gate --journals OUT --min-envelope ...`[/]"
-            )
-            return EXIT_INVALID
-        return [], floors
+        if not floors:
+            return [], floors
+        searched = search_envelopes(args, console)
+        return searched if isinstance(searched, int) else (searched, floors)
     loaded = load_envelopes(args.inputs, console)
     if loaded is None:
         return EXIT_INVALID

@@ -2,8 +2,11 @@
 
 The service (tests/support/envelope_app.py) resolves its database name over TCP
 at a real dnsmasq on every request; ``saturate_dnsmasq_tcp`` holds N idle TCP
-connections to that dnsmasq. dnsmasq serves TCP with 20 child processes, so
-the true breaking point is N = 20: at 19 held connections the app answers in
+connections to that dnsmasq. dnsmasq serves TCP with 20 child processes
+(dnsmasq's src/config.h: ``#define MAX_PROCS 20 /* max no children for TCP
+requests */``, Simon Kelley, GPL v2/v3, git://thekelleys.org.uk/dnsmasq.git;
+Debian's dnsmasq 2.90 is the binary under test), so the true breaking point is
+N = 20: at 19 held connections the app answers in
 milliseconds, at 20 it waits for its 1 s DNS timeout. The hypothesis: the
 median of 3 requests is under 300 ms. Measured margins: below the limit at
 most 72 ms with `stress-ng --cpu 2` loading both cores (2-50 ms otherwise),
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.envelope_app import DnsBackedApp
+from support.envelope_app import DnsBackedApp, dns_experiment
 from support.gameday_cli import run_gameday
 
 from chaos_ext._servers.dnsmasq import Dnsmasq
@@ -26,64 +29,6 @@ from chaos_ext._servers.dnsmasq import Dnsmasq
 pytestmark = pytest.mark.slow
 
 TRUE_BREAKING_POINT = 20  # dnsmasq's TCP children
-
-
-def dns_experiment(
-    app: DnsBackedApp, dns: Dnsmasq, envelope: dict[str, Any], extra_method: tuple[Any, ...] = ()
-) -> dict[str, Any]:
-    return {
-        "version": "1.0.0",
-        "title": "The app answers in under 300 ms while dnsmasq's TCP slots are held",
-        "description": "Idle TCP connections held on dnsmasq, as NodeLocal DNSCache with "
-        "force_tcp keeps them; the app resolves over TCP on every request.",
-        "steady-state-hypothesis": {
-            "title": "median request under 300 ms",
-            "probes": [
-                {
-                    "type": "probe",
-                    "name": "app-median-ms",
-                    "tolerance": {"type": "range", "range": [0, 300]},
-                    "provider": {
-                        "type": "python",
-                        "module": "support.envelope_app",
-                        "func": "median_request_ms",
-                        "arguments": {"url": app.url},
-                    },
-                }
-            ],
-        },
-        "method": [
-            {
-                "type": "action",
-                "name": "hold-dns-tcp",
-                "provider": {
-                    "type": "python",
-                    "module": "chaos_ext.dns.actions",
-                    "func": "saturate_dnsmasq_tcp",
-                    "arguments": {
-                        "server": dns.address,
-                        "port": dns.port,
-                        "connections": 25,
-                        "hold_seconds": 60,
-                    },
-                },
-            },
-            *extra_method,
-        ],
-        "rollbacks": [
-            {
-                "type": "action",
-                "name": "release-dns-tcp",
-                "provider": {
-                    "type": "python",
-                    "module": "chaos_ext.dns.actions",
-                    "func": "release_dnsmasq_tcp",
-                    "arguments": {"server": dns.address, "port": dns.port},
-                },
-            },
-        ],
-        "extensions": [{"name": "gameday", "envelope": envelope}],
-    }
 
 
 def write(tmp_path: Path, experiment: dict[str, Any], name: str = "dns.json") -> Path:
@@ -200,3 +145,23 @@ def test_a_noisy_boundary_is_reported_with_its_disagreeing_repeats(
     assert gated.returncode == 1, gated.stderr
     run_gameday(tmp_path, clean_ledger, "report", "noisy", "-o", "report")
     assert f"Runs disagree: {line}" in (tmp_path / "report" / "summary.md").read_text()
+
+
+def test_gate_searches_the_envelope_of_an_experiment_that_sets_one(
+    tmp_path: Path, dns_server: Dnsmasq, fragile_app: DnsBackedApp, clean_ledger: Path
+) -> None:
+    settings = {"vary": "hold-dns-tcp.connections=15..25", "repeats": 0}
+    experiment = write(tmp_path, dns_experiment(fragile_app, dns_server, settings))
+    gated = run_gameday(
+        tmp_path, clean_ledger, "gate", str(experiment), "--journal-dir", "out",
+        "--min-envelope", "connections=18", "--min-envelope", "hold-dns-tcp.connections=20",
+        "--junit", "j.xml", timeout=600,
+    )  # fmt: skip
+    assert gated.returncode == 1, gated.stderr[-3000:]
+    doc = json.loads((tmp_path / "out" / "envelope-dns" / "envelope.json").read_text())
+    assert (doc["result"]["held"], doc["result"]["deviated"]) == (19, 20)
+    junit = (tmp_path / "j.xml").read_text()
+    assert 'name="hold-dns-tcp.connections holds at 18 (dns)"' in junit
+    assert 'message="breaking point below the floor 20 connections: breaks between 19' in junit
+    assert 'type="BelowFloor"' in junit
+    assert junit.count("<failure") == 1

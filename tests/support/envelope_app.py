@@ -35,6 +35,7 @@ import dns.exception
 import dns.message
 import dns.query
 
+from chaos_ext._servers.dnsmasq import Dnsmasq
 from chaos_ext.dns.actions import saturate_dnsmasq_tcp
 
 NAME = "www.example.test"
@@ -131,3 +132,62 @@ def noisy_neighbour(
         return {"joined": False, "call": calls + 1}
     held = saturate_dnsmasq_tcp(server=server, port=port, connections=1, hold_seconds=hold_seconds)
     return {"joined": True, "call": calls + 1, "held": held["held"]}
+
+
+def dns_experiment(
+    app: DnsBackedApp, dns: Dnsmasq, envelope: dict[str, Any], extra_method: tuple[Any, ...] = ()
+) -> dict[str, Any]:
+    """The experiment the envelope tests vary: hold N TCP connections, judge the app."""
+    return {
+        "version": "1.0.0",
+        "title": "The app answers in under 300 ms while dnsmasq's TCP slots are held",
+        "description": "Idle TCP connections held on dnsmasq, as NodeLocal DNSCache with "
+        "force_tcp keeps them; the app resolves over TCP on every request.",
+        "steady-state-hypothesis": {
+            "title": "median request under 300 ms",
+            "probes": [
+                {
+                    "type": "probe",
+                    "name": "app-median-ms",
+                    "tolerance": {"type": "range", "range": [0, 300]},
+                    "provider": {
+                        "type": "python",
+                        "module": "support.envelope_app",
+                        "func": "median_request_ms",
+                        "arguments": {"url": app.url},
+                    },
+                }
+            ],
+        },
+        "method": [
+            {
+                "type": "action",
+                "name": "hold-dns-tcp",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.dns.actions",
+                    "func": "saturate_dnsmasq_tcp",
+                    "arguments": {
+                        "server": dns.address,
+                        "port": dns.port,
+                        "connections": 25,
+                        "hold_seconds": 60,
+                    },
+                },
+            },
+            *extra_method,
+        ],
+        "rollbacks": [
+            {
+                "type": "action",
+                "name": "release-dns-tcp",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.dns.actions",
+                    "func": "release_dnsmasq_tcp",
+                    "arguments": {"server": dns.address, "port": dns.port},
+                },
+            },
+        ],
+        "extensions": [{"name": "gameday", "envelope": envelope}],
+    }
