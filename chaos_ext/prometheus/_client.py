@@ -34,6 +34,7 @@ import dataclasses
 import functools
 import json
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
