@@ -10,9 +10,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos_ext.envoy._fix_write import FIX_KINDS, write_fix
-from chaos_ext.envoy._pipeline import ROLE_CHOICES, AuditRun, run_audit, summary_line
-from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES
+from chaos_ext.envoy.audit import (
+    DEFAULT_PROFILE,
+    FIX_KINDS,
+    PROFILES,
+    ROLE_CHOICES,
+    AuditRun,
+    run_audit,
+    summary_line,
+    write_fix,
+)
 from chaos_ext.errors import EnvoyError, InvalidArgument
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._catalog import (
+from chaos_ext.prometheus.catalogs import (
     CATALOG_ENV,
     CatalogProbe,
     builtin_abort_plans,

@@ -14,9 +14,7 @@ from rich.markup import escape
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.prometheus._abort import AbortPlan, load_sources
-from chaos_ext.prometheus._rules import parse_selector
-from chaos_ext.prometheus.abort import AbortOnBreach
+from chaos_ext.prometheus.abort import AbortOnBreach, AbortPlan, load_sources, parse_selector
 from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
 from chaos_ext.runner.execute import (
     EXIT_FAILED,

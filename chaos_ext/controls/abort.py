@@ -42,8 +42,7 @@ from typing import Any
 from chaoslib.settings import get_loaded_settings
 
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._abort import load_plan, parse_plan, plan_path
-from chaos_ext.prometheus.abort import AbortOnBreach
+from chaos_ext.prometheus.abort import AbortOnBreach, load_plan, parse_plan, plan_path
 
 __all__ = ["cleanup_control", "configure_control"]
 

@@ -7,13 +7,13 @@ from typing import Any
 
 from chaoslib.types import Configuration, Secrets
 
+from chaos_ext._prometheus.client import client
+from chaos_ext._prometheus.promql import matchers
+from chaos_ext._prometheus.results import parse_instant, shown
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
 from chaos_ext.envoy._pipeline import check_audit_arguments, run_audit
 from chaos_ext.envoy._profiles import DEFAULT_PROFILE
 from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.prometheus._client import client
-from chaos_ext.prometheus._promql import matchers
-from chaos_ext.prometheus._results import parse_instant, shown
 from chaos_ext.rbac import Rule, needs_k8s
 from chaos_ext.validation import validated_by
 

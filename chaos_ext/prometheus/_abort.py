@@ -41,6 +41,7 @@ from typing import Any
 
 import yaml
 
+from chaos_ext._prometheus.results import Condition, parse_duration
 from chaos_ext.errors import (
     EmptyResult,
     InvalidArgument,
@@ -64,7 +65,6 @@ from chaos_ext.prometheus._catalog import (
     default_catalog,
     parse_entries,
 )
-from chaos_ext.prometheus._results import Condition, parse_duration
 from chaos_ext.prometheus._rules import Selector, is_rule_document
 
 __all__ = [

@@ -30,9 +30,9 @@ from typing import Any
 
 import requests
 
+from chaos_ext._prometheus.client import PrometheusClient
 from chaos_ext.errors import InvalidArgument, PrometheusHTTPError, PrometheusUnreachable
 from chaos_ext.prometheus._alertwatch import ExternalAlert
-from chaos_ext.prometheus._client import PrometheusClient
 
 __all__ = ["alertmanager_alerts", "alertmanager_url", "prometheus_alerts"]
 

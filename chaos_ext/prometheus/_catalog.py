@@ -45,8 +45,8 @@ from typing import Any
 
 import yaml
 
+from chaos_ext._prometheus.results import Condition, parse_duration
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._results import Condition, parse_duration
 
 __all__ = [
     "BUILTIN_ABORT_DIR",

@@ -10,7 +10,11 @@ the main thread, which chaoslib turns into ``SystemExit(20)`` -> status
 ``interrupted``, rollbacks run (then gameday's ledger sweep).
 
 ``gameday run --abort-on plan.yaml`` registers it; under plain ``chaos run``
-the ``chaos_ext.controls.abort`` control does.
+the ``chaos_ext.controls.abort`` control does. This module is also the public
+way to read plans (:func:`load_plan`, :func:`parse_plan`, :func:`plan_path`,
+:func:`load_sources`) and alert selectors (:func:`parse_selector`): the
+runner, the CLI and the controls import them from here, never from the
+private modules behind them.
 """
 
 from __future__ import annotations
@@ -26,15 +30,35 @@ from typing import Any
 
 from chaoslib.run import RunEventHandler
 
+from chaos_ext._prometheus.client import PrometheusClient, client
+from chaos_ext._prometheus.results import parse_instant, parse_range, single_value
 from chaos_ext.errors import ChaosExtError, InvalidArgument
-from chaos_ext.prometheus._abort import AbortCondition, AbortPlan, Tracker, Verdict
+from chaos_ext.prometheus._abort import (
+    AbortCondition,
+    AbortPlan,
+    Tracker,
+    Verdict,
+    load_plan,
+    load_sources,
+    parse_plan,
+    plan_path,
+)
 from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
 from chaos_ext.prometheus._alertstate import RuleState, replay_times
 from chaos_ext.prometheus._alertwatch import RuleOutcome, SourceOutcome
-from chaos_ext.prometheus._client import PrometheusClient, client
-from chaos_ext.prometheus._results import parse_instant, parse_range, single_value
+from chaos_ext.prometheus._rules import parse_selector
 
-__all__ = ["AbortOnBreach", "AbortWatch", "interrupt_main_thread"]
+__all__ = [
+    "AbortOnBreach",
+    "AbortPlan",
+    "AbortWatch",
+    "interrupt_main_thread",
+    "load_plan",
+    "load_sources",
+    "parse_plan",
+    "parse_selector",
+    "plan_path",
+]
 
 logger = logging.getLogger("chaostoolkit")
 

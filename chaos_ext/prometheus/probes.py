@@ -14,14 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
-from chaos_ext.prometheus._alertstate import RuleState
-from chaos_ext.prometheus._alertwatch import AlertSpec, firing_alerts, parse_alerts_section
-from chaos_ext.prometheus._catalog import default_catalog
-from chaos_ext.prometheus._client import client
-from chaos_ext.prometheus._promql import histogram_quantile_expr
-from chaos_ext.prometheus._results import (
+from chaos_ext._prometheus.client import client
+from chaos_ext._prometheus.promql import histogram_quantile_expr
+from chaos_ext._prometheus.results import (
     AGGREGATES,
     Condition,
     aggregate,
@@ -33,6 +28,11 @@ from chaos_ext.prometheus._results import (
     single_value,
     summarize,
 )
+from chaos_ext.errors import EmptyResult, InvalidArgument
+from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
+from chaos_ext.prometheus._alertstate import RuleState
+from chaos_ext.prometheus._alertwatch import AlertSpec, firing_alerts, parse_alerts_section
+from chaos_ext.prometheus._catalog import default_catalog
 from chaos_ext.prometheus.abort import restore
 from chaos_ext.validation import require_range, validated_by
 

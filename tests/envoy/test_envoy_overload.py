@@ -14,11 +14,11 @@ import pytest
 from support.envoy_dumps import AdminServer, envoy_stats
 from support.harness import wait_for
 
+from chaos_ext._prometheus import client as _client
 from chaos_ext._servers import prometheus
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
 from chaos_ext.envoy.probes import overload_state
 from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.prometheus import _client
 from chaos_ext.prometheus.probes import catalog_probe
 
 

@@ -12,11 +12,11 @@ import pytest
 from support.recording_proxy import start_recording_proxy
 from urllib3.exceptions import InsecureRequestWarning
 
+from chaos_ext._prometheus.client import settings_from
 from chaos_ext._servers import prometheus
 from chaos_ext._servers.prometheus import PrometheusServer
 from chaos_ext.errors import InvalidArgument, PrometheusHTTPError, PrometheusUnreachable
 from chaos_ext.prometheus import probes
-from chaos_ext.prometheus._client import settings_from
 
 
 def test_bearer_token_is_sent_and_never_shown(prom: PrometheusServer) -> None:

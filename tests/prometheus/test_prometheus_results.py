@@ -6,15 +6,15 @@ import math
 
 import pytest
 
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._promql import histogram_quantile_expr, matchers
-from chaos_ext.prometheus._results import (
+from chaos_ext._prometheus.promql import histogram_quantile_expr, matchers
+from chaos_ext._prometheus.results import (
     Condition,
     fraction_holding,
     parse_duration,
     parse_instant,
     summarize,
 )
+from chaos_ext.errors import InvalidArgument
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from chaos_ext._prometheus.results import parse_duration
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._results import parse_duration
 
 __all__ = ["histogram_quantile_expr", "matchers", "quote", "require_metric_name"]
 

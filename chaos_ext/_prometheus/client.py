@@ -45,13 +45,13 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
+from chaos_ext._prometheus.results import shown
 from chaos_ext.errors import (
     InvalidArgument,
     PrometheusHTTPError,
     PrometheusUnreachable,
     PromQLError,
 )
-from chaos_ext.prometheus._results import shown
 
 __all__ = [
     "DEFAULT_TIMEOUT",
