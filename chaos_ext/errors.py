@@ -12,6 +12,7 @@ leak out of an activity.
     └── ChaosExtError                   anything raised by chaos_ext
         ├── InvalidArgument             bad input: nothing was changed
         ├── PreflightFailed             the target cannot take this fault: nothing was changed
+        ├── TargetGone                  the target (namespace, process, interface) no longer exists
         ├── LedgerError                 the fault ledger cannot be read or written
         │   └── RollbackFailed          an undo did not complete; the entry stays open
         ├── NetworkError                tc/netem, namespaces, SSH transport
@@ -54,6 +55,7 @@ __all__ = [
     "RollbackFailed",
     "SandboxError",
     "SidecarError",
+    "TargetGone",
 ]
 
 
@@ -67,6 +69,14 @@ class InvalidArgument(ChaosExtError):
 
 class PreflightFailed(ChaosExtError):
     """The target lacks something the fault needs (kernel feature, capability)."""
+
+
+class TargetGone(ChaosExtError):
+    """The fault's target no longer exists (network namespace, process, interface).
+
+    Undo handlers treat it as "the fault went with its target": they decide on
+    this type, never on an error's text.
+    """
 
 
 class LedgerError(ChaosExtError):

@@ -13,7 +13,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from chaos_ext import _procfs
 from chaos_ext._targets import netns as _netns
 from chaos_ext._targets.spec import netns_path
-from chaos_ext.errors import NetworkError, PreflightFailed
+from chaos_ext.errors import NetworkError, PreflightFailed, TargetGone
 from chaos_ext.network import _spec, _tree
 from chaos_ext.network.kernel import missing_features
 
@@ -38,7 +38,7 @@ def _netns_path(target: _spec.Target) -> str | None:
             f"network namespace {target.name!r}" if target.kind == "netns"
             else f"process {target.pid}"
         )  # fmt: skip
-        raise NetworkError(f"{what} does not exist ({path} is missing)")
+        raise TargetGone(f"{what} does not exist ({path} is missing)")
     return path
 
 
@@ -66,7 +66,7 @@ def with_route(target: _spec.Target, func: Callable[[IPRoute], T]) -> T:
 def interface_index(ipr: IPRoute, target: _spec.Target, interface: str) -> int:
     found = ipr.link_lookup(ifname=interface)
     if not found:
-        raise NetworkError(f"interface {interface!r} not found in {target.label(interface)}")
+        raise TargetGone(f"interface {interface!r} not found in {target.label(interface)}")
     return int(found[0])
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaos_ext._targets.pod import RULES as POD_RULES
-from chaos_ext.errors import NetworkError
+from chaos_ext.errors import NetworkError, TargetGone
 from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
 from chaos_ext.network import _connect, _spec
 from chaos_ext.rbac import needs_k8s
@@ -126,7 +126,5 @@ def _undo_latency(entry: Entry) -> str:
     try:
         with _connect.executor_from_recipe(recipe) as executor:
             return executor.restore(recipe["interface"], recipe["snapshot"])
-    except NetworkError as exc:
-        if "does not exist" in str(exc) or "not found in" in str(exc):
-            return f"{entry.target}: target gone, so is the delay ({exc})"
-        raise
+    except TargetGone as exc:
+        return f"{entry.target}: target gone, so is the delay ({exc})"
