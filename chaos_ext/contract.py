@@ -7,6 +7,10 @@
   rollback activity that undoes it), :func:`rollback_activity` (it undoes
   faults) or :func:`remedy_action` (it changes something on purpose that is
   not a fault and is not undone, with the reason).
+* :func:`roll_back` is what a rollback activity does once it has found the
+  open entries of its kind: keep those in its scope (this run's; with
+  ``include_dead_runs`` also those of runs whose runner is dead; never a live
+  run's), then :func:`undo_entries`.
 * :func:`undo_entries` undoes ledger entries the way every rollback activity
   must: each one tried, failures raised together as
   :class:`~chaos_ext.errors.RollbackFailed` (the entries stay open for
@@ -25,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from chaos_ext.errors import RollbackFailed
-from chaos_ext.ledger import Entry, Ledger, undo
+from chaos_ext.ledger import Entry, Ledger, current_run_id, undo
 
 __all__ = [
     "LEDGER_ID",
@@ -36,6 +40,7 @@ __all__ = [
     "left_alone",
     "remedy_action",
     "role_of",
+    "roll_back",
     "rollback_activity",
     "undo_entries",
 ]
@@ -119,3 +124,22 @@ def undo_entries(
         ],
         "left_alone": [dict(s) for s in skipped],
     }
+
+
+def roll_back(
+    entries: Iterable[Entry], book: Ledger | None = None, *, include_dead_runs: bool = False
+) -> dict[str, Any]:
+    """Undo the ``entries`` in a rollback activity's scope; list the others as left alone."""
+    run = current_run_id()
+    mine: list[Entry] = []
+    others: list[dict[str, str]] = []
+    for entry in entries:
+        if entry.run_id == run:
+            mine.append(entry)
+        elif entry.owner_alive():
+            others.append(left_alone(entry, "its runner is alive: that run undoes it itself"))
+        elif include_dead_runs:
+            mine.append(entry)
+        else:
+            others.append(left_alone(entry, "its runner is dead: pass include_dead_runs=true"))
+    return undo_entries(mine, book, skipped=others)

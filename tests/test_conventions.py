@@ -75,8 +75,6 @@ PENDING: set[str] = {
     "chaos_ext.prometheus.probes.query_value",
     "chaos_ext.prometheus.probes.slo_fraction",
     "chaos_ext.prometheus.probes.slo_holds",
-    "chaos_ext.sidecar.actions.change_sidecar_template",
-    "chaos_ext.sidecar.actions.rollout_drifted_workloads",
 }
 
 

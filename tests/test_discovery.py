@@ -123,12 +123,15 @@ EXPECTED = {
         "values_patch:mapping data:mapping configmap_name:string configmap_namespace:string "
         "values_key:string -> mapping"
     ),
+    "sidecar.actions.restore_sidecar_template": (
+        "configmap_name:string configmap_namespace:string include_dead_runs:boolean -> mapping"
+    ),
     "sidecar.actions.rollout_drifted_workloads": (
         "container_name:string configmap_name:string configmap_namespace:string "
         "template_format:string values_key:string config_key:string include_namespaces:list "
-        "exclude_namespaces:list include_daemonsets:boolean only_started_before:string "
-        "parallel:integer dry_run:boolean wait:boolean timeout_s:number annotation_prefix:string "
-        "reason:string max_workloads:integer -> mapping"
+        "exclude_namespaces:list label_selector:string started_before:string "
+        "max_workloads:integer include_daemonsets:boolean parallel:integer dry_run:boolean "
+        "wait:boolean timeout_seconds:number annotation_prefix:string reason:string -> mapping"
     ),
     "sidecar.probes.sidecar_drift": (
         "container_name:string configmap_name:string configmap_namespace:string "
