@@ -40,6 +40,7 @@ from chaos_ext.errors import (
     PrometheusUnreachable,
 )
 from chaos_ext.prometheus._catalog import Catalog, CatalogProbe, default_catalog, parse_entries
+from chaos_ext.prometheus._promql import check_promql
 from chaos_ext.prometheus._results import Condition, parse_duration
 
 __all__ = ["AbortCondition", "AbortPlan", "Tracker", "Verdict", "load_plan", "parse_plan"]
@@ -125,7 +126,8 @@ def _condition(spec: Any, index: int, catalog: Catalog, source: str) -> AbortCon
     if not spec.get("promql") or "tolerance" not in spec:
         raise InvalidArgument(f"{where}: give 'probe' (a catalog name) or 'promql' + 'tolerance'")
     return AbortCondition(
-        name=str(spec.get("name") or f"condition-{index}"), expr=str(spec["promql"]).strip(),
+        name=str(spec.get("name") or f"condition-{index}"),
+        expr=check_promql(str(spec["promql"]).strip(), f"{where}: promql"),
         tolerance=Condition.from_spec(spec["tolerance"], where),
         breaches=_number(spec.get("breaches", 1), f"{where}: breaches"),
         if_empty=_optional(spec.get("if_empty")), if_nan=_optional(spec.get("if_nan")),
