@@ -35,6 +35,8 @@ __all__ = [
     "require_cidrs",
     "require_name",
     "require_range",
+    "semantic_check",
+    "type_problems",
     "validated_by",
 ]
 
@@ -116,10 +118,10 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_types(
+def type_problems(
     func: Callable[..., Any], arguments: Mapping[str, Any], *, run_time: bool = False
-) -> None:
-    """Raise InvalidArgument when an argument does not fit its annotation.
+) -> list[str]:
+    """One message per argument that does not fit its annotation.
 
     Before the run, values that still hold a ``${...}`` substitution are not
     checked (their value is only known then); at run time everything is.
@@ -129,6 +131,7 @@ def check_types(
     except (NameError, TypeError):
         hints = {}
     params = inspect.signature(func).parameters
+    problems = []
     for name, value in arguments.items():
         if name in _INJECTED or name not in params:
             continue
@@ -136,9 +139,24 @@ def check_types(
             continue
         expected = hints.get(name, params[name].annotation)
         if not _matches(value, expected):
-            raise InvalidArgument(
-                f"{name}: expected {_type_name(expected)}, got {_describe(value)}"
-            )
+            problems.append(f"{name}: expected {_type_name(expected)}, got {_describe(value)}")
+    return problems
+
+
+def check_types(
+    func: Callable[..., Any], arguments: Mapping[str, Any], *, run_time: bool = False
+) -> None:
+    """Raise InvalidArgument for the first argument that does not fit its annotation."""
+    problems = type_problems(func, arguments, run_time=run_time)
+    if problems:
+        raise InvalidArgument(problems[0])
+
+
+def semantic_check(func: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
+    """The activity's own check (no type checks), skipped while a ``${...}`` is left."""
+    check = getattr(func, _CHECK_ATTR, None)
+    if check is not None and not any(_substituted(v) for v in arguments.values()):
+        check(arguments)
 
 
 def _substituted(value: Any) -> bool:

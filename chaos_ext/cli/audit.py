@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos_ext._console import make_console
 from chaos_ext.envoy.probes import edge_config_audit
 from chaos_ext.errors import EnvoyError, InvalidArgument
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
@@ -95,7 +96,7 @@ def handle_envoy(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(report, indent=2))  # noqa: T201 - stdout is the output
     else:
-        out = Console()
+        out = make_console(no_color=args.no_color)
         out.print(report_table(report))
         summary = report["summary"]
         colour = "green" if report["passed"] else "red"

@@ -11,11 +11,16 @@ from chaoslib import convert_vars, merge_vars
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.cli._common import (
+    add_control_options,
+    load_settings_or_none,
+    load_valid_experiments,
+)
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import Ledger, default_ledger
 from chaos_ext.prometheus._abort import AbortPlan, load_plan
 from chaos_ext.prometheus.abort import AbortOnBreach
+from chaos_ext.runner.controls import ControlGuard, activate_global_controls
 from chaos_ext.runner.execute import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -47,7 +52,16 @@ examples:
 in Prometheus while the method runs; a breach, or Prometheus unreachable too
 many checks in a row, interrupts the experiment at once and rolls back. The
 journal records which condition fired and when (gameday.abort). File format:
-docs/prometheus.md.
+docs/prometheus.md. If Prometheus does not answer when the watch starts, the
+run does not start (exit 3).
+
+Safety controls fail closed: a control declared in an experiment or in the
+Chaos Toolkit settings (--settings, default ~/.chaostoolkit/settings.yaml) that
+cannot be imported, configured or started stops the run before anything is
+injected: exit 3 and one line naming the control and the reason.
+--allow-missing-controls runs without it instead, and says so loudly. File
+arguments of our controls (the abort control's plan) are resolved from the
+experiment file's directory.
 
 exit code: the worst over all experiments (0 held, 1 deviated, 2 failed or
 interrupted, 3 invalid input).
@@ -106,6 +120,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--abort-on", metavar="FILE",
         help="stop conditions (YAML) checked in Prometheus while the method runs",
     )  # fmt: skip
+    add_control_options(parser)
 
 
 def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
@@ -137,6 +152,15 @@ def _abort_handlers(plan: AbortPlan | None, console: Console) -> tuple[AbortOnBr
         console.print(f"[bold red]■ {escape(text)}[/]", highlight=False)
 
     return (AbortOnBreach(plan, announce=announce),)
+
+
+def _control_guard(args: argparse.Namespace, console: Console) -> ControlGuard:
+    """Refuses a run whose control failed to configure (first handler: see ControlGuard)."""
+
+    def warn(text: str) -> None:
+        console.print(f"[bold yellow]⚠ {escape(text)}[/]", highlight=False)
+
+    return ControlGuard(allow_missing=args.allow_missing_controls, warn=warn)
 
 
 def _journal_path(args: argparse.Namespace, path: Path) -> Path:
@@ -176,8 +200,12 @@ def run_batch(
     except ValueError as exc:
         console.print(f"[red]--var: {escape(str(exc))}[/]")
         return EXIT_INVALID
-    loaded = load_valid_experiments(experiments, console, secret_vars, config_vars)
-    if loaded is None:
+    settings = load_settings_or_none(args, console)
+    loaded = load_valid_experiments(
+        experiments, console, secret_vars, config_vars,
+        allow_missing_controls=args.allow_missing_controls,
+    )  # fmt: skip
+    if loaded is None or settings is None:
         return EXIT_INVALID
     try:
         abort_plan = load_plan(Path(args.abort_on)) if args.abort_on else None
@@ -187,6 +215,7 @@ def run_batch(
     ledger = default_ledger()
     if not recover(ledger, console, refuse=refuse_recover):
         return EXIT_FAILED
+    activate_global_controls(settings[0])
     results: list[RunResult] = []
     for path, experiment in loaded:
         options = RunOptions(
@@ -196,7 +225,7 @@ def run_batch(
             hypothesis_strategy=args.hypothesis_strategy,
             hypothesis_frequency=args.hypothesis_frequency,
             fail_fast=args.fail_fast,
-            extra_handlers=_abort_handlers(abort_plan, console),
+            extra_handlers=(_control_guard(args, console), *_abort_handlers(abort_plan, console)),
         )
         result = run_experiment(path, experiment, options, ledger, console)
         results.append(result)

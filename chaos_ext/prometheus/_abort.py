@@ -166,9 +166,15 @@ def load_plan(path: Path) -> AbortPlan:
     """Read an abort plan file (YAML or JSON)."""
     try:
         text = path.read_text()
+    except FileNotFoundError:
+        raise InvalidArgument(f"abort plan {path} does not exist") from None
+    except OSError as exc:
+        raise InvalidArgument(f"abort plan {path}: {exc.strerror or exc}") from exc
+    try:
         document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise InvalidArgument(f"abort plan {path}: {exc}") from exc
+    except (ValueError, yaml.YAMLError) as exc:
+        problem = " ".join(str(exc).split())
+        raise InvalidArgument(f"abort plan {path}: not valid YAML/JSON: {problem}") from exc
     return parse_plan(document, str(path))
 
 

@@ -10,7 +10,10 @@ the main thread, which chaoslib turns into ``SystemExit(20)`` -> status
 ``interrupted``, rollbacks run (then gameday's ledger sweep).
 
 ``gameday run --abort-on plan.yaml`` registers it; under plain ``chaos run``
-the ``chaos_ext.controls.abort`` control does.
+the ``chaos_ext.controls.abort`` control does. A watch that cannot start
+protects nothing: before the steady-state hypothesis, :func:`prometheus_problem`
+asks Prometheus for ``vector(1)``; if it does not answer, the run does not start
+(:class:`~chaos_ext.errors.RunRefused` under gameday).
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ from typing import Any
 
 from chaoslib.run import RunEventHandler
 
-from chaos_ext.errors import ChaosExtError, InvalidArgument
+from chaos_ext.errors import ChaosExtError, InvalidArgument, RunRefused
 from chaos_ext.prometheus._abort import AbortCondition, AbortPlan, Tracker, Verdict
 from chaos_ext.prometheus._client import PrometheusClient, client
 from chaos_ext.prometheus._results import parse_instant, single_value
 
-__all__ = ["AbortOnBreach", "AbortWatch", "interrupt_main_thread"]
+__all__ = ["AbortOnBreach", "AbortWatch", "interrupt_main_thread", "prometheus_problem"]
 
 logger = logging.getLogger("chaostoolkit")
 
@@ -61,6 +64,24 @@ def _prometheus_secrets(secrets: Mapping[str, Any] | None) -> dict[str, Any]:
         if isinstance(value, Mapping):
             merged.update(value)
     return merged
+
+
+START_TIMEOUT = 5.0
+"""Seconds Prometheus has to answer before a watch starts (a busy 2-core CI box
+answers ``vector(1)`` in milliseconds; 5 s is a dead or unreachable server)."""
+
+
+def prometheus_problem(
+    plan: AbortPlan, configuration: Mapping[str, Any] | None, secrets: Mapping[str, Any] | None
+) -> str | None:
+    """Why the watch could not start (Prometheus does not answer), or None when it can."""
+    try:
+        prom = client(configuration, _prometheus_secrets(secrets),
+                      timeout=max(plan.timeout, START_TIMEOUT), retries=1)  # fmt: skip
+        parse_instant(prom.instant("vector(1)"), "vector(1)")
+    except ChaosExtError as exc:
+        return f"abort watch {plan.source or 'plan'}: Prometheus does not answer: {exc}"
+    return None
 
 
 def _evaluate(prom: PrometheusClient, condition: AbortCondition) -> float | Exception:
@@ -137,10 +158,14 @@ class AbortWatch:
 class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
     """Runs an :class:`AbortWatch` while the method runs; records it in the journal."""
 
-    def __init__(self, plan: AbortPlan, announce: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, plan: AbortPlan, announce: Callable[[str], None] | None = None,
+        *, check_on_start: bool = True,
+    ) -> None:  # fmt: skip
         if not plan.conditions:
             raise InvalidArgument("an abort plan needs at least one condition")
         self.plan = plan
+        self.check_on_start = check_on_start
         self.announce = announce or logger.warning
         self.watch: AbortWatch | None = None
         self._journal: dict[str, Any] | None = None
@@ -152,6 +177,11 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         secrets: Mapping[str, Any] | None, schedule: Any, settings: Any,
     ) -> None:  # fmt: skip
         self._journal, self._configuration, self._secrets = journal, configuration, secrets
+        problem = (
+            prometheus_problem(self.plan, configuration, secrets) if self.check_on_start else None
+        )
+        if problem is not None:
+            raise RunRefused(problem)  # before the hypothesis: nothing has run yet
 
     def start_method(self, experiment: Any) -> None:
         self.watch = AbortWatch(self.plan, self._configuration, self._secrets, self._fire)

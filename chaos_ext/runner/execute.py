@@ -24,8 +24,11 @@ from chaoslib.run import RunEventHandler, Runner, initialize_run_journal
 from chaoslib.settings import get_loaded_settings
 from chaoslib.types import Schedule, Strategy
 from rich.console import Console
+from rich.markup import escape
 
+from chaos_ext.errors import RunRefused
 from chaos_ext.ledger import Ledger, UndoOutcome, set_current_run_id
+from chaos_ext.runner.controls import clean_up_refused_run
 from chaos_ext.runner.progress import ProgressPrinter
 from chaos_ext.runner.redact import Redactor, secret_values
 from chaos_ext.runner.sweep import shielded, sweep
@@ -52,6 +55,7 @@ _EXIT_BY_OUTCOME = {
     "failed": EXIT_FAILED,
     "aborted": EXIT_FAILED,
     "interrupted": EXIT_FAILED,
+    "refused": EXIT_INVALID,
 }
 
 
@@ -81,12 +85,14 @@ class RunResult:
 
 
 def outcome_of(journal: dict[str, Any]) -> str:
-    """held | deviated | failed | aborted | interrupted, from a chaoslib journal.
+    """held | deviated | failed | aborted | interrupted | refused, from a chaoslib journal.
 
     A failed action in the method counts as ``failed`` (the fault was not
     injected as designed), and a hypothesis not met *before* the method counts
     as ``deviated`` (the system was not in steady state).
     """
+    if (journal.get("gameday") or {}).get("refused"):
+        return "refused"  # a safety control was not ready: nothing ran
     status = journal.get("status")
     if status in ("failed", "aborted", "interrupted"):
         return str(status)
@@ -169,6 +175,11 @@ def run_experiment(
             experiment_vars=(dict(options.config_vars), copy.deepcopy(options.secret_vars)),
             journal=journal,
         )
+    except RunRefused as exc:  # a safety control is not ready; nothing has run yet
+        journal["status"] = "failed"
+        journal.setdefault("gameday", {})["refused"] = str(exc)
+        console.print(f"[red]✗ refused: {escape(redactor.text(str(exc)))}[/]", highlight=False)
+        clean_up_refused_run(experiment)
     except (KeyboardInterrupt, InterruptExecution, SystemExit) as exc:
         journal["status"] = "interrupted"
         console.print(f"[bold yellow]⚠ interrupted ({type(exc).__name__}): rolling back[/]")
