@@ -123,7 +123,11 @@ def configure_control(
 
 def _refuse(reason: str) -> NoReturn:
     _not_active.append(reason)
-    logger.error("gameday abort control NOT active, the run must not start: %s", reason)
+    # under gameday, ControlGuard reports it (one line); under chaos run this is the line
+    logger.error(
+        "gameday abort control NOT active, the run must not start: %s", reason,
+        extra={"gameday_reported_by_guard": True},
+    )  # fmt: skip
     raise InvalidArgument(reason)
 
 

@@ -77,7 +77,7 @@ def prometheus_problem(
     """Why the watch could not start (Prometheus does not answer), or None when it can."""
     try:
         prom = client(configuration, _prometheus_secrets(secrets),
-                      timeout=max(plan.timeout, START_TIMEOUT), retries=1)  # fmt: skip
+                      timeout=max(plan.timeout, START_TIMEOUT), retries=0)  # fmt: skip
         parse_instant(prom.instant("vector(1)"), "vector(1)")
     except ChaosExtError as exc:
         return f"abort watch {plan.source or 'plan'}: Prometheus does not answer: {exc}"

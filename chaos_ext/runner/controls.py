@@ -208,6 +208,8 @@ class _ConfigureFailures(logging.Filter):
             self.failed.append(
                 (match["name"], f"{type(exc).__name__}: {reason}" if exc else reason)
             )
+        if getattr(record, "gameday_reported_by_guard", False):
+            return False  # the guard's refusal line says it
         return record.levelno >= self.shown_from  # the debug we switched on stays hidden
 
 

@@ -284,14 +284,20 @@ def experiment_problems(
     for where, activity, in_hypothesis in _activities(experiment):
         _check_activity(problems, where, activity, in_hypothesis, configuration)
     _check_secrets(problems, experiment, secret_vars)
+    if secret_vars is not None:  # `gameday run`: every configuration value must resolve
+        _chaoslib_check(
+            problems, "configuration",
+            lambda declared: load_configuration(declared, dict(config_vars or {})),
+            copy.deepcopy(experiment.get("configuration") or {}),
+        )  # fmt: skip
     for problem in control_problems(experiment):
         problems.add(problem.where, f"control {problem.name!r}: {problem.reason}", control=True)
     if not problems.found:  # what only chaoslib checks (references, tags, extensions ...)
         from chaoslib.experiment import ensure_experiment_is_valid  # noqa: PLC0415 - heavy
 
-        _chaoslib_check(
-            problems, "experiment", ensure_experiment_is_valid, {**experiment, "secrets": {}}
-        )
+        # configuration and secrets were checked above, as far as they resolve here
+        plain = {**experiment, "secrets": {}, "configuration": {}}
+        _chaoslib_check(problems, "experiment", ensure_experiment_is_valid, plain)
     return problems.found
 
 
