@@ -24,12 +24,12 @@ Plain ``chaos run`` skips rollbacks of an interrupted run unless told otherwise:
 add ``"runtime": {"rollbacks": {"strategy": "always"}}`` to the experiment (or
 run ``chaos run --rollback-strategy always``); ``gameday run`` always rolls back.
 
-Use ``"arguments": {"plan": "probes/abort/edge.yaml"}`` for a plan file
-(the same format as ``gameday run --abort-on``). ``gameday`` resolves a relative
-``plan`` from the experiment file's directory; plain ``chaos run`` from the
-current directory. Prometheus is found through the experiment's configuration
-(``prometheus_url`` ...) and secrets. The journal records the plan, the checks
-and the verdict under ``gameday.abort``.
+Use ``"arguments": {"plan": "abort-plan.yaml"}`` for a plan file (the same
+format as ``gameday run --abort-on``; ``"plan": "edge"`` names a built-in plan).
+``gameday`` resolves a relative ``plan`` from the experiment file's directory;
+plain ``chaos run`` from the current directory. Prometheus is found through the
+experiment's configuration (``prometheus_url`` ...) and secrets. The journal
+records the plan, the checks and the verdict under ``gameday.abort``.
 
 Fail closed: a plan that is missing or invalid is refused by ``validate_control``
 (chaoslib's validation hook: ``gameday validate`` and ``chaos run`` both refuse
@@ -49,7 +49,7 @@ from chaoslib.exceptions import InterruptExecution
 from chaoslib.settings import get_loaded_settings
 
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._abort import AbortPlan, load_plan, parse_plan
+from chaos_ext.prometheus._abort import AbortPlan, load_plan, parse_plan, plan_path
 from chaos_ext.prometheus.abort import AbortOnBreach, prometheus_problem
 
 __all__ = [
@@ -57,13 +57,15 @@ __all__ = [
     "before_experiment_control",
     "cleanup_control",
     "configure_control",
+    "resolve_argument",
     "validate_control",
 ]
 
 logger = logging.getLogger("chaostoolkit")
 
 PATH_ARGUMENTS = ("plan",)
-"""Arguments that name files: gameday resolves them from the experiment's directory."""
+"""Arguments that name files: gameday resolves them from the experiment's directory
+(see :func:`resolve_argument`)."""
 _PLAN_KEYS = ("conditions", "interval", "unreachable_after", "timeout", "probes")
 _ARGUMENT_KEYS = {"plan", *_PLAN_KEYS}
 _active: list[AbortOnBreach] = []
@@ -78,9 +80,18 @@ def plan_of(arguments: dict[str, Any]) -> AbortPlan:
     if arguments.get("plan"):
         if set(arguments) & set(_PLAN_KEYS):
             raise InvalidArgument("give either 'plan' (a file) or the plan's keys, not both")
-        return load_plan(Path(str(arguments["plan"])))
+        return load_plan(plan_path(str(arguments["plan"])))
     document = {k: arguments[k] for k in _PLAN_KEYS if k in arguments}
     return parse_plan(document, "control chaos_ext.controls.abort")
+
+
+def resolve_argument(name: str, value: str, base: Path) -> str:
+    """``plan`` from ``base`` (the experiment's directory); a built-in plan's name
+    (``edge``) stays a name unless such a file sits next to the experiment."""
+    candidate = base / value
+    if not candidate.exists() and plan_path(value) != Path(value):
+        return value
+    return str(candidate.resolve())
 
 
 def validate_control(control: dict[str, Any]) -> None:

@@ -153,14 +153,16 @@ def _resolve_in(control: Any, base: Path) -> None:
     if not isinstance(module_name, str) or not module_name.startswith("chaos_ext."):
         return
     try:
-        names = getattr(importlib.import_module(module_name), "PATH_ARGUMENTS", ())
+        module = importlib.import_module(module_name)
     except ImportError:
         return  # reported by control_problems
+    resolve = getattr(module, "resolve_argument", None)
     arguments = provider["arguments"]
-    for name in names:
+    for name in getattr(module, "PATH_ARGUMENTS", ()):
         value = arguments.get(name)
-        if isinstance(value, str) and value and "${" not in value and not Path(value).is_absolute():
-            arguments[name] = str((base / value).resolve())
+        if not isinstance(value, str) or not value or "${" in value or Path(value).is_absolute():
+            continue
+        arguments[name] = resolve(name, value, base) if resolve else str((base / value).resolve())
 
 
 def resolve_control_paths(experiment: dict[str, Any], base: Path) -> None:

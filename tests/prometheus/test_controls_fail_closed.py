@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 import yaml
 from support.harness import cli_env
+from support.servers import http_target
+from support.servers.http_target import HttpTarget
 
-from chaos_ext._servers import http_target
-from chaos_ext._servers.http_target import HttpTarget
 from chaos_ext._servers.prometheus import PrometheusServer, free_port
 from chaos_ext.ledger import Ledger
 
@@ -144,7 +144,7 @@ def test_validate_and_run_refuse_and_nothing_is_injected(
         assert expected in line, line
         assert "Traceback" not in result.stderr
     if label == "missing plan":
-        assert f"{experiments_dir / 'plans' / 'missing.yaml'} does not exist" in line
+        assert f"abort plan {experiments_dir / 'plans' / 'missing.yaml'}: no such file" in line
     _assert_untouched(target, ledger_path)
     assert not (experiments_dir.parent / "journal-experiment.json").exists()  # nothing ran
 
