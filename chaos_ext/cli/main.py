@@ -38,7 +38,8 @@ exit codes (run, gate; the most severe over all experiments: 2 > 1 > 4 > 0):
   1  deviated: the faults ran and a hypothesis was not met
   2  failed, aborted or interrupted run, or rollback-failed: a rollback did not
      complete and a fault may still be injected (`gameday rollback` retries)
-  3  invalid input (experiment file, argument, option, control); nothing injected
+  3  invalid input (experiment file, argument, option, control), or refused: a
+     safety control could not be imported, configured or started; nothing injected
   4  unsteady: the steady state did not hold before the method (or did not
      settle, --settle); nothing was injected, nothing was proven
 

@@ -197,9 +197,10 @@ def activate_global_controls(settings: dict[str, Any]) -> None:
 class _ConfigureFailures(logging.Filter):
     """Catches chaoslib's debug line for a control whose configure_control raised."""
 
-    def __init__(self, shown_from: int) -> None:
+    def __init__(self, shown_from: int, saved_level: int) -> None:
         super().__init__()
         self.shown_from = shown_from
+        self.saved_level = saved_level  # the logger's own level, restored afterwards
         self.failed: list[tuple[str, str]] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -227,11 +228,12 @@ class ControlGuard(RunEventHandler):  # type: ignore[misc]
         self.allow_missing = allow_missing
         self.warn = warn or logger.warning
         self._filter: _ConfigureFailures | None = None
-        self._level = logging.NOTSET
 
     def started(self, experiment: Any, journal: Any) -> None:
-        self._level = logger.level
-        self._filter = _ConfigureFailures(logger.getEffectiveLevel())
+        for stale in [f for f in logger.filters if isinstance(f, _ConfigureFailures)]:
+            logger.removeFilter(stale)  # a run that ended before `running` (Ctrl-C)
+            logger.setLevel(stale.saved_level)
+        self._filter = _ConfigureFailures(logger.getEffectiveLevel(), logger.level)
         logger.addFilter(self._filter)
         logger.setLevel(logging.DEBUG)
 
@@ -239,7 +241,7 @@ class ControlGuard(RunEventHandler):  # type: ignore[misc]
         if self._filter is None:
             return []
         logger.removeFilter(self._filter)
-        logger.setLevel(self._level)
+        logger.setLevel(self._filter.saved_level)
         failed, self._filter = self._filter.failed, None
         return failed
 
