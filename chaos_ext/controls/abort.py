@@ -24,18 +24,23 @@ Plain ``chaos run`` skips rollbacks of an interrupted run unless told otherwise:
 add ``"runtime": {"rollbacks": {"strategy": "always"}}`` to the experiment (or
 run ``chaos run --rollback-strategy always``); ``gameday run`` always rolls back.
 
-Use ``"arguments": {"plan": "abort-plan.yaml"}`` for a plan file (the same
-format as ``gameday run --abort-on``; ``"plan": "edge"`` names a built-in plan).
-``gameday`` resolves a relative ``plan`` from the experiment file's directory;
-plain ``chaos run`` from the current directory. Prometheus is found through the
-experiment's configuration (``prometheus_url`` ...) and secrets. The journal
-records the plan, the checks and the verdict under ``gameday.abort``.
+Alerting rules stop the run too: ``"alerts": {"rules": ["coredns-alerts.yaml"],
+"select": ["severity=critical"], "firing": ["alertmanager"]}`` (a rule file or
+PrometheusRule manifest; see docs/prometheus.md). Use
+``"arguments": {"plan": "abort-plan.yaml"}`` for a plan file (the same format as
+``gameday run --abort-on``; ``"plan": "edge"`` names a built-in plan).
+``gameday`` resolves a relative ``plan`` and rule files from the experiment
+file's directory; plain ``chaos run`` from the current directory. Prometheus is
+found through the experiment's configuration (``prometheus_url`` ...) and
+secrets. The journal records the plan, the checks and the verdict under
+``gameday.abort``.
 
 Fail closed: a plan that is missing or invalid is refused by ``validate_control``
 (chaoslib's validation hook: ``gameday validate`` and ``chaos run`` both refuse
-the experiment), and a watch that cannot start (Prometheus does not answer)
-stops the run before the steady-state hypothesis: ``gameday run`` exits 3;
-under ``chaos run`` the control interrupts the experiment before it starts.
+the experiment), and a watch that cannot start (Prometheus, or the Alertmanager
+it watches, does not answer) stops the run before the steady-state hypothesis:
+``gameday run`` exits 3; under ``chaos run`` the control interrupts the
+experiment before it starts.
 """
 
 from __future__ import annotations
@@ -53,20 +58,16 @@ from chaos_ext.prometheus._abort import AbortPlan, load_plan, parse_plan, plan_p
 from chaos_ext.prometheus.abort import AbortOnBreach, prometheus_problem
 
 __all__ = [
-    "PATH_ARGUMENTS",
     "before_experiment_control",
     "cleanup_control",
     "configure_control",
-    "resolve_argument",
+    "resolve_paths",
     "validate_control",
 ]
 
 logger = logging.getLogger("chaostoolkit")
 
-PATH_ARGUMENTS = ("plan",)
-"""Arguments that name files: gameday resolves them from the experiment's directory
-(see :func:`resolve_argument`)."""
-_PLAN_KEYS = ("conditions", "interval", "unreachable_after", "timeout", "probes")
+_PLAN_KEYS = ("conditions", "interval", "unreachable_after", "timeout", "probes", "alerts")
 _ARGUMENT_KEYS = {"plan", *_PLAN_KEYS}
 _active: list[AbortOnBreach] = []
 _not_active: list[str] = []
@@ -85,13 +86,25 @@ def plan_of(arguments: dict[str, Any]) -> AbortPlan:
     return parse_plan(document, "control chaos_ext.controls.abort")
 
 
-def resolve_argument(name: str, value: str, base: Path) -> str:
-    """``plan`` from ``base`` (the experiment's directory); a built-in plan's name
-    (``edge``) stays a name unless such a file sits next to the experiment."""
-    candidate = base / value
-    if not candidate.exists() and plan_path(value) != Path(value):
-        return value
-    return str(candidate.resolve())
+def resolve_paths(arguments: dict[str, Any], base: Path) -> None:
+    """Make the file arguments absolute from ``base`` (gameday: the experiment's
+    directory), in place: ``plan`` (a built-in plan's name, such as ``edge``, stays a
+    name unless such a file sits next to the experiment) and ``alerts.rules``."""
+
+    def resolved(value: Any) -> Any:
+        if not isinstance(value, str) or not value or "${" in value or Path(value).is_absolute():
+            return value
+        return str((base / value).resolve())
+
+    plan = arguments.get("plan")
+    if isinstance(plan, str) and ((base / plan).exists() or plan_path(plan) == Path(plan)):
+        arguments["plan"] = resolved(plan)
+    alerts = arguments.get("alerts")
+    if isinstance(alerts, dict) and "rules" in alerts:
+        rules = alerts["rules"]
+        alerts["rules"] = resolved(rules) if isinstance(rules, str) else [
+            resolved(r) for r in rules or []
+        ]  # fmt: skip
 
 
 def validate_control(control: dict[str, Any]) -> None:

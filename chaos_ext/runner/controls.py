@@ -10,9 +10,10 @@ gameday refuses instead:
   activities) and in the Chaos Toolkit settings must import, and must pass its
   module's ``validate_control`` hook (chaos_ext's abort control loads its plan
   there: the file exists, parses, every condition and PromQL query is valid).
-* :func:`resolve_control_paths`: file arguments of our controls (``plan``) are
-  resolved from the experiment file's directory (settings: the settings file's),
-  so a run is protected the same way wherever it is launched from.
+* :func:`resolve_control_paths`: file arguments of our controls (the abort
+  control's ``plan`` and rule files: its ``resolve_paths`` hook) are resolved
+  from the experiment file's directory (settings: the settings file's), so a
+  run is protected the same way wherever it is launched from.
 * :class:`ControlGuard` (a run-event handler): a control whose
   ``configure_control`` raised stops the run with
   :class:`~chaos_ext.errors.RunRefused` right after chaoslib configured the
@@ -156,17 +157,14 @@ def _resolve_in(control: Any, base: Path) -> None:
         module = importlib.import_module(module_name)
     except ImportError:
         return  # reported by control_problems
-    resolve = getattr(module, "resolve_argument", None)
-    arguments = provider["arguments"]
-    for name in getattr(module, "PATH_ARGUMENTS", ()):
-        value = arguments.get(name)
-        if not isinstance(value, str) or not value or "${" in value or Path(value).is_absolute():
-            continue
-        arguments[name] = resolve(name, value, base) if resolve else str((base / value).resolve())
+    resolve = getattr(module, "resolve_paths", None)
+    if callable(resolve):
+        resolve(provider["arguments"], base)
 
 
 def resolve_control_paths(experiment: dict[str, Any], base: Path) -> None:
-    """Make our controls' file arguments (``plan``) absolute from ``base``, in place."""
+    """Make our controls' file arguments absolute from ``base``, in place (each control
+    module's ``resolve_paths(arguments, base)`` hook knows which arguments are files)."""
     for _, control in declared_controls(experiment):
         _resolve_in(control, base)
 
