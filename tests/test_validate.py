@@ -311,3 +311,25 @@ def test_problems_stay_on_one_line_in_a_pipe_and_colour_follows_no_color(
     assert "\x1b[" in piped(FORCE_COLOR="1")
     assert "\x1b[" not in piped(FORCE_COLOR="1", NO_COLOR="1")
     assert "\x1b[" not in piped("--no-color", FORCE_COLOR="1")
+
+
+def test_a_rule_file_whose_promql_does_not_parse_is_refused(
+    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The real CoreDNS mixin rules (tests/prometheus/fixtures/rules, Apache-2.0) validate;
+    the same file with one expression cut short does not, and the line names the alert."""
+    fixture = Path(__file__).parent / "prometheus" / "fixtures" / "rules"
+    real = fixture / "coredns-mixin-alerts.yaml"
+    path = write_experiment(_experiment())
+    assert gameday("validate", "--abort-on", str(real), str(path)).returncode == 0
+    broken = tmp_path / "coredns-broken.yaml"
+    text = real.read_text()
+    assert 'absent(up{job="kube-dns"} == 1)' in text
+    broken.write_text(
+        text.replace('absent(up{job="kube-dns"} == 1)', 'absent(up{job="kube-dns"} == 1')
+    )
+    result = gameday("validate", "--abort-on", str(broken), str(path))
+    assert result.returncode == 3
+    (line,) = [x for x in _problems(result) if x.startswith("invalid:")]
+    assert "(CoreDNSDown): expr: invalid PromQL" in line and "unclosed left parenthesis" in line
