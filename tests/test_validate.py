@@ -333,3 +333,26 @@ def test_a_rule_file_whose_promql_does_not_parse_is_refused(
     assert result.returncode == 3
     (line,) = [x for x in _problems(result) if x.startswith("invalid:")]
     assert "(CoreDNSDown): expr: invalid PromQL" in line and "unclosed left parenthesis" in line
+
+
+def test_a_control_argument_its_functions_do_not_take_is_refused(
+    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:  # fmt: skip
+    control = {
+        "name": "strict",
+        "provider": {
+            "type": "python",
+            "module": "support.strictcontrol",
+            "arguments": {"level": "debug"},
+        },
+    }
+    experiment = _experiment(controls=[control])
+    assert gameday("validate", str(write_experiment(experiment))).returncode == 0
+    control["provider"]["arguments"] = {"level": "debug", "colour": "red"}
+    result = gameday("validate", str(write_experiment(experiment)))
+    assert result.returncode == 3
+    (line,) = _problems(result)
+    assert line.endswith(
+        "controls[0]: control 'strict': invalid: configure_control() takes no argument "
+        "'colour' (it takes level)"
+    )

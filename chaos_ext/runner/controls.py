@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import logging
 import re
 from collections.abc import Iterator, Mapping
@@ -54,6 +55,12 @@ __all__ = [
 
 DEFAULT_SETTINGS = CHAOSTOOLKIT_CONFIG_PATH
 logger = logging.getLogger("chaostoolkit")
+# the functions chaoslib calls with a control's arguments (chaoslib.control.python)
+_CONTROL_FUNCTIONS = (
+    "configure_control", *(f"{when}_{level}_control" for level in (
+        "experiment", "hypothesis", "method", "rollback", "activity", "loading_experiment",
+    ) for when in ("before", "after")),
+)  # fmt: skip
 # chaoslib's debug line when a configure_control raised (chaoslib.control, 1.42-1.44)
 _CONFIGURE_FAILED = re.compile(r"^Control initialization '(?P<name>.*)' failed\.")
 
@@ -125,15 +132,39 @@ def _problem(where: str, control: Any) -> ControlProblem | None:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - an import that crashes is as missing as one absent
         return ControlProblem(where, name, f"cannot import {module_name!r}: {exc}")
+    refused = _refused_arguments(module, control) or _refused_by_control(module, control)
+    return ControlProblem(where, name, f"invalid: {refused}") if refused else None
+
+
+def _refused_by_control(module: Any, control: Mapping[str, Any]) -> str:
+    """What the module's ``validate_control`` hook (chaoslib's) refuses, or ``""``."""
     check = getattr(module, "validate_control", None)
     if not callable(check):
-        return None
+        return ""
     try:
         check(copy.deepcopy(dict(control)))
     except Exception as exc:  # noqa: BLE001 - whatever the control refuses, it refuses
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        return ControlProblem(where, name, f"invalid: {reason}")
-    return None
+        return " ".join(str(exc).split()) or type(exc).__name__
+    return ""
+
+
+def _refused_arguments(module: Any, control: Mapping[str, Any]) -> str:
+    """An argument one of the control's functions cannot take (chaoslib passes every
+    argument to each of them: a TypeError at run time), or ``""``."""
+    arguments = (control.get("provider") or {}).get("arguments") or {}
+    if not isinstance(arguments, Mapping):
+        return f"provider.arguments must be an object, got {arguments!r:.40}"
+    for func_name in _CONTROL_FUNCTIONS:
+        func = getattr(module, func_name, None)
+        if not callable(func):
+            continue
+        params = inspect.signature(func).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            continue
+        unknown = sorted(set(arguments) - set(params))
+        if unknown:
+            return f"{func_name}() takes no argument {unknown[0]!r} (it takes {', '.join(params)})"
+    return ""
 
 
 def control_problems(
