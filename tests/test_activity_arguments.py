@@ -43,6 +43,11 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "dns_resolution_stats": (
         {"server": "127.0.0.1", "name": "a.test", "protocol": "pigeon"}, "protocol"),
     "dnsmasq_child_processes": ({"pid": "1"}, "pid: expected int"),
+    "limit_dns_rate": ({"pps": 0}, "pps: 0 is outside"),
+    "remove_dns_rate_limit": ({"target": "ssh:"}, "is not a target"),
+    "dns_rate_limit_drops": ({"target": "netns:bad name"}, "is not a target"),
+    "dns_rate_limit_supported": ({"target": "netns:bad name"}, "is not a target"),
+    "alerts_quiet": ({"firing": ["pagerduty"]}, "alerts.firing ['pagerduty']"),
     "edge_config_audit": ({"source": "gopher://127.0.0.1:15000"}, "gopher"),
     "overload_state": ({"selector": {"bad label": "x"}}, "is not a Prometheus label name"),
     "rollback_faults": ({"this_run_only": "yes"}, "this_run_only: expected bool"),
