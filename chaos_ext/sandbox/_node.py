@@ -25,6 +25,9 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
 
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
@@ -36,10 +39,15 @@ from chaos_ext.sandbox._topology import Topology
 
 __all__ = [
     "GUEST_SYSCTLS",
+    "SSHD",
+    "NodeSsh",
     "guest_network_batch",
     "open_taps",
+    "prepare_sshd",
     "route_through_node",
 ]
+
+SSHD = "/usr/sbin/sshd"
 
 TUNSETIFF = 0x400454CA
 IFF_TAP, IFF_NO_PI, IFF_VNET_HDR = 0x0002, 0x1000, 0x4000
@@ -126,3 +134,44 @@ def route_through_node(topo: Topology) -> None:
         raise SandboxError(
             f"cannot route the app's database traffic through the node: {exc}"
         ) from exc
+
+
+@dataclass(frozen=True)
+class NodeSsh:
+    """The node's sshd as prepared: its config (as the guest sees it) and the client side."""
+
+    config_in_guest: str
+    pid_file: Path
+    known_hosts: Path
+    client_key: Path
+
+
+def _keygen(path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+                   check=True, timeout=60, capture_output=True)  # fmt: skip
+    return path.with_suffix(".pub").read_text().strip()
+
+
+def prepare_sshd(workdir: Path, in_guest: str, address: str, port: int) -> NodeSsh:
+    """Fresh host and client keys, ``sshd_config`` and ``known_hosts`` in ``workdir``
+    (the guest sees it as ``in_guest``): key login as root, on ``address`` only."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    host_public = _keygen(workdir / "ssh_host_ed25519_key")
+    (workdir / "authorized_keys").write_text(_keygen(workdir / "client_ed25519") + "\n")
+    (workdir / "sshd_config").write_text(
+        "\n".join([
+            f"Port {port}", f"ListenAddress {address}",
+            f"HostKey {in_guest}/ssh_host_ed25519_key", f"PidFile {in_guest}/sshd.pid",
+            f"AuthorizedKeysFile {in_guest}/authorized_keys",
+            "PermitRootLogin prohibit-password", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no", "LogLevel ERROR",
+            # sessions read no dotfiles: under emulation a shell's start-up costs seconds
+            f"SetEnv HOME={in_guest}", "",
+        ])
+    )  # fmt: skip
+    where = address if port == 22 else f"[{address}]:{port}"
+    known_hosts = workdir / "known_hosts"
+    known_hosts.write_text(f"{where} {' '.join(host_public.split()[:2])}\n")
+    return NodeSsh(
+        f"{in_guest}/sshd_config", workdir / "sshd.pid", known_hosts, workdir / "client_ed25519"
+    )

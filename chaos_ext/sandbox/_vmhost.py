@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext import _helper
-from chaos_ext._servers import sshd
 from chaos_ext._vm.initramfs import SHARE_IN_GUEST
 from chaos_ext._vm.machine import VirtualMachine, VMConfig
 from chaos_ext.errors import SandboxError
@@ -128,12 +127,10 @@ def _configure(vm: VirtualMachine, prefix: str) -> dict[str, Any]:
         done = vm.run(argv, timeout=60)
         if done.exit_code != 0:
             raise SandboxError(f"node VM: {' '.join(argv)} failed: {done.stderr.strip()}")
-    files = sshd.prepare(
-        workdir=vm.share / "sshd", host=topo.node_address, port=SSH_PORT,
-        served_from=f"{SHARE_IN_GUEST}/sshd",
-    )  # fmt: skip
-    vm.spawn([sshd.SSHD, "-D", "-e", "-f", f"{SHARE_IN_GUEST}/sshd/{files.config.name}"],
-             timeout=MAX_LIFETIME)  # fmt: skip
+    files = _node.prepare_sshd(
+        vm.share / "sshd", f"{SHARE_IN_GUEST}/sshd", topo.node_address, SSH_PORT
+    )
+    vm.spawn([_node.SSHD, "-D", "-e", "-f", files.config_in_guest], timeout=MAX_LIFETIME)
     deadline = time.monotonic() + 60
     while not files.pid_file.exists():
         vm.check_alive()

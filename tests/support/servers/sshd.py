@@ -23,7 +23,7 @@ from pathlib import Path
 from chaos_ext._servers._stoppable import Stoppable
 from chaos_ext.errors import SandboxError
 
-__all__ = ["SshdFiles", "SshdServer", "prepare", "start"]
+__all__ = ["SshdServer", "start"]
 
 SSHD = "/usr/sbin/sshd"
 
@@ -62,47 +62,6 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@dataclass(frozen=True)
-class SshdFiles:
-    """A prepared sshd: its config (paths as the server sees them) and the client's side."""
-
-    config: Path
-    pid_file: Path
-    known_hosts: Path
-    client_key: Path
-    host_public_key: str
-
-
-def prepare(*, workdir: Path, host: str, port: int, served_from: str | None = None) -> SshdFiles:
-    """Keys, ``sshd_config``, ``authorized_keys`` and the client's ``known_hosts`` in ``workdir``.
-
-    ``served_from``: where sshd will see ``workdir`` if it runs elsewhere (a VM mounting
-    it as a shared folder): the config's paths are written for that place.
-    """
-    workdir.mkdir(parents=True, exist_ok=True)
-    seen = served_from or str(workdir)
-    host_key = workdir / "ssh_host_ed25519_key"
-    client_key = workdir / "client_ed25519"
-    host_pub = _keygen(host_key)
-    (workdir / "authorized_keys").write_text(_keygen(client_key) + "\n")
-    config = workdir / "sshd_config"
-    config.write_text(
-        "\n".join([
-            f"Port {port}", f"ListenAddress {host}", f"HostKey {seen}/{host_key.name}",
-            f"PidFile {seen}/sshd.pid", f"AuthorizedKeysFile {seen}/authorized_keys",
-            "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-            "LogLevel ERROR", "MaxStartups 50",
-            # sessions do not read the real user's dotfiles (a slow ~/.bashrc costs seconds)
-            f"SetEnv HOME={seen}", "",
-        ])
-    )  # fmt: skip
-    known_hosts = workdir / "known_hosts"
-    where = host if port == 22 else f"[{host}]:{port}"
-    known_hosts.write_text(f"{where} {' '.join(host_pub.split()[:2])}\n")
-    return SshdFiles(config, workdir / "sshd.pid", known_hosts, client_key, host_pub)
-
-
 def start(
     *,
     workdir: Path,
@@ -112,20 +71,37 @@ def start(
     ready_timeout: float = 20.0,
 ) -> SshdServer:
     """Start sshd; in a namespace of our own, a random high port is free by construction."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    host_key = workdir / "ssh_host_ed25519_key"
+    client_key = workdir / "client_ed25519"
+    host_pub = _keygen(host_key)
+    (workdir / "authorized_keys").write_text(_keygen(client_key) + "\n")
     if port is None:
-        port = random.randint(20000, 60000) if netns_prefix else _free_port()  # noqa: S311
-    files = prepare(workdir=workdir, host=host, port=port)
+        port = random.randint(20000, 60000) if netns_prefix else _free_port()
+    pid_file = workdir / "sshd.pid"
+    config = workdir / "sshd_config"
+    config.write_text(
+        "\n".join([
+            f"Port {port}", f"ListenAddress {host}", f"HostKey {host_key}",
+            f"PidFile {pid_file}", f"AuthorizedKeysFile {workdir}/authorized_keys",
+            "PermitRootLogin prohibit-password", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
+            "LogLevel ERROR", "MaxStartups 50",
+            # sessions do not read the real user's dotfiles (a slow ~/.bashrc costs seconds)
+            f"SetEnv HOME={workdir}", "",
+        ])
+    )  # fmt: skip
     Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory sshd requires
+    known_hosts = workdir / "known_hosts"
+    known_hosts.write_text(f"[{host}]:{port} {' '.join(host_pub.split()[:2])}\n")
     proc = subprocess.Popen(
-        [*(netns_prefix or []), SSHD, "-D", "-e", "-f", str(files.config)],
+        [*(netns_prefix or []), SSHD, "-D", "-e", "-f", str(config)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=(workdir / "sshd.log").open("wb"), start_new_session=True,
     )  # fmt: skip
-    server = SshdServer(
-        host, port, workdir, files.known_hosts, files.client_key, files.host_public_key, proc
-    )
+    server = SshdServer(host, port, workdir, known_hosts, client_key, host_pub, proc)
     deadline = time.monotonic() + ready_timeout
-    while not files.pid_file.exists():
+    while not pid_file.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             server.stop()
             log = (workdir / "sshd.log").read_text(errors="replace")[-500:]
