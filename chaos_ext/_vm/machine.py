@@ -39,6 +39,7 @@ from chaos_ext._vm.initramfs import (
     newest_kernel,
     qemu_available,
 )
+from chaos_ext._vm.kernel import boot_image
 from chaos_ext.errors import SandboxError
 
 __all__ = [
@@ -147,6 +148,7 @@ class VirtualMachine:
     def __init__(self, config: VMConfig | None = None) -> None:
         self.config = config or VMConfig()
         self.kernel_release = self.config.kernel_release or newest_kernel()
+        self.kernel_image = Path(f"/boot/vmlinuz-{self.kernel_release}")
         run_dir = self.config.work_dir.resolve() / "runs" / uuid.uuid4().hex[:10]
         self.share = run_dir / "share"
         self.console_log = run_dir / "console.log"
@@ -169,6 +171,7 @@ class VirtualMachine:
             raise SandboxError("qemu-system-x86_64 is missing: install Debian's qemu-system-x86")
         cache = self.config.work_dir.resolve() / "cache"
         initrd = build_initramfs(self.kernel_release, cache)
+        self.kernel_image = boot_image(self.kernel_release, cache)
         self.share.mkdir(parents=True)
         for sub in ("req", "out", "res"):
             (self.share / sub).mkdir()
@@ -207,7 +210,7 @@ class VirtualMachine:
         argv = [
             "qemu-system-x86_64", "-accel", accel, *_cpu(accel), "-m", str(cfg.memory_mb),
             "-smp", str(cfg.cpus), "-display", "none", "-monitor", "none", "-no-reboot",
-            "-kernel", f"/boot/vmlinuz-{self.kernel_release}", "-initrd", str(initrd),
+            "-kernel", str(self.kernel_image), "-initrd", str(initrd),
             "-virtfs", f"local,path=/,mount_tag=hostroot,{_VIRTFS},readonly=on",
             "-virtfs", f"local,path={self.share},mount_tag=share,{_VIRTFS}",
             "-append", "console=ttyS0 quiet panic=-1",
@@ -354,7 +357,8 @@ def kvm_works(vm: VirtualMachine, initrd: Path, cache: Path, timeout: float = 20
     """Probe once (cached per kernel and host) whether a KVM guest gets to its init."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return False
-    key = f"{vm.kernel_release}-{os.uname().release}"
+    image = "elf" if vm.kernel_image.name.startswith("vmlinux") else "bz"
+    key = f"{vm.kernel_release}-{os.uname().release}-{image}"
     probe_file = cache / f"kvm-probe-{key}.json"
     if probe_file.exists():
         return bool(json.loads(probe_file.read_text())["works"])
