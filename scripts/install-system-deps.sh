@@ -11,7 +11,7 @@ cd "$(dirname "$0")"
 # the demo: the sandbox's services, its node VM (qemu, Debian's kernel, busybox) and sshd
 packages=(
   python3 python3-venv iproute2 procps psmisc openssh-server openssh-client
-  dnsmasq-base postgresql-15 prometheus
+  dnsmasq-base nftables postgresql-15 prometheus
   qemu-system-x86 linux-image-amd64 busybox-static
 )
 if [ "${1:-all}" != "demo" ]; then

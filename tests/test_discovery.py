@@ -37,7 +37,12 @@ EXPECTED = {
         "search_domains:list ndots:integer qtype:string timeout:number concurrency:integer "
         "max_queries:integer sockets:integer workers:integer -> mapping"
     ),
+    "dns.actions.limit_dns_rate": (
+        "pps:integer burst:integer resolvers:list port:integer duration:number target:string "
+        "-> mapping"
+    ),
     "dns.actions.release_dnsmasq_tcp": "server:string port:integer -> mapping",
+    "dns.actions.remove_dns_rate_limit": "target:string -> mapping",
     "dns.actions.saturate_dnsmasq_tcp": (
         "server:string port:integer connections:integer hold_seconds:number query_name:string "
         "connect_timeout:number -> mapping"
@@ -47,8 +52,11 @@ EXPECTED = {
         "qtype:string interval:number -> mapping"
     ),
     "dns.probes.dnsmasq_child_processes": "pid:integer pidfile:string port:integer -> mapping",
+    "dns.probes.dns_rate_limit_drops": "target:string -> mapping",
+    "dns.probes.dns_rate_limit_supported": "target:string -> mapping",
     "envoy.probes.edge_config_audit": (
-        "source:string listener:string rules:list rules_file:string timeout:number -> mapping"
+        "source:string listener:string rules:list rules_file:string timeout:number "
+        "profile:string role:string -> mapping"
     ),
     "envoy.probes.overload_state": "job:string selector:mapping -> mapping",
     "faults.actions.rollback_faults": "this_run_only:boolean -> mapping",

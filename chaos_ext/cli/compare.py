@@ -106,6 +106,12 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     )
 
     base_views, tuned_views = [v for _, v in base], [v for _, v in tuned]
+    left_out = sum(v.outcome == "unsteady" for v in (*base_views, *tuned_views))
+    if left_out:
+        console.print(
+            f"[yellow]{left_out} unsteady run(s) left out: the steady state did not hold "
+            "before the method, so nothing was injected in them[/]"
+        )
     results = compare_sets(base_views, tuned_views, overrides, settings)
     if not results:
         console.print("[red]the two sets share no numeric metric: nothing to compare[/]")

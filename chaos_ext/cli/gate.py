@@ -13,11 +13,13 @@ from chaos_ext.cli.run import add_run_options, run_batch
 from chaos_ext.reporting.junit import junit_xml
 from chaos_ext.reporting.model import RunView, redact_journal, view_of
 from chaos_ext.reporting.score import resilience_score
-from chaos_ext.runner.execute import (
+from chaos_ext.runner.verdict import (
     EXIT_DEVIATED,
-    EXIT_FAILED,
+    EXIT_HELD,
     EXIT_INVALID,
+    exit_code_for,
     outcome_of,
+    worst_exit,
 )
 
 HELP = """\
@@ -29,14 +31,18 @@ gate's verdict.
 JUnit: one test suite per experiment; one test case per hypothesis probe per
 phase ("p99-latency [after]") whose <failure> carries the measured value
 against the tolerance, one "steady state held" case per experiment and one
-"faults rolled back" case. With --min-score, a "gameday.score" suite too.
+"faults rolled back" case (an <error> naming what may still be injected when
+a rollback did not complete). An unsteady run (the steady state did not hold
+before the method, so nothing was injected) is an <error> saying so. With
+--min-score, a "gameday.score" suite too.
 
-exit code: the worst over all experiments: 0 every hypothesis held, 1 a
-hypothesis deviated, 2 a run failed/was interrupted or a rollback did not
-complete, 3 invalid input. With --min-score N, deviations are judged by the
-resilience score instead (the weighted share of hypotheses held): 1 when the
-score is below N (or there is no hypothesis to score), else 0; failed runs
-still give 2.
+exit code: the most severe over all experiments (2 > 1 > 4 > 0): 0 every
+hypothesis held, 1 a hypothesis deviated, 2 a run failed/was interrupted or a
+rollback did not complete (rollback-failed), 3 invalid input, 4 unsteady. With
+--min-score N, deviations are judged by the resilience score instead (the
+weighted share of hypotheses held; unsteady runs are left out of it): 1 when
+the score is below N (or there is no hypothesis to score), else 0; failed,
+rollback-failed and unsteady runs still give 2 or 4.
 
 examples:
   gameday gate experiments/db-latency.json --junit out/gameday.xml
@@ -84,11 +90,9 @@ def _from_journals(args: argparse.Namespace, console: Console) -> list[tuple[Run
         return EXIT_INVALID
     found = []
     for journal, view in loaded:
-        code = (journal.get("gameday") or {}).get("exit_code")
-        if not isinstance(code, int):
-            outcome = outcome_of(journal)
-            code = {"held": 0, "deviated": EXIT_DEVIATED}.get(outcome, EXIT_FAILED)
-        found.append((view, code))
+        # recomputed, not trusted from the file: a journal from an older gameday
+        # may have recorded exit 0 for a rollback that failed
+        found.append((view, exit_code_for(view.outcome or outcome_of(journal))))
     return found
 
 
@@ -104,10 +108,11 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     junit = Path(args.junit)
     junit.parent.mkdir(parents=True, exist_ok=True)
     junit.write_bytes(junit_xml(views, score, args.min_score))
-    code = max(code for _, code in outcome)
+    codes = [code for _, code in outcome]
     console.print(f"resilience score: {score.text()}; JUnit: {junit}", highlight=False)
-    if args.min_score is None or code > EXIT_DEVIATED:
-        return code
+    hard = [c for c in codes if c not in (EXIT_HELD, EXIT_DEVIATED)]
+    if args.min_score is None or hard:
+        return worst_exit(hard or codes)
     if score.value is None or score.value < args.min_score:
         console.print(f"[red]resilience score below the minimum {args.min_score:g}[/]")
         return EXIT_DEVIATED

@@ -5,14 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Any
 
+from chaoslib import convert_vars, merge_vars
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from chaos_ext.ledger import default_ledger
-from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD
+from chaos_ext.runner.retry import retry_rollbacks
 from chaos_ext.runner.sweep import shielded, sweep
+from chaos_ext.runner.verdict import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 
 LEDGER_HELP = """\
 List the faults recorded in the fault ledger that are still open (injected and
@@ -26,6 +30,17 @@ Undo every open fault in the ledger, newest first (or only one run's with
 idempotent: a fault that is already gone is simply closed. Exits 0 when the
 ledger is empty afterwards, 2 if an undo failed (the entry stays open with its
 error; fix the cause and run it again).
+
+--journal JOURNAL retries, through Chaos Toolkit, the experiment's own rollback
+activities that did not succeed in that run (a run whose outcome is
+rollback-failed names this command). Configuration and secrets come from
+--var/--var-file as for `gameday run`. Each attempt is recorded in the journal,
+so a report made afterwards no longer lists a rollback that has now succeeded.
+
+examples:
+  gameday rollback                              after a kill -9: undo every open fault
+  gameday rollback --run 20261201T101500-1a2b3c4d
+  gameday rollback --journal out/journal-db-latency.json --var-file prod.yaml
 """
 
 
@@ -42,6 +57,18 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     rollback.add_argument("--run", metavar="RUN_ID", help="only this run's faults")
+    rollback.add_argument(
+        "--journal", metavar="JOURNAL",
+        help="retry the rollback activities that did not succeed in this run's journal",
+    )  # fmt: skip
+    rollback.add_argument(
+        "--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+        help="configuration value for --journal (repeatable)",
+    )  # fmt: skip
+    rollback.add_argument(
+        "--var-file", action="append", default=[], metavar="FILE",
+        help="configuration and secrets for --journal, as for `gameday run`",
+    )  # fmt: skip
     rollback.set_defaults(handler=handle_rollback)
 
 
@@ -67,7 +94,34 @@ def handle_ledger(args: argparse.Namespace, console: Console) -> int:
     return EXIT_HELD
 
 
+def _retry_journal(args: argparse.Namespace, console: Console) -> int:
+    try:
+        config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
+        attempts = retry_rollbacks(Path(args.journal), config_vars, secret_vars)
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]--journal {escape(args.journal)}: {escape(str(exc))}[/]")
+        return EXIT_INVALID
+    if not attempts:
+        console.print(f"no rollback left to retry in {escape(args.journal)}")
+        return EXIT_HELD
+    for attempt in attempts:
+        ok = attempt["status"] == "succeeded"
+        mark = "[green]✓[/]" if ok else "[red]✗[/]"
+        error = f": {attempt['error']}" if attempt.get("error") else ""
+        console.print(f"{mark} rollback {escape(str(attempt['name']))} {attempt['status']}"
+                      f"{escape(error)}", highlight=False)  # fmt: skip
+    failed = [a for a in attempts if a["status"] != "succeeded"]
+    if failed:
+        console.print(f"[red]{len(failed)} rollback(s) still failing; fix the cause and retry[/]")
+        return EXIT_FAILED
+    return EXIT_HELD
+
+
 def handle_rollback(args: argparse.Namespace, console: Console) -> int:
+    if args.journal:
+        code = _retry_journal(args, console)
+        if args.run is None:
+            return code
     book = default_ledger()
     entries = book.open_entries(run_id=args.run)
     if not entries:

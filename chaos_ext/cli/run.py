@@ -16,6 +16,7 @@ from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import Ledger, default_ledger
 from chaos_ext.prometheus._abort import AbortPlan, load_plan, plan_path
 from chaos_ext.prometheus.abort import AbortOnBreach
+from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
 from chaos_ext.runner.execute import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -23,7 +24,9 @@ from chaos_ext.runner.execute import (
     RunResult,
     run_experiment,
 )
+from chaos_ext.runner.settle import settle_seconds_of
 from chaos_ext.runner.sweep import dead_entries, shielded, sweep
+from chaos_ext.runner.verdict import worst_exit
 
 HELP = """\
 Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
@@ -49,8 +52,21 @@ catalog`) in Prometheus while the method runs (a built-in plan is named:
 row, interrupts the experiment at once and rolls back. The journal records
 which condition fired and when (gameday.abort). File format: docs/prometheus.md.
 
-exit code: the worst over all experiments (0 held, 1 deviated, 2 failed or
-interrupted, 3 invalid input).
+--settle SECONDS polls the steady-state hypothesis until it holds, for up to
+SECONDS, before the first check (also the experiment extension
+{"name": "gameday", "settle_seconds": 60}; --settle wins). A fault injected into
+a system already out of tolerance proves nothing: if it does not settle in
+time, the outcome is "unsteady" and nothing is injected.
+
+outcomes and exit codes (the most severe over all experiments: 2 > 1 > 4 > 0):
+  0  held             every hypothesis held before, during and after the faults
+  1  deviated         the faults ran and a hypothesis was not met
+  2  failed           an action failed, the run was aborted or interrupted, or
+     rollback-failed  a rollback did not complete (a fault may still be injected;
+                      the summary names it and `gameday rollback` retries)
+  3  invalid input    nothing was injected
+  4  unsteady         the steady state did not hold before the method (or did not
+                      settle): nothing was injected, nothing was proven
 """
 
 _STRATEGIES = (
@@ -106,6 +122,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--abort-on", metavar="FILE",
         help="stop conditions (YAML) checked in Prometheus while the method runs",
     )  # fmt: skip
+    parser.add_argument(
+        "--settle", type=float, metavar="SECONDS",
+        help="wait up to SECONDS for the hypothesis to hold before starting "
+        "(default: the experiment's gameday extension settle_seconds, else 0)",
+    )  # fmt: skip
 
 
 def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
@@ -145,6 +166,27 @@ def _journal_path(args: argparse.Namespace, path: Path) -> Path:
     return Path(args.journal_dir) / f"journal-{path.stem}.json"
 
 
+def say_verdict(result: RunResult, console: Console) -> None:
+    """One line per experiment; loud lines for what may still be injected."""
+    console.print(
+        f"[bold]{escape(str(result.path))}[/]: {result.outcome} (exit {result.exit_code}), "
+        f"journal {escape(str(result.journal_path))}",
+        highlight=False,
+    )
+    view = view_of(result.journal, source=str(result.journal_path))
+    if view.rollback_problems:
+        console.print("[bold red]✗ a rollback did not complete: a fault may still be injected[/]")
+        for problem in view.rollback_problems:
+            console.print(f"[red]  - {escape(problem)}[/]", highlight=False)
+        for command in retry_commands(view):
+            console.print(f"[red]  retry: {escape(command)}[/]", highlight=False)
+    elif view.hypothesis_outcome == "unsteady":
+        console.print(
+            f"[yellow]  unsteady: nothing was injected ({escape(unsteady_text(view))})[/]",
+            highlight=False,
+        )
+
+
 def handle(args: argparse.Namespace, console: Console) -> int:
     if args.journal and len(args.experiments) > 1:
         console.print("[red]--journal takes one experiment; use --journal-dir for several[/]")
@@ -155,7 +197,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     )  # fmt: skip
     if isinstance(results, int):
         return results
-    return max(r.exit_code for r in results)
+    return worst_exit(r.exit_code for r in results)
 
 
 def run_batch(
@@ -184,6 +226,13 @@ def run_batch(
     except InvalidArgument as exc:
         console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
         return EXIT_INVALID
+    settle: dict[Path, float] = {}
+    for path, experiment in loaded:
+        try:
+            settle[path] = settle_seconds_of(experiment, getattr(args, "settle", None))
+        except InvalidArgument as exc:
+            console.print(f"[red]{path}: {escape(str(exc))}[/]", highlight=False)
+            return EXIT_INVALID
     ledger = default_ledger()
     if not recover(ledger, console, refuse=refuse_recover):
         return EXIT_FAILED
@@ -197,14 +246,11 @@ def run_batch(
             hypothesis_frequency=args.hypothesis_frequency,
             fail_fast=args.fail_fast,
             extra_handlers=_abort_handlers(abort_plan, console),
+            settle_seconds=settle[path],
         )
         result = run_experiment(path, experiment, options, ledger, console)
         results.append(result)
-        console.print(
-            f"[bold]{path}[/]: {result.outcome} (exit {result.exit_code}), "
-            f"journal {result.journal_path}",
-            highlight=False,
-        )
+        say_verdict(result, console)
         if result.journal.get("status") == "interrupted":
             break  # an operator's Ctrl-C stops the whole batch, not just one experiment
     return results

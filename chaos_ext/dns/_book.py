@@ -116,8 +116,14 @@ class Book:
             self.lookups_failed += 1
             self.finished_queries += item[2] + 1
 
-    def send_failed(self, candidate: int) -> None:
-        """A query the socket refused to send: its lookup ends here, failed."""
+    def send_failed(self, candidate: int, now: float) -> None:
+        """A query the kernel refused to send (e.g. EPERM from a firewall's drop).
+
+        It used its slot in the schedule (otherwise the loop would retry at
+        once, far above the rate) and its lookup ends here, failed.
+        """
+        self.sent += 1
+        self.last_send = now
         self.counts["error"] += 1
         self.lookups_failed += 1
         self.finished_queries += candidate

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext.errors import NetworkError
 from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
 from chaos_ext.network import _connect, _spec
-from chaos_ext.network._pod import RULES as POD_RULES
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import validated_by
 

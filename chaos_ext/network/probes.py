@@ -9,9 +9,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from chaos_ext._targets import netns as _netns
+from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext.errors import InvalidArgument, NetworkError
-from chaos_ext.network import _connect, _netns, _spec
-from chaos_ext.network._pod import RULES as POD_RULES
+from chaos_ext.network import _connect, _spec
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import require_name, require_range, validated_by
 

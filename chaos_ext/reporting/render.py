@@ -19,7 +19,7 @@ import jinja2
 
 from chaos_ext import __version__
 from chaos_ext.reporting.charts import chart_svg
-from chaos_ext.reporting.model import RunView
+from chaos_ext.reporting.model import RunView, retry_commands, unsteady_text
 from chaos_ext.reporting.score import Score, resilience_score
 from chaos_ext.reporting.tables import (
     Cell,
@@ -27,6 +27,7 @@ from chaos_ext.reporting.tables import (
     ledger_rows,
     probe_rows,
 )
+from chaos_ext.runner.verdict import OUTCOME_TEXT
 
 __all__ = [
     "MAX_CHARTS",
@@ -41,11 +42,8 @@ __all__ = [
 MAX_CHARTS = 12  # per experiment; the rest stay in the tables and the journal
 
 _VERDICTS = {
-    "held": "the steady state held before, during and after the faults",
-    "deviated": "the system did not stay within tolerance (see the red cells)",
-    "failed": "the run failed: an action did not run as designed, so nothing was proven",
-    "aborted": "the run was aborted before it completed",
-    "interrupted": "the run was interrupted (signal); rollbacks ran",
+    **OUTCOME_TEXT,
+    "deviated": "the faults ran and the system did not stay within tolerance (see the red cells)",
 }
 
 
@@ -108,9 +106,12 @@ def _charts(view: RunView, index: int) -> tuple[list[str], int]:
 
 
 def _experiment(view: RunView, index: int, charts: bool) -> dict[str, Any]:
-    svgs, omitted = _charts(view, index) if charts else ([], 0)
+    unsteady = unsteady_text(view)
+    svgs, omitted = _charts(view, index) if charts and not unsteady else ([], 0)
     return {
         "view": view,
+        "unsteady": unsteady,
+        "retry": retry_commands(view),
         "anchor": f"experiment-{index + 1}",
         "verdict": _VERDICTS.get(view.outcome, view.outcome),
         "started": _when(view.start),
@@ -125,12 +126,14 @@ def _experiment(view: RunView, index: int, charts: bool) -> dict[str, Any]:
 
 
 def _context(views: Sequence[RunView], title: str, charts: bool) -> dict[str, Any]:
+    experiments = [_experiment(v, i, charts) for i, v in enumerate(views)]
     return {
         "title": title,
         "generated": _when(time.time()),
         "version": __version__,
         "score": resilience_score(views),
-        "experiments": [_experiment(v, i, charts) for i, v in enumerate(views)],
+        "experiments": experiments,
+        "rollback_failed": [x for x in experiments if x["view"].rollback_problems],
     }
 
 

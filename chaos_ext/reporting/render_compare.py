@@ -8,7 +8,7 @@ from typing import Any
 
 from chaos_ext import __version__
 from chaos_ext.reporting.charts import distribution_svg
-from chaos_ext.reporting.compare import metric_samples
+from chaos_ext.reporting.compare import judged, metric_samples
 from chaos_ext.reporting.model import RunView
 from chaos_ext.reporting.render import environment, paragraphs
 from chaos_ext.reporting.stats import Comparison, Settings
@@ -43,6 +43,7 @@ def _context(
     settings: Settings,
     title: str,
 ) -> dict[str, Any]:
+    (baseline, base_left), (tuned, tuned_left) = judged(baseline), judged(tuned)
     base_names, tuned_names = set(metric_samples(baseline)), set(metric_samples(tuned))
     levels = (
         "hierarchical (runs, then samples)"
@@ -55,6 +56,7 @@ def _context(
         "version": __version__,
         "baseline_runs": len(baseline),
         "tuned_runs": len(tuned),
+        "left_out": {"baseline": base_left, "tuned": tuned_left},
         "confidence": f"{1 - settings.alpha:.0%}",
         "method": (
             f"bootstrap {levels}, {settings.resamples} resamples, seed {settings.seed}; "
@@ -85,7 +87,8 @@ def compare_html(
     title: str,
 ) -> str:
     context = _context(comparisons, baseline, tuned, settings, title)
-    base_samples, tuned_samples = metric_samples(baseline), metric_samples(tuned)
+    base_samples = metric_samples(judged(baseline)[0])
+    tuned_samples = metric_samples(judged(tuned)[0])
     for i, row in enumerate(context["rows"]):
         name = row["c"].metric
         before = [v for run in base_samples[name].runs for v in run]

@@ -3,7 +3,11 @@
 chaoslib runs the experiment (hypothesis, method, rollbacks) with the rollback
 strategy forced to ``always``; whatever way it ends (completed, deviated,
 failed, aborted, SIGINT, SIGTERM), the ledger entries this run left open are
-then undone, with further signals held off until that sweep is done.
+then undone, with further signals held off until that sweep is done. With
+``settle_seconds``, the hypothesis must hold before the method may start
+(:mod:`chaos_ext.runner.settle`). The outcome and exit code come from
+:mod:`chaos_ext.runner.verdict`: a rollback that did not complete is
+``rollback-failed`` (exit 2) whatever the hypothesis did.
 """
 
 from __future__ import annotations
@@ -28,31 +32,31 @@ from rich.console import Console
 from chaos_ext.ledger import Ledger, UndoOutcome, set_current_run_id
 from chaos_ext.runner.progress import ProgressPrinter
 from chaos_ext.runner.redact import Redactor, secret_values
+from chaos_ext.runner.settle import NotSettled, SettleFirst
 from chaos_ext.runner.sweep import shielded, sweep
+from chaos_ext.runner.verdict import (
+    EXIT_DEVIATED,
+    EXIT_FAILED,
+    EXIT_HELD,
+    EXIT_INVALID,
+    EXIT_UNSTEADY,
+    exit_code_for,
+    hypothesis_outcome,
+    outcome_of,
+    rollback_problems,
+)
 
 __all__ = [
     "EXIT_DEVIATED",
     "EXIT_FAILED",
     "EXIT_HELD",
     "EXIT_INVALID",
+    "EXIT_UNSTEADY",
     "RunOptions",
     "RunResult",
     "outcome_of",
     "run_experiment",
 ]
-
-EXIT_HELD = 0
-EXIT_DEVIATED = 1
-EXIT_FAILED = 2
-EXIT_INVALID = 3
-
-_EXIT_BY_OUTCOME = {
-    "held": EXIT_HELD,
-    "deviated": EXIT_DEVIATED,
-    "failed": EXIT_FAILED,
-    "aborted": EXIT_FAILED,
-    "interrupted": EXIT_FAILED,
-}
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class RunOptions:
     hypothesis_frequency: float = 1.0
     fail_fast: bool = False
     extra_handlers: tuple[RunEventHandler, ...] = ()
+    settle_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -78,27 +83,6 @@ class RunResult:
     exit_code: int
     journal_path: Path
     sweep: list[UndoOutcome]
-
-
-def outcome_of(journal: dict[str, Any]) -> str:
-    """held | deviated | failed | aborted | interrupted, from a chaoslib journal.
-
-    A failed action in the method counts as ``failed`` (the fault was not
-    injected as designed), and a hypothesis not met *before* the method counts
-    as ``deviated`` (the system was not in steady state).
-    """
-    status = journal.get("status")
-    if status in ("failed", "aborted", "interrupted"):
-        return str(status)
-    if any(
-        run.get("status") == "failed" and run.get("activity", {}).get("type") == "action"
-        for run in journal.get("run") or []
-    ):
-        return "failed"
-    before = (journal.get("steady_states") or {}).get("before")
-    if journal.get("deviated") or (before is not None and not before.get("steady_state_met")):
-        return "deviated"
-    return "held"
 
 
 class _SecretCollector(RunEventHandler):  # type: ignore[misc]
@@ -155,6 +139,10 @@ def run_experiment(
     runner = Runner(Strategy.from_string(options.hypothesis_strategy), schedule)
     runner.register_event_handler(_SigtermInterrupts())
     runner.register_event_handler(_SecretCollector(redactor))
+    if options.settle_seconds > 0:
+        runner.register_event_handler(
+            SettleFirst(options.settle_seconds, console, redact=redactor.text)
+        )
     runner.register_event_handler(ProgressPrinter(console, redactor))
     for handler in options.extra_handlers:
         runner.register_event_handler(handler)
@@ -169,6 +157,9 @@ def run_experiment(
             experiment_vars=(dict(options.config_vars), copy.deepcopy(options.secret_vars)),
             journal=journal,
         )
+    except NotSettled as exc:
+        journal["status"] = "completed"  # as chaoslib records a before-method miss
+        console.print(f"[bold yellow]⚠ unsteady: {redactor.text(str(exc))}[/]", highlight=False)
     except (KeyboardInterrupt, InterruptExecution, SystemExit) as exc:
         journal["status"] = "interrupted"
         console.print(f"[bold yellow]⚠ interrupted ({type(exc).__name__}): rolling back[/]")
@@ -196,24 +187,29 @@ def _finish(
     outcomes: list[UndoOutcome],
     redactor: Redactor,
 ) -> RunResult:
-    outcome = outcome_of(journal)
-    exit_code = _EXIT_BY_OUTCOME[outcome]
-    if any(not o.ok for o in outcomes):
-        exit_code = EXIT_FAILED
+    entries = [entry.as_dict() for entry in ledger.history(run_id=run_id)]
+    swept = [
+        {"id": o.entry.id, "kind": o.entry.kind, "target": o.entry.target, "ok": o.ok,
+         "note": o.note}
+        for o in outcomes
+    ]  # fmt: skip
     journal.setdefault("end", journal.get("start"))
+    hypothesis = hypothesis_outcome(journal)
+    problems = rollback_problems(journal, swept, entries)
+    outcome = "rollback-failed" if problems else hypothesis
     journal["gameday"] = {
         **journal.get("gameday", {}),
         "run_id": run_id,
         "experiment_path": str(path),
+        "journal_path": str(options.journal_path),
         "outcome": outcome,
-        "exit_code": exit_code,
-        "ledger": [entry.as_dict() for entry in ledger.history(run_id=run_id)],
-        "sweep": [
-            {"id": o.entry.id, "kind": o.entry.kind, "target": o.entry.target, "ok": o.ok,
-             "note": o.note}
-            for o in outcomes
-        ],
-    }  # fmt: skip
+        "hypothesis_outcome": hypothesis,
+        "exit_code": exit_code_for(outcome),
+        "rollback_problems": problems,
+        "ledger": entries,
+        "sweep": swept,
+    }
+    exit_code = exit_code_for(outcome)
     clean = redactor.value(journal)
     write_journal(options.journal_path, clean)
     return RunResult(path, clean, outcome, exit_code, options.journal_path, outcomes)

@@ -57,6 +57,7 @@ KINDS: dict[str, Res] = {
     "DaemonSet": ("apps", "v1", "daemonsets"),
     "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling", "v2", "horizontalpodautoscalers"),
+    "NetworkPolicy": ("networking.k8s.io", "v1", "networkpolicies"),
 }
 PODS, NODES, PDBS = KINDS["Pod"], KINDS["Node"], KINDS["PodDisruptionBudget"]
 WORKLOADS = {KINDS["Deployment"], KINDS["StatefulSet"], KINDS["DaemonSet"]}
