@@ -69,6 +69,11 @@ def register(sub: Any) -> None:
     run.add_argument("--prefix", default="gd")
     run.add_argument("--journal-dir", default=".", help="where the journals go (default .)")
     run.add_argument("--timeout", type=float, default=900, help="cap in seconds (default 900)")
+    run.add_argument(
+        "--settle", type=float, metavar="SECONDS",
+        help="wait up to SECONDS for each steady state before its fault (gameday run --settle; "
+        "default: the experiment's settle_seconds, 60 s for the default game day)",
+    )  # fmt: skip
     run.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
     run.set_defaults(handler=handle)
 
@@ -85,8 +90,9 @@ def handle(args: argparse.Namespace, console: Console) -> int:
             console.print("[green]sandbox is up[/]; `gameday sandbox status` shows it")
             return EXIT_HELD
         if args.sandbox_command == "run":
+            settle = [] if args.settle is None else ["--settle", f"{args.settle:g}"]
             return backends.run_in_sandbox(
-                args.prefix, ["run", *args.experiments], Path(args.journal_dir).resolve(),
+                args.prefix, ["run", *settle, *args.experiments], Path(args.journal_dir).resolve(),
                 args.timeout,
             )  # fmt: skip
         if args.sandbox_command == "down":

@@ -51,7 +51,10 @@ HEARTBEAT = 5.0
 _HEALTH = {
     "ok": 'sum(rate(http_requests_total{job="app", code="200"}[15s]))',
     "errors": 'sum(rate(http_requests_total{job="app", code=~"5.."}[15s])) or vector(0)',
+    # seconds of history: the DB latency hypothesis compares with 60 s..15 s ago
+    "history": 'count_over_time(up{job="app"}[60s])',
 }
+HISTORY_S = 30
 
 
 def _prometheus_value(url: str, expr: str) -> float | None:
@@ -65,7 +68,7 @@ def _prometheus_value(url: str, expr: str) -> float | None:
 
 
 def wait_healthy(mon_netns: str, prometheus_url: str, say: Progress) -> bool:
-    """Wait until Prometheus has seen 15 s of answered traffic without 5xx (bounded)."""
+    """Wait until Prometheus has 30 s of history and 15 s of answered traffic without 5xx."""
     say("waiting for a healthy baseline: 15 s of traffic without errors, seen by Prometheus")
     started = time.monotonic()
     last_said = started
@@ -78,11 +81,14 @@ def wait_healthy(mon_netns: str, prometheus_url: str, say: Progress) -> bool:
     while time.monotonic() - started < READY_TIMEOUT:
         values.clear()
         _nsexec.in_netns(mon_netns, probe, timeout=30)
-        if (values.get("ok") or 0) > 0 and values.get("errors") == 0:
+        history = values.get("history") or 0
+        if (values.get("ok") or 0) > 0 and values.get("errors") == 0 and history >= HISTORY_S:
             return True
         if time.monotonic() - last_said >= HEARTBEAT:
-            say(f"  {values.get('ok') or 0:.1f} req/s answered, {values.get('errors') or 0:.1f} "
-                f"errors/s ({time.monotonic() - started:.0f} s)")  # fmt: skip
+            ok, errors = values.get("ok") or 0, values.get("errors") or 0
+            waited = time.monotonic() - started
+            say(f"  {ok:.1f} req/s answered, {errors:.1f} errors/s, {history:.0f} s of history "
+                f"({waited:.0f} s)")  # fmt: skip
             last_said = time.monotonic()
         time.sleep(1)
     say("warning: the app did not reach a clean baseline in time; verdicts may suffer")

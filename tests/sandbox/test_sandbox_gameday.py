@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import math
-import time
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -31,7 +33,6 @@ def test_dns_saturation_deviates_on_the_fragile_app(
     sandbox: tuple[str, Path], tmp_path: Path
 ) -> None:
     prefix, state = sandbox
-    time.sleep(12)  # a 10 s baseline window of traffic
     journals = tmp_path / "journals"
     experiment = str(ROOT / "experiments" / "sandbox" / "02-dns-saturation.json")
     result = sandbox_cli(prefix, state, "run", "--journal-dir", str(journals), experiment,
@@ -59,6 +60,50 @@ def test_dns_saturation_deviates_on_the_fragile_app(
 # the test's own timeout covers all of them, so a slow step fails as itself, with its
 # output, and `down` always runs.
 UP_S, RUN_S, DOWN_S = 300, 240, 120
+
+
+HOLD = (
+    "import json,sys\n"
+    "from chaos_ext.dns.actions import release_dnsmasq_tcp, saturate_dnsmasq_tcp\n"
+    "if sys.argv[1] == 'hold':\n"
+    " print(json.dumps(saturate_dnsmasq_tcp('10.77.0.30', connections=25, hold_seconds=120)))\n"
+    "else:\n"
+    " print(json.dumps(release_dnsmasq_tcp('10.77.0.30', 53)))\n"
+)
+
+
+def test_a_system_that_never_settles_is_unsteady_and_nothing_is_injected(
+    sandbox: tuple[str, Path], tmp_path: Path
+) -> None:
+    """DNS already saturated outside the experiment: errors before any fault of its own."""
+    prefix, state = sandbox
+    # its own ledger: the runner sweeps faults whose owner process has gone (this one's has)
+    env = {**os.environ, "GAMEDAY_LEDGER": str(tmp_path / "outside.sqlite3"),
+           "PYTHONPATH": str(ROOT)}  # fmt: skip
+
+    def holder(verb: str) -> subprocess.CompletedProcess[str]:
+        argv = ["ip", "netns", "exec", f"{prefix}-mon", sys.executable, "-c", HOLD, verb]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env,
+                              check=False)  # fmt: skip
+
+    held = holder("hold")
+    assert held.returncode == 0, held.stderr
+    try:
+        journals = tmp_path / "journals"
+        experiment = str(ROOT / "experiments" / "sandbox" / "03-db-exhaustion.json")
+        result = sandbox_cli(prefix, state, "run", "--settle", "15", "--journal-dir",
+                             str(journals), experiment, timeout=300)  # fmt: skip
+    finally:
+        released = holder("release")
+    assert released.returncode == 0, released.stderr
+    assert result.returncode == 4, result.stderr[-3000:]  # EXIT_UNSTEADY, never 1
+    assert "not settled" in result.stdout + result.stderr
+    journal = json.loads((journals / "journal-03-db-exhaustion.json").read_text())
+    assert journal["gameday"]["outcome"] == "unsteady"
+    assert journal["gameday"]["settle"]["settled"] is False
+    assert journal["gameday"]["settle"]["waited_s"] >= 15
+    assert not journal.get("run")  # the method never ran
+    assert journal["gameday"]["ledger"] == []  # nothing was injected
 
 
 @pytest.mark.slow
