@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -42,12 +43,14 @@ __all__ = [
     "Entry",
     "Ledger",
     "UndoOutcome",
+    "add_listener",
     "current_run_id",
     "default_ledger",
     "fault",
     "ledger_path",
     "process_start_time",
     "record",
+    "remove_listener",
     "set_current_run_id",
     "undo",
     "undo_after",
@@ -76,6 +79,8 @@ CREATE INDEX IF NOT EXISTS entries_state ON entries(state, run_id);
 """
 
 _UNDO_HANDLERS: dict[str, UndoHandler] = {}
+Listener = Callable[[str, "Entry"], None]
+_LISTENERS: list[Listener] = []
 _run_lock = threading.Lock()
 _current_run: str | None = None
 
@@ -167,6 +172,26 @@ def current_run_id() -> str:
     return f"pid-{os.getpid()}-{process_start_time(os.getpid())}"
 
 
+def add_listener(listener: Listener) -> None:
+    """Call ``listener("open" | "closed", entry)`` after each entry this process writes
+    or closes (the runner publishes fault windows this way). A listener that raises is
+    logged and ignored: it never stops a fault from being recorded or undone."""
+    _LISTENERS.append(listener)
+
+
+def remove_listener(listener: Listener) -> None:
+    if listener in _LISTENERS:
+        _LISTENERS.remove(listener)
+
+
+def _notify(event: str, entry: Entry) -> None:
+    for listener in list(_LISTENERS):
+        try:
+            listener(event, entry)
+        except Exception:  # an observer never breaks the ledger
+            logging.getLogger("chaostoolkit").exception("fault ledger listener failed")
+
+
 def undo_handler(kind: str) -> Callable[[UndoHandler], UndoHandler]:
     """Register the idempotent undo for a fault ``kind``."""
 
@@ -235,6 +260,7 @@ class Ledger:
                 entry.run_id, entry.owner_pid, entry.owner_start, entry.created_at,
             ),
         )  # fmt: skip
+        _notify("open", entry)
         return entry
 
     def update_recipe(self, entry_id: str, recipe: dict[str, Any]) -> None:
@@ -248,6 +274,10 @@ class Ledger:
             " WHERE id = ?",
             (time.time(), note, entry_id),
         )
+        if _LISTENERS:
+            closed = self.get(entry_id)
+            if closed is not None:
+                _notify("closed", closed)
 
     def mark_error(self, entry_id: str, error: str) -> None:
         """Keep an entry open and remember why its undo failed."""

@@ -27,6 +27,7 @@ fault ledger is swept. A run killed outright (SIGKILL) is recovered by
 a 5-minute tour:
   gameday validate experiments/*.json     check experiments, touch nothing
   gameday run experiments/x.json          run one, live progress, journal written
+  gameday envelope x.json --vary A.ARG=LOW..HIGH   where the hypothesis breaks
   gameday ledger                          faults currently injected
   gameday rollback                        undo every open fault
 """
@@ -40,6 +41,8 @@ exit codes (run, gate; the most severe over all experiments: 2 > 1 > 4 > 0):
   3  invalid input (experiment file, argument, option, control); nothing injected
   4  unsteady: the steady state did not hold before the method (or did not
      settle, --settle); nothing was injected, nothing was proven
+envelope: 0 an answer (a boundary, breaks at LOW, holds to HIGH), 1 noisy
+  (runs disagree), 2 incomplete, 3 invalid input, 4 never steady
 
 environment:
   GAMEDAY_LEDGER   path of the fault ledger (SQLite); default

@@ -14,7 +14,8 @@ from rich.markup import escape
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.prometheus._abort import AbortPlan, load_plan, plan_path
+from chaos_ext.prometheus._abort import AbortPlan, load_sources
+from chaos_ext.prometheus._rules import parse_selector
 from chaos_ext.prometheus.abort import AbortOnBreach
 from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
 from chaos_ext.runner.execute import (
@@ -45,12 +46,23 @@ examples:
   gameday run --var prometheus_url=http://127.0.0.1:9090 experiments/*.json
   gameday run --var-file prod.yaml --journal out/j.json experiments/dns.yaml
   gameday run --abort-on edge experiments/db-latency.json
+  gameday run --abort-on coredns-mixin-alerts.yaml --alerts severity=critical exp.json
+  gameday run --abort-on alertmanager --alerts 'severity=critical' \
+      --var alertmanager_url=http://alertmanager:9093 exp.json
 
---abort-on FILE watches stop conditions from the probe catalog (`gameday
-catalog`) in Prometheus while the method runs (a built-in plan is named:
-`--abort-on edge`); a breach, or Prometheus unreachable too many checks in a
-row, interrupts the experiment at once and rolls back. The journal records
-which condition fired and when (gameday.abort). File format: docs/prometheus.md.
+--abort-on FILE watches stop conditions in Prometheus while the method runs
+(repeatable): an abort plan (probes from `gameday catalog`; a built-in plan is
+named: `--abort-on edge`), a Prometheus rule file (`groups:`, e.g. a mixin's
+alerts) or a PrometheusRule manifest, or the words `prometheus-alerts` /
+`alertmanager` for alerts already firing there. Alerting rules are evaluated
+by gameday with Prometheus's semantics: an alert stops the run once its
+expression has returned series for its whole `for:` (keep_firing_for
+honoured). --alerts SELECTOR (repeatable, any of them) picks alerts by name
+and labels: `severity=critical`, `alertname=~"CoreDNS.*",severity!=info`,
+`KubeAPIDown`. A breach, a firing alert, or Prometheus unreachable too many
+checks in a row interrupts the experiment at once and rolls back. The journal
+records which condition or alert fired and when (gameday.abort). Formats:
+docs/prometheus.md.
 
 --settle SECONDS polls the steady-state hypothesis until it holds, for up to
 SECONDS, before the first check (also the experiment extension
@@ -119,8 +131,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--fail-fast", action="store_true", help="stop at the first deviation during the method"
     )
     parser.add_argument(
-        "--abort-on", metavar="FILE",
-        help="stop conditions (YAML) checked in Prometheus while the method runs",
+        "--abort-on", metavar="FILE", action="append", default=[],
+        help="stop conditions checked while the method runs (repeatable): an abort plan, a "
+        "rule file or PrometheusRule, a built-in plan name, prometheus-alerts or alertmanager",
+    )  # fmt: skip
+    parser.add_argument(
+        "--alerts", metavar="SELECTOR", action="append", default=[],
+        help="which alerts of --abort-on stop the run (repeatable; any): severity=critical",
     )  # fmt: skip
     parser.add_argument(
         "--settle", type=float, metavar="SECONDS",
@@ -200,6 +217,21 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     return worst_exit(r.exit_code for r in results)
 
 
+def _check_alertmanager(
+    plan: AbortPlan | None, loaded: list[tuple[Path, dict[str, Any]]],
+    config_vars: dict[str, Any],
+) -> None:  # fmt: skip
+    """Watching Alertmanager needs its URL in every experiment's configuration (or --var)."""
+    if plan is None or not any(w.source == "alertmanager" for w in plan.alerts.firing):
+        return
+    for path, experiment in loaded:
+        if not {**(experiment.get("configuration") or {}), **config_vars}.get("alertmanager_url"):
+            raise InvalidArgument(
+                f"{path}: watching alertmanager needs the configuration alertmanager_url "
+                "(e.g. --var alertmanager_url=http://alertmanager:9093)"
+            )
+
+
 def run_batch(
     args: argparse.Namespace,
     experiments: list[str],
@@ -222,7 +254,12 @@ def run_batch(
     if loaded is None:
         return EXIT_INVALID
     try:
-        abort_plan = load_plan(plan_path(args.abort_on)) if args.abort_on else None
+        selectors = [parse_selector(text) for text in args.alerts]
+        abort_plan = load_sources(args.abort_on, selectors) if args.abort_on else None
+        if selectors and abort_plan is None:
+            raise InvalidArgument("--alerts needs --abort-on RULES.yaml, prometheus-alerts or "
+                                  "alertmanager")  # fmt: skip
+        _check_alertmanager(abort_plan, loaded, config_vars)
     except InvalidArgument as exc:
         console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
         return EXIT_INVALID

@@ -18,9 +18,9 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from chaos_ext import _procfs
 from chaos_ext._targets import netns
 from chaos_ext._targets.remote import RemoteShell, open_remote, reopen_remote
 from chaos_ext._targets.spec import LOCAL_KINDS, Target, netns_path
@@ -33,7 +33,6 @@ __all__ = [
 ]  # fmt: skip
 
 T = TypeVar("T")
-CAP_NET_ADMIN = 12
 _ABSENT = "No such file or directory"
 _PROBE_SPEC = _ratelimit.RateLimitSpec(pps=10, burst=10, port=53, resolvers=())
 #: What each object of the table batch needs from the kernel, in batch order.
@@ -74,10 +73,7 @@ def _first_missing(run: Callable[[Mapping[str, Any]], object]) -> str | None:
 
 
 def _has_net_admin() -> bool:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapEff:"):
-            return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN & 1)
-    return False
+    return _procfs.has_capability(_procfs.CAP_NET_ADMIN)
 
 
 def _libnftables() -> Any:
@@ -159,8 +155,7 @@ class RemoteNft:
     def preflight(self) -> dict[str, Any]:
         release = self.shell.session.check(["uname", "-r"]).strip()
         status = self.shell.check(["cat", "/proc/self/status"])
-        caps = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff:")), "0")
-        if not int(caps, 16) >> CAP_NET_ADMIN & 1:
+        if not _procfs.has_capability(_procfs.CAP_NET_ADMIN, status):
             raise PreflightFailed(f"no CAP_NET_ADMIN on {self.where}: use a root SSH user")
         if self.shell.session.run(["nft", "--version"]).exit_code != 0:
             raise PreflightFailed(f"no nft binary on {self.where}: install nftables there")

@@ -19,11 +19,11 @@ import dns.rcode
 import dns.rdatatype
 
 from chaos_ext import _procfs
+from chaos_ext._percentile import LatencyRecorder
 from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext._targets.spec import parse_target
 from chaos_ext.dns import _nft
 from chaos_ext.dns._checks import check_resolution_stats, with_defaults
-from chaos_ext.dns._stats import percentile
 from chaos_ext.errors import DnsError, InvalidArgument
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import check_types, validated_by
@@ -87,13 +87,13 @@ def dns_resolution_stats(
     }  # fmt: skip
     check_types(dns_resolution_stats, args)
     check_resolution_stats(args)
-    latencies: list[float] = []
+    latencies = LatencyRecorder()
     outcomes: dict[str, int] = {}
     for index in range(samples):
         if index and interval:
             time.sleep(interval)
         seconds, outcome = _resolve_once(server, port, name, qtype, protocol, timeout)
-        latencies.append(seconds * 1000)
+        latencies.add(seconds)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     timeouts = outcomes.get("timeout", 0)
     failures = samples - outcomes.get("answer", 0) - timeouts
@@ -102,8 +102,7 @@ def dns_resolution_stats(
         "samples": samples, "answered": outcomes.get("answer", 0), "timeouts": timeouts,
         "failures": failures, "timeout_ratio": round(timeouts / samples, 4),
         "failure_ratio": round(failures / samples, 4), "outcomes": outcomes,
-        **{f"p{q}_ms": round(percentile(latencies, q) or 0.0, 3) for q in (50, 95, 99)},
-        "max_ms": round(max(latencies), 3),
+        **latencies.summary_ms((50, 95, 99, 100)),
     }  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
+from chaos_ext import _procfs
 from chaos_ext._targets import netns as _netns
 from chaos_ext._targets.spec import netns_path
 from chaos_ext.errors import NetworkError, PreflightFailed
@@ -28,8 +29,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-CAP_NET_ADMIN = 12
 
 
 def _netns_path(target: _spec.Target) -> str | None:
@@ -72,10 +71,7 @@ def interface_index(ipr: IPRoute, target: _spec.Target, interface: str) -> int:
 
 
 def _has_net_admin() -> bool:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapEff:"):
-            return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN & 1)
-    return False
+    return _procfs.has_capability(_procfs.CAP_NET_ADMIN)
 
 
 def missing_features() -> list[str]:

@@ -172,8 +172,14 @@ def _score_cases(score: Score, minimum: float) -> list[Case]:
     return [case]
 
 
-def junit_xml(views: Sequence[RunView], score: Score, min_score: float | None = None) -> bytes:
-    """The JUnit XML document (UTF-8) for ``views``."""
+def junit_xml(
+    views: Sequence[RunView],
+    score: Score,
+    min_score: float | None = None,
+    extra: Sequence[tuple[str, list[Case], dict[str, str]]] = (),
+) -> bytes:
+    """The JUnit XML document (UTF-8) for ``views`` (and ``extra`` suites:
+    name, cases, properties)."""
     root = ET.Element("testsuites", name="gameday")
     for view in views:
         props = {"outcome": view.outcome, "run_id": view.run_id, "journal": view.source}
@@ -183,6 +189,8 @@ def junit_xml(views: Sequence[RunView], score: Score, min_score: float | None = 
     if min_score is not None:
         props = {"score": "n/a" if score.value is None else f"{score.value:.1f}"}
         root.append(_suite("gameday.score", _score_cases(score, min_score), 0.0, props))
+    for name, cases, props in extra:
+        root.append(_suite(name, cases, 0.0, props))
     suites = list(root)
     for key in ("tests", "failures", "errors"):
         root.set(key, str(sum(int(s.get(key, "0")) for s in suites)))

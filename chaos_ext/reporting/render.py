@@ -18,8 +18,11 @@ from typing import Any
 import jinja2
 
 from chaos_ext import __version__
+from chaos_ext._percentile import METHOD
 from chaos_ext.reporting.charts import chart_svg
+from chaos_ext.reporting.envelope import EnvelopeView
 from chaos_ext.reporting.model import RunView, retry_commands, unsteady_text
+from chaos_ext.reporting.render_envelope import copy_envelopes, envelope_context
 from chaos_ext.reporting.score import Score, resilience_score
 from chaos_ext.reporting.tables import (
     Cell,
@@ -125,28 +128,36 @@ def _experiment(view: RunView, index: int, charts: bool) -> dict[str, Any]:
     }
 
 
-def _context(views: Sequence[RunView], title: str, charts: bool) -> dict[str, Any]:
+def _context(
+    views: Sequence[RunView], title: str, charts: bool, envelopes: Sequence[EnvelopeView] = ()
+) -> dict[str, Any]:
     experiments = [_experiment(v, i, charts) for i, v in enumerate(views)]
     return {
         "title": title,
+        "envelopes": envelope_context(envelopes, charts),
         "generated": _when(time.time()),
         "version": __version__,
+        "percentile_method": METHOD,
         "score": resilience_score(views),
         "experiments": experiments,
         "rollback_failed": [x for x in experiments if x["view"].rollback_problems],
     }
 
 
-def render_html(views: Sequence[RunView], title: str) -> str:
-    """The self-contained HTML report."""
+def render_html(
+    views: Sequence[RunView], title: str, envelopes: Sequence[EnvelopeView] = ()
+) -> str:
+    """The self-contained HTML report (envelopes first, drawn)."""
     template = environment().get_template("report.html.j2")
-    return template.render(_context(views, title, charts=True))
+    return template.render(_context(views, title, True, envelopes))
 
 
-def render_markdown(views: Sequence[RunView], title: str) -> str:
+def render_markdown(
+    views: Sequence[RunView], title: str, envelopes: Sequence[EnvelopeView] = ()
+) -> str:
     """The Markdown summary (no charts)."""
     template = environment().get_template("summary.md.j2")
-    return paragraphs(template.render(_context(views, title, charts=False)))
+    return paragraphs(template.render(_context(views, title, False, envelopes)))
 
 
 def paragraphs(text: str) -> str:
@@ -167,14 +178,21 @@ def _journal_name(view: RunView, index: int) -> str:
 
 
 def write_report(
-    views: Sequence[RunView], journals: Sequence[dict[str, Any]], out: Path, title: str
+    views: Sequence[RunView],
+    journals: Sequence[dict[str, Any]],
+    out: Path,
+    title: str,
+    envelopes: Sequence[EnvelopeView] = (),
+    secrets: Sequence[str] = (),
 ) -> ReportFiles:
-    """Write ``report.html``, ``summary.md`` and the redacted journals under ``out``."""
+    """Write ``report.html``, ``summary.md`` and the redacted journals under ``out``
+    (an envelope's files under ``out/envelopes/``)."""
     out.mkdir(parents=True, exist_ok=True)
     html = out / "report.html"
-    html.write_text(render_html(views, title))
+    html.write_text(render_html(views, title, envelopes))
     markdown = out / "summary.md"
-    markdown.write_text(render_markdown(views, title))
+    markdown.write_text(render_markdown(views, title, envelopes))
+    copy_envelopes(envelopes, out, secrets)
     folder = out / "journals"
     folder.mkdir(exist_ok=True)
     written = []

@@ -29,6 +29,7 @@ from chaoslib.settings import get_loaded_settings
 from chaoslib.types import Schedule, Strategy
 from rich.console import Console
 
+from chaos_ext.errors import ChaosExtError
 from chaos_ext.ledger import Ledger, UndoOutcome, set_current_run_id
 from chaos_ext.runner.progress import ProgressPrinter
 from chaos_ext.runner.redact import Redactor, secret_values
@@ -45,6 +46,8 @@ from chaos_ext.runner.verdict import (
     outcome_of,
     rollback_problems,
 )
+from chaos_ext.runner.windows import KIND as WINDOW_KIND
+from chaos_ext.runner.windows import FaultWindows, pushgateway_url
 
 __all__ = [
     "EXIT_DEVIATED",
@@ -149,6 +152,7 @@ def run_experiment(
     previous = signal.signal(signal.SIGTERM, _interrupt)
     set_current_run_id(run_id)
     outcomes: list[UndoOutcome] = []
+    windows = _fault_windows(experiment, options, run_id, journal, console)
     try:
         runner.run(
             experiment,
@@ -170,12 +174,36 @@ def run_experiment(
     finally:
         with shielded(console):
             left = ledger.open_entries(run_id=run_id)
-            if left:
-                console.print(f"[bold cyan]▶ ledger sweep[/]: {len(left)} fault(s) still open")
-                outcomes = sweep(left, ledger, console)
+            faults = [e for e in left if e.kind != WINDOW_KIND]
+            if faults:
+                console.print(f"[bold cyan]▶ ledger sweep[/]: {len(faults)} fault(s) still open")
+                outcomes = sweep(faults, ledger, console)
+            if windows is not None:  # after the faults: their 0 is pushed, then the group goes
+                windows.stop()
+                journal.setdefault("gameday", {})["fault_windows"] = windows.record()
+                outcomes += sweep([e for e in left if e.kind == WINDOW_KIND], ledger, console)
             set_current_run_id(None)
             signal.signal(signal.SIGTERM, previous)
     return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
+
+
+def _fault_windows(
+    experiment: dict[str, Any], options: RunOptions, run_id: str, journal: dict[str, Any],
+    console: Console,
+) -> FaultWindows | None:  # fmt: skip
+    """Start publishing fault windows when a Pushgateway is configured (docs/reporting.md)."""
+    try:
+        url = pushgateway_url(options.config_vars, experiment)
+        if url is None:
+            return None
+        windows = FaultWindows(url, run_id, str(experiment.get("title", "")))
+        windows.start()
+    except ChaosExtError as exc:
+        journal.setdefault("gameday", {})["fault_windows"] = {"error": str(exc)}
+        console.print(f"[yellow]fault windows not published: {exc}[/]", highlight=False)
+        return None
+    console.print(f"[cyan]fault windows → {url} (job=gameday, run_id={run_id})[/]")
+    return windows
 
 
 def _finish(
