@@ -65,8 +65,8 @@ EXPECTED = {
         "urls:string rate:number duration:number ramp:mapping steps:list "
         "concurrency_limit:integer method:string headers:mapping body:string http2:boolean "
         "timeout:number max_rate:number max_duration:number processes:integer "
-        "metrics_port:integer metrics_addr:string name:string ca_file:string wait:boolean -> "
-        "mapping"
+        "metrics_port:integer metrics_addr:string name:string ca_file:string wait:boolean "
+        "replicas:integer kubernetes:mapping -> mapping"
     ),
     "load.actions.stop_http_load": "load:string include_buckets:boolean -> mapping",
     "load.probes.load_window_stats": (

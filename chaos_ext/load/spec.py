@@ -84,6 +84,12 @@ class LoadSpec:
     metrics_addr: str = "127.0.0.1"
     name: str = ""
     ca_file: str = ""
+    #: this load is shard ``shard_index`` of ``shard_count`` (a pod of a Job): arrivals
+    #: ``shard_index, shard_index + shard_count, ...`` of the one schedule
+    shard_index: int = 0
+    shard_count: int = 1
+    #: the common start (unix time) of every shard; 0: as soon as the workers are ready
+    start_at: float = 0.0
 
     @property
     def duration(self) -> float:

@@ -37,13 +37,22 @@ def rows(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
         for probe in state.get("probes") or []:
             name = probe.get("activity", {}).get("name", "?")
             ok = probe.get("tolerance_met")
+            # failing before the method: nothing was injected, the system was not steady
+            missed = "NOT STEADY" if phase == "before" else "DEVIATED"
             found.append((f"{name} ({phase})", _figure(probe.get("output")),
-                          "held" if ok else "DEVIATED"))  # fmt: skip
+                          "held" if ok else missed))  # fmt: skip
     for run in journal.get("run") or []:
         activity = run.get("activity", {})
         if activity.get("type") == "action":
             found.append((f"action {activity.get('name')}", _figure(run.get("output")),
                           str(run.get("status"))))  # fmt: skip
+    for entry in (journal.get("gameday") or {}).get("ledger") or []:
+        held = (
+            entry.get("closed_at", 0) - entry.get("created_at", 0) if entry.get("closed_at") else 0
+        )
+        found.append((f"fault {entry.get('kind')} on {entry.get('target')}",
+                      f"ledger {entry.get('id')}, on for {held:.0f} s" if held else
+                      f"ledger {entry.get('id')}", str(entry.get("state"))))  # fmt: skip
     return found
 
 

@@ -58,6 +58,8 @@ KINDS: dict[str, Res] = {
     "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling", "v2", "horizontalpodautoscalers"),
     "NetworkPolicy": ("networking.k8s.io", "v1", "networkpolicies"),
+    "Job": ("batch", "v1", "jobs"),
+    "Secret": ("", "v1", "secrets"),
 }
 PODS, NODES, PDBS = KINDS["Pod"], KINDS["Node"], KINDS["PodDisruptionBudget"]
 WORKLOADS = {KINDS["Deployment"], KINDS["StatefulSet"], KINDS["DaemonSet"]}

@@ -34,6 +34,7 @@ import kmock
 from kmock._internal import rendering  # Request type for overrides
 
 from support.k8s_cluster import KINDS, PODS, ClusterState, FollowUp, Res, res
+from support.k8s_jobs import JOBS, job_created, job_deleted
 from support.k8s_objects import rfc3339
 from support.k8s_selectors import field_matcher, label_matcher
 
@@ -139,6 +140,10 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         if request.resource is None:
             return await super()._handle(request)
         r = _res_of(request)
+        if r[2] and request.action is not None:  # what was asked of the API, for RBAC checks
+            sub = f"/{request.subresource}" if request.subresource else ""
+            verb = _VERB_OF.get(request.action.value, request.action.value.lower())
+            self.cluster.note("api", f"{verb} {r[0]}/{r[2]}{sub} {request.namespace or ''}")
         if request.action == kmock.action.LIST and r[2]:  # not discovery (/apis/apps/v1)
             response: Any = await self._serve_list(request)
             return response  # prebuilt bytes: objects encoded once per resourceVersion
@@ -153,7 +158,11 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 meta.setdefault("namespace", request.namespace)
         if r[2] and request.name and request.action in _OBJECT_ACTIONS:
             return await self._serve_object(r, request)
-        return await super()._handle(request)
+        response = await super()._handle(request)
+        if r == JOBS and request.action == kmock.action.CREATE and isinstance(request.data, dict):
+            job = request.data
+            self._schedule([(0.0, lambda: job_created(self.cluster, job))])
+        return response
 
     async def _serve_object(self, r: Res, request: rendering.Request) -> aiohttp.web.StreamResponse:
         """GET/PATCH/DELETE of one object, straight on kmock's store.
@@ -173,6 +182,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 return _json_bytes(self._encoded_object(r, obj.raw))
             before = copy.deepcopy(obj.raw)
             if request.action == kmock.action.DELETE:
+                if r == JOBS:  # garbage collection of its pods, as the body's policy says
+                    job_deleted(self.cluster, before, _propagation(request))
                 obj.delete()
                 event, body = "DELETED", before
                 follow = self.cluster.pod_deleted(before) if r == PODS else []
@@ -226,6 +237,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
 
 
 _OBJECT_ACTIONS = (kmock.action.FETCH, kmock.action.UPDATE, kmock.action.DELETE)
+_VERB_OF = {kmock.action.FETCH.value: "get", kmock.action.UPDATE.value: "patch"}
 
 
 def _json_bytes(body: bytes, status: int = 200) -> aiohttp.web.Response:
@@ -242,6 +254,12 @@ def _res_of(request: rendering.Request) -> Res:
     r = request.resource
     assert r is not None
     return (r.group or "", r.version or "", r.plural or "")
+
+
+def _propagation(request: rendering.Request) -> str:
+    """A DELETE's propagationPolicy (body or query); the API's default for Jobs is Orphan."""
+    body = request.data if isinstance(request.data, dict) else {}
+    return str(body.get("propagationPolicy") or request.params.get("propagationPolicy") or "Orphan")
 
 
 def _uuid() -> str:
