@@ -8,7 +8,7 @@ from typing import Any
 from chaoslib.types import Configuration, Secrets
 
 from chaos_ext._prometheus.client import client
-from chaos_ext._prometheus.promql import matchers
+from chaos_ext._prometheus.promql import check_promql, matchers
 from chaos_ext._prometheus.results import parse_instant, shown
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
 from chaos_ext.envoy._pipeline import check_audit_arguments, run_audit
@@ -71,7 +71,9 @@ def _labels(job: str, selector: Mapping[str, Any] | None) -> str:
 
 
 def _check_overload(arguments: Mapping[str, Any]) -> None:
-    _labels(str(arguments.get("job", "envoy")), arguments.get("selector"))
+    selected = _labels(str(arguments.get("job", "envoy")), arguments.get("selector"))
+    check_promql(overload_query(selected), "overload_state")
+    check_promql(connections_query(selected), "overload_state")
 
 
 @validated_by(_check_overload)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext._prometheus.client import client
-from chaos_ext._prometheus.promql import histogram_quantile_expr
+from chaos_ext._prometheus.promql import check_promql, histogram_quantile_expr
 from chaos_ext._prometheus.results import (
     AGGREGATES,
     Condition,
@@ -54,13 +54,20 @@ Configuration = dict[str, Any] | None
 Secrets = dict[str, Any] | None
 
 
+def _check_expr(arguments: Mapping[str, Any]) -> None:
+    if "expr" in arguments:
+        check_promql(arguments["expr"], "expr")
+
+
 def _check_value_args(arguments: Mapping[str, Any]) -> None:
+    _check_expr(arguments)
     how = arguments.get("aggregate", "single")
     if how != "single" and how not in AGGREGATES:
         raise InvalidArgument(f"aggregate={how!r} is not one of single, {', '.join(AGGREGATES)}")
 
 
 def _check_window_args(arguments: Mapping[str, Any]) -> None:
+    _check_expr(arguments)
     window = parse_duration(arguments.get("window", "5m"), "window")
     step = parse_duration(arguments.get("step", "15s"), "step")
     if step > window:
