@@ -27,6 +27,7 @@ from chaos_ext.contract import (
     role_of,
     rollback_activity,
 )
+from chaos_ext.validation import validated_by
 
 ACTIVITIES = [
     (module_name, kind, name)
@@ -48,8 +49,6 @@ PENDING: set[str] = {
     "chaos_ext.dns.probes.dns_rate_limit_supported",
     "chaos_ext.dns.probes.dns_resolution_stats",
     "chaos_ext.dns.probes.dnsmasq_child_processes",
-    "chaos_ext.envoy.probes.edge_config_audit",
-    "chaos_ext.envoy.probes.overload_state",
     "chaos_ext.faults.actions.rollback_faults",
     "chaos_ext.faults.probes.open_faults",
     "chaos_ext.load.actions.drive_http_load",
@@ -66,15 +65,6 @@ PENDING: set[str] = {
     "chaos_ext.node.probes.hpa_replicas",
     "chaos_ext.node.probes.nodes_ready",
     "chaos_ext.node.probes.pods_pending",
-    "chaos_ext.prometheus.probes.alerts_quiet",
-    "chaos_ext.prometheus.probes.catalog_check",
-    "chaos_ext.prometheus.probes.catalog_probe",
-    "chaos_ext.prometheus.probes.histogram_quantile",
-    "chaos_ext.prometheus.probes.query_series",
-    "chaos_ext.prometheus.probes.query_stats",
-    "chaos_ext.prometheus.probes.query_value",
-    "chaos_ext.prometheus.probes.slo_fraction",
-    "chaos_ext.prometheus.probes.slo_holds",
 }
 
 
@@ -129,6 +119,7 @@ def _module(**functions: Callable[..., Any]) -> types.ModuleType:
 
 
 @fault_action(rollback="undo_it")
+@validated_by()
 def inject(
     target: str, hold_seconds: float = 60, configuration: Configuration = None,
     secrets: Secrets = None,
@@ -138,6 +129,7 @@ def inject(
 
 
 @rollback_activity
+@validated_by()
 def undo_it(
     target: str = "", include_dead_runs: bool = False, configuration: Configuration = None,
     secrets: Secrets = None,
@@ -146,6 +138,7 @@ def undo_it(
     return {"undone": 0, "faults": [], "left_alone": []}
 
 
+@validated_by()
 def probe_it(
     name: str, timeout_seconds: float = 1.0, configuration: Configuration = None,
     secrets: Secrets = None,
@@ -190,6 +183,11 @@ def _no_injected(name: str) -> str:
     return name
 
 
+def _unchecked(name: str, configuration: Configuration = None, secrets: Secrets = None) -> str:
+    """Measure something without checking its arguments when called (broken on purpose)."""
+    return name
+
+
 @pytest.mark.parametrize(
     ("func", "expected"),
     [
@@ -198,6 +196,7 @@ def _no_injected(name: str) -> str:
         (_time_string_broken, "window_seconds: a time argument is a number of seconds"),
         (_untyped_configuration, "configuration: typed chaos_ext.contract.Configuration"),
         (_no_injected, "configuration and secrets must be the last two arguments"),
+        (_unchecked, "an activity checks its arguments when called (@validated_by)"),
     ],
 )
 def test_a_probe_that_breaks_one_rule_fails(func: Callable[..., Any], expected: str) -> None:

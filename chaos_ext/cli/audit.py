@@ -159,8 +159,8 @@ def handle_envoy(args: argparse.Namespace, console: Console) -> int:
         return EXIT_INVALID
     try:
         run = run_audit(
-            args.source, listener=args.listener, rules_file=args.rules, timeout=args.timeout,
-            profile=args.profile, role=args.role,
+            args.source, listener=args.listener, rules_file=args.rules,
+            timeout_seconds=args.timeout, profile=args.profile, role=args.role,
         )  # fmt: skip
         if args.fix:
             _fix(args, run, console)

@@ -261,7 +261,7 @@ class AbortWatch:
         if verdict is not None:
             fired = {**verdict.as_dict(), "at": datetime.fromtimestamp(verdict.at, UTC).isoformat()}
         return {
-            "plan": self.plan.source, "interval_s": self.plan.interval,
+            "plan": self.plan.source, "interval_seconds": self.plan.interval,
             "unreachable_after": self.plan.unreachable_after,
             "conditions": self.plan.describe(), "checks": self.tracker.checks,
             "no_data": self.tracker.no_data, "last_values": dict(self.tracker.last),

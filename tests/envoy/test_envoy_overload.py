@@ -35,7 +35,7 @@ def config(gateways: list[AdminServer]) -> Iterator[dict[str, Any]]:
     targets = [pod.url.removeprefix("http://") for pod in gateways]
     with prometheus.start(jobs={"envoy": targets}, scrape_interval="1s") as prom:
         prom.wait_scraped(timeout=30)
-        yield {"prometheus_url": prom.url, "prometheus_timeout": 5}
+        yield {"prometheus_url": prom.url, "prometheus_timeout_seconds": 5}
     _client._cached.cache_clear()
 
 

@@ -32,7 +32,7 @@ def prom(exporter: Exporter) -> Iterator[PrometheusServer]:
 
 @pytest.fixture
 def config(prom: PrometheusServer) -> dict[str, Any]:
-    return {"prometheus_url": prom.url, "prometheus_timeout": 5}
+    return {"prometheus_url": prom.url, "prometheus_timeout_seconds": 5}
 
 
 @pytest.fixture(autouse=True)

@@ -384,7 +384,7 @@ def test_pending_firing_and_keep_firing_for_match_prometheus_itself(
                 if r.name == "GamedayKeepFiring")  # fmt: skip
     registry = CollectorRegistry()
     value = Gauge("gameday_kf_value", "test", registry=registry)
-    prom = client({"prometheus_url": prom_pg.url, "prometheus_timeout": 2})
+    prom = client({"prometheus_url": prom_pg.url, "prometheus_timeout_seconds": 2})
     state = RuleState(rule)
     ours: list[tuple[float, str]] = []
     theirs: list[tuple[float, str]] = []

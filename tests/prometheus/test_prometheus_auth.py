@@ -71,7 +71,7 @@ def test_tls_verification_ca_file_and_opt_out(tls_files: tuple[Path, Path]) -> N
     cert, key = tls_files
     with prometheus.start(tls=(cert, key)) as server:
         assert server.url.startswith("https://")
-        base: dict[str, Any] = {"prometheus_url": server.url, "prometheus_timeout": 5}
+        base: dict[str, Any] = {"prometheus_url": server.url, "prometheus_timeout_seconds": 5}
         with pytest.raises(PrometheusUnreachable, match="SSLError"):
             probes.query_value("vector(4)", configuration=base)
         with_ca = {**base, "prometheus_ca_file": str(cert)}

@@ -69,7 +69,7 @@ def test_stats_match_the_served_values_and_prometheus_over_time(
     assert [float(v) for _, v in stored][: len(SERVED)] == SERVED
 
     stats, at = _within_one_second(
-        lambda: probes.query_stats(served, window="40s", step="1s", configuration=config)
+        lambda: probes.query_stats(served, window_seconds=40, step_seconds=1, configuration=config)
     )
     assert stats["min"] == min(SERVED) and stats["max"] == max(SERVED)
     for key, template in OVER_TIME.items():
@@ -81,7 +81,7 @@ def test_series_are_the_stored_samples_at_step_aligned_times(
     served: str, prom: PrometheusServer, config: dict[str, Any]
 ) -> None:
     result, at = _within_one_second(
-        lambda: probes.query_series(served, window="40s", step="1s", configuration=config)
+        lambda: probes.query_series(served, window_seconds=40, step_seconds=1, configuration=config)
     )
     times = [t for t, _ in result["series"]]
     assert times == sorted(times) and all(float(t).is_integer() for t in times)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from chaos_ext.contract import LEDGER_ID, Configuration, Secrets, role_of
+from chaos_ext.validation import is_checked
 
 __all__ = ["activities_of", "problems_of", "rollback_problems"]
 
@@ -140,6 +141,8 @@ def problems_of(
     if not inspect.isfunction(inspect.unwrap(func)):
         return ["an activity is a plain function"]
     found = _signature_problems(func)
+    if not is_checked(func):
+        found.append("an activity checks its arguments when called (@validated_by)")
     if kind == "action":
         found += _role_problems(name, func, module)
     source = _source(func)
