@@ -30,6 +30,7 @@ sets the variable for one command.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import threading
@@ -46,7 +47,7 @@ from chaos_ext._ledger import check
 from chaos_ext._ledger.book import Book
 from chaos_ext._ledger.entry import Entry, process_start_time
 from chaos_ext._ledger.machine import machine_identity, same_boot, same_machine
-from chaos_ext.errors import RollbackFailed, TargetMismatch
+from chaos_ext.errors import LedgerError, RollbackFailed, TargetMismatch
 
 __all__ = [
     "Entry",
@@ -60,10 +61,13 @@ __all__ = [
     "new_entry_id",
     "process_start_time",
     "record",
+    "recorded_here",
+    "repair",
     "set_current_run_id",
     "undo",
     "undo_after",
     "undo_handler",
+    "verify",
 ]
 
 UndoHandler = Callable[["Entry"], str | None]
@@ -71,6 +75,7 @@ UndoHandler = Callable[["Entry"], str | None]
 _UNDO_HANDLERS: dict[str, UndoHandler] = {}
 _run_lock = threading.Lock()
 _current_run: str | None = None
+_recorded_here: list[Entry] = []  # what this process recorded: undoable even if the file breaks
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,12 @@ def current_run_id() -> str:
         if _current_run:
             return _current_run
     return f"pid-{os.getpid()}-{process_start_time(os.getpid())}"
+
+
+def recorded_here(run_id: str) -> list[Entry]:
+    """Entries this process recorded for ``run_id`` (as recorded; state not tracked)."""
+    with _run_lock:
+        return [e for e in _recorded_here if e.run_id == run_id]
 
 
 def new_entry_id() -> str:
@@ -157,6 +168,8 @@ class Ledger:
             identity={**(identity or {"scope": "machine", "machine": machine_identity()}), **here},
         )
         self._book.write("record", entry.id, entry.to_record())
+        with _run_lock:
+            _recorded_here.append(entry)
         return entry
 
     def update_recipe(self, entry_id: str, recipe: dict[str, Any]) -> None:
@@ -189,6 +202,16 @@ class Ledger:
     def verify(self, *, full: bool = False) -> check.Verdict:
         """The full check: SQLite's own, the event log, the marker, reconciled."""
         return check.verify(self.path, full=full)
+
+
+def verify(path: Path | None = None, *, full: bool = False) -> check.Verdict:
+    """The full check of the ledger at ``path`` (default: :func:`ledger_path`), even broken."""
+    return check.verify(path or ledger_path(), full=full)
+
+
+def repair(path: Path | None = None, *, accept_loss: bool = False) -> list[str]:
+    """Rebuild a damaged ledger from its intact part (see :mod:`chaos_ext._ledger.check`)."""
+    return check.repair(path or ledger_path(), accept_loss=accept_loss)
 
 
 def default_ledger() -> Ledger:
@@ -262,10 +285,16 @@ def _machine_note(entry: Entry) -> str | None:
 def undo(entry: Entry, ledger: Ledger | None = None) -> UndoOutcome:
     """Undo one entry and close it; on failure keep it open with the error.
 
-    Never raises for a failing handler: the outcome says what happened.
+    Never raises for a failing handler: the outcome says what happened. If
+    the ledger itself cannot be read or written, the fault is still undone
+    from ``entry`` as given, and the outcome fails: the ledger must be
+    repaired (``gameday ledger --repair``) to show it closed.
     """
-    book = ledger or default_ledger()
-    current = book.get(entry.id)
+    try:
+        book = ledger or default_ledger()
+        current = book.get(entry.id)
+    except LedgerError as exc:
+        return _undo_unrecorded(entry, exc)
     if current is not None and current.state == "closed":
         return UndoOutcome(entry, True, current.note or "already undone")
     latest = current or entry
@@ -273,11 +302,23 @@ def undo(entry: Entry, ledger: Ledger | None = None) -> UndoOutcome:
         note = _machine_note(latest) or _handler_for(latest)(latest) or "undone"
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes a sweep
         message = f"{type(exc).__name__}: {exc}"
-        book.mark_error(entry.id, message)
+        with contextlib.suppress(LedgerError):
+            book.mark_error(entry.id, message)
         return UndoOutcome(latest, False, message)
     failpoint("undo.before-close")
-    book.close(entry.id, note)
+    try:
+        book.close(entry.id, note)
+    except LedgerError as exc:
+        return UndoOutcome(latest, False, f"{note}; but the ledger could not record it: {exc}")
     return UndoOutcome(latest, True, note)
+
+
+def _undo_unrecorded(entry: Entry, error: LedgerError) -> UndoOutcome:
+    try:
+        note = _machine_note(entry) or _handler_for(entry)(entry) or "undone"
+    except Exception as exc:  # noqa: BLE001 - reported in the outcome
+        return UndoOutcome(entry, False, f"{type(exc).__name__}: {exc}; and the ledger: {error}")
+    return UndoOutcome(entry, False, f"{note}; but the ledger could not record it: {error}")
 
 
 @contextmanager

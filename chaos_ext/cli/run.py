@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext.cli._common import load_valid_experiments
-from chaos_ext.errors import InvalidArgument
+from chaos_ext.errors import InvalidArgument, LedgerError
 from chaos_ext.ledger import Ledger, default_ledger
 from chaos_ext.prometheus._abort import AbortPlan, load_plan
 from chaos_ext.prometheus.abort import AbortOnBreach
@@ -23,7 +23,7 @@ from chaos_ext.runner.execute import (
     RunResult,
     run_experiment,
 )
-from chaos_ext.runner.sweep import dead_entries, shielded, sweep
+from chaos_ext.runner.sweep import checked, dead_entries, shielded, sweep
 
 HELP = """\
 Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
@@ -109,7 +109,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
-    """Undo faults left by dead runs. False when the run must not start."""
+    """Undo faults left by dead runs. False when the run must not start.
+
+    A ledger that fails its full check also stops the run: it could not
+    prove that nothing is left open.
+    """
+    if checked(ledger, console) is None:
+        console.print("[red]not starting: the fault ledger cannot be trusted[/]")
+        return False
     dead = dead_entries(ledger)
     if not dead:
         return True
@@ -184,7 +191,12 @@ def run_batch(
     except InvalidArgument as exc:
         console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
         return EXIT_INVALID
-    ledger = default_ledger()
+    try:
+        ledger = default_ledger()
+    except LedgerError as exc:
+        checked(exc, console)
+        console.print("[red]not starting: the fault ledger cannot be trusted[/]")
+        return EXIT_FAILED
     if not recover(ledger, console, refuse=refuse_recover):
         return EXIT_FAILED
     results: list[RunResult] = []

@@ -87,12 +87,18 @@ def drive_http_load(
 
 @undo_handler(KIND)
 def _undo_load(entry: Entry) -> str:
+    """Stop the load's processes; a load that never started (no results) just closes."""
     stopped = stop_load(entry.id)
-    results_dir = entry.recipe.get("results_dir")
-    sent = ""
-    if results_dir and Path(results_dir).exists():
-        summary = load_results(Path(results_dir), include_buckets=False)
+    results_dir = Path(entry.recipe.get("results_dir") or "")
+    if not entry.recipe.get("results_dir") or not (results_dir / "meta.json").exists():
+        if stopped:
+            return f"stopped the load ({stopped} process(es)) before it wrote any results"
+        return "the load never started (no process, no results): nothing to stop"
+    try:
+        summary = load_results(results_dir, include_buckets=False)
         sent = f"; {summary['sent']} requests sent, error ratio {summary['error_ratio']}"
+    except LoadError as exc:
+        sent = f"; its results cannot be read ({exc})"
     if not stopped:
         return f"load had already finished{sent}"
     return f"stopped the load ({stopped} process(es)){sent}"

@@ -28,7 +28,7 @@ from rich.console import Console
 from chaos_ext.ledger import Ledger, UndoOutcome, set_current_run_id
 from chaos_ext.runner.progress import ProgressPrinter
 from chaos_ext.runner.redact import Redactor, secret_values
-from chaos_ext.runner.sweep import shielded, sweep
+from chaos_ext.runner.sweep import run_history, shielded, sweep_run
 
 __all__ = [
     "EXIT_DEVIATED",
@@ -178,10 +178,7 @@ def run_experiment(
         console.print(f"[red]✗ {redactor.text(str(exc))}[/]", highlight=False)
     finally:
         with shielded(console):
-            left = ledger.open_entries(run_id=run_id)
-            if left:
-                console.print(f"[bold cyan]▶ ledger sweep[/]: {len(left)} fault(s) still open")
-                outcomes = sweep(left, ledger, console)
+            outcomes = sweep_run(ledger, run_id, console)
             set_current_run_id(None)
             signal.signal(signal.SIGTERM, previous)
     return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
@@ -207,7 +204,7 @@ def _finish(
         "experiment_path": str(path),
         "outcome": outcome,
         "exit_code": exit_code,
-        "ledger": [entry.as_dict() for entry in ledger.history(run_id=run_id)],
+        "ledger": run_history(ledger, run_id),
         "sweep": [
             {"id": o.entry.id, "kind": o.entry.kind, "target": o.entry.target, "ok": o.ok,
              "note": o.note}
