@@ -59,8 +59,10 @@ import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the test-only servers (nginx) live there
 
-from chaos_ext._servers import nginx  # noqa: E402
+from support.servers import nginx  # noqa: E402
+
 from chaos_ext.load.driver import background_load, load_results, wait_load  # noqa: E402
 from chaos_ext.load.spec import spec_from_arguments  # noqa: E402
 

@@ -36,8 +36,18 @@ def discover(discover_system: bool = True) -> dict[str, Any]:
         initialize_discovery_result,
     )
 
+    from chaos_ext._discovery import activity_types  # noqa: PLC0415
+
     result: dict[str, Any] = initialize_discovery_result("chaos_ext", __version__, "gameday")
     for module, kind in activity_modules():
         finder = discover_actions if kind == "action" else discover_probes
-        result["activities"].extend(finder(module))
+        for activity in finder(module):
+            func = getattr(importlib.import_module(module), activity["name"])
+            arguments, returned = activity_types(func)  # chaoslib reads string annotations
+            for argument in activity["arguments"]:
+                if argument["name"] in arguments:
+                    argument["type"] = arguments[argument["name"]]
+            if returned is not None:
+                activity["return_type"] = returned
+            result["activities"].append(activity)
     return result

@@ -36,9 +36,11 @@ def ledger_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def gameday(ledger_path: Path, tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run the real ``gameday`` CLI in a subprocess against the test's ledger."""
 
-    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, timeout: float = 120, input: str | None = None
+            ) -> subprocess.CompletedProcess[str]:  # fmt: skip
         return subprocess.run(
             gameday_argv(*args),
+            input=input,
             capture_output=True,
             text=True,
             timeout=timeout,

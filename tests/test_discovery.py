@@ -1,4 +1,4 @@
-"""`chaos discover chaos_ext` lists every activity with its right type."""
+"""`chaos discover chaos_ext` lists every activity with its kind and real argument types."""
 
 from __future__ import annotations
 
@@ -9,9 +9,145 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from support.harness import cli_env, gameday_argv
+
 from chaos_ext import activity_modules, discover
 
 CHAOS = Path(sys.executable).with_name("chaos")
+
+# What `chaos discover` must say for each activity: "argument:type ... -> return type",
+# written from the signatures (configuration/secrets, always mapping, are left out here).
+EXPECTED = {
+    "db.actions.exhaust_connections": (
+        "engine:string host:string port:integer database:string user:string target:string "
+        "hold_seconds:number open_concurrency:integer keepalive_seconds:number "
+        "connect_timeout:number refill_seconds:number -> mapping"
+    ),
+    "db.actions.release_connections": (
+        "engine:string host:string port:integer this_run_only:boolean -> mapping"
+    ),
+    "db.probes.connection_headroom": (
+        "engine:string host:string port:integer database:string user:string "
+        "connect_timeout:number -> integer"
+    ),
+    "db.probes.http_readiness": "url:string timeout:number expect_status:integer -> boolean",
+    "dns.actions.flood_dns": (
+        "server:string names:list port:integer qps:number duration:number protocol:string "
+        "search_domains:list ndots:integer qtype:string timeout:number concurrency:integer "
+        "max_queries:integer sockets:integer workers:integer -> mapping"
+    ),
+    "dns.actions.release_dnsmasq_tcp": "server:string port:integer -> mapping",
+    "dns.actions.saturate_dnsmasq_tcp": (
+        "server:string port:integer connections:integer hold_seconds:number query_name:string "
+        "connect_timeout:number -> mapping"
+    ),
+    "dns.probes.dns_resolution_stats": (
+        "server:string name:string port:integer protocol:string samples:integer timeout:number "
+        "qtype:string interval:number -> mapping"
+    ),
+    "dns.probes.dnsmasq_child_processes": "pid:integer pidfile:string port:integer -> mapping",
+    "envoy.probes.edge_config_audit": (
+        "source:string listener:string rules:list rules_file:string timeout:number -> mapping"
+    ),
+    "envoy.probes.overload_state": "job:string selector:mapping -> mapping",
+    "faults.actions.rollback_faults": "this_run_only:boolean -> mapping",
+    "faults.probes.open_faults": "kind:string -> integer",
+    "load.actions.drive_http_load": (
+        "urls:string rate:number duration:number ramp:mapping steps:list "
+        "concurrency_limit:integer method:string headers:mapping body:string http2:boolean "
+        "timeout:number max_rate:number max_duration:number processes:integer "
+        "metrics_port:integer metrics_addr:string name:string ca_file:string wait:boolean -> "
+        "mapping"
+    ),
+    "load.actions.stop_http_load": "load:string include_buckets:boolean -> mapping",
+    "load.probes.load_window_stats": (
+        "load:string fault_kind:string fault_target:string from_s:number to_s:number "
+        "baseline_urls:list baseline_rate:number baseline_seconds:number include_buckets:boolean "
+        "-> mapping"
+    ),
+    "network.actions.add_latency": (
+        "interface:string delay_ms:number destinations:list ports:list jitter_ms:number "
+        "correlation:number loss:number duration:number target:string -> mapping"
+    ),
+    "network.actions.remove_latency": "interface:string target:string -> mapping",
+    "network.probes.latency_supported": "interface:string target:string -> mapping",
+    "network.probes.measure_rtt": (
+        "host:string port:integer samples:integer timeout:number netns:string -> mapping"
+    ),
+    "network.probes.qdisc_state": "interface:string target:string -> mapping",
+    "node.actions.drain_nodes": (
+        "label_selector:string count:integer percent:number max_fraction:number "
+        "protected_namespaces:list pick:string delete_emptydir_data:boolean force:boolean "
+        "timeout_s:number parallel:integer backoff_initial_s:number backoff_max_s:number "
+        "wait_for_deletion:boolean grace_period_s:integer uncordon_after_s:number -> mapping"
+    ),
+    "node.actions.uncordon_drained_nodes": "this_run_only:boolean -> mapping",
+    "node.probes.deployment_ready_ratio": "name:string namespace:string wait_s:number -> number",
+    "node.probes.hpa_replicas": "name:string namespace:string wait_s:number -> mapping",
+    "node.probes.nodes_ready": "label_selector:string wait_s:number -> mapping",
+    "node.probes.pods_pending": (
+        "namespace:string label_selector:string min_age_s:number -> mapping"
+    ),
+    "prometheus.probes.catalog_check": (
+        "name:string parameters:mapping window:string step:string min_fraction:number -> boolean"
+    ),
+    "prometheus.probes.catalog_probe": "name:string parameters:mapping -> number",
+    "prometheus.probes.histogram_quantile": (
+        "metric:string quantile:number window:string selector:mapping if_empty:number -> number"
+    ),
+    "prometheus.probes.query_series": "expr:string window:string step:string -> mapping",
+    "prometheus.probes.query_stats": "expr:string window:string step:string -> mapping",
+    "prometheus.probes.query_value": (
+        "expr:string aggregate:string if_empty:number if_nan:number -> number"
+    ),
+    "prometheus.probes.slo_fraction": (
+        "expr:string op:string threshold:number window:string step:string -> number"
+    ),
+    "prometheus.probes.slo_holds": (
+        "expr:string op:string threshold:number window:string step:string min_fraction:number -> "
+        "boolean"
+    ),
+    "sidecar.actions.change_sidecar_template": (
+        "values_patch:mapping data:mapping configmap_name:string configmap_namespace:string "
+        "values_key:string -> mapping"
+    ),
+    "sidecar.actions.rollout_drifted_workloads": (
+        "container_name:string configmap_name:string configmap_namespace:string "
+        "template_format:string values_key:string config_key:string include_namespaces:list "
+        "exclude_namespaces:list include_daemonsets:boolean only_started_before:string "
+        "parallel:integer dry_run:boolean wait:boolean timeout_s:number annotation_prefix:string "
+        "reason:string max_workloads:integer -> mapping"
+    ),
+    "sidecar.probes.sidecar_drift": (
+        "container_name:string configmap_name:string configmap_namespace:string "
+        "template_format:string values_key:string config_key:string include_namespaces:list "
+        "exclude_namespaces:list label_selector:string started_before:string "
+        "max_workloads:integer -> mapping"
+    ),
+}
+
+
+def _described(activity: dict[str, object]) -> str:
+    arguments = activity["arguments"]
+    assert isinstance(arguments, list)
+    shown = " ".join(
+        f"{a['name']}:{a.get('type')}" for a in arguments
+        if a["name"] not in ("configuration", "secrets")
+    )  # fmt: skip
+    return f"{shown} -> {activity.get('return_type')}"
+
+
+def test_every_argument_has_its_real_type() -> None:
+    found = {
+        f"{a['mod'].removeprefix('chaos_ext.')}.{a['name']}": a for a in discover()["activities"]
+    }
+    assert set(found) == set(EXPECTED), "activities added or removed: update EXPECTED"
+    for name, activity in found.items():
+        assert _described(activity) == EXPECTED[name], name
+        for argument in activity["arguments"]:
+            if argument["name"] in ("configuration", "secrets"):
+                assert argument["type"] == "mapping", (name, argument)
 
 
 def test_every_activity_has_the_type_of_its_module() -> None:
@@ -48,14 +184,12 @@ def test_activity_signatures_are_json_friendly_with_injected_last() -> None:
         injected = [n for n in names if n in ("configuration", "secrets")]
         assert names[len(names) - len(injected) :] == injected, activity["name"]
         for argument in activity["arguments"]:
-            if argument["name"] in ("configuration", "secrets"):
-                continue
             assert argument.get("type") in {
-                "string", "integer", "number", "boolean", "list", "mapping", "object", None,
+                "string", "integer", "number", "boolean", "list", "mapping",
             }, (activity["name"], argument)  # fmt: skip
 
 
-def test_chaos_discover_cli(tmp_path: Path) -> None:
+def _chaos_discover(tmp_path: Path) -> Path:
     out = tmp_path / "discovery.json"
     result = subprocess.run(
         [str(CHAOS), "discover", "--no-install", "--no-system-info",
@@ -63,8 +197,83 @@ def test_chaos_discover_cli(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    listed = json.loads(out.read_text())["activities"]
+    return out
+
+
+def test_chaos_discover_cli_shows_no_object_type(tmp_path: Path) -> None:
+    listed = json.loads(_chaos_discover(tmp_path).read_text())["activities"]
     assert {(a["name"], a["type"]) for a in listed} >= {
         ("rollback_faults", "action"),
         ("open_faults", "probe"),
     }
+    untyped = [
+        (a["name"], arg["name"]) for a in listed for arg in a["arguments"]
+        if arg.get("type") in (None, "object")
+    ]  # fmt: skip
+    assert untyped == []
+    assert all(a.get("return_type") not in (None, "object") for a in listed)
+
+
+def _index(activities: list[dict[str, object]], name: str) -> str:
+    return str([a["name"] for a in activities].index(name) + 1)
+
+
+@pytest.mark.slow
+def test_chaos_init_from_the_discovery_builds_a_valid_experiment(tmp_path: Path) -> None:
+    """Chaos Toolkit's own wizard turns typed answers into typed arguments that validate."""
+    discovery = _chaos_discover(tmp_path)
+    activities = json.loads(discovery.read_text())["activities"]
+    probes = [a for a in activities if a["type"] == "probe"]
+    answers = [
+        "typed from discovery",
+        "y",
+        "no open fault",
+        # hypothesis: open_faults(kind) with tolerance 0
+        _index(probes, "open_faults"),
+        "y",
+        "0",
+        "",
+        "n",
+        "y",  # a method: measure_rtt(host, port, samples, timeout, netns), then rollback_faults
+        _index(activities, "measure_rtt"),
+        "y",
+        "127.0.0.1",
+        "9",
+        "3",
+        "0.5",
+        "",
+        "y",
+        _index(activities, "rollback_faults"),
+        "y",
+        "false",
+        "n",
+        "n",  # no rollbacks
+    ]
+    experiment = tmp_path / "experiment.json"
+    init = subprocess.run(
+        [str(CHAOS), "--settings", str(tmp_path / "settings.yaml"), "init",
+         "--discovery-path", str(discovery), "--experiment-path", str(experiment)],
+        input="\n".join(answers) + "\n", capture_output=True, text=True, timeout=120,
+        check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert init.returncode == 0, init.stdout[-2000:] + init.stderr[-2000:]
+    built = json.loads(experiment.read_text())
+    rtt, rollback = built["method"]
+    assert rtt["provider"]["arguments"] == {
+        "host": "127.0.0.1",
+        "port": 9,
+        "samples": 3,
+        "timeout": 0.5,
+        "netns": "",
+    }  # fmt: skip  (integers and floats, not the strings typed)
+    assert rollback["provider"]["arguments"] == {"this_run_only": False}
+    checked = subprocess.run(
+        [str(CHAOS), "--settings", str(tmp_path / "settings.yaml"), "validate", str(experiment)],
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    ours = subprocess.run(
+        gameday_argv("validate", str(experiment)), capture_output=True, text=True, timeout=120,
+        check=False, cwd=tmp_path, env=cli_env(tmp_path / "ledger.sqlite3"),
+    )  # fmt: skip
+    assert ours.returncode == 0, ours.stdout + ours.stderr

@@ -17,6 +17,7 @@ _COMMANDS = (
     "gate",
     "compare",
     "schedule",
+    "catalog",
 )
 
 

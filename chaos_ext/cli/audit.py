@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos_ext.envoy.probes import edge_config_audit
+from chaos_ext.envoy._pipeline import ROLE_CHOICES, run_audit, summary_line
+from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES
 from chaos_ext.errors import EnvoyError, InvalidArgument
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 
@@ -19,13 +20,26 @@ Audit configurations against best practices, without changing anything.
 """
 
 ENVOY_HELP = """\
-Audit an Envoy's live /config_dump against Envoy's edge best practices: the
-overload manager (fixed_heap monitor, shrink_heap / disable_http_keepalive /
-stop_accepting_requests thresholds, reduce_timeouts, tcp_listener_accept load
-shedding), global and per-listener connection limits (runtime layer), buffer
-limits, HTTP/2 stream and window sizes, header/idle/request timeouts, and path
-normalisation. One row per rule and target (each listener, each HTTP
-connection manager) with the value found and where it is in the dump.
+Audit an Envoy configuration against a rule profile, read-only. The input is
+a live /config_dump (admin URL or pod), a saved dump, or a bootstrap file
+(JSON or YAML, e.g. the envoy.yaml you keep in git); its kind is detected and
+shown. Older dump shapes are read too (HCMs in 'config', unnamed listeners,
+warming/draining states, v2alpha admin types, camelCase jsonpb output).
+
+profiles (--profile):
+  envoy-edge   (default) exactly what Envoy's "Configuring Envoy as an edge
+               proxy" page asks for; every rule cites its section
+  hardened     envoy-edge plus overload keepalive/timeout actions, load
+               shedding, request_headers_timeout, max_connection_duration
+  sidecar      a mesh sidecar's inbound listeners and connection cap
+An Istio sidecar (node id sidecar~...) is recognised and refused by the edge
+profiles; --role overrides what is detected.
+
+One row per rule and target (each listener, each HTTP connection manager,
+all clusters) with its status: PASS, FAIL, UNREADABLE (there but not
+interpretable: fails the audit), WARN (an unnamed listener that a runtime
+connection limit cannot address) or NOT-IN-INPUT (listeners or clusters a
+bootstrap leaves to LDS/CDS), the value found and its path.
 
 sources:
   http://127.0.0.1:15000                         an Envoy admin address
@@ -33,17 +47,21 @@ sources:
   pod://istio-system?selector=istio=ingressgateway
                                                  exec `pilot-agent request GET config_dump`
                                                  in the istio-proxy container (&container=)
-  dump.json                                      a saved /config_dump
+  dump.json, envoy.yaml                          a saved dump or a bootstrap
+  -                                              standard input
 
 examples:
   kubectl -n istio-system port-forward deploy/istio-ingressgateway 15000 &
   gameday audit envoy --source http://127.0.0.1:15000
   gameday audit envoy --source pod://istio-system?selector=istio=ingressgateway \\
-      --listener 0.0.0.0_8443 --rules team-rules.yaml
-  gameday audit envoy --source dump.json --json > audit.json
+      --listener 0.0.0.0_8443 --rules team-rules.yaml --profile hardened
+  gameday audit envoy --source envoy.yaml                 # gate the bootstrap in git
+  kubectl exec deploy/gw -c istio-proxy -- pilot-agent request GET config_dump \\
+      | gameday audit envoy --source - --json > audit.json
 
-exit codes: 0 every check passed, 1 a rule failed, 3 invalid input (source
-unreadable or unreachable, not a config_dump, unknown listener, bad rules).
+exit codes: 0 every check passed, 1 a rule failed or a value was unreadable,
+3 invalid input (source unreadable or unreachable, neither a dump nor a
+bootstrap, unknown listener, bad rules, a sidecar given to an edge profile).
 """
 
 
@@ -57,7 +75,15 @@ def register(sub: Any) -> None:
         "envoy", help="Envoy /config_dump against edge best practices", description=ENVOY_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    envoy.add_argument("--source", required=True, help="admin URL, pod://NS/NAME, or dump file")
+    envoy.add_argument(
+        "--source",
+        required=True,
+        help="admin URL, pod://NS/NAME, dump or bootstrap file, - (stdin)",
+    )
+    envoy.add_argument("--profile", default=DEFAULT_PROFILE, choices=PROFILES,
+                       help=f"rule profile (default {DEFAULT_PROFILE})")  # fmt: skip
+    envoy.add_argument("--role", default="auto", choices=ROLE_CHOICES,
+                       help="the proxy's role (default: detected from the node id)")  # fmt: skip
     envoy.add_argument("--listener", default="", help="only this listener (default: all HTTP)")
     envoy.add_argument("--rules", default="", metavar="FILE", help="YAML rules merged by id")
     envoy.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
@@ -70,39 +96,46 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+_STATUS = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "unreadable": "[red]UNREADABLE[/]",
+           "warn": "[yellow]WARN[/]", "not-in-input": "[cyan]NOT-IN-INPUT[/]"}  # fmt: skip
+
+
 def report_table(report: dict[str, Any]) -> Table:
     """The audit report as a rich table (one row per check)."""
-    table = Table(title=f"Envoy edge audit of {escape(report['source'])}")
+    what = escape(report["input"]["description"])
+    title = (f"Envoy audit of {escape(report['source'])}: {what}, "
+             f"{report['proxy']['role']}, profile {report['profile']}")  # fmt: skip
+    table = Table(title=title)
     for column in ("result", "severity", "rule", "listener", "expected", "found", "path"):
         table.add_column(column, overflow="fold", no_wrap=column in ("result", "severity"))
     for row in report["results"]:
-        verdict = "[green]PASS[/]" if row["pass"] else "[red]FAIL[/]"
+        found = _show(row["found"])
+        if row["note"] and row["status"] != "pass":
+            found += f" ({row['note']})"
         table.add_row(
-            verdict, row["severity"], row["rule"], escape(row["listener"] or "-"),
-            escape(row["expected"]), escape(_show(row["found"])), escape(row["path"]),
+            _STATUS[row["status"]], row["severity"], row["rule"], escape(row["listener"] or "-"),
+            escape(row["expected"]), escape(found), escape(row["path"]),
         )  # fmt: skip
     return table
 
 
 def handle_envoy(args: argparse.Namespace, console: Console) -> int:
     try:
-        report = edge_config_audit(
-            source=args.source, listener=args.listener, rules_file=args.rules, timeout=args.timeout
-        )
+        run = run_audit(
+            args.source, listener=args.listener, rules_file=args.rules, timeout=args.timeout,
+            profile=args.profile, role=args.role,
+        )  # fmt: skip
     except (InvalidArgument, EnvoyError) as exc:
         console.print(f"[red]invalid:[/] {escape(str(exc))}", highlight=False)
         return EXIT_INVALID
+    report = run.report
     if args.json:
         print(json.dumps(report, indent=2))  # noqa: T201 - stdout is the output
     else:
         out = Console()
         out.print(report_table(report))
-        summary = report["summary"]
+        for note in report["input"]["notes"]:
+            out.print(f"note: {escape(note)}", highlight=False)
         colour = "green" if report["passed"] else "red"
-        out.print(
-            f"[{colour}]{summary['checks']} checks of {summary['rules']} rules on "
-            f"{', '.join(report['listeners'])}: {summary['passed']} passed, "
-            f"{summary['failed']} failed[/]",
-            highlight=False,
-        )
+        out.print(f"[{colour}]{escape(summary_line(report))}[/]", highlight=False)
     return EXIT_HELD if report["passed"] else EXIT_DEVIATED

@@ -14,7 +14,7 @@ from rich.markup import escape
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.errors import InvalidArgument, LedgerError
 from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.prometheus._abort import AbortPlan, load_plan
+from chaos_ext.prometheus._abort import AbortPlan, load_plan, plan_path
 from chaos_ext.prometheus.abort import AbortOnBreach
 from chaos_ext.runner.execute import (
     EXIT_FAILED,
@@ -41,13 +41,13 @@ examples:
   gameday run experiments/sandbox/db-latency.json
   gameday run --var prometheus_url=http://127.0.0.1:9090 experiments/*.json
   gameday run --var-file prod.yaml --journal out/j.json experiments/dns.yaml
-  gameday run --abort-on probes/abort/edge.yaml experiments/db-latency.json
+  gameday run --abort-on edge experiments/db-latency.json
 
---abort-on FILE watches stop conditions from the probe catalog (probes/*.yaml)
-in Prometheus while the method runs; a breach, or Prometheus unreachable too
-many checks in a row, interrupts the experiment at once and rolls back. The
-journal records which condition fired and when (gameday.abort). File format:
-docs/prometheus.md.
+--abort-on FILE watches stop conditions from the probe catalog (`gameday
+catalog`) in Prometheus while the method runs (a built-in plan is named:
+`--abort-on edge`); a breach, or Prometheus unreachable too many checks in a
+row, interrupts the experiment at once and rolls back. The journal records
+which condition fired and when (gameday.abort). File format: docs/prometheus.md.
 
 exit code: the worst over all experiments (0 held, 1 deviated, 2 failed or
 interrupted, 3 invalid input).
@@ -187,7 +187,7 @@ def run_batch(
     if loaded is None:
         return EXIT_INVALID
     try:
-        abort_plan = load_plan(Path(args.abort_on)) if args.abort_on else None
+        abort_plan = load_plan(plan_path(args.abort_on)) if args.abort_on else None
     except InvalidArgument as exc:
         console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
         return EXIT_INVALID

@@ -24,22 +24,22 @@ Plain ``chaos run`` skips rollbacks of an interrupted run unless told otherwise:
 add ``"runtime": {"rollbacks": {"strategy": "always"}}`` to the experiment (or
 run ``chaos run --rollback-strategy always``); ``gameday run`` always rolls back.
 
-Use ``"arguments": {"plan": "probes/abort/edge.yaml"}`` for a plan file
-(the same format as ``gameday run --abort-on``). Prometheus is found through the
-experiment's configuration (``prometheus_url`` ...) and secrets. The journal
-records the plan, the checks and the verdict under ``gameday.abort``.
+Use ``"arguments": {"plan": "abort-plan.yaml"}`` for a plan file (the same
+format as ``gameday run --abort-on``; ``"plan": "edge"`` names a built-in
+plan). Prometheus is found through the experiment's configuration
+(``prometheus_url`` ...) and secrets. The journal records the plan, the
+checks and the verdict under ``gameday.abort``.
 """
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from chaoslib.settings import get_loaded_settings
 
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._abort import load_plan, parse_plan
+from chaos_ext.prometheus._abort import load_plan, parse_plan, plan_path
 from chaos_ext.prometheus.abort import AbortOnBreach
 
 __all__ = ["cleanup_control", "configure_control"]
@@ -59,7 +59,7 @@ def configure_control(
         return
     try:
         if plan:
-            loaded = load_plan(Path(plan))
+            loaded = load_plan(plan_path(plan))
         else:
             document = {k: arguments[k] for k in _PLAN_KEYS if k in arguments}
             loaded = parse_plan(document, "control chaos_ext.controls.abort")

@@ -1,9 +1,17 @@
-"""Evaluate edge rules on a parsed dump and build the JSON report. Pure.
+"""Evaluate rules on a parsed configuration. Pure.
 
 A rule is checked once (``bootstrap``/``runtime`` scope), once per audited
-listener (``listener`` scope or a runtime key with ``{listener}``), or once per
-HTTP connection manager of each audited listener (``hcm`` scope: every filter
-chain must comply, e.g. one per SNI host on an Istio gateway's 8443 listener).
+listener (``listener`` scope or a runtime key with ``{listener}``), once per
+HTTP connection manager of each audited listener (``hcm``: every filter chain
+must comply, e.g. one per SNI host on an Istio gateway's 8443 listener), or
+once over all upstream clusters (``cluster``: one verdict, the failing
+clusters named).
+
+Each check has a status: ``pass``, ``fail``, ``unreadable`` (the value or the
+object holding it is there but cannot be interpreted: never reported as
+absent), ``warn`` (an unnamed listener that a runtime limit cannot address, in
+profiles that do not fail it) or ``not-in-input`` (listeners or clusters that
+a bootstrap leaves to LDS/CDS). ``fail`` and ``unreadable`` fail the audit.
 """
 
 from __future__ import annotations
@@ -11,31 +19,37 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chaos_ext.envoy._dump import EdgeConfig, Listener, Section
 from chaos_ext.envoy._rules import LISTENER_PLACEHOLDER, Location, Rule, compare, compiled_path
 
-__all__ = ["ABSENT", "Check", "audit_report", "evaluate", "walk"]
+__all__ = ["ABSENT", "FAILING", "Check", "evaluate", "walk"]
 
 ABSENT = "absent"
-"""What the report says for ``found`` when no location of the rule is in the dump."""
-
+"""What the report says for ``found`` when no location of the rule is in the input."""
+FAILING = ("fail", "unreadable")
 _PLAIN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-_NO_HCM = '.filter_chains[*].filters[?typed_config."@type" = HttpConnectionManager]'
 
 
 @dataclass(frozen=True)
 class Check:
-    """One verdict: a rule on one target (global, a listener, or one HCM)."""
+    """One verdict: a rule on one target (global, a listener, an HCM, the clusters)."""
 
     rule: Rule
     listener: str | None
+    status: str
     found: Any
     present: bool
     path: str
-    passed: bool
+    note: str = ""
+    detail: dict[str, Any] | None = field(default=None)
+    target: Listener | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.status not in FAILING
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -43,27 +57,16 @@ class Check:
             "title": self.rule.title,
             "severity": self.rule.severity,
             "listener": self.listener,
+            "status": self.status,
+            "pass": self.passed,
             "expected": self.rule.expected,
             "found": self.found if self.present else ABSENT,
-            "pass": self.passed,
             "path": self.path,
             "envoy_default": self.rule.envoy_default or None,
+            "note": self.note or None,
+            "detail": self.detail,
+            "source": self.rule.cites or None,
         }
-
-
-def _pretty(full_path: Any) -> str:
-    return str(full_path).replace(".[", "[")
-
-
-def _section(
-    scope: str, config: EdgeConfig, listener: Listener | None, hcm: Section | None
-) -> Section:
-    if scope == "bootstrap":
-        return config.bootstrap
-    section = listener.section if scope == "listener" and listener else hcm
-    if section is None:  # evaluate() always passes the section of the rule's scope
-        raise ValueError(f"no {scope} section to look in")
-    return section
 
 
 def walk(value: Any, expr: str) -> tuple[bool, Any]:
@@ -75,52 +78,130 @@ def walk(value: Any, expr: str) -> tuple[bool, Any]:
     return True, value
 
 
-def _lookup(
-    location: Location, config: EdgeConfig, listener: Listener | None, hcm: Section | None
-) -> tuple[bool, Any, str]:
+def _lookup(location: Location, config: EdgeConfig, section: Section | None,
+            listener: Listener | None) -> tuple[bool, Any, str]:  # fmt: skip
     """(found, value, path) of one location; path is where it was looked for if absent."""
     if location.scope == "runtime":
-        key = location.expr.replace(LISTENER_PLACEHOLDER, listener.name if listener else "")
+        key = location.expr.replace(LISTENER_PLACEHOLDER, (listener.name or "") if listener else "")
         hit = config.runtime.get(key)
         if hit is not None:
             return True, hit.value, hit.path
         return False, None, f"{config.runtime_path}[{json.dumps(key)}]"
-    section = _section(location.scope, config, listener, hcm)
+    target = config.bootstrap if location.scope == "bootstrap" else section
+    if target is None:  # evaluate() passes the section of the rule's scope
+        raise ValueError(f"no {location.scope} section to look in")
     if _PLAIN.match(location.expr):
-        found, value = walk(section.value, location.expr)
-        where = f"{section.path}.{location.expr}"
-        return found, value, where
-    matches = compiled_path(location.expr).find(section.value)
+        found, value = walk(target.value, location.expr)
+        return found, value, f"{target.path}.{location.expr}"
+    matches = compiled_path(location.expr).find(target.value)
     if matches:
-        return True, matches[0].value, f"{section.path}.{_pretty(matches[0].full_path)}"
-    return False, None, f"{section.path}.{location.expr}"
+        where = str(matches[0].full_path).replace(".[", "[")
+        return True, matches[0].value, f"{target.path}.{where}"
+    return False, None, f"{target.path}.{location.expr}"
 
 
-def _check(rule: Rule, config: EdgeConfig, listener: Listener | None, hcm: Section | None) -> Check:
+def _unnamed(rule: Rule, config: EdgeConfig, listener: Listener) -> Check:
+    prefix, _, suffix = rule.at[0].expr.partition(LISTENER_PLACEHOLDER)
+    elsewhere = sorted(key[len(prefix): len(key) - len(suffix)] for key in config.runtime
+                       if key.startswith(prefix) and key.endswith(suffix))  # fmt: skip
+    known = {item.name for item in config.listeners}
+    orphans = [name for name in elsewhere if name and name not in known]
+    note = (f"the listener has no name: Envoy gives it a generated one, so the runtime key "
+            f"{rule.at[0].expr} cannot address it. Fix: give the listener a name"
+            f" ({listener.section.path}.name)")  # fmt: skip
+    if orphans:
+        note += (f"; the runtime sets {prefix}{orphans[0]}{suffix}, but no listener is named "
+                 f"{orphans[0]!r}: name this listener {orphans[0]!r}")  # fmt: skip
+    return Check(rule, listener.label, rule.unnamed_listener, None, False,
+                 f"{listener.section.path}.name", note, target=listener)  # fmt: skip
+
+
+def _check(rule: Rule, config: EdgeConfig, section: Section | None,
+           listener: Listener | None) -> Check:  # fmt: skip
+    label = listener.label if listener else None
+    if (
+        listener is not None
+        and listener.name is None
+        and any(LISTENER_PLACEHOLDER in loc.expr for loc in rule.at)
+    ):
+        return _unnamed(rule, config, listener)
+    if section is not None and section.problem:
+        return Check(rule, label, "unreadable", None, False, section.path, section.problem,
+                     target=listener)  # fmt: skip
     tried: list[str] = []
-    name = listener.name if listener else None
     for location in rule.at:
-        found, value, path = _lookup(location, config, listener, hcm)
+        found, value, path = _lookup(location, config, section, listener)
         if found:
-            passed = compare(rule.op, value, rule.value)
-            return Check(rule, name, value, True, path, passed)
+            verdict = compare(rule.op, value, rule.value)
+            if verdict is None:
+                note = f"{type(value).__name__} value cannot be read as {rule.expected}"
+                return Check(rule, label, "unreadable", value, True, path, note, target=listener)
+            return Check(rule, label, "pass" if verdict else "fail", value, True, path,
+                         target=listener)  # fmt: skip
         tried.append(path)
-    return Check(rule, name, None, False, " | ".join(tried), False)
+    where = " | ".join(tried)
+    if any(loc.scope == "runtime" for loc in rule.at) and config.opaque_runtime_layers:
+        note = (
+            "not in the static runtime layers; the runtime also has "
+            f"{', '.join(config.opaque_runtime_layers)}, whose values the input does not show"
+        )
+        return Check(rule, label, "unreadable", None, False, where, note, target=listener)
+    status = "pass" if rule.when_absent == "pass" else "fail"
+    note = f"absent: Envoy uses {rule.envoy_default}" if rule.envoy_default else "absent"
+    return Check(rule, label, status, None, False, where, note, target=listener)
+
+
+def _clusters(rule: Rule, config: EdgeConfig) -> Check:
+    if not config.clusters:
+        if config.clusters_from_cds:
+            note = "clusters come from CDS at run time: audit the live /config_dump"
+            return Check(rule, "clusters", "not-in-input", None, False,
+                         "dynamic_resources.cds_config", note)  # fmt: skip
+        return Check(rule, "clusters", "pass", "no clusters", True, "static_resources.clusters")
+    checks = [_check(rule, config, cluster, None) for cluster in config.clusters]
+    bad = [(c, s) for c, s in zip(checks, config.clusters, strict=True) if c.status in FAILING]
+    names = [str(s.value.get("name", s.path)) for _, s in bad[:10]]
+    detail: dict[str, Any] = {
+        "clusters": len(checks),
+        "failed": sum(1 for c, _ in bad if c.status == "fail"),
+        "unreadable": sum(1 for c, _ in bad if c.status == "unreadable"),
+        "failing": names,
+    }
+    first = bad[0][0] if bad else checks[0]
+    status = "fail" if detail["failed"] else "unreadable" if detail["unreadable"] else "pass"
+    note = f"all {len(checks)} clusters comply"
+    if bad:
+        why = f": {first.note}" if first.note else ""
+        note = f"{len(bad)} of {len(checks)} clusters do not comply (first: {names[0]}{why})"
+    return Check(rule, f"{len(checks)} clusters", status, first.found, first.present, first.path,
+                 note, detail)  # fmt: skip
+
+
+def _not_in_input(rule: Rule) -> Check:
+    return Check(rule, "(from LDS)", "not-in-input", None, False, "dynamic_resources.lds_config",
+                 "listeners come from LDS at run time: audit the live /config_dump")  # fmt: skip
 
 
 def _checks_of(rule: Rule, config: EdgeConfig, listeners: Sequence[Listener]) -> Iterator[Check]:
     if rule.granularity == "global":
         yield _check(rule, config, None, None)
         return
+    if rule.granularity == "cluster":
+        yield _clusters(rule, config)
+        return
+    if not listeners and config.listeners_from_lds:
+        yield _not_in_input(rule)
+        return
     for listener in listeners:
         if rule.granularity == "listener":
-            yield _check(rule, config, listener, None)
+            yield _check(rule, config, listener.section, listener)
         elif not listener.hcms:  # an hcm rule on a listener without HTTP: fails, says so
-            path = listener.section.path + _NO_HCM
-            yield Check(rule, listener.name, None, False, path, False)
+            path = listener.section.path + ".filter_chains[*].filters[?HttpConnectionManager]"
+            yield Check(rule, listener.label, "fail", None, False, path,
+                        "no HTTP connection manager on this listener", target=listener)  # fmt: skip
         else:
             for hcm in listener.hcms:
-                yield _check(rule, config, listener, hcm)
+                yield _check(rule, config, hcm, listener)
 
 
 def evaluate(
@@ -128,24 +209,3 @@ def evaluate(
 ) -> list[Check]:
     """Every rule on every target it applies to, in rule order."""
     return [check for rule in rules for check in _checks_of(rule, config, listeners)]
-
-
-def audit_report(
-    checks: Sequence[Check], *, source: str, listeners: Sequence[Listener]
-) -> dict[str, Any]:
-    """The JSON-friendly result of an audit (what the probe returns)."""
-    failed = [c for c in checks if not c.passed]
-    failed_rules = sorted({c.rule.id for c in failed})
-    return {
-        "source": source,
-        "listeners": [item.name for item in listeners],
-        "passed": not failed,
-        "summary": {
-            "rules": len({c.rule.id for c in checks}),
-            "checks": len(checks),
-            "passed": len(checks) - len(failed),
-            "failed": len(failed),
-            "failed_rules": failed_rules,
-        },
-        "results": [c.as_dict() for c in checks],
-    }

@@ -8,7 +8,8 @@ Sources (see :func:`parse_source`):
   exec ``pilot-agent request GET config_dump`` in the Istio sidecar/gateway
   container through the Kubernetes API (the admin port listens on 127.0.0.1
   inside the pod, so the API server's pods/proxy cannot reach it);
-* anything else (or ``file://PATH``): a file holding a saved dump.
+* ``-``: standard input (a dump or a bootstrap piped in);
+* anything else (or ``file://PATH``): a file holding a saved dump or a bootstrap.
 
 Every network step has a deadline; failures raise EnvoyError, bad source strings
 InvalidArgument.
@@ -45,7 +46,7 @@ T = TypeVar("T")
 class DumpSource:
     """A parsed ``source`` argument."""
 
-    kind: str  # "url" | "file" | "pod"
+    kind: str  # "url" | "file" | "pod" | "stdin"
     location: str  # URL of /config_dump, file path, or "namespace/name"
     namespace: str = ""
     pod: str = ""
@@ -75,8 +76,12 @@ def _pod_source(source: str) -> DumpSource:
 def parse_source(source: str) -> DumpSource:
     """Classify ``source`` (pure); InvalidArgument quoting it when it is malformed."""
     if not isinstance(source, str) or not source.strip():
-        raise InvalidArgument("source: empty; give http://host:15000, a file, or pod://NS/NAME")
+        raise InvalidArgument(
+            "source: empty; give http://host:15000, a file, '-' (stdin) or pod://NS/NAME"
+        )
     source = source.strip()
+    if source == "-":
+        return DumpSource("stdin", "-")
     scheme = urlsplit(source).scheme.lower()
     if scheme in ("http", "https"):
         parts = urlsplit(source)
@@ -106,6 +111,17 @@ def _read_file(path: str) -> bytes:
         return file.read_bytes()
     except OSError as exc:
         raise InvalidArgument(f"source: cannot read {path!r}: {exc.strerror or exc}") from None
+
+
+def _read_stdin() -> bytes:
+    import sys  # noqa: PLC0415 - only this source reads it
+
+    body = sys.stdin.buffer.read(MAX_DUMP_BYTES + 1)
+    if len(body) > MAX_DUMP_BYTES:
+        raise EnvoyError(f"stdin: more than {MAX_DUMP_BYTES} bytes")
+    if not body.strip():
+        raise InvalidArgument("source '-': standard input is empty; pipe a dump or a bootstrap in")
+    return body
 
 
 def _read_url(url: str, timeout: float) -> bytes:
@@ -271,4 +287,6 @@ def fetch_dump(
         return _read_url(source.location, timeout), source.location
     if source.kind == "pod":
         return _read_pod(source, timeout, secrets)
+    if source.kind == "stdin":
+        return _read_stdin(), "stdin"
     return _read_file(source.location), source.location

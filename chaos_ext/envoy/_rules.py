@@ -1,40 +1,51 @@
-"""Edge rules as data: load, merge, compare. Pure.
+"""Audit rules as data: load, merge, compare. Pure.
 
-A rule says where to look and what to expect::
+A rule says where to look, what to expect, where the expectation comes from
+and how to fix it::
 
     - id: http2-max-concurrent-streams
       title: HTTP/2 max_concurrent_streams is at most 100
       severity: high                       # critical | high | medium | low
       at: hcm:http2_protocol_options.max_concurrent_streams
-      op: "<="                             # present | equals | one_of | < | <= | > | >=
+      op: "<="                             # present | equals | one_of | < | <= | > | >= | loopback
       value: 100
       envoy_default: "2147483647"          # what Envoy uses when the field is absent
+      when_absent: fail                    # fail | pass (Envoy's default already complies)
       why: ...
+      source: {doc: ..., section: ..., url: ...}
+      fix: {hcm: {http2_protocol_options: {max_concurrent_streams: 100}}}
 
 ``at`` is ``scope:expression`` or a list of them (the first one found counts).
 Scopes: ``bootstrap`` (the bootstrap object), ``listener`` (each audited
-listener), ``hcm`` (each HTTP connection manager of each audited listener) take
-a JSONPath expression (jsonpath-ng, e.g. ``actions[?name = "x"].triggers``);
-``runtime`` takes a dotted runtime key of the bootstrap's static layers, where
-``{listener}`` stands for the audited listener's name.
+listener), ``hcm`` (each HTTP connection manager of each audited listener),
+``cluster`` (each upstream cluster; one aggregated verdict) take a JSONPath
+expression (jsonpath-ng, e.g. ``actions[?name = "x"].triggers``); ``runtime``
+takes a dotted runtime key of the bootstrap's static layers, where
+``{listener}`` stands for the audited listener's name (``unnamed_listener:
+warn | fail`` says what an unnamed listener gets: Envoy names it with a
+generated UUID, so no runtime key can address it).
 
 Values compare after normalisation: protobuf JSON writes 64-bit integers as
-strings ("2147483648") and durations as "300s"; both compare as numbers
-(durations in seconds), so ``op: ">"`` with ``value: 0s`` means "set and not
-disabled".
+strings ("2147483648") and durations as "300s" (older dumps as
+``{"seconds": 300}``); both compare as numbers (durations in seconds), so
+``op: ">"`` with ``value: 0s`` means "set and not disabled". A value that the
+op cannot interpret (a list where a number is expected) is *unreadable*, not
+a pass or a fail. ``loopback`` passes an address (``core.v3.Address``) that is
+a unix socket (``pipe``) or a loopback IP.
+
+``fix`` is what the fix writers set (:mod:`._fix`): ``hcm``/``listener``/
+``cluster`` fields, ``bootstrap`` fields, or ``runtime`` keys.
 """
 
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonpath_ng import JSONPath
 from jsonpath_ng.exceptions import JSONPathError
 from jsonpath_ng.ext.parser import parse as jsonpath_parse
@@ -42,6 +53,7 @@ from jsonpath_ng.ext.parser import parse as jsonpath_parse
 from chaos_ext.errors import InvalidArgument
 
 __all__ = [
+    "LISTENER_PLACEHOLDER",
     "OPS",
     "SCOPES",
     "SEVERITIES",
@@ -49,19 +61,18 @@ __all__ = [
     "Rule",
     "compare",
     "compiled_path",
-    "default_rules",
-    "effective_rules",
-    "load_rules_file",
     "rules_from_data",
 ]
 
-SCOPES = ("bootstrap", "runtime", "listener", "hcm")
-OPS = ("present", "equals", "one_of", "<", "<=", ">", ">=")
+SCOPES = ("bootstrap", "runtime", "listener", "hcm", "cluster")
+OPS = ("present", "equals", "one_of", "<", "<=", ">", ">=", "loopback")
 SEVERITIES = ("critical", "high", "medium", "low")
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 _DURATION = re.compile(r"^-?\d+(\.\d+)?s$")
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
-_FIELDS = {"id", "title", "severity", "at", "op", "value", "envoy_default", "why", "enabled"}
+_FIELDS = {"id", "title", "severity", "at", "op", "value", "envoy_default", "why", "enabled",
+           "source", "fix", "when_absent", "unnamed_listener"}  # fmt: skip
+_FIX_KEYS = {"bootstrap", "runtime", "listener", "hcm", "cluster"}
 LISTENER_PLACEHOLDER = "{listener}"
 
 
@@ -74,9 +85,9 @@ class Location:
 
     @property
     def granularity(self) -> str:
-        """``global``, ``listener`` or ``hcm``: how many times the rule is checked."""
-        if self.scope == "hcm":
-            return "hcm"
+        """``global``, ``listener``, ``hcm`` or ``cluster``: what the rule is checked on."""
+        if self.scope in ("hcm", "cluster"):
+            return self.scope
         if self.scope == "listener" or LISTENER_PLACEHOLDER in self.expr:
             return "listener"
         return "global"
@@ -84,7 +95,7 @@ class Location:
 
 @dataclass(frozen=True)
 class Rule:
-    """One edge rule (see the module docstring for the fields)."""
+    """One rule (see the module docstring for the fields)."""
 
     id: str
     title: str
@@ -94,6 +105,10 @@ class Rule:
     severity: str = "high"
     envoy_default: str = ""
     why: str = ""
+    source: Any = None
+    fix: Any = None
+    when_absent: str = "fail"
+    unnamed_listener: str = "warn"
 
     @property
     def granularity(self) -> str:
@@ -102,13 +117,22 @@ class Rule:
     @property
     def expected(self) -> str:
         """The expectation in words: ``<= 32768``, ``REJECT_REQUEST``, ``present``."""
-        if self.op == "present":
-            return "present"
+        if self.op in ("present", "loopback"):
+            return "loopback address or unix socket" if self.op == "loopback" else "present"
         if self.op == "equals":
             return _show(self.value)
         if self.op == "one_of":
             return "one of " + ", ".join(_show(v) for v in self.value)
         return f"{self.op} {_show(self.value)}"
+
+    @property
+    def cites(self) -> str:
+        """The source in one line: ``doc, section (url)``."""
+        src = self.source
+        if not isinstance(src, dict):
+            return str(src or "")
+        text = ", ".join(str(src[k]) for k in ("doc", "section") if src.get(k))
+        return f"{text} ({src['url']})" if src.get("url") else text
 
 
 def _show(value: Any) -> str:
@@ -137,6 +161,10 @@ def _number(value: Any) -> float | None:
             return float(text[:-1])
         if _NUMBER.match(text):
             return float(text)
+    if isinstance(value, dict) and value and set(value) <= {"seconds", "nanos"}:
+        seconds, nanos = _number(value.get("seconds", 0)), _number(value.get("nanos", 0))
+        if seconds is not None and nanos is not None:
+            return seconds + nanos / 1e9  # an older dump's Duration object
     return None
 
 
@@ -149,17 +177,39 @@ def _equal(found: Any, wanted: Any) -> bool:
     return bool(found == wanted)
 
 
-def compare(op: str, found: Any, wanted: Any) -> bool:
-    """Does ``found`` (a dump value, never absent) satisfy ``op wanted``?"""
+def _loopback(found: Any) -> bool | None:
+    if not isinstance(found, dict):
+        return None
+    if isinstance(found.get("pipe"), dict):
+        return True
+    address = (found.get("socket_address") or {}).get("address")
+    if not isinstance(address, str):
+        return None
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False  # a host name: reachable from wherever it resolves
+
+
+def compare(op: str, found: Any, wanted: Any) -> bool | None:
+    """Does ``found`` (an input value, never absent) satisfy ``op wanted``?
+
+    None: ``found`` is of a kind the op cannot interpret (unreadable).
+    """
     if op == "present":
         return True
+    if op == "loopback":
+        return _loopback(found)
+    scalar = isinstance(found, str | int | float | bool)
     if op == "equals":
-        return _equal(found, wanted)
+        return _equal(found, wanted) if scalar else None
     if op == "one_of":
-        return any(_equal(found, item) for item in wanted)
+        return any(_equal(found, item) for item in wanted) if scalar else None
     a, b = _number(found), _number(wanted)
     if a is None or b is None:
-        return False
+        return None
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 
@@ -202,6 +252,16 @@ def _check_value(rule: Rule) -> None:
         raise InvalidArgument(f"rule {rule.id}: op one_of needs a non-empty list value")
     if rule.op == "equals" and rule.value is None:
         raise InvalidArgument(f"rule {rule.id}: op equals needs a value")
+    choices = (("when_absent", ("fail", "pass")), ("unnamed_listener", ("warn", "fail")))
+    for name, allowed in choices:
+        if getattr(rule, name) not in allowed:
+            raise InvalidArgument(
+                f"rule {rule.id}: {name} {getattr(rule, name)!r} is not one of {', '.join(allowed)}"
+            )
+    if rule.fix is not None and not (isinstance(rule.fix, dict) and set(rule.fix) <= _FIX_KEYS):
+        raise InvalidArgument(
+            f"rule {rule.id}: fix must be a mapping with keys among {', '.join(sorted(_FIX_KEYS))}"
+        )
 
 
 def _rule(data: Mapping[str, Any], base: Rule | None) -> Rule:
@@ -217,7 +277,8 @@ def _rule(data: Mapping[str, Any], base: Rule | None) -> Rule:
     fields: dict[str, Any] = {
         k: v for k, v in data.items() if k in _FIELDS - {"at", "enabled", "id"}
     }
-    for text in ("title", "severity", "envoy_default", "why", "op"):
+    for text in ("title", "severity", "envoy_default", "why", "op", "when_absent",
+                 "unnamed_listener"):  # fmt: skip
         if text in fields:
             fields[text] = str(fields[text])
     if base is None:
@@ -251,49 +312,3 @@ def rules_from_data(items: Any, base: Sequence[Rule] = ()) -> list[Rule]:
             continue
         merged[rule_id] = _rule(item, merged.get(rule_id))
     return list(merged.values())
-
-
-def _rules_document(text: str, origin: str) -> Mapping[str, Any]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidArgument(f"{origin}: not valid YAML: {exc}") from None
-    if isinstance(data, list):
-        data = {"rules": data}
-    if not isinstance(data, dict) or "rules" not in data:
-        raise InvalidArgument(f"{origin}: expected a 'rules:' list (see docs/envoy.md)")
-    return data
-
-
-@functools.lru_cache(maxsize=1)
-def _defaults() -> tuple[Rule, ...]:
-    text = resources.files(__package__).joinpath("edge_rules.yaml").read_text("utf-8")
-    return tuple(rules_from_data(_rules_document(text, "edge_rules.yaml")["rules"]))
-
-
-def default_rules() -> list[Rule]:
-    """The shipped edge rules (chaos_ext/envoy/edge_rules.yaml)."""
-    return list(_defaults())
-
-
-def load_rules_file(path: str, base: Sequence[Rule]) -> list[Rule]:
-    """Rules from a YAML file, merged onto ``base`` unless it says ``defaults: false``."""
-    try:
-        text = Path(path).read_text("utf-8")
-    except OSError as exc:
-        raise InvalidArgument(f"rules file {path!r}: cannot read: {exc.strerror or exc}") from None
-    data = _rules_document(text, path)
-    start: Sequence[Rule] = base if data.get("defaults", True) is not False else ()
-    return rules_from_data(data["rules"], start)
-
-
-def effective_rules(rules: Iterable[Mapping[str, Any]] | None, rules_file: str) -> list[Rule]:
-    """Defaults, then the file's rules, then the ``rules`` argument's, merged by id."""
-    merged = default_rules()
-    if rules_file:
-        merged = load_rules_file(rules_file, merged)
-    if rules:
-        merged = rules_from_data(list(rules), merged)
-    if not merged:
-        raise InvalidArgument("rules: no rule left to check")
-    return merged

@@ -7,31 +7,17 @@ from typing import Any
 
 from chaoslib.types import Configuration, Secrets
 
-from chaos_ext.envoy._audit import audit_report, evaluate
-from chaos_ext.envoy._dump import edge_config, parse_config_dump, select_listeners
-from chaos_ext.envoy._fetch import fetch_dump, parse_source
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
-from chaos_ext.envoy._rules import effective_rules
+from chaos_ext.envoy._pipeline import check_audit_arguments, run_audit
+from chaos_ext.envoy._profiles import DEFAULT_PROFILE
 from chaos_ext.errors import EmptyResult, InvalidArgument
 from chaos_ext.prometheus._client import client
 from chaos_ext.prometheus._promql import matchers
 from chaos_ext.prometheus._results import parse_instant, shown
 from chaos_ext.rbac import Rule, needs_k8s
-from chaos_ext.validation import require_range, validated_by
+from chaos_ext.validation import validated_by
 
 __all__ = ["edge_config_audit", "overload_state"]
-
-
-def _check_audit(arguments: Mapping[str, Any]) -> None:
-    parse_source(arguments.get("source", ""))
-    name = arguments.get("listener", "")
-    if not isinstance(name, str) or len(name) > 256 or not name.isprintable():
-        raise InvalidArgument(f"listener: {name!r} is not a listener name")
-    require_range("timeout", arguments.get("timeout", 30.0), 0.1, 600)
-    rules = arguments.get("rules")
-    if rules is not None and not isinstance(rules, list):
-        raise InvalidArgument(f"rules: expected a list of rule objects, got {rules!r}")
-    effective_rules(rules, arguments.get("rules_file", ""))
 
 
 @needs_k8s(
@@ -41,43 +27,39 @@ def _check_audit(arguments: Mapping[str, Any]) -> None:
     Rule("", "pods", ("get", "list")),
     Rule("", "pods/exec", ("create", "get")),
 )
-@validated_by(_check_audit)
+@validated_by(check_audit_arguments)
 def edge_config_audit(
     source: str,
     listener: str = "",
     rules: list[dict[str, Any]] | None = None,
     rules_file: str = "",
     timeout: float = 30.0,
+    profile: str = DEFAULT_PROFILE,
+    role: str = "auto",
     configuration: Configuration = None,
     secrets: Secrets = None,
 ) -> dict[str, Any]:
-    """Audit an Envoy's live /config_dump against Envoy's edge best practices.
+    """Audit an Envoy configuration (live /config_dump or bootstrap) against a rule profile.
 
     Read-only: one GET of the admin /config_dump (``http://host:15000``), a
-    saved dump file, or ``pod://NAMESPACE/NAME`` (or ``pod://NAMESPACE?selector=
-    istio=ingressgateway``), which execs ``pilot-agent request GET config_dump``
-    in the pod's ``istio-proxy`` container. No rollback needed.
+    saved dump or bootstrap file (JSON or YAML), ``-`` for stdin, or
+    ``pod://NAMESPACE/NAME`` (``pod://NAMESPACE?selector=istio=ingressgateway``),
+    which execs ``pilot-agent request GET config_dump`` in the pod's
+    ``istio-proxy`` container. No rollback needed.
 
-    ``listener``: audit only this listener (default: every dynamic listener
-    with an HTTP connection manager). ``rules``/``rules_file``: override the
-    default rules by id, or add rules (docs/envoy.md). Returns ``passed`` and,
-    per rule and target, ``expected``, ``found`` (or "absent"), ``pass`` and
-    ``path`` in the dump. Pair with a ``jsonpath`` tolerance on ``$.passed``.
+    ``profile``: ``envoy-edge`` (Envoy's edge best practices, the default),
+    ``hardened`` (stricter) or ``sidecar``. A sidecar's configuration is
+    recognised and refused by the edge profiles (``role`` overrides what is
+    detected). ``listener``: audit only this listener. ``rules``/``rules_file``:
+    override rules by id, or add rules (docs/envoy.md). Returns ``passed``,
+    the input kind, the proxy role and, per rule and target, ``status``
+    (pass/fail/unreadable/warn/not-in-input), ``expected``, ``found``, ``path``
+    and the rule's source. Pair with a ``jsonpath`` tolerance on ``$.passed``.
     """
-    _check_audit(
-        {"source": source, "listener": listener, "rules": rules, "rules_file": rules_file,
-         "timeout": timeout}
-    )  # fmt: skip
-    chosen_rules = effective_rules(rules, rules_file)
-    src = parse_source(source)
-    raw, origin = fetch_dump(src, timeout=float(timeout), secrets=secrets)
-    dump = parse_config_dump(raw, origin=origin)
-    del raw  # free the body now, and the parts not audited (clusters, routes) after edge_config
-    config = edge_config(dump, origin=origin)
-    del dump
-    listeners = select_listeners(config, listener, origin=origin)
-    checks = evaluate(config, listeners, chosen_rules)
-    return audit_report(checks, source=origin, listeners=listeners)
+    return run_audit(
+        source, listener=listener, rules=rules, rules_file=rules_file, timeout=timeout,
+        profile=profile, role=role, secrets=secrets,
+    ).report  # fmt: skip
 
 
 def _labels(job: str, selector: Mapping[str, Any] | None) -> str:

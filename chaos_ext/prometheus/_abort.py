@@ -39,10 +39,18 @@ from chaos_ext.errors import (
     PrometheusHTTPError,
     PrometheusUnreachable,
 )
-from chaos_ext.prometheus._catalog import Catalog, CatalogProbe, default_catalog, parse_entries
+from chaos_ext.prometheus._catalog import (
+    Catalog,
+    CatalogProbe,
+    builtin_abort_plans,
+    default_catalog,
+    parse_entries,
+)
 from chaos_ext.prometheus._results import Condition, parse_duration
 
-__all__ = ["AbortCondition", "AbortPlan", "Tracker", "Verdict", "load_plan", "parse_plan"]
+__all__ = [
+    "AbortCondition", "AbortPlan", "Tracker", "Verdict", "load_plan", "parse_plan", "plan_path",
+]  # fmt: skip
 
 _PLAN_KEYS = {"interval", "unreachable_after", "timeout", "conditions", "probes"}
 _CONDITION_KEYS = {
@@ -160,8 +168,20 @@ def parse_plan(document: Any, source: str, catalog: Catalog | None = None) -> Ab
     )
 
 
+def plan_path(text: str) -> Path:
+    """The file of ``--abort-on TEXT``: a path, or the name of a built-in plan (``edge``)."""
+    path = Path(text)
+    builtin = builtin_abort_plans()
+    if not path.exists() and text in builtin:
+        return builtin[text]
+    return path
+
+
 def load_plan(path: Path) -> AbortPlan:
     """Read an abort plan file (YAML or JSON)."""
+    if not path.exists():
+        names = ", ".join(sorted(builtin_abort_plans())) or "none"
+        raise InvalidArgument(f"abort plan {path}: no such file (built-in plans: {names})")
     try:
         text = path.read_text()
         document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)

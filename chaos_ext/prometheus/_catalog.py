@@ -1,4 +1,4 @@
-"""The probe catalog: named steady-state probes kept as data in ``probes/*.yaml``.
+"""The probe catalog: named steady-state probes kept as data (``chaos_ext/prometheus/catalog``).
 
 A catalog file maps probe names to entries::
 
@@ -23,9 +23,12 @@ value is checked against its kind before it reaches PromQL: ``label`` and
 answer or NaN stands for; without them such an answer is an
 :class:`~chaos_ext.errors.EmptyResult`.
 
-Catalogs are read from the project's ``probes/`` directory, then from every file
-or directory listed in ``GAMEDAY_PROBE_CATALOG`` (``os.pathsep``-separated);
-a later layer may redefine a name (to tune a threshold), one layer may not.
+Catalogs are read from the built-in catalog, shipped in the package
+(``chaos_ext/prometheus/catalog/*.yaml``), then from every file or directory
+listed in ``GAMEDAY_PROBE_CATALOG`` (``os.pathsep``-separated); a later layer
+may redefine a name (to tune a threshold), one layer may not. Built-in abort
+plans live beside it in ``catalog/abort/`` and are named by their file stem
+(``gameday run --abort-on edge``).
 """
 
 from __future__ import annotations
@@ -46,18 +49,21 @@ from chaos_ext.errors import InvalidArgument
 from chaos_ext.prometheus._results import Condition, parse_duration
 
 __all__ = [
+    "BUILTIN_ABORT_DIR",
     "BUILTIN_DIR",
     "CATALOG_ENV",
     "Catalog",
     "CatalogProbe",
     "Parameter",
+    "builtin_abort_plans",
     "catalog_files",
     "default_catalog",
     "load_catalog",
     "parse_entries",
 ]
 
-BUILTIN_DIR = Path(__file__).resolve().parents[2] / "probes"
+BUILTIN_DIR = Path(__file__).resolve().parent / "catalog"
+BUILTIN_ABORT_DIR = BUILTIN_DIR / "abort"
 CATALOG_ENV = "GAMEDAY_PROBE_CATALOG"
 
 _KINDS = ("label", "regex", "duration", "number", "name")
@@ -218,11 +224,16 @@ def _files(path: Path) -> list[Path]:
 
 
 def catalog_files(extra: str | None = None) -> list[list[Path]]:
-    """Layers of catalog files: the project's ``probes/``, then GAMEDAY_PROBE_CATALOG."""
-    layers = [_files(BUILTIN_DIR)] if BUILTIN_DIR.is_dir() else []
+    """Layers of catalog files: the built-in catalog, then GAMEDAY_PROBE_CATALOG."""
+    layers = [_files(BUILTIN_DIR)]  # shipped in the package: missing is a broken install
     raw = os.environ.get(CATALOG_ENV, "") if extra is None else extra
     layers.extend(_files(Path(p)) for p in raw.split(os.pathsep) if p.strip())
     return layers
+
+
+def builtin_abort_plans() -> dict[str, Path]:
+    """The abort plans shipped with the package, by name (file stem)."""
+    return {p.stem: p for p in _files(BUILTIN_ABORT_DIR)} if BUILTIN_ABORT_DIR.is_dir() else {}
 
 
 def load_catalog(layers: Iterable[Iterable[Path]]) -> Catalog:

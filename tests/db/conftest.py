@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from support.dbtest import MAX_CONNECTIONS, PASSWORD, Db
 from support.harness import wait_for
+from support.servers import mariadb
 
-from chaos_ext._servers import mariadb, postgres
+from chaos_ext._servers import postgres
 from chaos_ext.ledger import Ledger, undo
 
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.envoy_dumps import COMPLIANT, DEFAULTS, load
+from support.envoy_dumps import COMPLIANT, DEFAULTS
 
-from chaos_ext.envoy._audit import audit_report, evaluate
+from chaos_ext.envoy._audit import evaluate
 from chaos_ext.envoy._dump import edge_config, select_listeners
-from chaos_ext.envoy._rules import default_rules
+from chaos_ext.envoy._input import decode
+from chaos_ext.envoy._profiles import effective_rules
+from chaos_ext.envoy._report import audit_report
+from chaos_ext.envoy._role import detect_role
 
 BOOT = "configs[0].bootstrap"
 OM = f"{BOOT}.overload_manager"
@@ -29,130 +32,129 @@ HCMS = {
 }
 LISTENER_OF = {"8080": "0.0.0.0_8080", "8443-shop": "0.0.0.0_8443", "8443-api": "0.0.0.0_8443"}
 
-FH = '[?name = "envoy.resource_monitors.fixed_heap"]'
+C1 = "configs[1].dynamic_active_clusters[0].cluster"
 
-# (rule, listener, found, path) for the global and listener rules of the compliant dump
-COMPLIANT_ROWS: list[tuple[str, str | None, Any, str]] = [
+# (rule, listener, found, path) before the HCM rules, in profile order
+COMPLIANT_HEAD: list[tuple[str, str | None, Any, str]] = [
+    ("admin-restricted", None, {"socket_address": {"address": "127.0.0.1", "port_value": 15000}},
+     f"{BOOT}.admin.address"),
     ("overload-fixed-heap", None, "1610612736",
      f"{OM}.resource_monitors[0].typed_config.max_heap_size_bytes"),
     ("overload-shrink-heap", None, 0.9, f"{OM}.actions[0].triggers[0].threshold.value"),
     ("overload-stop-accepting-requests", None, 0.95,
      f"{OM}.actions[2].triggers[0].threshold.value"),
-    ("overload-disable-http-keepalive", None, 0.92, f"{OM}.actions[1].triggers[0].threshold.value"),
-    ("overload-reduce-timeouts", None,
-     {"timer": "HTTP_DOWNSTREAM_CONNECTION_IDLE", "min_timeout": "2s"},
-     f"{OM}.actions[3].typed_config.timer_scale_factors[0]"),
-    ("overload-tcp-listener-accept", None,
-     [{"name": "envoy.resource_monitors.fixed_heap", "threshold": {"value": 0.95}}],
-     f"{OM}.loadshed_points[0].triggers"),
-    ("global-downstream-max-connections", None, "50000",
-     f"{OM}.resource_monitors[1].typed_config.max_active_downstream_connections"),
+    ("listener-buffer-limit", "0.0.0.0_8080", 16384, f"{L8080}.per_connection_buffer_limit_bytes"),
+    ("listener-buffer-limit", "0.0.0.0_8443", 32768, f"{L8443}.per_connection_buffer_limit_bytes"),
+    ("cluster-buffer-limit", "3 clusters", 32768, f"{C1}.per_connection_buffer_limit_bytes"),
+]  # fmt: skip
+# after the first block of HCM rules
+COMPLIANT_MIDDLE: list[tuple[str, str | None, Any, str]] = [
     ("listener-connection-limit", "0.0.0.0_8080", 2000,
      f'{RT}[1].static_layer.envoy.resource_limits.listener["0.0.0.0_8080"].connection_limit'),
     ("listener-connection-limit", "0.0.0.0_8443", 10000,
      f'{RT}[1].static_layer.envoy.resource_limits.listener["0.0.0.0_8443"].connection_limit'),
-    ("listener-buffer-limit", "0.0.0.0_8080", 16384, f"{L8080}.per_connection_buffer_limit_bytes"),
-    ("listener-buffer-limit", "0.0.0.0_8443", 32768, f"{L8443}.per_connection_buffer_limit_bytes"),
+    ("global-downstream-max-connections", None, "50000",
+     f"{OM}.resource_monitors[1].typed_config.max_active_downstream_connections"),
 ]  # fmt: skip
 
 # rule -> (field inside the HCM, found on 8080, on 8443 shop chain, on 8443 api chain)
-HCM_ROWS: dict[str, tuple[str, Any, Any, Any]] = {
+HCM_FIRST: dict[str, tuple[str, Any, Any, Any]] = {
+    "use-remote-address": ("use_remote_address", True, True, True),
+    "idle-timeout": ("common_http_protocol_options.idle_timeout", "900s", "900s", "900s"),
+    "stream-idle-timeout": ("stream_idle_timeout", "300s", "300s", "300s"),
+    "request-timeout": ("request_timeout", "300s", "300s", "300s"),
     "http2-max-concurrent-streams": ("http2_protocol_options.max_concurrent_streams", 100, 100, 64),
     "http2-initial-stream-window-size":
         ("http2_protocol_options.initial_stream_window_size", 65536, 65536, 65536),
     "http2-initial-connection-window-size":
         ("http2_protocol_options.initial_connection_window_size", 1048576, 1048576, 1048576),
-    "request-headers-timeout": ("request_headers_timeout", "10s", "10s", "10s"),
-    "stream-idle-timeout": ("stream_idle_timeout", "300s", "300s", "300s"),
-    "request-timeout": ("request_timeout", "300s", "300s", "300s"),
-    "idle-timeout": ("common_http_protocol_options.idle_timeout", "900s", "900s", "900s"),
-    "max-connection-duration":
-        ("common_http_protocol_options.max_connection_duration", "3600s", "3600s", "3600s"),
     "headers-with-underscores": ("common_http_protocol_options.headers_with_underscores_action",
                                  "REJECT_REQUEST", "REJECT_REQUEST", "REJECT_REQUEST"),
-    "use-remote-address": ("use_remote_address", True, True, True),
+}  # fmt: skip
+HCM_LAST: dict[str, tuple[str, Any, Any, Any]] = {
     "normalize-path": ("normalize_path", True, True, True),
     "merge-slashes": ("merge_slashes", True, True, True),
     "escaped-slashes": ("path_with_escaped_slashes_action",
                         "UNESCAPE_AND_REDIRECT", "UNESCAPE_AND_REDIRECT", "UNESCAPE_AND_REDIRECT"),
 }  # fmt: skip
-
-# the searched-for paths reported when a global or listener setting is absent
-DEFAULTS_ROWS: list[tuple[str, str | None, str]] = [
-    ("overload-fixed-heap", None, f"{OM}.resource_monitors{FH}.typed_config.max_heap_size_bytes"),
-    ("overload-shrink-heap", None,
-     f'{OM}.actions[?name = "envoy.overload_actions.shrink_heap"].triggers{FH}.threshold.value'),
-    ("overload-stop-accepting-requests", None,
-     f'{OM}.actions[?name = "envoy.overload_actions.stop_accepting_requests"].triggers{FH}'
-     ".threshold.value"),
-    ("overload-disable-http-keepalive", None,
-     f'{OM}.actions[?name = "envoy.overload_actions.disable_http_keepalive"].triggers{FH}'
-     ".threshold.value"),
-    ("overload-reduce-timeouts", None,
-     f'{OM}.actions[?name = "envoy.overload_actions.reduce_timeouts"].typed_config'
-     '.timer_scale_factors[?timer = "HTTP_DOWNSTREAM_CONNECTION_IDLE"]'),
-    ("overload-tcp-listener-accept", None,
-     f'{OM}.loadshed_points[?name = "envoy.load_shed_points.tcp_listener_accept"].triggers'),
-    ("global-downstream-max-connections", None,
-     f'{OM}.resource_monitors[?name = "envoy.resource_monitors.global_downstream_max_connections"]'
-     f'.typed_config.max_active_downstream_connections | '
-     f'{RT}[*].static_layer["overload.global_downstream_max_connections"]'),
-    ("listener-connection-limit", "0.0.0.0_8080",
-     f'{RT}[*].static_layer["envoy.resource_limits.listener.0.0.0.0_8080.connection_limit"]'),
-    ("listener-connection-limit", "0.0.0.0_8443",
-     f'{RT}[*].static_layer["envoy.resource_limits.listener.0.0.0.0_8443.connection_limit"]'),
-    ("listener-buffer-limit", "0.0.0.0_8080", f"{L8080}.per_connection_buffer_limit_bytes"),
-    ("listener-buffer-limit", "0.0.0.0_8443", f"{L8443}.per_connection_buffer_limit_bytes"),
-]  # fmt: skip
+ABSENT_PASSES = {"idle-timeout", "stream-idle-timeout", "admin-restricted", "cluster-buffer-limit"}
 
 
-def _audit(path: Any) -> dict[str, Any]:
-    config = edge_config(load(path), origin=str(path))
+def _audit(path: Any, profile: str = "envoy-edge") -> dict[str, Any]:
+    config = edge_config(decode(path.read_bytes(), origin=str(path)), origin=str(path))
     listeners = select_listeners(config, "", origin=str(path))
+    _, rules = effective_rules(profile, None, "")
     return audit_report(
-        evaluate(config, listeners, default_rules()), source="t", listeners=listeners
-    )
+        evaluate(config, listeners, rules), source="t", listeners=listeners, profile=profile,
+        role=detect_role(config), input_info={},
+    )  # fmt: skip
 
 
-def _hcm_expectations(found_too: bool) -> list[tuple[str, str, Any, str]]:
+def _hcm_rows(table: dict[str, tuple[str, Any, Any, Any]], found_too: bool
+              ) -> list[tuple[str, str, Any, str]]:  # fmt: skip
     rows = []
-    for rule, (field, *values) in HCM_ROWS.items():
+    for rule, (field, *values) in table.items():
         for (chain, path), value in zip(HCMS.items(), values, strict=True):
-            rows.append((rule, LISTENER_OF[chain], value if found_too else "absent",
-                         f"{path}.{field}"))  # fmt: skip
+            where = f"{path}.{field}"
+            if rule == "idle-timeout" and not found_too:  # the v2 place is searched too
+                where += f" | {path}.idle_timeout"
+            rows.append((rule, LISTENER_OF[chain], value if found_too else "absent", where))
     return rows
 
 
-def test_default_rules_cover_every_item_of_the_issue() -> None:
-    ids = [rule.id for rule in default_rules()]
-    assert ids == [row[0] for row in COMPLIANT_ROWS if row[1] in (None, "0.0.0.0_8080")] + list(
-        HCM_ROWS
-    )
-    assert len(ids) == 22
+def test_profile_order_is_the_documents_order() -> None:
+    _, rules = effective_rules("envoy-edge", None, "")
+    ids = [rule.id for rule in rules]
+    expected = [row[0] for row in COMPLIANT_HEAD if row[1] != "0.0.0.0_8443"]
+    expected += [*HCM_FIRST, "listener-connection-limit", "global-downstream-max-connections",
+                 *HCM_LAST]  # fmt: skip
+    assert ids == expected
+    assert all(rule.cites.startswith("Envoy docs: Configuring Envoy as an edge proxy, ")
+               for rule in rules)  # fmt: skip
 
 
 def test_compliant_dump_passes_every_rule_with_the_value_and_path_found() -> None:
     report = _audit(COMPLIANT)
     assert report["passed"] is True
     assert report["listeners"] == ["0.0.0.0_8080", "0.0.0.0_8443"]
+    assert report["proxy"]["role"] == "gateway"
     assert report["summary"] == {
-        "rules": 22, "checks": 11 + 13 * 3, "passed": 50, "failed": 0, "failed_rules": [],
+        "rules": 19, "checks": 7 + 11 * 3 + 3, "passed": 43, "failed": 0, "unreadable": 0,
+        "warnings": 0, "not_in_input": 0, "failed_rules": [],
     }  # fmt: skip
     got = [(r["rule"], r["listener"], r["found"], r["path"]) for r in report["results"]]
-    expected = [*COMPLIANT_ROWS, *_hcm_expectations(found_too=True)]
+    expected = [*COMPLIANT_HEAD, *_hcm_rows(HCM_FIRST, True), *COMPLIANT_MIDDLE,
+                *_hcm_rows(HCM_LAST, True)]  # fmt: skip
     assert got == expected
-    assert all(r["pass"] for r in report["results"])
+    assert all(r["status"] == "pass" for r in report["results"])
 
 
-def test_defaults_dump_fails_every_rule_as_absent_with_the_searched_path() -> None:
+def test_defaults_dump_fails_every_rule_that_envoys_default_does_not_meet() -> None:
     report = _audit(DEFAULTS)
     assert report["passed"] is False
-    assert report["summary"]["failed"] == 50 and report["summary"]["passed"] == 0
-    assert len(report["summary"]["failed_rules"]) == 22
-    got = [(r["rule"], r["listener"], r["found"], r["path"]) for r in report["results"]]
-    expected = [(rule, listener, "absent", path) for rule, listener, path in DEFAULTS_ROWS]
-    assert got == expected + _hcm_expectations(found_too=False)
-    assert not any(r["pass"] for r in report["results"])
+    failing = {r["rule"] for r in report["results"] if r["status"] == "fail"}
+    _, rules = effective_rules("envoy-edge", None, "")
+    assert failing == {rule.id for rule in rules} - ABSENT_PASSES
+    for row in report["results"]:
+        if row["rule"] in ABSENT_PASSES - {"admin-restricted", "cluster-buffer-limit"}:
+            assert row["found"] == "absent" and row["status"] == "pass", row
+            assert row["note"].startswith("absent: Envoy uses ")
+    hcm = [(r["rule"], r["listener"], r["found"], r["path"]) for r in report["results"]
+           if r["rule"] in HCM_FIRST or r["rule"] in HCM_LAST]  # fmt: skip
+    assert hcm == _hcm_rows(HCM_FIRST, False) + _hcm_rows(HCM_LAST, False)
+
+
+def test_hardened_adds_its_rules_with_sources() -> None:
+    _, edge = effective_rules("envoy-edge", None, "")
+    _, hard = effective_rules("hardened", None, "")
+    added = [rule for rule in hard if rule.id not in {r.id for r in edge}]
+    assert [rule.id for rule in added] == [
+        "overload-disable-http-keepalive", "overload-reduce-timeouts",
+        "overload-tcp-listener-accept", "request-headers-timeout", "max-connection-duration",
+    ]  # fmt: skip
+    assert all(rule.why and rule.cites and rule.fix for rule in added)
+    assert next(r for r in hard if r.id == "listener-connection-limit").unnamed_listener == "fail"
+    assert _audit(COMPLIANT, "hardened")["passed"] is True
 
 
 @pytest.mark.parametrize(
@@ -162,9 +164,9 @@ def test_defaults_dump_fails_every_rule_as_absent_with_the_searched_path() -> No
         ("http2-max-concurrent-streams", "<= 100", "2147483647"),
         ("headers-with-underscores", "REJECT_REQUEST", "ALLOW"),
         ("use-remote-address", "true", "false"),
-        ("request-headers-timeout", "> 0s", "disabled"),
-        ("global-downstream-max-connections", "< 1000000000",
-         "unlimited (Istio writes 2147483647, which only silences the warning)"),
+        ("request-timeout", "> 0s", "disabled"),
+        ("global-downstream-max-connections", "<= 1048576",
+         "unlimited (Istio writes 2147483647, which only silences Envoy's warning)"),
     ],
 )  # fmt: skip
 def test_report_rows_say_what_was_expected_and_what_envoy_does_by_default(

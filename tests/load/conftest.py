@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.servers import http_target
+from support.servers.http_target import HttpTarget
 
 from chaos_ext._helper import find_helpers, stop_helpers
-from chaos_ext._servers import http_target
-from chaos_ext._servers.http_target import HttpTarget
 from chaos_ext.ledger import Ledger
 
 

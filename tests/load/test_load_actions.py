@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.servers import http_target, nginx
+from support.servers.http_target import HttpTarget
 
 from chaos_ext._helper import find_helpers
-from chaos_ext._servers import http_target, nginx
-from chaos_ext._servers.http_target import HttpTarget
 from chaos_ext.errors import InvalidArgument, LoadError
 from chaos_ext.ledger import Ledger, default_ledger
 from chaos_ext.load.actions import drive_http_load, stop_http_load

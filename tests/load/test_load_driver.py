@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos_ext._servers.http_target import HttpTarget
+from support.servers.http_target import HttpTarget
+
 from chaos_ext.load.driver import RunningLoad, background_load, load_results, wait_load
 from chaos_ext.load.schedule import expected_requests, rate_at
 from chaos_ext.load.spec import spec_from_arguments

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 from support.harness import cli_env, gameday_argv
+from support.servers.http_target import HttpTarget
 
-from chaos_ext._servers.http_target import HttpTarget
 from chaos_ext.errors import InvalidArgument, LoadError
 from chaos_ext.ledger import Ledger
 from chaos_ext.load.actions import drive_http_load

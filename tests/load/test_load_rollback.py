@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from support.harness import ROOT, cli_env, gameday_argv, wait_for
+from support.servers.http_target import HttpTarget
 
 from chaos_ext._helper import find_helpers
-from chaos_ext._servers.http_target import HttpTarget
 from chaos_ext.ledger import Ledger
 
 SMOKE = ROOT / "experiments" / "http-load-smoke.json"

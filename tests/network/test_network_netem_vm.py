@@ -217,8 +217,7 @@ def test_remote_apply_over_ssh_on_a_real_kernel(
 ) -> None:
     """sshd inside the app namespace stands for a node: the fault is built by its `tc`."""
     from pyroute2 import netns  # noqa: PLC0415
-
-    from chaos_ext._servers import sshd  # noqa: PLC0415
+    from support.servers import sshd  # noqa: PLC0415
 
     base = topo.rtt("10.77.2.2", topo.db_port, samples=7)
     prefix = ["ip", "netns", "exec", topo.app]

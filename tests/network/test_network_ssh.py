@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from pyroute2 import netns
 from support.netlab import kernel_has_netem, sh
+from support.servers import sshd
 
-from chaos_ext._servers import sshd
 from chaos_ext._ssh import SshSession, SshSettings
 from chaos_ext.errors import NetworkError, PreflightFailed
 from chaos_ext.ledger import Ledger

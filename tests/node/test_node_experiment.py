@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from support import k8s_objects as o
 from support.k8s_emulator import EmulatorHandle
+from support.servers import http_target
 from support.steady_traffic import steady_traffic
 
-from chaos_ext._servers import http_target
 from chaos_ext.ledger import Ledger
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "node-drain.json"

@@ -19,6 +19,7 @@ from chaos_ext.prometheus._abort import load_plan
 from chaos_ext.prometheus._catalog import (
     BUILTIN_DIR,
     CATALOG_ENV,
+    builtin_abort_plans,
     catalog_files,
     default_catalog,
     load_catalog,
@@ -150,7 +151,9 @@ def test_shipped_experiment_and_abort_plan_are_valid(
 ) -> None:
     result = gameday("validate", str(ROOT / "experiments" / "prometheus-edge-slo.json"))
     assert result.returncode == 0, result.stdout + result.stderr
-    for plan in (ROOT / "probes" / "abort").glob("*.yaml"):
+    plans = builtin_abort_plans()
+    assert "edge" in plans
+    for plan in plans.values():
         assert load_plan(plan).conditions
 
 

@@ -235,7 +235,7 @@ def test_dockerfile_matches_the_manifests() -> None:
     assert f"USER {RUNNER_UID}:{RUNNER_UID}" in dockerfile
     assert 'ENTRYPOINT ["gameday"]' in dockerfile
     assert "MPLCONFIGDIR=/tmp/matplotlib" in dockerfile  # read-only root filesystem
-    assert "GAMEDAY_PROBE_CATALOG=/opt/gameday/probes" in dockerfile  # catalog is not in the wheel
+    assert "probes" not in dockerfile  # the catalog ships in the wheel (tests/test_wheel.py)
 
 
 def test_literal_secrets_are_refused_env_secrets_accepted(tmp_path: Path) -> None:

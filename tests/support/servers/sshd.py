@@ -77,7 +77,7 @@ def start(
     host_pub = _keygen(host_key)
     (workdir / "authorized_keys").write_text(_keygen(client_key) + "\n")
     if port is None:
-        port = random.randint(20000, 60000) if netns_prefix else _free_port()  # noqa: S311
+        port = random.randint(20000, 60000) if netns_prefix else _free_port()
     pid_file = workdir / "sshd.pid"
     config = workdir / "sshd_config"
     config.write_text(

@@ -1,6 +1,6 @@
-"""A controllable HTTP target (aiohttp) for load tests and the sandbox.
+"""A controllable HTTP target (aiohttp) for the load tests (test-only: not in the package).
 
-``start()`` runs ``python -m chaos_ext._servers.http_target`` on 127.0.0.1 (a
+``start()`` runs ``python -m support.servers.http_target`` on 127.0.0.1 (a
 free port unless given; optionally inside a network namespace through a
 command prefix). Every path answers ``200 ok`` after the current latency
 (``/chunked`` in three chunks; ``/close`` then closes the connection), except
@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -33,6 +34,7 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -194,15 +196,18 @@ class HttpTarget(Stoppable):
 
 def start(*, port: int = 0, prefix: Sequence[str] = (), ready_timeout: float = 15.0) -> HttpTarget:
     """Start the target and wait until it listens."""
+    tests = str(Path(__file__).resolve().parents[2])  # `-m support.servers.http_target`
+    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH", "")) if p)
     proc = subprocess.Popen(
         [*prefix, sys.executable, "-m", __name__, "--port", str(port)],
+        env={**os.environ, "PYTHONPATH": path},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
     target = HttpTarget(port=port, proc=proc)
     try:
-        assert proc.stdout is not None  # noqa: S101 - pipe requested
+        assert proc.stdout is not None
         line = _readline(proc, ready_timeout)
         target.port = int(json.loads(line)["port"])
     except Exception:
@@ -214,7 +219,7 @@ def start(*, port: int = 0, prefix: Sequence[str] = (), ready_timeout: float = 1
 def _readline(proc: subprocess.Popen[str], timeout: float) -> str:
     import selectors  # noqa: PLC0415
 
-    assert proc.stdout is not None  # noqa: S101
+    assert proc.stdout is not None
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         if not sel.select(timeout):

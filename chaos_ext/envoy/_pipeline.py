@@ -1,0 +1,152 @@
+"""One audit: fetch, decode, read, recognise the proxy, check, report.
+
+Shared by the probe (``edge_config_audit``) and ``gameday audit envoy`` (which
+also needs the parsed configuration and the checks to write fixes). All but
+:func:`run_audit` (which fetches the source) are pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chaoslib.types import Secrets
+
+from chaos_ext.envoy._audit import Check, evaluate
+from chaos_ext.envoy._dump import EdgeConfig, Listener, edge_config, select_listeners
+from chaos_ext.envoy._fetch import fetch_dump, parse_source
+from chaos_ext.envoy._input import Decoded, decode
+from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES, Profile, effective_rules
+from chaos_ext.envoy._report import audit_report, describe_input
+from chaos_ext.envoy._role import ROLES, Role, detect_role
+from chaos_ext.envoy._rules import Rule
+from chaos_ext.errors import EnvoyError, InvalidArgument
+from chaos_ext.validation import require_range
+
+__all__ = [
+    "ROLE_CHOICES",
+    "AuditRun",
+    "audit_decoded",
+    "audit_raw",
+    "check_audit_arguments",
+    "run_audit",
+    "summary_line",
+]
+
+ROLE_CHOICES = ("auto", *ROLES)
+_AUDIT_KEYS = ("source", "listener", "rules", "rules_file", "timeout", "profile", "role")
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    """Everything one audit produced."""
+
+    decoded: Decoded
+    config: EdgeConfig
+    role: Role
+    profile: Profile
+    listeners: tuple[Listener, ...]
+    checks: tuple[Check, ...]
+    report: dict[str, Any]
+
+
+def _role(config: EdgeConfig, override: str) -> Role:
+    if override not in ROLE_CHOICES:
+        raise InvalidArgument(f"role: {override!r} is not one of {', '.join(ROLE_CHOICES)}")
+    detected = detect_role(config)
+    if override in ("auto", detected.role):
+        return detected
+    return Role(override, f"given as --role {override} (detected: {detected.role}, "
+                          f"{detected.evidence})", detected.pod_ip, detected.namespace,
+                detected.workload, detected.labels)  # fmt: skip
+
+
+def _refuse_mismatch(role: Role, profile: Profile, origin: str) -> None:
+    if role.role in profile.applies_to:
+        return
+    if role.role == "sidecar":
+        hint = "audit its inbound listeners with --profile sidecar"
+    elif profile.name == "sidecar":
+        hint = "use --profile envoy-edge or hardened"
+    else:
+        hint = "edge rules do not fit it; if it does serve the edge, say so with --role gateway"
+    raise EnvoyError(
+        f"{origin}: this is an Istio {role.role} ({role.evidence}), not what profile "
+        f"{profile.name!r} is for ({', '.join(profile.applies_to)}): {hint}"
+    )
+
+
+def audit_decoded(
+    decoded: Decoded, *, origin: str, profile: Profile, rules: Sequence[Rule], listener: str = "",
+    role: str = "auto",
+) -> AuditRun:  # fmt: skip
+    """Audit a decoded input with ``rules`` of ``profile``."""
+    config = edge_config(decoded, origin=origin)
+    found_role = _role(config, role)
+    _refuse_mismatch(found_role, profile, origin)
+    inbound = profile.listeners == "inbound"
+    listeners = select_listeners(config, listener, origin=origin, inbound=inbound,
+                                 pod_ip=found_role.pod_ip)  # fmt: skip
+    if inbound and not listeners and not config.listeners_from_lds:
+        raise EnvoyError(f"{origin}: no inbound listener with an HTTP connection manager")
+    checks = tuple(evaluate(config, listeners, rules))
+    info = describe_input(config, decoded.data, decoded.syntax)
+    report = audit_report(checks, source=origin, listeners=listeners, profile=profile.name,
+                          role=found_role, input_info=info)  # fmt: skip
+    return AuditRun(decoded, config, found_role, profile, listeners, checks, report)
+
+
+def audit_raw(
+    raw: bytes | str, *, origin: str, profile: Profile, rules: Sequence[Rule], listener: str = "",
+    role: str = "auto",
+) -> AuditRun:  # fmt: skip
+    """Decode ``raw`` (a dump or a bootstrap, JSON or YAML) and audit it."""
+    decoded = decode(raw, origin=origin)
+    return audit_decoded(decoded, origin=origin, profile=profile, rules=rules, listener=listener,
+                         role=role)  # fmt: skip
+
+
+def summary_line(report: Mapping[str, Any]) -> str:
+    """``50 checks of 19 rules on A, B: 48 passed, 2 failed`` (+ unreadable, warnings)."""
+    s = report["summary"]
+    parts = [f"{s['passed']} passed", f"{s['failed']} failed"]
+    for key, word in (("unreadable", "unreadable"), ("warnings", "warnings"),
+                      ("not_in_input", "not in this input")):  # fmt: skip
+        if s[key]:
+            parts.append(f"{s[key]} {word}")
+    on = ", ".join(report["listeners"]) or "no listener"
+    return f"{s['checks']} checks of {s['rules']} rules on {on}: {', '.join(parts)}"
+
+
+def check_audit_arguments(arguments: Mapping[str, Any]) -> None:
+    parse_source(arguments.get("source", ""))
+    name = arguments.get("listener", "")
+    if not isinstance(name, str) or len(name) > 256 or not name.isprintable():
+        raise InvalidArgument(f"listener: {name!r} is not a listener name")
+    require_range("timeout", arguments.get("timeout", 30.0), 0.1, 600)
+    rules = arguments.get("rules")
+    if rules is not None and not isinstance(rules, list):
+        raise InvalidArgument(f"rules: expected a list of rule objects, got {rules!r}")
+    profile = arguments.get("profile", DEFAULT_PROFILE)
+    if profile not in PROFILES:
+        raise InvalidArgument(f"profile: {profile!r} is not one of {', '.join(PROFILES)}")
+    if arguments.get("role", "auto") not in ROLE_CHOICES:
+        raise InvalidArgument(
+            f"role: {arguments.get('role')!r} is not one of {', '.join(ROLE_CHOICES)}"
+        )
+    effective_rules(profile, rules, arguments.get("rules_file", ""))
+
+
+def run_audit(
+    source: str, *, listener: str = "", rules: list[dict[str, Any]] | None = None,
+    rules_file: str = "", timeout: float = 30.0, profile: str = DEFAULT_PROFILE,
+    role: str = "auto", secrets: Secrets = None,
+) -> AuditRun:  # fmt: skip
+    """Fetch ``source`` and audit it; the whole run (``gameday audit envoy`` writes fixes)."""
+    given = (source, listener, rules, rules_file, timeout, profile, role)
+    check_audit_arguments(dict(zip(_AUDIT_KEYS, given, strict=True)))
+    chosen, chosen_rules = effective_rules(profile, rules, rules_file)
+    raw, origin = fetch_dump(parse_source(source), timeout=float(timeout), secrets=secrets)
+    return audit_raw(raw, origin=origin, profile=chosen, rules=chosen_rules, listener=listener,
+                     role=role)  # fmt: skip
