@@ -11,9 +11,9 @@ from chaos_ext.db._target import check_exhaust_arguments, engine_of, parse_targe
 from chaos_ext.errors import ChaosExtError, DatabaseError, RollbackFailed
 from chaos_ext.ledger import (
     Entry,
-    current_run_id,
     default_ledger,
     fault,
+    in_scope,
     undo,
     undo_after,
     undo_handler,
@@ -119,20 +119,22 @@ def _release(entry: Entry) -> str:
 
 
 def release_connections(
-    engine: str = "", host: str = "", port: int = 0, this_run_only: bool = True
+    engine: str = "", host: str = "", port: int = 0, include_dead_runs: bool = False
 ) -> dict[str, Any]:
     """Close the connections held by exhaust_connections (its rollback).
 
-    Blast radius: only holders recorded in the gameday ledger, by default
-    this run's; ``engine``/``host``/``port`` narrow it further (empty or 0:
-    any). Idempotent. Raises RollbackFailed if a holder could not be stopped
-    (the ledger entry stays open for ``gameday rollback``).
+    Blast radius: only holders recorded in the gameday ledger by this run;
+    ``include_dead_runs`` adds holders left by runs whose runner is dead (a
+    live run's holders are never touched); ``engine``/``host``/``port``
+    narrow it further (empty or 0: any). Idempotent. Raises RollbackFailed if
+    a holder could not be stopped (the ledger entry stays open for
+    ``gameday rollback``).
     """
     wanted_engine = engine_of(engine) if engine else ""
     book = default_ledger()
     entries = [
         e
-        for e in book.open_entries(run_id=current_run_id() if this_run_only else None)
+        for e in in_scope(book.open_entries(), include_dead_runs=include_dead_runs)
         if e.kind == KIND
         and (not wanted_engine or e.recipe.get("engine") == wanted_engine)
         and (not host or e.recipe.get("host") == host)

@@ -14,7 +14,15 @@ from chaos_ext.dns._search import candidates
 from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.errors import ChaosExtError, DnsError
-from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
+from chaos_ext.ledger import (
+    Entry,
+    default_ledger,
+    fault,
+    in_scope,
+    undo,
+    undo_after,
+    undo_handler,
+)
 from chaos_ext.validation import check_types, validated_by
 
 __all__ = ["flood_dns", "release_dnsmasq_tcp", "saturate_dnsmasq_tcp"]
@@ -96,17 +104,21 @@ def _release(entry: Entry) -> str:
     return f"stopped the helper holding TCP connections to {entry.target}; all closed"
 
 
-def release_dnsmasq_tcp(server: str = "", port: int = 0) -> dict[str, Any]:
-    """Close the TCP connections held by saturate_dnsmasq_tcp (all, or one server:port).
+def release_dnsmasq_tcp(
+    server: str = "", port: int = 0, include_dead_runs: bool = False
+) -> dict[str, Any]:
+    """Close the TCP connections this run holds with saturate_dnsmasq_tcp (all, or one server:port).
 
-    Blast radius: only helpers this extension started, found through the
-    fault ledger. Idempotent: releasing nothing is fine. Use it in
-    ``rollbacks`` after ``saturate_dnsmasq_tcp``.
+    Blast radius: only helpers this run started, found through the fault
+    ledger; ``include_dead_runs`` adds holds left by runs whose runner is
+    dead. Another live run's hold on the same server is never released.
+    Idempotent: releasing nothing is fine. Use it in ``rollbacks`` after
+    ``saturate_dnsmasq_tcp``.
     """
     wanted = require_server(server) if server else ""
     book = default_ledger()
     released = []
-    for entry in book.open_entries():
+    for entry in in_scope(book.open_entries(), include_dead_runs=include_dead_runs):
         host, _, entry_port = entry.target.rpartition(":")
         if entry.kind != HOLD_KIND or (wanted and host != wanted):
             continue

@@ -10,9 +10,9 @@ from chaos_ext._k8s import api_client, call, list_items, read_json, status_of
 from chaos_ext.errors import InvalidArgument, KubernetesError
 from chaos_ext.ledger import (
     Entry,
-    current_run_id,
     default_ledger,
     fault,
+    in_scope,
     undo,
     undo_after,
     undo_handler,
@@ -255,17 +255,18 @@ def _undo_drain(entry: Entry) -> str:
 
 
 @needs_k8s(Rule("", "nodes", ("get", "patch"), cluster_scoped=True))
-def uncordon_drained_nodes(this_run_only: bool = True) -> dict[str, Any]:
+def uncordon_drained_nodes(include_dead_runs: bool = False) -> dict[str, Any]:
     """Uncordon the nodes that `drain_nodes` cordoned (use it in "rollbacks").
 
     Blast radius: only nodes that still carry a drain's mark, from this run's
-    open drains (or every open drain with `this_run_only=false`); nodes
-    cordoned by anyone else stay cordoned. Idempotent.
+    open drains; `include_dead_runs` adds drains left open by runs whose
+    runner is dead. A live run's drains are never touched, nor nodes
+    cordoned by anyone else. Idempotent.
     """
     book = default_ledger()
     entries = [
         e
-        for e in book.open_entries(run_id=current_run_id() if this_run_only else None)
+        for e in in_scope(book.open_entries(), include_dead_runs=include_dead_runs)
         if e.kind == KIND
     ]
     outcomes = [undo(e, book) for e in reversed(entries)]
