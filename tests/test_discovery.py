@@ -50,7 +50,8 @@ EXPECTED = {
     ),
     "dns.probes.dnsmasq_child_processes": "pid:integer pidfile:string port:integer -> mapping",
     "envoy.probes.edge_config_audit": (
-        "source:string listener:string rules:list rules_file:string timeout:number -> mapping"
+        "source:string listener:string rules:list rules_file:string timeout:number "
+        "profile:string role:string -> mapping"
     ),
     "envoy.probes.overload_state": "job:string selector:mapping -> mapping",
     "faults.actions.rollback_faults": "include_dead_runs:boolean -> mapping",
