@@ -58,6 +58,7 @@ __all__ = [
     "fault",
     "in_scope",
     "ledger_path",
+    "machine_scope",
     "new_entry_id",
     "process_start_time",
     "record",
@@ -165,7 +166,7 @@ class Ledger:
             owner_pid=pid,
             owner_start=process_start_time(pid),
             created_at=time.time(),
-            identity={**(identity or {"scope": "machine", "machine": machine_identity()}), **here},
+            identity={**(identity or machine_scope()), **here},
         )
         self._book.write("record", entry.id, entry.to_record())
         with _run_lock:
@@ -233,6 +234,15 @@ def record(
         kind=kind, target=target, recipe=recipe, module=module, identity=identity,
         entry_id=entry_id,
     )  # fmt: skip
+
+
+def machine_scope(**details: Any) -> dict[str, Any]:
+    """The identity of a fault held on this machine (helpers, namespaces, local qdiscs).
+
+    ``details`` say more about what it acts on (e.g. the database server it
+    holds connections to); the undo is allowed on this machine only.
+    """
+    return {"scope": "machine", "machine": machine_identity(), **details}
 
 
 def in_scope(entries: Sequence[Entry], *, include_dead_runs: bool = False) -> list[Entry]:

@@ -6,7 +6,14 @@ from typing import Any
 
 from chaos_ext import _helper
 from chaos_ext.db._credentials import connect_params
-from chaos_ext.db._engines import ConnectParams, scrub
+from chaos_ext.db._engines import (
+    ConnectFailure,
+    ConnectParams,
+    close,
+    connect,
+    scrub,
+    server_identity,
+)
 from chaos_ext.db._target import check_exhaust_arguments, engine_of, parse_target
 from chaos_ext.errors import ChaosExtError, DatabaseError, RollbackFailed
 from chaos_ext.ledger import (
@@ -14,6 +21,7 @@ from chaos_ext.ledger import (
     default_ledger,
     fault,
     in_scope,
+    machine_scope,
     undo,
     undo_after,
     undo_handler,
@@ -93,12 +101,31 @@ def exhaust_connections(
     }  # fmt: skip
 
 
+def _identity(params: ConnectParams) -> dict[str, Any]:
+    """The ledger identity: held from this machine, against this server (one connection)."""
+    try:
+        conn = connect(params)
+    except ConnectFailure as exc:
+        raise DatabaseError(scrub(exc.message, params.password)) from None
+    try:
+        server = server_identity(conn, params.engine)
+    except Exception as exc:  # noqa: BLE001 - any driver error: say which server, hold nothing
+        raise DatabaseError(
+            scrub(f"{params.where}: cannot read the server's identity: {exc}", params.password)
+        ) from None
+    finally:
+        close(conn)
+    where = {"engine": params.engine, "host": params.host, "port": params.port}
+    return machine_scope(database={**where, "server": server})
+
+
 def _hold(
     params: ConnectParams, recipe: dict[str, Any], payload: dict[str, Any]
 ) -> tuple[Entry, dict[str, Any]]:
     """Record the fault, then start the holder; the entry and the holder's report."""
     where = f"{params.engine}://{params.host}:{params.port}/{params.database}"
-    with fault(kind=KIND, target=where, recipe=recipe, module=__name__) as entry:
+    identity = _identity(params)
+    with fault(kind=KIND, target=where, recipe=recipe, module=__name__, identity=identity) as entry:
         try:
             handle = _helper.start_helper(
                 module="chaos_ext.db._holder", payload=payload, token=entry.id,

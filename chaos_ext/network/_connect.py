@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from chaos_ext._ssh import SshSession, SshSettings
 from chaos_ext.network import _local, _pod, _remote, _spec
 
-__all__ = ["Executor", "executor_for", "executor_from_recipe"]
+__all__ = ["Executor", "executor_for", "executor_from_recipe", "identity_of"]
 
 
 class Executor(Protocol):
@@ -59,7 +59,7 @@ def executor_for(
         with SshSession(settings) as session:
             yield (
                 _remote.RemoteTc(session, f"ssh:{target.host}:{target.port}"),
-                {"ssh": settings.recipe()},
+                {"ssh": {**settings.recipe(), "host_key": session.host_key}},
             )
         return
     placement = _pod.resolve_pod(target, secrets)
@@ -70,7 +70,8 @@ def executor_for(
         where = f"pod:{target.namespace}/{target.name}@{placement.node}"
         prefix = ["nsenter", f"--net=/proc/{pid}/ns/net"]
         yield _remote.RemoteTc(session, where, prefix), {
-            "ssh": settings.recipe(), "pid": pid, "node": placement.node, "where": where,
+            "ssh": {**settings.recipe(), "host_key": session.host_key}, "pid": pid,
+            "node": placement.node, "where": where,
         }  # fmt: skip
 
 
@@ -82,9 +83,19 @@ def executor_from_recipe(recipe: Mapping[str, Any]) -> Iterator[Executor]:
     if "ssh" not in conn:
         yield LocalExecutor(target)
         return
-    with SshSession(SshSettings.from_recipe(conn["ssh"])) as session:
+    pinned = conn["ssh"].get("host_key") or None
+    with SshSession(SshSettings.from_recipe(conn["ssh"]), expect_host_key=pinned) as session:
         if "pid" in conn:
             prefix = ["nsenter", f"--net=/proc/{int(conn['pid'])}/ns/net"]
             yield _remote.RemoteTc(session, conn["where"], prefix)
         else:
             yield _remote.RemoteTc(session, f"ssh:{target.host}:{target.port}")
+
+
+def identity_of(connection: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ledger identity of a connection recipe: the SSH host by its key; None: this machine."""
+    ssh = connection.get("ssh")
+    if not ssh:
+        return None
+    pinned = {"host": ssh.get("host"), "port": ssh.get("port"), "host_key": ssh.get("host_key")}
+    return {"scope": "ssh", "ssh": pinned, "node": connection.get("node")}

@@ -79,7 +79,10 @@ def add_latency(
             "target": target, "interface": interface, "spec": spec.as_dict(),
             "snapshot": before, "connection": connection,
         }  # fmt: skip
-        with fault(kind=KIND, target=label, recipe=recipe, module=__name__) as entry:
+        identity = _connect.identity_of(connection)
+        with fault(
+            kind=KIND, target=label, recipe=recipe, module=__name__, identity=identity
+        ) as entry:
             executor.apply(interface, spec)
     if duration:
         undo_after(entry, duration)

@@ -19,22 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.dns_checks import tcp_resolves
+from support.dns_checks import established, tcp_resolves
 from support.harness import cli_env, gameday_argv, wait_for
 
 from chaos_ext._servers.dnsmasq import Dnsmasq
 from chaos_ext.ledger import Ledger
 
 CONNECTIONS = 25
-
-
-def established(port: int) -> int:
-    """TCP connections to 127.0.0.1:port in state ESTABLISHED, as ``ss`` counts them."""
-    out = subprocess.run(
-        ["ss", "-Htn", "state", "established", "dst", f"127.0.0.1:{port}"],
-        capture_output=True, text=True, check=True, timeout=10,
-    ).stdout  # fmt: skip
-    return len([line for line in out.splitlines() if line.strip()])
 
 
 def _page(path: Path, name: str | None) -> int:

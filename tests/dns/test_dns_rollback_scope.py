@@ -15,12 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from support.dns_checks import established
 from support.harness import cli_env, gameday_argv, wait_for
 
 from chaos_ext._servers.dnsmasq import Dnsmasq
 from chaos_ext.ledger import Ledger
-
-from .test_dns_ledger_damage import established
 
 
 def _action(func: str, **arguments: Any) -> dict[str, Any]:
