@@ -39,8 +39,11 @@ exit codes (run, gate):
   3  invalid input (experiment file, argument, option); nothing was injected
 
 environment:
-  GAMEDAY_LEDGER   path of the fault ledger (SQLite); default
-                   $XDG_STATE_HOME/gameday/ledger.sqlite3
+  GAMEDAY_LEDGER           path of the fault ledger (SQLite); default
+                           $XDG_STATE_HOME/gameday/ledger.sqlite3 (its event log
+                           is <ledger>.events.jsonl beside it)
+  GAMEDAY_LEDGER_MARKERS   where ledger markers live (keep it off the ledger's
+                           storage); default $XDG_STATE_HOME/gameday/markers
 """
 
 

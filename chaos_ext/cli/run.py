@@ -29,10 +29,13 @@ HELP = """\
 Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
 
 Every experiment is validated first; if any is invalid nothing runs (exit 3).
-Before running, faults left open by a dead run (owner process gone) are undone
-and listed (--no-recover refuses to start instead). During the run, progress is
-shown live. Rollbacks always run (completed, deviated, failed, Ctrl-C,
-SIGTERM), then every fault this run left in the ledger is undone.
+Before running, the fault ledger is checked (a ledger that cannot be trusted
+stops the run, exit 2, listing what may still be injected), then faults left
+open by a dead run (owner process gone) are undone and listed (--no-recover
+refuses to start instead). During the run, progress is shown live. Rollbacks
+always run (completed, deviated, failed, Ctrl-C, SIGTERM), then every fault
+this run left in the ledger is undone. After SIGTERM or Ctrl-C the run exits
+within 10 s, journal written, whatever pause is pending.
 
 The journal of each experiment is written to --journal (one experiment) or to
 JOURNAL_DIR/journal-<experiment file name>.json.

@@ -73,7 +73,8 @@ def start_load(
 ) -> RunningLoad:
     """Start ``spec`` in the background; return once its workers are forked."""
     token = token or f"load-{uuid.uuid4().hex[:12]}"
-    check_ca_file(spec)
+    if spec.ca_file and not Path(spec.ca_file).is_file():
+        raise InvalidArgument(f"ca_file: {spec.ca_file!r} is not a readable file")
     results_dir.mkdir(parents=True, exist_ok=True)
     payload = {
         "spec": spec.to_payload(),

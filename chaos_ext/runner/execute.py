@@ -16,7 +16,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from chaoslib.exceptions import ChaosException, InterruptExecution
@@ -26,6 +25,7 @@ from chaoslib.types import Schedule, Strategy
 from rich.console import Console
 
 from chaos_ext.ledger import Ledger, UndoOutcome, set_current_run_id
+from chaos_ext.runner import signals
 from chaos_ext.runner.progress import ProgressPrinter
 from chaos_ext.runner.redact import Redactor, secret_values
 from chaos_ext.runner.sweep import run_history, shielded, sweep_run
@@ -119,18 +119,11 @@ class _SecretCollector(RunEventHandler):  # type: ignore[misc]
         self.redactor.add(secret_values(secrets))
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    # KeyboardInterrupt, not chaoslib's InterruptExecution: chaoslib wraps every
-    # Exception raised inside a Python activity into a failed activity and goes
-    # on with the method, so a SIGTERM landing in an activity would be lost.
-    raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
-
-
 class _SigtermInterrupts(RunEventHandler):  # type: ignore[misc]
     """Replaces chaoslib's SIGTERM handler, once chaoslib has installed it, by ours."""
 
     def started(self, experiment: dict[str, Any], journal: dict[str, Any]) -> None:
-        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGTERM, signals.interrupt)
 
 
 def _settings() -> dict[str, Any]:
@@ -158,7 +151,7 @@ def run_experiment(
     runner.register_event_handler(ProgressPrinter(console, redactor))
     for handler in options.extra_handlers:
         runner.register_event_handler(handler)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    restore_signals = signals.install()  # SIGTERM/SIGINT: stop now, pauses included
     set_current_run_id(run_id)
     outcomes: list[UndoOutcome] = []
     try:
@@ -180,7 +173,7 @@ def run_experiment(
         with shielded(console):
             outcomes = sweep_run(ledger, run_id, console)
             set_current_run_id(None)
-            signal.signal(signal.SIGTERM, previous)
+            restore_signals()
     return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
 
 
