@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chaos_ext import _procfs
 from chaos_ext._failpoint import failpoint
 from chaos_ext.errors import ChaosExtError
 
@@ -149,18 +150,7 @@ def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
 
 def find_helpers(token: str) -> list[int]:
     """Pids of live processes started with this helper token."""
-    needle = f"{TOKEN_VAR}={token}".encode()
-    found = []
-    for proc_dir in Path("/proc").iterdir():
-        if not proc_dir.name.isdigit():
-            continue
-        try:
-            environ = (proc_dir / "environ").read_bytes()
-        except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            found.append(int(proc_dir.name))
-    return found
+    return _procfs.pids_with_environ(f"{TOKEN_VAR}={token}")
 
 
 def stop_helpers(token: str, grace: float = 3.0) -> int:
@@ -173,10 +163,10 @@ def stop_helpers(token: str, grace: float = 3.0) -> int:
         _signal(pid, signal.SIGTERM)
     failpoint("helper.stopping")
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+    while time.monotonic() < deadline and any(_procfs.alive(pid) for pid in pids):
         time.sleep(0.02)
     for pid in pids:
-        if _alive(pid):
+        if _procfs.alive(pid):
             _signal(pid, signal.SIGKILL)
     for pid in pids:
         _reap(pid)
@@ -186,14 +176,6 @@ def stop_helpers(token: str, grace: float = 3.0) -> int:
 def _signal(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _reap(pid: int) -> None:

@@ -1,9 +1,16 @@
-"""Read-only facts about local processes from ``/proc``: names, parents, sockets, memory.
+"""Read-only facts about local processes from ``/proc``: the one place that parses it.
 
-Used to find a server by pid, pidfile or listening port, to count the
-children it forked, and to report a helper's resident memory. Socket tables
-are read through ``/proc/<pid>/net/`` so a process in another network
+Names, parents, states and start times (``/proc/<pid>/stat``), children,
+environments (to find our helper processes), sockets, memory and
+capabilities (``/proc/<pid>/status``). Used to find a server by pid, pidfile
+or listening port, to count the children it forked, to tell a live fault
+owner from a recycled pid, and to report a helper's resident memory. Socket
+tables are read through ``/proc/<pid>/net/`` so a process in another network
 namespace is seen in its own namespace. Nothing here changes anything.
+
+Every other module reads ``/proc`` through these functions; the text parsers
+(:func:`parse_stat`, :func:`effective_capabilities`) also serve text read on a
+remote node over SSH.
 """
 
 from __future__ import annotations
@@ -14,44 +21,132 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "CAP_NET_ADMIN",
     "Process",
+    "alive",
+    "children",
+    "effective_capabilities",
+    "exists",
+    "has_capability",
     "listening_tcp_inodes",
+    "parse_stat",
     "parse_tcp_table",
+    "pids_with_environ",
     "process",
     "processes",
     "rss_kib",
     "socket_inodes",
+    "start_time",
+    "stat",
+    "tree_size",
 ]
 
 _PROC = Path("/proc")
 _TCP_LISTEN = "0A"
+CAP_NET_ADMIN = 12  # capability bit (linux/capability.h)
 
 
 @dataclass(frozen=True)
 class Process:
-    """One process: pid, parent pid and command name (``comm``)."""
+    """One process: pid, parent pid, command name (``comm``), state letter and start time.
+
+    ``start_time`` is the kernel's start time in clock ticks since boot: with
+    the pid it tells a process from a later one that reused its pid.
+    """
 
     pid: int
     ppid: int
     comm: str
+    state: str = "R"
+    start_time: int = 0
+
+    @property
+    def zombie(self) -> bool:
+        return self.state in ("Z", "X")
 
 
-def _parse_stat(pid: int, text: str) -> Process:
-    # "pid (comm) state ppid ..."; comm may hold spaces and parentheses.
+def parse_stat(pid: int, text: str) -> Process:
+    """Parse ``/proc/<pid>/stat`` text (``comm`` may hold spaces and parentheses)."""
     head, tail = text.rsplit(")", 1)
     comm = head.split("(", 1)[1]
-    return Process(pid=pid, ppid=int(tail.split()[1]), comm=comm)
+    fields = tail.split()  # fields[0] is field 3 of proc(5): state
+    return Process(
+        pid=pid, ppid=int(fields[1]), comm=comm, state=fields[0], start_time=int(fields[19])
+    )
 
 
-def process(pid: int) -> Process | None:
-    """The live process ``pid`` (None if gone or a zombie)."""
+def stat(pid: int) -> Process | None:
+    """``/proc/<pid>/stat`` of ``pid``, zombies included (None if gone)."""
     try:
         text = (_PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
-    if text.rsplit(")", 1)[1].split()[0] == "Z":
-        return None
-    return _parse_stat(pid, text)
+    return parse_stat(pid, text)
+
+
+def process(pid: int) -> Process | None:
+    """The live process ``pid`` (None if gone or a zombie)."""
+    found = stat(pid)
+    return None if found is None or found.zombie else found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie has ended: it only waits to be reaped)."""
+    return process(pid) is not None
+
+
+def exists(pid: int) -> bool:
+    """Whether ``/proc/<pid>`` exists (zombies included)."""
+    return (_PROC / str(pid)).exists()
+
+
+def start_time(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` in clock ticks since boot, None if gone."""
+    found = stat(pid)
+    return None if found is None else found.start_time
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (every thread's ``task/*/children``); empty if gone."""
+    found: list[int] = []
+    for task in (_PROC / str(pid) / "task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def tree_size(pid: int) -> int:
+    """Processes in the tree rooted at ``pid``, itself included (0 when it is gone)."""
+    if not exists(pid):
+        return 0
+    todo, seen = [pid], set()
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo += children(current)
+    return len(seen)
+
+
+def pids_with_environ(entry: str) -> list[int]:
+    """Pids of processes whose environment holds exactly ``entry`` (``NAME=value``).
+
+    Only processes whose environment we may read (our own user's, or all as root).
+    """
+    needle = entry.encode()
+    found = []
+    for proc_dir in _PROC.iterdir():
+        if not proc_dir.name.isdigit():
+            continue
+        try:
+            environ = (proc_dir / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(proc_dir.name))
+    return found
 
 
 def processes(comm: str | None = None) -> Iterator[Process]:
@@ -105,6 +200,21 @@ def listening_tcp_inodes(pid: int, port: int) -> set[int]:
             continue
         inodes |= parse_tcp_table(text, port)
     return inodes
+
+
+def effective_capabilities(status_text: str) -> int:
+    """The ``CapEff`` bit mask in ``/proc/<pid>/status`` text (0 if absent)."""
+    for line in status_text.splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
+def has_capability(capability: int, status_text: str | None = None) -> bool:
+    """Whether ``capability`` (a bit number) is effective: in ``status_text``, else for us."""
+    if status_text is None:
+        status_text = (_PROC / "self" / "status").read_text()
+    return bool(effective_capabilities(status_text) >> capability & 1)
 
 
 def rss_kib(pid: int) -> int | None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 import threading
 import time
@@ -53,6 +54,7 @@ __all__ = [
     "Entry",
     "Ledger",
     "UndoOutcome",
+    "add_listener",
     "current_run_id",
     "default_ledger",
     "fault",
@@ -63,6 +65,7 @@ __all__ = [
     "process_start_time",
     "record",
     "recorded_here",
+    "remove_listener",
     "repair",
     "set_current_run_id",
     "undo",
@@ -74,6 +77,8 @@ __all__ = [
 UndoHandler = Callable[["Entry"], str | None]
 
 _UNDO_HANDLERS: dict[str, UndoHandler] = {}
+Listener = Callable[[str, "Entry"], None]
+_LISTENERS: list[Listener] = []
 _run_lock = threading.Lock()
 _current_run: str | None = None
 _recorded_here: list[Entry] = []  # what this process recorded: undoable even if the file breaks
@@ -110,6 +115,26 @@ def current_run_id() -> str:
         if _current_run:
             return _current_run
     return f"pid-{os.getpid()}-{process_start_time(os.getpid())}"
+
+
+def add_listener(listener: Listener) -> None:
+    """Call ``listener("open" | "closed", entry)`` after each entry this process writes
+    or closes (the runner publishes fault windows this way). A listener that raises is
+    logged and ignored: it never stops a fault from being recorded or undone."""
+    _LISTENERS.append(listener)
+
+
+def remove_listener(listener: Listener) -> None:
+    if listener in _LISTENERS:
+        _LISTENERS.remove(listener)
+
+
+def _notify(event: str, entry: Entry) -> None:
+    for listener in list(_LISTENERS):
+        try:
+            listener(event, entry)
+        except Exception:  # an observer never breaks the ledger
+            logging.getLogger("chaostoolkit").exception("fault ledger listener failed")
 
 
 def recorded_here(run_id: str) -> list[Entry]:
@@ -171,6 +196,7 @@ class Ledger:
         self._book.write("record", entry.id, entry.to_record())
         with _run_lock:
             _recorded_here.append(entry)
+        _notify("open", entry)
         return entry
 
     def update_recipe(self, entry_id: str, recipe: dict[str, Any]) -> None:
@@ -180,6 +206,10 @@ class Ledger:
     def close(self, entry_id: str, note: str) -> None:
         """Mark an entry undone."""
         self._book.write("close", entry_id, {"note": note})
+        if _LISTENERS:
+            closed = self.get(entry_id)
+            if closed is not None:
+                _notify("closed", closed)
 
     def mark_error(self, entry_id: str, error: str) -> None:
         """Keep an entry open and remember why its undo failed."""

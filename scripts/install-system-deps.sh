@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   python3 python3-venv iproute2 procps psmisc
-  dnsmasq-base postgresql-15 mariadb-server prometheus openssh-server openssh-client
+  dnsmasq-base nftables postgresql-15 mariadb-server prometheus openssh-server openssh-client
   prometheus-alertmanager prometheus-pushgateway
   dnsperf wrk hyperfine nginx openssl ca-certificates
   qemu-system-x86 linux-image-amd64 busybox-static

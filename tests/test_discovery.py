@@ -37,9 +37,14 @@ EXPECTED = {
         "search_domains:list ndots:integer qtype:string timeout:number concurrency:integer "
         "max_queries:integer sockets:integer workers:integer -> mapping"
     ),
+    "dns.actions.limit_dns_rate": (
+        "pps:integer burst:integer resolvers:list port:integer duration:number target:string "
+        "-> mapping"
+    ),
     "dns.actions.release_dnsmasq_tcp": (
         "server:string port:integer include_dead_runs:boolean -> mapping"
     ),
+    "dns.actions.remove_dns_rate_limit": "target:string include_dead_runs:boolean -> mapping",
     "dns.actions.saturate_dnsmasq_tcp": (
         "server:string port:integer connections:integer hold_seconds:number query_name:string "
         "connect_timeout:number -> mapping"
@@ -49,6 +54,8 @@ EXPECTED = {
         "qtype:string interval:number -> mapping"
     ),
     "dns.probes.dnsmasq_child_processes": "pid:integer pidfile:string port:integer -> mapping",
+    "dns.probes.dns_rate_limit_drops": "target:string -> mapping",
+    "dns.probes.dns_rate_limit_supported": "target:string -> mapping",
     "envoy.probes.edge_config_audit": (
         "source:string listener:string rules:list rules_file:string timeout:number "
         "profile:string role:string -> mapping"
@@ -60,8 +67,8 @@ EXPECTED = {
         "urls:string rate:number duration:number ramp:mapping steps:list "
         "concurrency_limit:integer method:string headers:mapping body:string http2:boolean "
         "timeout:number max_rate:number max_duration:number processes:integer "
-        "metrics_port:integer metrics_addr:string name:string ca_file:string wait:boolean -> "
-        "mapping"
+        "metrics_port:integer metrics_addr:string name:string ca_file:string wait:boolean "
+        "replicas:integer kubernetes:mapping -> mapping"
     ),
     "load.actions.stop_http_load": (
         "load:string include_buckets:boolean include_dead_runs:boolean -> mapping"
@@ -95,6 +102,9 @@ EXPECTED = {
     "node.probes.nodes_ready": "label_selector:string wait_s:number -> mapping",
     "node.probes.pods_pending": (
         "namespace:string label_selector:string min_age_s:number -> mapping"
+    ),
+    "prometheus.probes.alerts_quiet": (
+        "rules:list select:list firing:list include_pending:boolean -> boolean"
     ),
     "prometheus.probes.catalog_check": (
         "name:string parameters:mapping window:string step:string min_fraction:number -> boolean"

@@ -64,6 +64,9 @@ class PrometheusServer(Stoppable):
     basic_auth: tuple[str, str] | None = field(default=None, repr=False)
     tls: bool = False
     _owns_workdir: bool = True
+    rule_files: tuple[Path, ...] = ()
+    honor_labels: tuple[str, ...] = ()  # jobs whose pushed labels are kept (a Pushgateway)
+    alertmanagers: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -97,9 +100,13 @@ class PrometheusServer(Stoppable):
 
     def set_targets(self, jobs: Mapping[str, Sequence[str]]) -> None:
         """Rewrite the scrape jobs and make the server reload them (SIGHUP)."""
-        _write_config(self.config_path, jobs, self.scrape_interval)
+        _write_config(self.config_path, jobs, self.scrape_interval, self._extra())
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGHUP)
+
+    def _extra(self) -> dict[str, Any]:
+        return {"rule_files": self.rule_files, "honor_labels": self.honor_labels,
+                "alertmanagers": self.alertmanagers}  # fmt: skip
 
     def wait_scraped(self, timeout: float = 20.0) -> None:
         """Wait until every configured target has been scraped successfully.
@@ -144,15 +151,24 @@ class PrometheusServer(Stoppable):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _write_config(path: Path, jobs: Mapping[str, Sequence[str]], interval: str) -> None:
-    config = {
+def _write_config(
+    path: Path, jobs: Mapping[str, Sequence[str]], interval: str, extra: Mapping[str, Any]
+) -> None:
+    honor = set(extra.get("honor_labels") or ())
+    config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "scrape_timeout": interval,
                    "evaluation_interval": interval},
         "scrape_configs": [
-            {"job_name": job, "static_configs": [{"targets": list(targets)}]}
+            {"job_name": job, "static_configs": [{"targets": list(targets)}],
+             **({"honor_labels": True} if job in honor else {})}
             for job, targets in jobs.items()
         ],
     }  # fmt: skip
+    if extra.get("rule_files"):
+        config["rule_files"] = [str(p) for p in extra["rule_files"]]
+    if extra.get("alertmanagers"):
+        targets = list(extra["alertmanagers"])
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": targets}]}]}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(yaml.safe_dump(config, sort_keys=False))
     tmp.replace(path)
@@ -205,11 +221,17 @@ def start(
     tls: tuple[Path, Path] | None = None,
     workdir: Path | None = None,
     ready_timeout: float = 60.0,
+    rule_files: Sequence[Path] = (),
+    honor_labels: Sequence[str] = (),
+    alertmanagers: Sequence[str] = (),
 ) -> PrometheusServer:
     """Start Prometheus scraping ``targets`` (job ``gameday``) and/or ``jobs``; wait ready.
 
     ``basic_auth=(user, password)`` and ``tls=(cert_file, key_file)`` go to
-    ``--web.config.file``. ``port=0`` picks a free port. ``netns`` is a command prefix that runs the
+    ``--web.config.file``. ``rule_files`` are evaluated every scrape interval;
+    ``honor_labels`` names jobs that keep their targets' labels (a Pushgateway);
+    ``alertmanagers`` are ``host:port`` targets to send alerts to. ``port=0``
+    picks a free port. ``netns`` is a command prefix that runs the
     server inside a network namespace (then ``host`` must be an address in it).
     """
     if not Path(BINARY).exists():
@@ -218,7 +240,9 @@ def start(
     work = Path(tempfile.mkdtemp(prefix="gameday-prom-")) if workdir is None else workdir
     work.mkdir(parents=True, exist_ok=True)
     all_jobs = {**({"gameday": list(targets)} if targets else {}), **(jobs or {})}
-    _write_config(work / "prometheus.yml", all_jobs, scrape_interval)
+    extra = {"rule_files": tuple(rule_files), "honor_labels": tuple(honor_labels),
+             "alertmanagers": tuple(alertmanagers)}  # fmt: skip
+    _write_config(work / "prometheus.yml", all_jobs, scrape_interval, extra)
     port = port or free_port(host if not netns else "127.0.0.1")
     argv = [
         *netns, BINARY, f"--config.file={work / 'prometheus.yml'}",
@@ -234,8 +258,9 @@ def start(
             start_new_session=True, cwd=work,
         )  # fmt: skip
     server = PrometheusServer(
-        host, port, work, process, scrape_interval, basic_auth, tls is not None, owns
-    )
+        host, port, work, process, scrape_interval, basic_auth, tls is not None, owns,
+        tuple(rule_files), tuple(honor_labels), tuple(alertmanagers),
+    )  # fmt: skip
     try:
         _wait_ready(server, ready_timeout, check_http=not netns)
     except BaseException:

@@ -9,6 +9,7 @@ __all__ = ["commands"]
 
 _COMMANDS = (
     "run",
+    "envelope",
     "validate",
     "ledger",
     "sandbox",

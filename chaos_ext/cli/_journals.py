@@ -9,9 +9,15 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext.reporting.envelope import (
+    EnvelopeError,
+    EnvelopeView,
+    envelope_paths,
+    load_envelope,
+)
 from chaos_ext.reporting.model import JournalError, RunView, load_journal, view_of
 
-__all__ = ["expand_journal_paths", "load_views"]
+__all__ = ["expand_journal_paths", "load_envelopes", "load_views"]
 
 
 def expand_journal_paths(names: Sequence[str]) -> list[Path]:
@@ -42,3 +48,19 @@ def load_views(
             continue
         loaded.append((journal, view_of(journal, source=str(path))))
     return loaded if ok else None
+
+
+def load_envelopes(
+    names: Sequence[str], console: Console
+) -> tuple[list[EnvelopeView], list[str]] | None:
+    """The envelopes among ``names`` (see :func:`envelope_paths`) and the other inputs;
+    one line per bad envelope and None if any is bad."""
+    paths, others = envelope_paths(names)
+    views: list[EnvelopeView] = []
+    for path in paths:
+        try:
+            views.append(load_envelope(path))
+        except EnvelopeError as exc:
+            console.print(f"[red]invalid envelope:[/] {escape(str(exc))}", highlight=False)
+            return None
+    return views, others

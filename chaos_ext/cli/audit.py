@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos_ext.envoy._pipeline import ROLE_CHOICES, run_audit, summary_line
+from chaos_ext.envoy._fix_write import FIX_KINDS, write_fix
+from chaos_ext.envoy._pipeline import ROLE_CHOICES, AuditRun, run_audit, summary_line
 from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES
 from chaos_ext.errors import EnvoyError, InvalidArgument
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
@@ -58,6 +59,16 @@ examples:
   gameday audit envoy --source envoy.yaml                 # gate the bootstrap in git
   kubectl exec deploy/gw -c istio-proxy -- pilot-agent request GET config_dump \\
       | gameday audit envoy --source - --json > audit.json
+  gameday audit envoy --source dump.json --fix istio -o fix/   # write the fix
+
+--fix istio -o DIR writes a custom-bootstrap ConfigMap (overload manager,
+runtime layer), gateway Deployment patches (the bootstrapOverride annotation,
+proxy.istio.io/config runtimeValues for the global connection limit) and an
+EnvoyFilter for listener, HTTP connection manager and cluster fields. --fix
+envoy -o DIR writes a bootstrap overlay (for --config-yaml) and, for a
+bootstrap input, the bootstrap patched in place. Both are applied the way
+Envoy/Istio merge them and re-audited before they are written; what still
+fails, and why, is printed (on stderr) and in DIR/README.md.
 
 exit codes: 0 every check passed, 1 a rule failed or a value was unreadable,
 3 invalid input (source unreadable or unreachable, neither a dump nor a
@@ -88,6 +99,10 @@ def register(sub: Any) -> None:
     envoy.add_argument("--rules", default="", metavar="FILE", help="YAML rules merged by id")
     envoy.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
     envoy.add_argument("--json", action="store_true", help="print the JSON report")
+    envoy.add_argument("--fix", choices=FIX_KINDS, default="",
+                       help="write the fix: istio manifests or an envoy overlay")  # fmt: skip
+    envoy.add_argument("-o", "--output", default="", metavar="DIR",
+                       help="directory for --fix (created if missing)")  # fmt: skip
     envoy.set_defaults(handler=handle_envoy)
 
 
@@ -119,12 +134,28 @@ def report_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def _fix(args: argparse.Namespace, run: AuditRun, console: Console) -> None:
+    if run.report["passed"] and not run.report["summary"]["warnings"]:
+        console.print("--fix: every check passed, nothing to fix; no file written")
+        return
+    out = write_fix(run, args.fix, args.output)
+    console.print(f"--fix {args.fix}: wrote {', '.join(sorted(out.files))} to {args.output}",
+                  highlight=False)  # fmt: skip
+    for line in out.lines:
+        console.print(f"  {escape(line)}", highlight=False)
+
+
 def handle_envoy(args: argparse.Namespace, console: Console) -> int:
+    if args.fix and not args.output:
+        console.print("[red]invalid:[/] --fix needs -o DIR (where to write the files)")
+        return EXIT_INVALID
     try:
         run = run_audit(
             args.source, listener=args.listener, rules_file=args.rules, timeout=args.timeout,
             profile=args.profile, role=args.role,
         )  # fmt: skip
+        if args.fix:
+            _fix(args, run, console)
     except (InvalidArgument, EnvoyError) as exc:
         console.print(f"[red]invalid:[/] {escape(str(exc))}", highlight=False)
         return EXIT_INVALID

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.cli._journals import load_views
+from chaos_ext.cli._journals import load_envelopes, load_views
+from chaos_ext.reporting.envelope import EnvelopeView, movement, pair_envelopes
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_INVALID
 
 if TYPE_CHECKING:
@@ -33,12 +34,28 @@ direction a significant difference is reported as "changed".
 
 Writes OUT/comparison.html (inline SVG) and OUT/comparison.md.
 
+Envelopes (`gameday envelope` OUT folders, their envelope.json, or a folder of
+such folders) are compared instead by how the breaking point moved, paired by
+the varied argument:
+
+  delay-app-to-db.delay_ms: breaks between 40 and 50 ms (fragile) → between
+  380 and 420 ms (tuned) — improved (fragile: held 3/3 at 40; deviated 3/3 at
+  50; tuned: held 3/3 at 380; deviated 3/3 at 420)
+
+improved: the tuned side held at a magnitude as harsh as one where the
+baseline deviated; regressed: the other way round; no change: the boundary
+intervals overlap; inconclusive: a side is noisy (repeats disagree) or
+incomplete. Writes OUT/envelope-comparison.html (both envelopes on one chart)
+and OUT/envelope-comparison.md.
+
 examples:
   gameday compare before/ after/ -o reports/pool-size/
   gameday compare base-1.json tuned-1.json --baseline base-2.json --tuned tuned-2.json -o out/
   gameday compare before/ after/ -o out/ --better p99-latency=lower --fail-on-regression
+  gameday compare out/dns-fragile out/dns-tuned -o reports/dns-envelope/
 
-exit code: 0; 1 with --fail-on-regression when a metric regressed; 3 invalid input.
+exit code: 0; 1 with --fail-on-regression when a metric (or a breaking point)
+regressed; 3 invalid input.
 """
 
 
@@ -92,7 +109,40 @@ def _settings(args: argparse.Namespace, console: Console) -> Settings | None:
     return Settings(args.alpha, args.resamples, args.seed, args.min_effect, args.statistic)
 
 
+def _compare_envelopes(
+    args: argparse.Namespace,
+    console: Console,
+    base: list[EnvelopeView],
+    tuned: list[EnvelopeView],
+) -> int:
+    from chaos_ext.reporting.render_compare import (  # noqa: PLC0415 - matplotlib is heavy
+        write_envelope_comparison,
+    )
+
+    pairs, unmatched = pair_envelopes(base, tuned)
+    if not pairs:
+        console.print("[red]no envelope of the same argument on both sides: nothing to compare[/]")
+        return EXIT_INVALID
+    moves = [movement(b, t) for b, t in pairs]
+    for m in moves:
+        console.print(m.line(), highlight=False, markup=False, soft_wrap=True)
+    for view in unmatched:
+        console.print(f"not compared: {view.label}: {view.key} (only on one side)",
+                      highlight=False, markup=False)  # fmt: skip
+    title = args.title if args.title != "Tuning comparison" else "How the breaking points moved"
+    html, md = write_envelope_comparison(moves, unmatched, Path(args.output), title)
+    console.print(f"comparison: {html}, {md}", highlight=False)
+    regressed = any(m.verdict == "regressed" for m in moves)
+    return EXIT_DEVIATED if regressed and args.fail_on_regression else 0
+
+
 def handle(args: argparse.Namespace, console: Console) -> int:
+    base_env = load_envelopes([args.baseline, *args.more_baseline], console)
+    tuned_env = load_envelopes([args.tuned, *args.more_tuned], console)
+    if base_env is None or tuned_env is None:
+        return EXIT_INVALID
+    if base_env[0] or tuned_env[0]:
+        return _compare_envelopes(args, console, base_env[0], tuned_env[0])
     overrides = _overrides(args.better, console)
     settings = _settings(args, console)
     base = load_views([args.baseline, *args.more_baseline], console)
@@ -106,6 +156,12 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     )
 
     base_views, tuned_views = [v for _, v in base], [v for _, v in tuned]
+    left_out = sum(v.outcome == "unsteady" for v in (*base_views, *tuned_views))
+    if left_out:
+        console.print(
+            f"[yellow]{left_out} unsteady run(s) left out: the steady state did not hold "
+            "before the method, so nothing was injected in them[/]"
+        )
     results = compare_sets(base_views, tuned_views, overrides, settings)
     if not results:
         console.print("[red]the two sets share no numeric metric: nothing to compare[/]")

@@ -8,16 +8,20 @@ from typing import Any
 
 from rich.console import Console
 
-from chaos_ext.cli._journals import load_views
+from chaos_ext.cli._envelope_gate import Floors, envelope_suite, parse_floors, search_envelopes
+from chaos_ext.cli._journals import load_envelopes, load_views
 from chaos_ext.cli.run import add_run_options, run_batch
+from chaos_ext.reporting.envelope import EnvelopeView
 from chaos_ext.reporting.junit import junit_xml
 from chaos_ext.reporting.model import RunView, redact_journal, view_of
-from chaos_ext.reporting.score import resilience_score
-from chaos_ext.runner.execute import (
+from chaos_ext.reporting.score import Score, resilience_score
+from chaos_ext.runner.verdict import (
     EXIT_DEVIATED,
-    EXIT_FAILED,
+    EXIT_HELD,
     EXIT_INVALID,
+    exit_code_for,
     outcome_of,
+    worst_exit,
 )
 
 HELP = """\
@@ -29,19 +33,37 @@ gate's verdict.
 JUnit: one test suite per experiment; one test case per hypothesis probe per
 phase ("p99-latency [after]") whose <failure> carries the measured value
 against the tolerance, one "steady state held" case per experiment and one
-"faults rolled back" case. With --min-score, a "gameday.score" suite too.
+"faults rolled back" case (an <error> naming what may still be injected when
+a rollback did not complete). An unsteady run (the steady state did not hold
+before the method, so nothing was injected) is an <error> saying so. With
+--min-score, a "gameday.score" suite too.
 
-exit code: the worst over all experiments: 0 every hypothesis held, 1 a
-hypothesis deviated, 2 a run failed/was interrupted or a rollback did not
-complete, 3 invalid input. With --min-score N, deviations are judged by the
-resilience score instead (the weighted share of hypotheses held): 1 when the
-score is below N (or there is no hypothesis to score), else 0; failed runs
-still give 2.
+exit code: the most severe over all experiments (2 > 1 > 4 > 0): 0 every
+hypothesis held, 1 a hypothesis deviated, 2 a run failed/was interrupted or a
+rollback did not complete (rollback-failed), 3 invalid input, 4 unsteady. With
+--min-score N, deviations are judged by the resilience score instead (the
+weighted share of hypotheses held; unsteady runs are left out of it): 1 when
+the score is below N (or there is no hypothesis to score), else 0; failed,
+rollback-failed and unsteady runs still give 2 or 4.
+
+With --min-envelope ARGUMENT=FLOOR, envelopes are gated too: experiments with
+an envelope setting ({"name": "gameday", "envelope": {"vary": ...}}) are
+searched like `gameday envelope` (into JOURNAL_DIR/envelope-<file name>/), or,
+with --journals, envelopes written earlier (their OUT folders) are read. Each
+envelope varying
+ARGUMENT (or ACTIVITY.ARGUMENT) must show the hypothesis holding at FLOOR or
+harsher: a magnitude there where every run held, and no run deviating at it
+or at any milder magnitude (so disagreeing repeats below the floor fail it).
+An incomplete search fails. One case per envelope in the "gameday.envelope"
+suite; exit 1 when one fails (2 when its search was cut short by a failed
+run), 3 when no envelope varies ARGUMENT.
 
 examples:
   gameday gate experiments/db-latency.json --junit out/gameday.xml
   gameday gate --journals out/journal-*.json --junit gameday.xml --min-score 80
   gameday gate experiments/*.json --var prometheus_url=http://prom:9090 --junit j.xml
+  gameday gate --journals out/latency-tuned --min-envelope delay_ms=200 --junit j.xml
+  gameday gate experiments/dns.json --min-envelope connections=30 --junit j.xml
 """
 
 
@@ -59,6 +81,11 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--min-score", type=float, metavar="N",
         help="pass deviations while the resilience score (0-100) is at least N",
+    )  # fmt: skip
+    parser.add_argument(
+        "--min-envelope", action="append", default=[], metavar="ARGUMENT=FLOOR",
+        help="envelopes of ARGUMENT (searched for experiments that set one, or read with "
+        "--journals) must show the hypothesis holding at FLOOR or harsher (repeatable)",
     )  # fmt: skip
     add_run_options(parser)  # --journal-dir, --var, --var-file, --hypothesis-*, --abort-on
     parser.set_defaults(handler=handle)
@@ -84,30 +111,75 @@ def _from_journals(args: argparse.Namespace, console: Console) -> list[tuple[Run
         return EXIT_INVALID
     found = []
     for journal, view in loaded:
-        code = (journal.get("gameday") or {}).get("exit_code")
-        if not isinstance(code, int):
-            outcome = outcome_of(journal)
-            code = {"held": 0, "deviated": EXIT_DEVIATED}.get(outcome, EXIT_FAILED)
-        found.append((view, code))
+        # recomputed, not trusted from the file: a journal from an older gameday
+        # may have recorded exit 0 for a rollback that failed
+        found.append((view, exit_code_for(view.outcome or outcome_of(journal))))
     return found
+
+
+def _envelopes(
+    args: argparse.Namespace, console: Console
+) -> tuple[list[EnvelopeView], Floors] | int:
+    """The envelopes (searched now, or among --journals inputs) and the floors;
+    args.inputs keeps the rest."""
+    floors = parse_floors(args.min_envelope, console)
+    if floors is None:
+        return EXIT_INVALID
+    if not args.journals:
+        if not floors:
+            return [], floors
+        searched = search_envelopes(args, console)
+        return searched if isinstance(searched, int) else (searched, floors)
+    loaded = load_envelopes(args.inputs, console)
+    if loaded is None:
+        return EXIT_INVALID
+    views, args.inputs = loaded
+    if views and not floors:
+        console.print("[red]envelopes given: say which floor to hold with --min-envelope "
+                      "ARGUMENT=FLOOR[/]")  # fmt: skip
+        return EXIT_INVALID
+    return views, floors
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     if args.min_score is not None and not 0 <= args.min_score <= 100:
         console.print(f"[red]--min-score must be within 0..100, got {args.min_score:g}[/]")
         return EXIT_INVALID
-    outcome = _from_journals(args, console) if args.journals else _run_all(args, console)
+    envelopes = _envelopes(args, console)
+    if isinstance(envelopes, int):
+        return envelopes
+    outcome: list[tuple[RunView, int]] | int = []
+    if args.inputs:
+        outcome = _from_journals(args, console) if args.journals else _run_all(args, console)
     if isinstance(outcome, int):
         return outcome
     views = [view for view, _ in outcome]
     score = resilience_score(views)
+    extra, floor_code = [], EXIT_HELD
+    if envelopes[1]:
+        suite, floor_code = envelope_suite(envelopes[0], envelopes[1], console)
+        extra.append(suite)
     junit = Path(args.junit)
     junit.parent.mkdir(parents=True, exist_ok=True)
-    junit.write_bytes(junit_xml(views, score, args.min_score))
-    code = max(code for _, code in outcome)
+    junit.write_bytes(junit_xml(views, score, args.min_score, extra))
+    if floor_code == EXIT_INVALID:
+        return EXIT_INVALID
     console.print(f"resilience score: {score.text()}; JUnit: {junit}", highlight=False)
-    if args.min_score is None or code > EXIT_DEVIATED:
-        return code
+    return _verdict(args, score, [code for _, code in outcome], floor_code, console)
+
+
+def _verdict(
+    args: argparse.Namespace, score: Score, codes: list[int], floor_code: int, console: Console
+) -> int:
+    """The most severe code; with --min-score, deviations are judged by the score
+    (a failed envelope floor is never excused by it)."""
+    if args.min_score is None:
+        return worst_exit([*codes, floor_code])
+    hard = [c for c in codes if c not in (EXIT_HELD, EXIT_DEVIATED)]
+    if floor_code != EXIT_HELD:
+        hard.append(floor_code)
+    if hard:
+        return worst_exit(hard)
     if score.value is None or score.value < args.min_score:
         console.print(f"[red]resilience score below the minimum {args.min_score:g}[/]")
         return EXIT_DEVIATED

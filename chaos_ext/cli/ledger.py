@@ -6,8 +6,10 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
+from chaoslib import convert_vars, merge_vars
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -15,8 +17,9 @@ from rich.table import Table
 from chaos_ext import ledger as fault_ledger
 from chaos_ext.errors import LedgerError, LedgerInconsistent
 from chaos_ext.ledger import Entry, Ledger, default_ledger
-from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD
+from chaos_ext.runner.retry import retry_rollbacks
 from chaos_ext.runner.sweep import checked, print_suspects, shielded, sweep
+from chaos_ext.runner.verdict import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 
 LEDGER_HELP = """\
 List the faults recorded in the fault ledger that are still open (injected and
@@ -49,14 +52,21 @@ recorded, a helper process on the machine that started it. If the current
 configuration reaches another system, the undo is refused and says which;
 give credentials for the recorded cluster with --kubeconfig/--context.
 
+--journal JOURNAL retries, through Chaos Toolkit, the experiment's own rollback
+activities that did not succeed in that run (a run whose outcome is
+rollback-failed names this command). Configuration and secrets come from
+--var/--var-file as for `gameday run`. Each attempt is recorded in the journal,
+so a report made afterwards no longer lists a rollback that has now succeeded.
+
 exit code: 0 when the ledger is clean afterwards; 2 if an undo failed or was
 refused (the entry stays open with its error; fix the cause and run it again)
 or the ledger cannot be trusted (see `gameday ledger --verify`).
 
 examples:
-  gameday rollback
+  gameday rollback                              after a kill -9: undo every open fault
   gameday rollback --run 20261201T101500-1a2b3c4d
   gameday rollback --kubeconfig ~/.kube/prod-eu --context prod-eu-admin
+  gameday rollback --journal out/journal-db-latency.json --var-file prod.yaml
 """
 
 ROLLBACK_CONTEXT = "GAMEDAY_ROLLBACK_CONTEXT"
@@ -88,6 +98,18 @@ def register(sub: Any) -> None:
     rollback.add_argument(
         "--context", metavar="NAME", help="kubeconfig context of the recorded cluster"
     )
+    rollback.add_argument(
+        "--journal", metavar="JOURNAL",
+        help="retry the rollback activities that did not succeed in this run's journal",
+    )  # fmt: skip
+    rollback.add_argument(
+        "--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+        help="configuration value for --journal (repeatable)",
+    )  # fmt: skip
+    rollback.add_argument(
+        "--var-file", action="append", default=[], metavar="FILE",
+        help="configuration and secrets for --journal, as for `gameday run`",
+    )  # fmt: skip
     rollback.set_defaults(handler=handle_rollback)
 
 
@@ -118,7 +140,7 @@ def _system(e: Entry) -> str:
 def handle_ledger(args: argparse.Namespace, console: Console) -> int:
     if args.accept_loss and not args.repair:
         console.print("[red]--accept-loss goes with --repair[/]")
-        return 3
+        return EXIT_INVALID
     if args.verify:
         return _verify(console)
     if args.repair:
@@ -191,7 +213,34 @@ def _repair(console: Console, *, accept_loss: bool) -> int:
     return _verify(console)
 
 
+def _retry_journal(args: argparse.Namespace, console: Console) -> int:
+    try:
+        config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
+        attempts = retry_rollbacks(Path(args.journal), config_vars, secret_vars)
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]--journal {escape(args.journal)}: {escape(str(exc))}[/]")
+        return EXIT_INVALID
+    if not attempts:
+        console.print(f"no rollback left to retry in {escape(args.journal)}")
+        return EXIT_HELD
+    for attempt in attempts:
+        ok = attempt["status"] == "succeeded"
+        mark = "[green]✓[/]" if ok else "[red]✗[/]"
+        error = f": {attempt['error']}" if attempt.get("error") else ""
+        console.print(f"{mark} rollback {escape(str(attempt['name']))} {attempt['status']}"
+                      f"{escape(error)}", highlight=False)  # fmt: skip
+    failed = [a for a in attempts if a["status"] != "succeeded"]
+    if failed:
+        console.print(f"[red]{len(failed)} rollback(s) still failing; fix the cause and retry[/]")
+        return EXIT_FAILED
+    return EXIT_HELD
+
+
 def handle_rollback(args: argparse.Namespace, console: Console) -> int:
+    if args.journal:
+        code = _retry_journal(args, console)
+        if args.run is None:
+            return code
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = os.path.expanduser(args.kubeconfig)
     if args.context:

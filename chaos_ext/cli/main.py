@@ -27,16 +27,22 @@ fault ledger is swept. A run killed outright (SIGKILL) is recovered by
 a 5-minute tour:
   gameday validate experiments/*.json     check experiments, touch nothing
   gameday run experiments/x.json          run one, live progress, journal written
+  gameday envelope x.json --vary A.ARG=LOW..HIGH   where the hypothesis breaks
   gameday ledger                          faults currently injected
   gameday rollback                        undo every open fault
 """
 
 EPILOG = """\
-exit codes (run, gate):
-  0  every hypothesis held
-  1  a hypothesis deviated (the system did not stay in steady state)
-  2  failed, aborted or interrupted run, or a rollback that did not complete
-  3  invalid input (experiment file, argument, option); nothing was injected
+exit codes (run, gate; the most severe over all experiments: 2 > 1 > 4 > 0):
+  0  held: every hypothesis held and every rollback completed
+  1  deviated: the faults ran and a hypothesis was not met
+  2  failed, aborted or interrupted run, or rollback-failed: a rollback did not
+     complete and a fault may still be injected (`gameday rollback` retries)
+  3  invalid input (experiment file, argument, option, control); nothing injected
+  4  unsteady: the steady state did not hold before the method (or did not
+     settle, --settle); nothing was injected, nothing was proven
+envelope: 0 an answer (a boundary, breaks at LOW, holds to HIGH), 1 noisy
+  (runs disagree), 2 incomplete, 3 invalid input, 4 never steady
 
 environment:
   GAMEDAY_LEDGER           path of the fault ledger (SQLite); default

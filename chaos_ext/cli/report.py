@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from chaos_ext.cli._journals import load_views
+from chaos_ext.cli._journals import load_envelopes, load_views
 from chaos_ext.runner.execute import EXIT_INVALID
 
 HELP = """\
@@ -23,6 +23,12 @@ Turn journals written by `gameday run` (or `chaos run`) into a report:
   OUT/summary.md    the same tables in Markdown (for a ticket or a PR comment)
   OUT/journals/     the journals, redacted
 
+An envelope (`gameday envelope`'s OUT folder, or its envelope.json) is drawn
+first: magnitude on x, the hypothesis probes' values measured during/after
+each run's fault on y, the tolerance band, held and deviated markers, the
+boundary interval and how many repeats agreed; its files are copied to
+OUT/envelopes/.
+
 Secrets are masked: literal values of the experiment's `secrets`, values under
 secret-looking keys (password, token, ...), and every --redact VALUE.
 The resilience score is the weighted share of steady-state hypotheses that
@@ -31,6 +37,7 @@ held (docs/reporting.md).
 examples:
   gameday report journal-db-latency.json -o reports/2026-12-01/
   gameday report out/ -o reports/tuesday/ --title "Tuesday game day"
+  gameday report out/dns-fragile out/dns-tuned -o reports/envelopes/
 """
 
 
@@ -56,12 +63,18 @@ def register(sub: Any) -> None:
 def handle(args: argparse.Namespace, console: Console) -> int:
     from chaos_ext.reporting.render import write_report  # noqa: PLC0415 - matplotlib is heavy
 
-    loaded = load_views(args.journals, console, args.redact)
+    envelopes = load_envelopes(args.journals, console)
+    if envelopes is None:
+        return EXIT_INVALID
+    views, others = envelopes
+    loaded = load_views(others, console, args.redact) if others or not views else []
     if loaded is None:
         return EXIT_INVALID
     journals = [journal for journal, _ in loaded]
-    views = [view for _, view in loaded]
-    files = write_report(views, journals, Path(args.output), args.title)
+    runs = [view for _, view in loaded]
+    files = write_report(runs, journals, Path(args.output), args.title, views, args.redact)
+    for view in views:
+        console.print(f"envelope {view.label}: {view.summary}", highlight=False, markup=False)
     console.print(f"report: {files.html}", highlight=False)
     console.print(f"summary: {files.markdown}", highlight=False)
     console.print(f"resilience score: {files.score.text()}", highlight=False)

@@ -14,8 +14,10 @@ from rich.markup import escape
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.errors import InvalidArgument, LedgerError
 from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.prometheus._abort import AbortPlan, load_plan, plan_path
+from chaos_ext.prometheus._abort import AbortPlan, load_sources
+from chaos_ext.prometheus._rules import parse_selector
 from chaos_ext.prometheus.abort import AbortOnBreach
+from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
 from chaos_ext.runner.execute import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -23,7 +25,9 @@ from chaos_ext.runner.execute import (
     RunResult,
     run_experiment,
 )
+from chaos_ext.runner.settle import settle_seconds_of
 from chaos_ext.runner.sweep import checked, dead_entries, shielded, sweep
+from chaos_ext.runner.verdict import worst_exit
 
 HELP = """\
 Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
@@ -45,15 +49,39 @@ examples:
   gameday run --var prometheus_url=http://127.0.0.1:9090 experiments/*.json
   gameday run --var-file prod.yaml --journal out/j.json experiments/dns.yaml
   gameday run --abort-on edge experiments/db-latency.json
+  gameday run --abort-on coredns-mixin-alerts.yaml --alerts severity=critical exp.json
+  gameday run --abort-on alertmanager --alerts 'severity=critical' \
+      --var alertmanager_url=http://alertmanager:9093 exp.json
 
---abort-on FILE watches stop conditions from the probe catalog (`gameday
-catalog`) in Prometheus while the method runs (a built-in plan is named:
-`--abort-on edge`); a breach, or Prometheus unreachable too many checks in a
-row, interrupts the experiment at once and rolls back. The journal records
-which condition fired and when (gameday.abort). File format: docs/prometheus.md.
+--abort-on FILE watches stop conditions in Prometheus while the method runs
+(repeatable): an abort plan (probes from `gameday catalog`; a built-in plan is
+named: `--abort-on edge`), a Prometheus rule file (`groups:`, e.g. a mixin's
+alerts) or a PrometheusRule manifest, or the words `prometheus-alerts` /
+`alertmanager` for alerts already firing there. Alerting rules are evaluated
+by gameday with Prometheus's semantics: an alert stops the run once its
+expression has returned series for its whole `for:` (keep_firing_for
+honoured). --alerts SELECTOR (repeatable, any of them) picks alerts by name
+and labels: `severity=critical`, `alertname=~"CoreDNS.*",severity!=info`,
+`KubeAPIDown`. A breach, a firing alert, or Prometheus unreachable too many
+checks in a row interrupts the experiment at once and rolls back. The journal
+records which condition or alert fired and when (gameday.abort). Formats:
+docs/prometheus.md.
 
-exit code: the worst over all experiments (0 held, 1 deviated, 2 failed or
-interrupted, 3 invalid input).
+--settle SECONDS polls the steady-state hypothesis until it holds, for up to
+SECONDS, before the first check (also the experiment extension
+{"name": "gameday", "settle_seconds": 60}; --settle wins). A fault injected into
+a system already out of tolerance proves nothing: if it does not settle in
+time, the outcome is "unsteady" and nothing is injected.
+
+outcomes and exit codes (the most severe over all experiments: 2 > 1 > 4 > 0):
+  0  held             every hypothesis held before, during and after the faults
+  1  deviated         the faults ran and a hypothesis was not met
+  2  failed           an action failed, the run was aborted or interrupted, or
+     rollback-failed  a rollback did not complete (a fault may still be injected;
+                      the summary names it and `gameday rollback` retries)
+  3  invalid input    nothing was injected
+  4  unsteady         the steady state did not hold before the method (or did not
+                      settle): nothing was injected, nothing was proven
 """
 
 _STRATEGIES = (
@@ -106,8 +134,18 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--fail-fast", action="store_true", help="stop at the first deviation during the method"
     )
     parser.add_argument(
-        "--abort-on", metavar="FILE",
-        help="stop conditions (YAML) checked in Prometheus while the method runs",
+        "--abort-on", metavar="FILE", action="append", default=[],
+        help="stop conditions checked while the method runs (repeatable): an abort plan, a "
+        "rule file or PrometheusRule, a built-in plan name, prometheus-alerts or alertmanager",
+    )  # fmt: skip
+    parser.add_argument(
+        "--alerts", metavar="SELECTOR", action="append", default=[],
+        help="which alerts of --abort-on stop the run (repeatable; any): severity=critical",
+    )  # fmt: skip
+    parser.add_argument(
+        "--settle", type=float, metavar="SECONDS",
+        help="wait up to SECONDS for the hypothesis to hold before starting "
+        "(default: the experiment's gameday extension settle_seconds, else 0)",
     )  # fmt: skip
 
 
@@ -155,6 +193,27 @@ def _journal_path(args: argparse.Namespace, path: Path) -> Path:
     return Path(args.journal_dir) / f"journal-{path.stem}.json"
 
 
+def say_verdict(result: RunResult, console: Console) -> None:
+    """One line per experiment; loud lines for what may still be injected."""
+    console.print(
+        f"[bold]{escape(str(result.path))}[/]: {result.outcome} (exit {result.exit_code}), "
+        f"journal {escape(str(result.journal_path))}",
+        highlight=False,
+    )
+    view = view_of(result.journal, source=str(result.journal_path))
+    if view.rollback_problems:
+        console.print("[bold red]✗ a rollback did not complete: a fault may still be injected[/]")
+        for problem in view.rollback_problems:
+            console.print(f"[red]  - {escape(problem)}[/]", highlight=False)
+        for command in retry_commands(view):
+            console.print(f"[red]  retry: {escape(command)}[/]", highlight=False)
+    elif view.hypothesis_outcome == "unsteady":
+        console.print(
+            f"[yellow]  unsteady: nothing was injected ({escape(unsteady_text(view))})[/]",
+            highlight=False,
+        )
+
+
 def handle(args: argparse.Namespace, console: Console) -> int:
     if args.journal and len(args.experiments) > 1:
         console.print("[red]--journal takes one experiment; use --journal-dir for several[/]")
@@ -165,7 +224,33 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     )  # fmt: skip
     if isinstance(results, int):
         return results
-    return max(r.exit_code for r in results)
+    return worst_exit(r.exit_code for r in results)
+
+
+def _check_alertmanager(
+    plan: AbortPlan | None, loaded: list[tuple[Path, dict[str, Any]]],
+    config_vars: dict[str, Any],
+) -> None:  # fmt: skip
+    """Watching Alertmanager needs its URL in every experiment's configuration (or --var)."""
+    if plan is None or not any(w.source == "alertmanager" for w in plan.alerts.firing):
+        return
+    for path, experiment in loaded:
+        if not {**(experiment.get("configuration") or {}), **config_vars}.get("alertmanager_url"):
+            raise InvalidArgument(
+                f"{path}: watching alertmanager needs the configuration alertmanager_url "
+                "(e.g. --var alertmanager_url=http://alertmanager:9093)"
+            )
+
+
+def _recovered_ledger(console: Console, *, refuse: bool) -> Ledger | None:
+    """The ledger, checked and with dead runs' faults undone; None: do not start."""
+    try:
+        ledger = default_ledger()
+    except LedgerError as exc:
+        checked(exc, console)
+        console.print("[red]not starting: the fault ledger cannot be trusted[/]")
+        return None
+    return ledger if recover(ledger, console, refuse=refuse) else None
 
 
 def run_batch(
@@ -190,17 +275,24 @@ def run_batch(
     if loaded is None:
         return EXIT_INVALID
     try:
-        abort_plan = load_plan(plan_path(args.abort_on)) if args.abort_on else None
+        selectors = [parse_selector(text) for text in args.alerts]
+        abort_plan = load_sources(args.abort_on, selectors) if args.abort_on else None
+        if selectors and abort_plan is None:
+            raise InvalidArgument("--alerts needs --abort-on RULES.yaml, prometheus-alerts or "
+                                  "alertmanager")  # fmt: skip
+        _check_alertmanager(abort_plan, loaded, config_vars)
     except InvalidArgument as exc:
         console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
         return EXIT_INVALID
-    try:
-        ledger = default_ledger()
-    except LedgerError as exc:
-        checked(exc, console)
-        console.print("[red]not starting: the fault ledger cannot be trusted[/]")
-        return EXIT_FAILED
-    if not recover(ledger, console, refuse=refuse_recover):
+    settle: dict[Path, float] = {}
+    for path, experiment in loaded:
+        try:
+            settle[path] = settle_seconds_of(experiment, getattr(args, "settle", None))
+        except InvalidArgument as exc:
+            console.print(f"[red]{path}: {escape(str(exc))}[/]", highlight=False)
+            return EXIT_INVALID
+    ledger = _recovered_ledger(console, refuse=refuse_recover)
+    if ledger is None:
         return EXIT_FAILED
     results: list[RunResult] = []
     for path, experiment in loaded:
@@ -212,14 +304,11 @@ def run_batch(
             hypothesis_frequency=args.hypothesis_frequency,
             fail_fast=args.fail_fast,
             extra_handlers=_abort_handlers(abort_plan, console),
+            settle_seconds=settle[path],
         )
         result = run_experiment(path, experiment, options, ledger, console)
         results.append(result)
-        console.print(
-            f"[bold]{path}[/]: {result.outcome} (exit {result.exit_code}), "
-            f"journal {result.journal_path}",
-            highlight=False,
-        )
+        say_verdict(result, console)
         if result.journal.get("status") == "interrupted":
             break  # an operator's Ctrl-C stops the whole batch, not just one experiment
     return results

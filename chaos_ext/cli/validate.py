@@ -6,8 +6,12 @@ import argparse
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.prometheus._abort import load_sources
+from chaos_ext.prometheus._rules import parse_selector
 from chaos_ext.runner.execute import EXIT_HELD, EXIT_INVALID
 
 HELP = """\
@@ -17,6 +21,10 @@ interface names, ranges). Nothing is injected and no target is contacted.
 Exits 0 when every file is valid, 3 otherwise, with one line per problem:
 
   experiments/db-latency.json: method[0].provider.arguments: delay_ms: expected int, got 'abc'
+
+--abort-on and --alerts are checked as `gameday run` would read them (rule
+files and PrometheusRule manifests parsed, the selection not empty), and the
+alerts they select are listed.
 """
 
 
@@ -26,12 +34,43 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT", help="JSON/YAML files")
+    parser.add_argument(
+        "--abort-on",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="check stop conditions as `gameday run --abort-on` reads them",
+    )
+    parser.add_argument("--alerts", metavar="SELECTOR", action="append", default=[],
+                        help="alert selectors, as `gameday run --alerts`")  # fmt: skip
     parser.set_defaults(handler=handle)
 
 
+def _check_abort(args: argparse.Namespace, console: Console) -> bool:
+    try:
+        selectors = [parse_selector(text) for text in args.alerts]
+        if selectors and not args.abort_on:
+            raise InvalidArgument("--alerts needs --abort-on")
+        if not args.abort_on:
+            return True
+        plan = load_sources(args.abort_on, selectors)
+    except InvalidArgument as exc:
+        console.print(f"[red]invalid:[/] --abort-on: {escape(str(exc))}", highlight=False)
+        return False
+    names = sorted({r.name for r in plan.alerts.rules})
+    console.print(
+        f"[green]valid:[/] --abort-on {escape(plan.source)}: {len(plan.conditions)} condition(s), "
+        f"{len(plan.alerts.rules)} alert rule(s) ({escape(', '.join(names)) or 'none'}), "
+        f"firing alerts from {', '.join(w.source for w in plan.alerts.firing) or 'nowhere'}",
+        highlight=False,
+    )
+    return True
+
+
 def handle(args: argparse.Namespace, console: Console) -> int:
+    abort_ok = _check_abort(args, console)
     loaded = load_valid_experiments(args.experiments, console)
-    if loaded is None:
+    if loaded is None or not abort_ok:
         return EXIT_INVALID
     for path, experiment in loaded:
         console.print(f"[green]valid:[/] {path} — {experiment['title']}", highlight=False)

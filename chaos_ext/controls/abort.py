@@ -24,7 +24,10 @@ Plain ``chaos run`` skips rollbacks of an interrupted run unless told otherwise:
 add ``"runtime": {"rollbacks": {"strategy": "always"}}`` to the experiment (or
 run ``chaos run --rollback-strategy always``); ``gameday run`` always rolls back.
 
-Use ``"arguments": {"plan": "abort-plan.yaml"}`` for a plan file (the same
+Alerting rules stop the run too: ``"alerts": {"rules": ["coredns-alerts.yaml"],
+"select": ["severity=critical"], "firing": ["alertmanager"]}`` (a rule file or
+PrometheusRule manifest; see docs/prometheus.md). Use
+``"arguments": {"plan": "abort-plan.yaml"}`` for a plan file (the same
 format as ``gameday run --abort-on``; ``"plan": "edge"`` names a built-in
 plan). Prometheus is found through the experiment's configuration
 (``prometheus_url`` ...) and secrets. The journal records the plan, the
@@ -46,7 +49,7 @@ __all__ = ["cleanup_control", "configure_control"]
 
 logger = logging.getLogger("chaostoolkit")
 
-_PLAN_KEYS = ("conditions", "interval", "unreachable_after", "timeout", "probes")
+_PLAN_KEYS = ("conditions", "interval", "unreachable_after", "timeout", "probes", "alerts")
 _active: list[AbortOnBreach] = []
 
 

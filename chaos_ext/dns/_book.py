@@ -16,8 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from chaos_ext._percentile import LatencyRecorder
 from chaos_ext.dns._search import NEXT_ON
-from chaos_ext.dns._stats import LatencyHistogram
 from chaos_ext.dns._wire import OUTCOMES
 
 __all__ = ["Book", "FloodPlan", "summarize"]
@@ -49,7 +49,7 @@ class Book:
         self.expiry: deque[tuple[float, int]] = deque()
         self.followups: deque[tuple[int, int]] = deque()
         self.counts = dict.fromkeys((*OUTCOMES, "error"), 0)
-        self.latency = LatencyHistogram()
+        self.latency = LatencyRecorder()
         self.sent = 0
         self.late = 0
         self.retried = 0
@@ -116,8 +116,14 @@ class Book:
             self.lookups_failed += 1
             self.finished_queries += item[2] + 1
 
-    def send_failed(self, candidate: int) -> None:
-        """A query the socket refused to send: its lookup ends here, failed."""
+    def send_failed(self, candidate: int, now: float) -> None:
+        """A query the kernel refused to send (e.g. EPERM from a firewall's drop).
+
+        It used its slot in the schedule (otherwise the loop would retry at
+        once, far above the rate) and its lookup ends here, failed.
+        """
+        self.sent += 1
+        self.last_send = now
         self.counts["error"] += 1
         self.lookups_failed += 1
         self.finished_queries += candidate
@@ -155,7 +161,7 @@ class Book:
             "finished_queries": self.finished_queries,
             # n sends at rate r are spread over n / r seconds: the first at 0, the last at (n-1)/r
             "send_window": self.last_send - self.start + 1 / self.plan.qps,
-            "elapsed": elapsed, "latency": self.latency.to_sparse(),
+            "elapsed": elapsed, "latency": self.latency.encode(),
             # from the start to the last send or answer, whichever is later: the final
             # wait for queries that never come back is not load and is not counted
             "active": max(self.last_send + 1 / self.plan.qps, self.last_answer) - self.start,
@@ -171,9 +177,9 @@ def summarize(tallies: list[dict[str, Any]]) -> dict[str, Any]:
     keys = ("sent", "late", "retried", "lookups", "lookups_answered", "lookups_failed",
             "finished_queries", "send_blocked")  # fmt: skip
     total = {key: sum(t[key] for t in tallies) for key in keys}
-    latency = LatencyHistogram()
+    latency = LatencyRecorder()
     for t in tallies:
-        latency.merge(LatencyHistogram.from_sparse(t["latency"]))
+        latency.merge(LatencyRecorder.decode(t["latency"]))
     elapsed = max(*(t["elapsed"] for t in tallies), 1e-9)
     active = max(*(t["active"] for t in tallies), 1e-9)
     finished = total["lookups_answered"] + total["lookups_failed"]
@@ -197,7 +203,7 @@ def summarize(tallies: list[dict[str, Any]]) -> dict[str, Any]:
         # the amplification: queries per lookup that ran to its end (answer or failure)
         "queries_per_lookup": round(total["finished_queries"] / max(finished, 1), 3),
         "workers": len(tallies),
-        **latency.summary(),
+        **latency.summary_ms(),
         **_connections(tallies),
     }
 

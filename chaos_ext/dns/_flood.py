@@ -129,7 +129,7 @@ class _Sender:
                 book.send_blocked += 1
                 break
             except OSError:
-                book.send_failed(candidate)
+                book.send_failed(candidate, now)
                 continue
             book.sent_query(key, name, candidate, now)
         return due - room

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from chaos_ext import _helper
+from chaos_ext._targets.pod import RULES as POD_RULES
+from chaos_ext._targets.remote import identity_of
+from chaos_ext._targets.spec import parse_target
+from chaos_ext.dns import _nft, _ratelimit
 from chaos_ext.dns._book import FloodPlan
 from chaos_ext.dns._checks import check_flood, check_saturation, require_server, with_defaults
 from chaos_ext.dns._flood import run_flood
@@ -23,12 +28,20 @@ from chaos_ext.ledger import (
     undo_after,
     undo_handler,
 )
+from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import check_types, validated_by
 
-__all__ = ["flood_dns", "release_dnsmasq_tcp", "saturate_dnsmasq_tcp"]
+__all__ = [
+    "flood_dns",
+    "limit_dns_rate",
+    "release_dnsmasq_tcp",
+    "remove_dns_rate_limit",
+    "saturate_dnsmasq_tcp",
+]
 
 HOLD_KIND = "dnsmasq-tcp-hold"
 FLOOD_KIND = "dns-flood"
+RATE_KIND = "dns-rate-limit"
 _HOLDER = "chaos_ext.dns._tcp_holder"
 
 
@@ -194,3 +207,129 @@ def _stop_flood(entry: Entry) -> str:
     # One worker runs inside the action and ends with it; more run as helper processes.
     stopped = _helper.stop_helpers(entry.id)
     return f"stopped {stopped} flood worker(s) of {entry.target}" if stopped else "flood over"
+
+
+def _check_target(arguments: Mapping[str, Any]) -> None:
+    parse_target(arguments.get("target", "local"))
+
+
+def _check_limit(arguments: Mapping[str, Any]) -> None:
+    _ratelimit.check_limit_arguments(arguments)
+    _check_target(arguments)
+
+
+@validated_by(_check_limit)
+@needs_k8s(*POD_RULES)
+def limit_dns_rate(
+    pps: int = _ratelimit.VPC_RESOLVER_PPS,
+    burst: int = 0,
+    resolvers: list[str] | None = None,
+    port: int = 53,
+    duration: float = 0,
+    target: str = "local",
+    configuration: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Cap the DNS packets per second a target sends, as the VPC resolver's limit does.
+
+    UDP and TCP packets to ``port`` (53) leaving ``target`` (optionally only
+    towards ``resolvers``) share one token bucket of ``pps`` packets/s
+    (default 1,024, the AWS VPC resolver's per-interface limit) and ``burst``
+    packets (0: one second's worth); the excess is dropped. Target is
+    ``local``, ``netns:NAME``, ``pid:PID``, ``ssh:HOST[:PORT]`` or
+    ``pod:NAMESPACE/NAME[/CONTAINER]``, as for ``add_latency``.
+
+    Blast radius: DNS packets leaving the target through any interface but
+    loopback; nothing else. One nftables table of ours (``inet
+    gameday_dnsrate_<id>``), loaded in one transaction after a preflight
+    (CAP_NET_ADMIN, libnftables or the node's nft, kernel nf_tables + limit)
+    and recorded in the fault ledger first. Rollback: ``remove_dns_rate_limit``
+    or ``gameday rollback`` deletes exactly that table; ``duration`` > 0
+    removes it by itself. Probe the drops with ``dns_rate_limit_drops``.
+    """
+    arguments = {"pps": pps, "burst": burst, "resolvers": resolvers, "port": port,
+                 "duration": duration, "target": target}  # fmt: skip
+    check_types(limit_dns_rate, arguments)
+    spec = _ratelimit.check_limit_arguments(arguments)
+    where = parse_target(target)
+    table = _ratelimit.table_name(uuid.uuid4().hex[:12])
+    with _nft.runner_for(where, configuration, secrets) as (runner, connection):
+        preflight = runner.preflight()
+        present = _nft.list_ours(runner)
+        if present:
+            raise DnsError(
+                f"{where.where} already has a DNS rate limit ({', '.join(present)}):"
+                " remove it first (remove_dns_rate_limit)"
+            )
+        recipe = {"target": target, "table": table, "spec": spec.as_dict(),
+                  "connection": connection}  # fmt: skip
+        with fault(
+            kind=RATE_KIND,
+            target=where.where,
+            recipe=recipe,
+            module=__name__,
+            identity=identity_of(connection),
+        ) as entry:
+            runner.run(_ratelimit.ruleset(spec, table))
+            loaded = _nft.counters(runner, table)
+    if duration:
+        undo_after(entry, float(duration))
+    return {
+        "target": where.where, "table": f"{_ratelimit.FAMILY} {table}", "ledger_id": entry.id,
+        **spec.as_dict(), "duration": duration, "kernel": preflight["kernel"],
+        "via": preflight["via"], "loaded_pps": loaded["pps"], "loaded_burst": loaded["burst"],
+    }  # fmt: skip
+
+
+@undo_handler(RATE_KIND)
+def _undo_rate_limit(entry: Entry) -> str:
+    recipe = entry.recipe
+    where = parse_target(recipe["target"])
+    try:
+        with _nft.runner_from_recipe(where, recipe.get("connection", {})) as runner:
+            deleted = _nft.delete_table(runner, recipe["table"])
+    except DnsError as exc:
+        if "does not exist" in str(exc):
+            return f"{entry.target}: target gone, and the limit with it ({exc})"
+        raise
+    if not deleted:
+        return f"{entry.target}: table {recipe['table']} already gone"
+    return f"{entry.target}: table {_ratelimit.FAMILY} {recipe['table']} deleted"
+
+
+@validated_by(_check_target)
+@needs_k8s(*POD_RULES)
+def remove_dns_rate_limit(
+    target: str = "local",
+    include_dead_runs: bool = False,
+    configuration: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Remove the DNS packet-rate limit of limit_dns_rate from a target (the rollback).
+
+    Blast radius: our tables only (``inet gameday_dnsrate_*``); the rest of
+    the target's ruleset is never read or changed. Deletes the tables this
+    run recorded for ``target`` (``include_dead_runs``: also those of runs
+    whose runner is dead); a live run's table is never removed. If the ledger
+    lost them, deletes any table of ours that no open entry names.
+    Idempotent: nothing to remove is fine.
+    """
+    where = parse_target(target)
+    book = default_ledger()
+    recorded = [e for e in book.open_entries() if e.kind == RATE_KIND and e.target == where.where]
+    entries = in_scope(recorded, include_dead_runs=include_dead_runs)
+    notes = []
+    for entry in entries:
+        outcome = undo(entry, book)
+        if not outcome.ok:
+            raise DnsError(f"could not remove the DNS rate limit on {where.where}: {outcome.note}")
+        notes.append(outcome.note)
+    others = {str(e.recipe.get("table")): e for e in recorded if e not in entries}
+    notes += [f"left {t} alone: it belongs to run {e.run_id}" for t, e in others.items()]
+    with _nft.runner_for(where, configuration, secrets) as (runner, _):
+        for table in _nft.list_ours(runner):
+            if table in others:
+                continue
+            _nft.delete_table(runner, table)
+            notes.append(f"{where.where}: table {table} without a ledger entry deleted")
+    return {"target": where.where, "removed": len(notes) - len(others), "notes": notes}

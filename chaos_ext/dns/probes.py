@@ -1,4 +1,5 @@
-"""DNS probes: resolution latency and failure ratios, dnsmasq's TCP child processes.
+"""DNS probes: resolution latency and failure ratios, dnsmasq's TCP child processes,
+the packet-rate limit's drops.
 
 In Kubernetes, the Prometheus form of :func:`dnsmasq_child_processes` is
 ``container_processes{container="dnsmasq"}`` (cAdvisor; children + 1).
@@ -18,12 +19,21 @@ import dns.rcode
 import dns.rdatatype
 
 from chaos_ext import _procfs
+from chaos_ext._percentile import LatencyRecorder
+from chaos_ext._targets.pod import RULES as POD_RULES
+from chaos_ext._targets.spec import parse_target
+from chaos_ext.dns import _nft
 from chaos_ext.dns._checks import check_resolution_stats, with_defaults
-from chaos_ext.dns._stats import percentile
 from chaos_ext.errors import DnsError, InvalidArgument
+from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import check_types, validated_by
 
-__all__ = ["dns_resolution_stats", "dnsmasq_child_processes"]
+__all__ = [
+    "dns_rate_limit_drops",
+    "dns_rate_limit_supported",
+    "dns_resolution_stats",
+    "dnsmasq_child_processes",
+]
 
 
 def _check_stats(arguments: Mapping[str, Any]) -> None:
@@ -77,13 +87,13 @@ def dns_resolution_stats(
     }  # fmt: skip
     check_types(dns_resolution_stats, args)
     check_resolution_stats(args)
-    latencies: list[float] = []
+    latencies = LatencyRecorder()
     outcomes: dict[str, int] = {}
     for index in range(samples):
         if index and interval:
             time.sleep(interval)
         seconds, outcome = _resolve_once(server, port, name, qtype, protocol, timeout)
-        latencies.append(seconds * 1000)
+        latencies.add(seconds)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     timeouts = outcomes.get("timeout", 0)
     failures = samples - outcomes.get("answer", 0) - timeouts
@@ -92,8 +102,7 @@ def dns_resolution_stats(
         "samples": samples, "answered": outcomes.get("answer", 0), "timeouts": timeouts,
         "failures": failures, "timeout_ratio": round(timeouts / samples, 4),
         "failure_ratio": round(failures / samples, 4), "outcomes": outcomes,
-        **{f"p{q}_ms": round(percentile(latencies, q) or 0.0, 3) for q in (50, 95, 99)},
-        "max_ms": round(max(latencies), 3),
+        **latencies.summary_ms((50, 95, 99, 100)),
     }  # fmt: skip
 
 
@@ -149,3 +158,54 @@ def dnsmasq_child_processes(pid: int = 0, pidfile: str = "", port: int = 0) -> d
         raise DnsError(f"{selector}: process {root} is not a running dnsmasq")
     children = sum(1 for proc in _procfs.processes("dnsmasq") if proc.ppid == root)
     return {"pid": root, "selected_by": selector, "children": children, "processes": children + 1}
+
+
+def _check_target(arguments: Mapping[str, Any]) -> None:
+    parse_target(arguments.get("target", "local"))
+
+
+@validated_by(_check_target)
+@needs_k8s(*POD_RULES)
+def dns_rate_limit_drops(
+    target: str = "local",
+    configuration: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Report the DNS packets the limit of limit_dns_rate saw and dropped on a target.
+
+    Read-only: lists only our tables (``inet gameday_dnsrate_*``). Returns
+    ``active`` (a limit is loaded), ``packets`` (DNS packets that left or
+    tried to), ``dropped``, ``passed``, ``drop_ratio``, the limit's ``pps``
+    and ``burst``, and one entry per table. Counters start at zero when the
+    limit is loaded. Tolerance example: ``{"type": "range", "target":
+    "dropped", "range": [0, 0]}`` (nothing dropped).
+    """
+    where = parse_target(target)
+    with _nft.runner_for(where, configuration, secrets) as (runner, _):
+        tables = [_nft.counters(runner, table) for table in _nft.list_ours(runner)]
+    packets = sum(t["packets"] for t in tables)
+    dropped = sum(t["dropped"] for t in tables)
+    return {
+        "target": where.where, "active": bool(tables), "packets": packets, "dropped": dropped,
+        "passed": packets - dropped, "drop_ratio": round(dropped / packets, 4) if packets else 0.0,
+        "pps": min((t["pps"] for t in tables), default=0),
+        "burst": min((t["burst"] for t in tables), default=0), "tables": tables,
+    }  # fmt: skip
+
+
+@validated_by(_check_target)
+@needs_k8s(*POD_RULES)
+def dns_rate_limit_supported(
+    target: str = "local",
+    configuration: dict[str, Any] | None = None,
+    secrets: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Preflight for limit_dns_rate on its own: CAP_NET_ADMIN, nftables, kernel; read-only.
+
+    Builds the limit's table in a throw-away network namespace (never in the
+    target's ruleset). Raises PreflightFailed naming what is missing (e.g.
+    "kernel 6.1 on ssh:10.0.3.7:22 has no the nftables limit expression");
+    returns the kernel release and how nftables is driven otherwise.
+    """
+    with _nft.runner_for(parse_target(target), configuration, secrets) as (runner, _):
+        return runner.preflight()

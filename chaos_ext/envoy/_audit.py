@@ -25,7 +25,7 @@ from typing import Any
 from chaos_ext.envoy._dump import EdgeConfig, Listener, Section
 from chaos_ext.envoy._rules import LISTENER_PLACEHOLDER, Location, Rule, compare, compiled_path
 
-__all__ = ["ABSENT", "FAILING", "Check", "evaluate", "walk"]
+__all__ = ["ABSENT", "FAILING", "Check", "cluster_checks", "evaluate", "walk"]
 
 ABSENT = "absent"
 """What the report says for ``found`` when no location of the rule is in the input."""
@@ -151,6 +151,11 @@ def _check(rule: Rule, config: EdgeConfig, section: Section | None,
     return Check(rule, label, status, None, False, where, note, target=listener)
 
 
+def cluster_checks(rule: Rule, config: EdgeConfig) -> list[tuple[Section, Check]]:
+    """The rule on each upstream cluster (what the one cluster verdict sums up)."""
+    return [(cluster, _check(rule, config, cluster, None)) for cluster in config.clusters]
+
+
 def _clusters(rule: Rule, config: EdgeConfig) -> Check:
     if not config.clusters:
         if config.clusters_from_cds:
@@ -158,8 +163,9 @@ def _clusters(rule: Rule, config: EdgeConfig) -> Check:
             return Check(rule, "clusters", "not-in-input", None, False,
                          "dynamic_resources.cds_config", note)  # fmt: skip
         return Check(rule, "clusters", "pass", "no clusters", True, "static_resources.clusters")
-    checks = [_check(rule, config, cluster, None) for cluster in config.clusters]
-    bad = [(c, s) for c, s in zip(checks, config.clusters, strict=True) if c.status in FAILING]
+    pairs = cluster_checks(rule, config)
+    checks = [c for _, c in pairs]
+    bad = [(c, s) for s, c in pairs if c.status in FAILING]
     names = [str(s.value.get("name", s.path)) for _, s in bad[:10]]
     detail: dict[str, Any] = {
         "clusters": len(checks),

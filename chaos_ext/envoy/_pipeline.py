@@ -49,6 +49,15 @@ class AuditRun:
     listeners: tuple[Listener, ...]
     checks: tuple[Check, ...]
     report: dict[str, Any]
+    rules: tuple[Rule, ...] = ()
+    listener_arg: str = ""
+    role_arg: str = "auto"
+    origin: str = ""
+
+    def again(self, decoded: Decoded) -> AuditRun:
+        """The same audit (profile, rules, listener, role) on another version of the input."""
+        return audit_decoded(decoded, origin=self.origin, profile=self.profile, rules=self.rules,
+                             listener=self.listener_arg, role=self.role_arg)  # fmt: skip
 
 
 def _role(config: EdgeConfig, override: str) -> Role:
@@ -94,7 +103,8 @@ def audit_decoded(
     info = describe_input(config, decoded.data, decoded.syntax)
     report = audit_report(checks, source=origin, listeners=listeners, profile=profile.name,
                           role=found_role, input_info=info)  # fmt: skip
-    return AuditRun(decoded, config, found_role, profile, listeners, checks, report)
+    return AuditRun(decoded, config, found_role, profile, listeners, checks, report, tuple(rules),
+                    listener, role, origin)  # fmt: skip
 
 
 def audit_raw(

@@ -2,11 +2,8 @@
 
 The hot path only appends latencies (integer µs) to two lists and bumps
 counters. When the bucket is written, the lists become HdrHistograms in one
-vectorised pass: each value is reduced to the lowest value HdrHistogram
-treats as equivalent (3 significant digits: exact below 2048 µs, then the
-step doubles with each power of two), equal values are counted with numpy,
-and each distinct value is recorded once with its count. The histogram is
-the same as recording every value one by one (a test checks it), at a
+vectorised pass (:func:`chaos_ext._percentile.histogram_of`): the same
+histogram as recording every value one by one (a test checks it), at a
 fraction of the CPU: a load generator's capacity is its CPU per request.
 """
 
@@ -17,32 +14,13 @@ from typing import Any
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from chaos_ext.load.results import HIGHEST_US, LE_BOUNDS, new_histogram
+from chaos_ext._percentile import clipped_us, histogram_of
+from chaos_ext.load.results import LE_BOUNDS
 
-__all__ = ["BucketAccumulator", "histogram_of"]
+__all__ = ["BucketAccumulator"]
 
-_SUB_BUCKET_BITS = 11  # HdrHistogram with 3 significant digits: 2048 sub-buckets
 _LE_US = np.array([round(b * 1e6) for b in LE_BOUNDS], dtype=np.int64)
 _STATUS_KEYS = ("0xx", "1xx", "2xx", "3xx", "4xx", "5xx")
-
-
-def _clipped(values: list[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
-    return np.clip(np.asarray(values, dtype=np.int64), 1, HIGHEST_US)
-
-
-def histogram_of(values: list[int]) -> HdrHistogram:
-    """An HdrHistogram of ``values`` (µs), as if each had been recorded one by one."""
-    hist = new_histogram()
-    if not values:
-        return hist
-    micros = _clipped(values)
-    _, exponent = np.frexp(micros.astype(np.float64))  # bit length of each value
-    shift = np.maximum(exponent.astype(np.int64) - _SUB_BUCKET_BITS, 0)
-    lowest = (micros >> shift) << shift
-    distinct, counts = np.unique(lowest, return_counts=True)
-    for value, count in zip(distinct.tolist(), counts.tolist(), strict=True):
-        hist.record_value(value, count)
-    return hist
 
 
 def _encode(hist: HdrHistogram) -> str:
@@ -89,7 +67,7 @@ class BucketAccumulator:
         le = [0] * (len(LE_BOUNDS) + 1)
         lat_sum = 0.0
         if self.latencies:
-            micros = _clipped(self.latencies)
+            micros = clipped_us(self.latencies)
             le = np.bincount(np.searchsorted(_LE_US, micros), minlength=len(le)).tolist()
             lat_sum = float(micros.sum()) / 1e6
         return {

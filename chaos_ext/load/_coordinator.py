@@ -106,7 +106,7 @@ def work(
     except LoadError:
         _stop_workers(procs)
         raise
-    start = time.time() + _START_LEAD
+    start = spec.start_at or time.time() + _START_LEAD  # shards of a Job share start_at
     end = start + spec.duration
     handshake.start.value = start
     handshake.go.set()

@@ -14,6 +14,12 @@ that has not got a connection within ``timeout`` is counted as ``dropped``
 and a short stall of the generator itself (a busy machine) does not turn
 into false drops.
 
+A worker that starts (or stalls) so late that an arrival is already older
+than ``timeout`` counts it as dropped instead of sending a burst of stale
+requests: a pod of a Job that starts after the common start drops what it
+missed. Shards (pods) take every ``shard_count``-th arrival, and the workers
+of a shard every ``processes``-th of those.
+
 Bounds: the schedule is finite (the profile's duration), the backlog is
 bounded in time (``timeout``) and size, requests in flight have the spec's
 timeout, ``SIGALRM`` kills the worker past its hard cap, and the kernel sends
@@ -110,11 +116,18 @@ class _Worker:
     async def schedule(self) -> None:
         count = len(self.plan.spec.urls)
         burst = 0
+        spec = self.plan.spec
+        first = spec.shard_index + self.plan.index * spec.shard_count
         for k, offset in arrival_offsets(
-            self.plan.spec.segments, first=self.plan.index, step=self.plan.count
+            spec.segments, first=first, step=self.plan.count * spec.shard_count
         ):
             due = self.base + offset
             now = time.monotonic()
+            if now - due > spec.timeout:  # missed by longer than an arrival may wait: dropped
+                missed = self.bucket(offset)
+                missed.pending += 1
+                self.drop(missed)
+                continue
             if due > now:
                 await asyncio.sleep(due - now)
                 now, burst = time.monotonic(), 0

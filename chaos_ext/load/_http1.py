@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from chaos_ext.load._classify import classify
-from chaos_ext.load.spec import LoadSpec
+from chaos_ext.load.spec import LoadSpec, check_header_fields
 
 __all__ = ["Done", "Http1Client", "build_request", "tls_context"]
 
@@ -40,7 +40,12 @@ Done = Callable[[Any, float, float, int | None, str | None], None]
 
 
 def build_request(method: str, url: str, headers: dict[str, str], body: str) -> bytes:
-    """The bytes of one HTTP/1.1 request to ``url``."""
+    """The bytes of one HTTP/1.1 request to ``url``.
+
+    Header names and values are checked again here (InvalidArgument), whatever
+    built the spec: a CR/LF must never reach the wire as a line break.
+    """
+    check_header_fields(headers)
     parts = urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     lines = [f"{method} {target} HTTP/1.1", f"Host: {parts.netloc}"]

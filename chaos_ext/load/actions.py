@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from chaos_ext.errors import InvalidArgument, LoadError
-from chaos_ext.ledger import Entry, in_scope, undo, undo_handler
-from chaos_ext.load import _locate, _recorded
+from chaos_ext.ledger import Entry, default_ledger, in_scope, undo, undo_handler
+from chaos_ext.load import _distributed, _job, _locate, _push, _recorded
 from chaos_ext.load.driver import load_results, stop_load
 from chaos_ext.load.spec import check_load_arguments, spec_from_arguments
+from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import validated_by
 
 __all__ = ["drive_http_load", "stop_http_load"]
@@ -22,9 +24,12 @@ def _check(arguments: Mapping[str, Any]) -> None:
     if "urls" not in arguments:
         raise InvalidArgument("urls: required (one URL or a list of URLs)")
     check_load_arguments(arguments)
+    if _job.uses_kubernetes(arguments):
+        _job.settings_from(arguments.get("kubernetes"), arguments.get("replicas", 1))
 
 
 @validated_by(_check)
+@needs_k8s(*_job.RULES, when=_job.uses_kubernetes)
 def drive_http_load(
     urls: list[str] | str,
     rate: float = 10.0,
@@ -45,6 +50,8 @@ def drive_http_load(
     name: str = "",
     ca_file: str = "",
     wait: bool = False,
+    replicas: int = 1,
+    kubernetes: dict[str, Any] | None = None,
     configuration: dict[str, Any] | None = None,
     secrets: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -69,10 +76,21 @@ def drive_http_load(
     results; ``load_window_stats`` judges a window. ``metrics_port`` (-1 for a
     free port) serves Prometheus metrics of the load on ``metrics_addr``.
     https certificates are verified (``ca_file``: a PEM bundle to trust).
+
+    ``replicas`` > 1 (with ``kubernetes``: ``namespace``, ``pushgateway`` the
+    pods push their per-second results to, optional ``image``, ``start_delay``,
+    ``cpu``, ``memory``, ``service_account``, ``node_selector``) runs the same
+    load from a Kubernetes Indexed Job of that many pods, each taking a 1/N
+    share of the schedule from a common start; ``stop_http_load`` and
+    ``load_window_stats`` merge every pod's results. The ledger owns the Job:
+    the undo deletes it with foreground propagation. Needs create/get/delete
+    on jobs and create/delete on secrets in that namespace.
     """
     arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
     _check(arguments)
     spec = spec_from_arguments(arguments)
+    if _job.uses_kubernetes(arguments):
+        return _drive_job(spec, arguments, secrets)
     entry, load = _recorded.start_recorded(spec, module=__name__)
     started = {
         "load_id": entry.id, "name": name, "results_dir": str(load.results_dir),
@@ -85,9 +103,30 @@ def drive_http_load(
     return {**started, "results": _recorded.finish(entry, load, spec)}
 
 
+def _drive_job(
+    spec: Any, arguments: Mapping[str, Any], secrets: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    settings = _job.settings_from(arguments["kubernetes"], arguments["replicas"])
+    replicas = int(arguments["replicas"])
+    entry, meta = _distributed.start_job_load(spec, replicas, settings, secrets, __name__)
+    started = {
+        "load_id": entry.id, "name": spec.name, "results_dir": meta["results_dir"],
+        "start": meta["start"], "end": meta["end"], "processes": meta["processes"],
+        "replicas": replicas, "job": f"{settings.namespace}/{meta['job']}",
+        "image": settings.image, "peak_rate": spec.peak_rate, "duration": spec.duration,
+        "expected_requests": spec.total_requests,
+    }  # fmt: skip
+    if not arguments.get("wait"):
+        return started
+    _distributed.wait_done(entry, max(0.0, meta["end"] - time.time()) + 2 * spec.timeout + 60)
+    return {**started, "results": stop_http_load(entry.id)}
+
+
 @undo_handler(KIND)
 def _undo_load(entry: Entry) -> str:
-    """Stop the load's processes; a load that never started (no results) just closes."""
+    """Stop the load's processes (or Job); a load that never started (no results) just closes."""
+    if entry.recipe.get("mode") == "kubernetes":
+        return _distributed.delete_job(entry)
     stopped = stop_load(entry.id)
     results_dir = Path(entry.recipe.get("results_dir") or "")
     if not entry.recipe.get("results_dir") or not (results_dir / "meta.json").exists():
@@ -132,6 +171,11 @@ def stop_http_load(
     else:
         outcome = undo(entry)
         stopped = {"stopped": outcome.ok, "load_id": entry.id, "note": outcome.note}
+    if entry.recipe.get("mode") == "kubernetes" and stopped["stopped"]:
+        try:
+            _collect_pods(entry)
+        except LoadError as exc:
+            return {**stopped, "results": None, "results_error": str(exc)}
     try:
         summary = load_results(
             Path(entry.recipe.get("results_dir", "")), include_buckets=include_buckets
@@ -139,3 +183,12 @@ def stop_http_load(
     except LoadError as exc:
         return {**stopped, "results": None, "results_error": str(exc)}
     return {**stopped, **summary}
+
+
+def _collect_pods(entry: Entry) -> None:
+    """The pods' results, kept locally; then the Pushgateway forgets them (once)."""
+    _distributed.finalize(entry)
+    recipe = default_ledger().get(entry.id)
+    if recipe is not None and not recipe.recipe.get("forgotten"):
+        _push.forget_load(entry.recipe["kubernetes"]["pushgateway_read"], entry.id)
+        default_ledger().update_recipe(entry.id, {**recipe.recipe, "forgotten": True})

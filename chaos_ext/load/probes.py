@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext.errors import InvalidArgument, LoadError
-from chaos_ext.load import _locate, _recorded
+from chaos_ext.load import _distributed, _locate, _recorded
 from chaos_ext.load.driver import load_meta, load_results
 from chaos_ext.load.spec import spec_from_arguments
 
@@ -73,6 +73,8 @@ def load_window_stats(
     if entry is None:
         return _baseline(list(baseline_urls or []), baseline_rate, baseline_seconds)
     results_dir = Path(entry.recipe.get("results_dir", ""))
+    if entry.recipe.get("mode") == "kubernetes" and not entry.recipe.get("forgotten"):
+        _distributed.sync(entry)  # the pods' results so far, from the Pushgateway
     meta = load_meta(results_dir)
     start, end = _window(meta, entry.run_id, fault_kind, fault_target, from_s, to_s)
     summary = load_results(results_dir, start=start, end=end, include_buckets=include_buckets)

@@ -32,14 +32,14 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from chaos_ext._percentile import latency_summary_ms, new_latency_histogram
+
 __all__ = [
     "ERROR_KINDS",
-    "HIGHEST_US",
     "LE_BOUNDS",
     "MergedBucket",
     "bucket_view",
     "merge_lines",
-    "new_histogram",
     "read_buckets",
     "read_lines",
     "summarize",
@@ -48,13 +48,7 @@ __all__ = [
 ERROR_KINDS = ("connect", "dns", "timeout", "http_4xx", "http_5xx", "other")
 # Prometheus histogram bucket bounds (seconds) for the optional /metrics exposition.
 LE_BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-HIGHEST_US = 130_000_000
-_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
-
-
-def new_histogram() -> HdrHistogram:
-    """An empty latency histogram in microseconds."""
-    return HdrHistogram(1, HIGHEST_US, 3)
+_PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9, 100.0)
 
 
 @dataclass
@@ -72,8 +66,8 @@ class MergedBucket:
     last_done_s: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
     status: dict[str, int] = field(default_factory=dict)
-    hist: HdrHistogram = field(default_factory=new_histogram, repr=False)
-    svc: HdrHistogram = field(default_factory=new_histogram, repr=False)
+    hist: HdrHistogram = field(default_factory=new_latency_histogram, repr=False)
+    svc: HdrHistogram = field(default_factory=new_latency_histogram, repr=False)
     workers: int = 0
 
     def add(self, line: dict[str, Any]) -> None:
@@ -122,23 +116,13 @@ def read_buckets(results_dir: Path) -> list[MergedBucket]:
 
 
 def _latency(hist: HdrHistogram) -> dict[str, float | None]:
-    if not hist.get_total_count():
-        return {"p50_ms": None, "p90_ms": None, "p95_ms": None, "p99_ms": None,
-                "p99_9_ms": None, "max_ms": None}  # fmt: skip
-    values = hist.get_percentile_to_value_dict(list(_PERCENTILES))
-    out: dict[str, float | None] = {
-        f"p{p:g}_ms".replace(".", "_"): round(values[p] / 1000, 3) for p in _PERCENTILES
-    }
-    out["max_ms"] = round(hist.get_max_value() / 1000, 3)
-    return out
+    """Latency from the scheduled send: p50 ... p99.9 and max (``chaos_ext._percentile``)."""
+    return latency_summary_ms(hist, _PERCENTILES, mean=False)
 
 
 def _service(hist: HdrHistogram) -> dict[str, float | None]:
     """Latency from the actual send (what a closed-loop tool such as wrk reports)."""
-    if not hist.get_total_count():
-        return {"service_p50_ms": None, "service_p99_ms": None}
-    values = hist.get_percentile_to_value_dict([50.0, 99.0])
-    return {f"service_p{p:g}_ms": round(v / 1000, 3) for p, v in values.items()}
+    return latency_summary_ms(hist, (50.0, 99.0), prefix="service_", mean=False)
 
 
 def _counts(buckets: Sequence[MergedBucket], seconds: float) -> dict[str, Any]:
@@ -179,7 +163,7 @@ def summarize(
     buckets: Sequence[MergedBucket], *, origin: float, include_buckets: bool = True
 ) -> dict[str, Any]:
     """Totals, error ratio and merged latency percentiles over ``buckets``."""
-    merged, service = new_histogram(), new_histogram()
+    merged, service = new_latency_histogram(), new_latency_histogram()
     for bucket in buckets:
         merged.add(bucket.hist)
         service.add(bucket.svc)

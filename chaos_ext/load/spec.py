@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "SAFE_RATE",
     "LoadSpec",
     "Segment",
+    "check_header_fields",
     "check_load_arguments",
     "spec_from_arguments",
 ]
@@ -43,6 +45,12 @@ MAX_CONCURRENCY = 10_000
 MAX_TIMEOUT = 120.0
 RATE_PER_PROCESS = 3_000.0  # what one worker process sustains comfortably (see benchmarks/load.py)
 _METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+# RFC 9110 section 5.1: a field name is a token; section 5.5: a field value has no
+# CR, LF or NUL (nor other controls but HTAB). A CR/LF would end the header
+# line and smuggle a second header (or a second request) onto the wire.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE_CHAR = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_BAD_URL_CHAR = re.compile(r"[\x00-\x20\x7f]")
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,12 @@ class LoadSpec:
     metrics_addr: str = "127.0.0.1"
     name: str = ""
     ca_file: str = ""
+    #: this load is shard ``shard_index`` of ``shard_count`` (a pod of a Job): arrivals
+    #: ``shard_index, shard_index + shard_count, ...`` of the one schedule
+    shard_index: int = 0
+    shard_count: int = 1
+    #: the common start (unix time) of every shard; 0: as soon as the workers are ready
+    start_at: float = 0.0
 
     @property
     def duration(self) -> float:
@@ -115,6 +129,11 @@ def _urls(value: Any) -> tuple[str, ...]:
     if not isinstance(urls, list | tuple) or not urls or len(urls) > 100:
         raise InvalidArgument(f"urls: expected 1 to 100 URLs, got {value!r}")
     for url in urls:
+        if isinstance(url, str) and _BAD_URL_CHAR.search(url):
+            raise InvalidArgument(
+                f"urls: {url!r} contains a space or control character (CR, LF, tab...):"
+                " percent-encode it (%20, %0D, %0A)"
+            )
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidArgument(f"urls: {url!r} is not an http:// or https:// URL with a host")
@@ -124,6 +143,34 @@ def _urls(value: Any) -> tuple[str, ...]:
                 "pass an Authorization header from the experiment's secrets"
             )
     return tuple(urls)
+
+
+def check_header_fields(headers: Any) -> dict[str, str]:
+    """The headers as a plain dict, or InvalidArgument naming the bad one.
+
+    Refuses names that are not RFC 9110 tokens (a space, colon, CR or LF in
+    the name) and values with CR, LF, NUL or another control character: the
+    HTTP/1 client writes headers as lines, so a CR/LF would inject another
+    header. Values are not quoted in the message (they may be secrets).
+    """
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise InvalidArgument("headers: expected a mapping of strings to strings")
+    for name, value in headers.items():
+        if not _TOKEN.fullmatch(name):
+            raise InvalidArgument(
+                f"headers: the name {name!r} is not a valid header name (letters, digits"
+                " and !#$%&'*+-.^_`|~ only; no space, colon, CR or LF)"
+            )
+        bad = _BAD_VALUE_CHAR.search(value)
+        if bad:
+            raise InvalidArgument(
+                f"headers: the value of {name!r} contains the control character"
+                f" {bad.group()!r} at position {bad.start()}: CR/LF would inject"
+                " another header; remove it"
+            )
+    return dict(headers)
 
 
 def _ramp(ramp: Mapping[str, Any], duration: float) -> list[Segment]:
@@ -220,11 +267,7 @@ def spec_from_arguments(arguments: Mapping[str, Any]) -> LoadSpec:
     method = str(arguments.get("method", "GET")).upper()
     if method not in _METHODS:
         raise InvalidArgument(f"method: {method!r} is not one of {sorted(_METHODS)}")
-    headers = arguments.get("headers") or {}
-    if not isinstance(headers, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-    ):
-        raise InvalidArgument("headers: expected a mapping of strings to strings")
+    headers = check_header_fields(arguments.get("headers") or {})
     concurrency = int(
         require_range(
             "concurrency_limit", arguments.get("concurrency_limit", 64), 1, MAX_CONCURRENCY
@@ -237,7 +280,7 @@ def spec_from_arguments(arguments: Mapping[str, Any]) -> LoadSpec:
         segments=tuple(segments),
         concurrency_limit=concurrency,
         method=method,
-        headers=dict(headers),
+        headers=headers,
         body=str(arguments.get("body") or ""),
         http2=bool(arguments.get("http2", False)),
         timeout=float(require_range("timeout", arguments.get("timeout", 5.0), 0.001, MAX_TIMEOUT)),

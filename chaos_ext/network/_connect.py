@@ -6,10 +6,11 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from chaos_ext._ssh import SshSession, SshSettings
-from chaos_ext.network import _local, _pod, _remote, _spec
+from chaos_ext._targets.remote import open_remote, reopen_remote
+from chaos_ext._targets.spec import LOCAL_KINDS
+from chaos_ext.network import _local, _remote, _spec
 
-__all__ = ["Executor", "executor_for", "executor_from_recipe", "identity_of"]
+__all__ = ["Executor", "executor_for", "executor_from_recipe"]
 
 
 class Executor(Protocol):
@@ -51,28 +52,11 @@ def executor_for(
     secrets: Mapping[str, Any] | None,
 ) -> Iterator[tuple[Executor, dict[str, Any]]]:
     """(executor, connection recipe for the ledger: no secrets)."""
-    if target.kind in ("local", "netns", "pid"):
+    if target.kind in LOCAL_KINDS:
         yield LocalExecutor(target), {}
         return
-    if target.kind == "ssh":
-        settings = SshSettings.from_activity(target.host, target.port, configuration, secrets)
-        with SshSession(settings) as session:
-            yield (
-                _remote.RemoteTc(session, f"ssh:{target.host}:{target.port}"),
-                {"ssh": {**settings.recipe(), "host_key": session.host_key}},
-            )
-        return
-    placement = _pod.resolve_pod(target, secrets)
-    port = int((configuration or {}).get("ssh_node_port", 22))
-    settings = SshSettings.from_activity(placement.node_address, port, configuration, secrets)
-    with SshSession(settings) as session:
-        pid = _pod.container_pid(session, placement)
-        where = f"pod:{target.namespace}/{target.name}@{placement.node}"
-        prefix = ["nsenter", f"--net=/proc/{pid}/ns/net"]
-        yield _remote.RemoteTc(session, where, prefix), {
-            "ssh": {**settings.recipe(), "host_key": session.host_key}, "pid": pid,
-            "node": placement.node, "where": where,
-        }  # fmt: skip
+    with open_remote(target, configuration, secrets) as (shell, connection):
+        yield _remote.RemoteTc(shell.session, shell.where, shell.prefix), connection
 
 
 @contextlib.contextmanager
@@ -83,19 +67,5 @@ def executor_from_recipe(recipe: Mapping[str, Any]) -> Iterator[Executor]:
     if "ssh" not in conn:
         yield LocalExecutor(target)
         return
-    pinned = conn["ssh"].get("host_key") or None
-    with SshSession(SshSettings.from_recipe(conn["ssh"]), expect_host_key=pinned) as session:
-        if "pid" in conn:
-            prefix = ["nsenter", f"--net=/proc/{int(conn['pid'])}/ns/net"]
-            yield _remote.RemoteTc(session, conn["where"], prefix)
-        else:
-            yield _remote.RemoteTc(session, f"ssh:{target.host}:{target.port}")
-
-
-def identity_of(connection: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The ledger identity of a connection recipe: the SSH host by its key; None: this machine."""
-    ssh = connection.get("ssh")
-    if not ssh:
-        return None
-    pinned = {"host": ssh.get("host"), "port": ssh.get("port"), "host_key": ssh.get("host_key")}
-    return {"scope": "ssh", "ssh": pinned, "node": connection.get("node")}
+    with reopen_remote(target, conn) as shell:
+        yield _remote.RemoteTc(shell.session, shell.where, shell.prefix)

@@ -10,8 +10,11 @@ from typing import Any, TypeVar
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
+from chaos_ext import _procfs
+from chaos_ext._targets import netns as _netns
+from chaos_ext._targets.spec import netns_path
 from chaos_ext.errors import NetworkError, PreflightFailed
-from chaos_ext.network import _netns, _spec, _tree
+from chaos_ext.network import _spec, _tree
 
 __all__ = [
     "apply",
@@ -27,19 +30,14 @@ __all__ = [
 
 T = TypeVar("T")
 
-CAP_NET_ADMIN = 12
-
 
 def _netns_path(target: _spec.Target) -> str | None:
-    if target.kind == "local":
-        return None
-    path = f"/run/netns/{target.name}" if target.kind == "netns" else f"/proc/{target.pid}/ns/net"
-    if not Path(path).exists():
+    path = netns_path(target)
+    if path is not None and not Path(path).exists():
         what = (
-            f"network namespace {target.name!r}"
-            if target.kind == "netns"
-            else (f"process {target.pid}")
-        )
+            f"network namespace {target.name!r}" if target.kind == "netns"
+            else f"process {target.pid}"
+        )  # fmt: skip
         raise NetworkError(f"{what} does not exist ({path} is missing)")
     return path
 
@@ -47,7 +45,7 @@ def _netns_path(target: _spec.Target) -> str | None:
 def with_route(target: _spec.Target, func: Callable[[IPRoute], T]) -> T:
     """``func(ipr)`` with an IPRoute inside the target's namespace (never creates one).
 
-    Namespaces are entered per thread (see :mod:`chaos_ext.network._netns`).
+    Namespaces are entered per thread (see :mod:`chaos_ext._targets.netns`).
     """
     path = _netns_path(target)
 
@@ -73,10 +71,7 @@ def interface_index(ipr: IPRoute, target: _spec.Target, interface: str) -> int:
 
 
 def _has_net_admin() -> bool:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapEff:"):
-            return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN & 1)
-    return False
+    return _procfs.has_capability(_procfs.CAP_NET_ADMIN)
 
 
 def missing_features() -> list[str]:

@@ -18,13 +18,12 @@ import json
 import uuid
 from typing import Any
 
+from chaos_ext import _procfs
 from chaos_ext._ssh import SshSession
 from chaos_ext.errors import NetworkError, PreflightFailed
 from chaos_ext.network import _spec
 
 __all__ = ["RemoteTc"]
-
-CAP_NET_ADMIN = 12
 
 
 class RemoteTc:
@@ -73,8 +72,7 @@ class RemoteTc:
         """Kernel features, CAP_NET_ADMIN and a restorable root; PreflightFailed otherwise."""
         release = self.session.check(["uname", "-r"]).strip()
         status = self.session.check([*self.prefix, "cat", "/proc/self/status"])
-        caps = next((ln.split()[1] for ln in status.splitlines() if ln.startswith("CapEff:")), "0")
-        if not int(caps, 16) >> CAP_NET_ADMIN & 1:
+        if not _procfs.has_capability(_procfs.CAP_NET_ADMIN, status):
             raise PreflightFailed(f"no CAP_NET_ADMIN on {self.where}: use a root SSH user")
         missing = self._probe()
         if missing:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from chaos_ext._targets.spec import Target, parse_target, require_container_id
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.validation import require_cidrs, require_name, require_range
 
@@ -33,6 +34,7 @@ __all__ = [
     "handle_text",
     "netem_kwargs",
     "parse_target",
+    "require_container_id",
     "tc_apply_argvs",
     "u32_keys",
 ]
@@ -46,62 +48,6 @@ HTB_QUANTUM = 200000
 MAX_FILTERS = 64
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
-
-_TARGET = re.compile(
-    r"^(?:(?P<local>local)|netns:(?P<netns>[A-Za-z0-9][A-Za-z0-9_.-]{0,62})"
-    r"|pid:(?P<pid>[1-9][0-9]{0,9})"
-    r"|ssh:(?P<host>[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}?)(?::(?P<port>[0-9]{1,5}))?"
-    r"|pod:(?P<ns>[a-z0-9][a-z0-9-]{0,62})/(?P<pod>[a-z0-9][a-z0-9.-]{0,252})"
-    r"(?:/(?P<container>[a-z0-9][a-z0-9-]{0,62}))?)$"
-)
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where the fault goes: ``local``, ``netns:NAME``, ``pid:PID``, ``ssh:HOST[:PORT]``,
-    or ``pod:NAMESPACE/NAME[/CONTAINER]``."""
-
-    kind: str
-    name: str = ""
-    pid: int = 0
-    host: str = ""
-    port: int = 22
-    namespace: str = ""
-    container: str = ""
-
-    def label(self, interface: str) -> str:
-        """The ledger's target text, e.g. ``netns:app/eth0``."""
-        where = {
-            "local": "local",
-            "netns": f"netns:{self.name}",
-            "pid": f"pid:{self.pid}",
-            "ssh": f"ssh:{self.host}:{self.port}",
-            "pod": f"pod:{self.namespace}/{self.name}",
-        }[self.kind]
-        return f"{where}/{interface}"
-
-
-def parse_target(text: str) -> Target:
-    """Parse a target string; InvalidArgument quotes it and lists the forms."""
-    match = _TARGET.match(text) if isinstance(text, str) else None
-    if match is None:
-        raise InvalidArgument(
-            f"target: {text!r} is not a target; use 'local', 'netns:NAME', 'pid:PID', "
-            "'ssh:HOST[:PORT]' or 'pod:NAMESPACE/NAME[/CONTAINER]'"
-        )
-    if match["local"]:
-        return Target("local")
-    if match["netns"]:
-        return Target("netns", name=match["netns"])
-    if match["pid"]:
-        return Target("pid", pid=int(match["pid"]))
-    if match["host"]:
-        port = int(match["port"] or 22)
-        require_range("target port", port, 1, 65535)
-        return Target("ssh", host=match["host"], port=port)
-    return Target(
-        "pod", name=match["pod"], namespace=match["ns"], container=match["container"] or ""
-    )
 
 
 @dataclass(frozen=True)
@@ -240,16 +186,6 @@ def tc_apply_argvs(spec: LatencySpec, interface: str) -> list[list[str]]:
              "u32", *matches, "flowid", delayed]
         )  # fmt: skip
     return argvs
-
-
-_CONTAINER_ID = re.compile(r"^[0-9a-f]{12,128}$")
-
-
-def require_container_id(value: str) -> str:
-    """A container runtime id (hex), as found in a pod's status."""
-    if not _CONTAINER_ID.match(value):
-        raise InvalidArgument(f"container id {value!r} is not a runtime id")
-    return value
 
 
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$")

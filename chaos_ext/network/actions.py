@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from chaos_ext._targets.pod import RULES as POD_RULES
+from chaos_ext._targets.remote import identity_of
 from chaos_ext.errors import NetworkError
 from chaos_ext.ledger import (
     Entry,
@@ -16,7 +18,6 @@ from chaos_ext.ledger import (
     undo_handler,
 )
 from chaos_ext.network import _connect, _spec
-from chaos_ext.network._pod import RULES as POD_RULES
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import validated_by
 
@@ -79,7 +80,7 @@ def add_latency(
             "target": target, "interface": interface, "spec": spec.as_dict(),
             "snapshot": before, "connection": connection,
         }  # fmt: skip
-        identity = _connect.identity_of(connection)
+        identity = identity_of(connection)
         with fault(
             kind=KIND, target=label, recipe=recipe, module=__name__, identity=identity
         ) as entry:

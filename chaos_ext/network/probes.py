@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import socket
-import statistics
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from chaos_ext._percentile import LatencyRecorder
+from chaos_ext._targets import netns as _netns
+from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext.errors import InvalidArgument, NetworkError
-from chaos_ext.network import _connect, _netns, _spec
-from chaos_ext.network._pod import RULES as POD_RULES
+from chaos_ext.network import _connect, _spec
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import require_name, require_range, validated_by
 
@@ -99,12 +100,15 @@ def measure_rtt(
 
 
 def _summarize(times_ms: list[float]) -> dict[str, float | int]:
-    """median / p95 / min / max of a list of milliseconds."""
-    ordered = sorted(times_ms)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    """median / p95 / min / max of a list of milliseconds (``chaos_ext._percentile``)."""
+    recorder = LatencyRecorder()
+    for ms in times_ms:
+        recorder.add(ms / 1000)
+    summary = recorder.summary_ms((0, 50, 95, 100))
     return {
-        "samples": len(ordered), "median_ms": round(statistics.median(ordered), 3),
-        "p95_ms": round(p95, 3), "min_ms": round(ordered[0], 3), "max_ms": round(ordered[-1], 3),
+        "samples": len(times_ms), "median_ms": summary["p50_ms"] or 0.0,
+        "p95_ms": summary["p95_ms"] or 0.0, "min_ms": summary["p0_ms"] or 0.0,
+        "max_ms": summary["max_ms"] or 0.0,
     }  # fmt: skip
 
 

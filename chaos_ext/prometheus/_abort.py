@@ -17,10 +17,18 @@ the ``chaos_ext.controls.abort`` control)::
         promql: max(queue_depth{queue="orders"})
         tolerance: {op: "<", threshold: 1000}
     probes: {...}           # optional catalog entries local to this file
+    alerts:                 # alerting rules and firing alerts as stop conditions
+      rules: [coredns-mixin-alerts.yaml]       # rule files / PrometheusRule manifests
+      select: ["severity=critical"]            # any of these selectors (default: all)
+      firing: [prometheus, alertmanager]       # alerts already firing there
 
 A tolerance says what *steady* looks like: a condition breaches when its value
 is outside it. An empty answer is "no data" (not a breach) unless the entry has
 ``if_empty``/``if_nan``; a query Prometheus rejects aborts at once (fail-safe).
+An alert stops the run when it fires, with Prometheus's semantics (pending for
+its ``for:``, ``keep_firing_for``): see :mod:`._alertstate`. A rule file or a
+``PrometheusRule`` manifest is a plan by itself (``gameday run --abort-on
+rules.yaml --alerts severity=critical``).
 """
 
 from __future__ import annotations
@@ -39,6 +47,16 @@ from chaos_ext.errors import (
     PrometheusHTTPError,
     PrometheusUnreachable,
 )
+from chaos_ext.prometheus._alertwatch import (
+    AlertHit,
+    AlertSpec,
+    AlertTracker,
+    FiringWatch,
+    RuleOutcome,
+    SourceOutcome,
+    parse_alerts_section,
+    resolve_rules,
+)
 from chaos_ext.prometheus._catalog import (
     Catalog,
     CatalogProbe,
@@ -47,12 +65,14 @@ from chaos_ext.prometheus._catalog import (
     parse_entries,
 )
 from chaos_ext.prometheus._results import Condition, parse_duration
+from chaos_ext.prometheus._rules import Selector, is_rule_document
 
 __all__ = [
-    "AbortCondition", "AbortPlan", "Tracker", "Verdict", "load_plan", "parse_plan", "plan_path",
+    "AbortCondition", "AbortPlan", "Tracker", "Verdict", "load_plan", "load_sources",
+    "merge_plans", "parse_plan", "plan_path",
 ]  # fmt: skip
 
-_PLAN_KEYS = {"interval", "unreachable_after", "timeout", "conditions", "probes"}
+_PLAN_KEYS = {"interval", "unreachable_after", "timeout", "conditions", "probes", "alerts"}
 _CONDITION_KEYS = {
     "probe", "parameters", "tolerance", "breaches", "name", "promql", "if_empty", "if_nan",
 }  # fmt: skip
@@ -79,12 +99,21 @@ class AbortPlan:
     unreachable_after: int = 3
     timeout: float = 1.0
     source: str = ""
+    alerts: AlertSpec = field(default_factory=AlertSpec)
+    rule_files: tuple[Path, ...] = ()  # rule files given as plans (checked for a selection)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.conditions or self.alerts.rules or self.alerts.firing)
 
     def describe(self) -> list[dict[str, Any]]:
         return [
-            {"name": c.name, "expr": c.expr, "steady": c.tolerance.describe()}
-            for c in self.conditions
-        ]
+            *({"name": c.name, "expr": c.expr, "steady": c.tolerance.describe()}
+              for c in self.conditions),
+            *({"name": r.name, "expr": r.expr, "steady": f"not firing (for: {r.for_s:g}s)",
+               "labels": dict(r.labels), "source": r.source} for r in self.alerts.rules),
+            *(w.describe() for w in self.alerts.firing),
+        ]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -96,11 +125,13 @@ class Verdict:
     detail: str
     value: float | None = None
     at: float = 0.0
+    alert: Mapping[str, Any] | None = None  # reason "alert": labels, pending/firing since
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "reason": self.reason, "condition": self.condition, "detail": self.detail,
             "value": self.value, "at_unix": round(self.at, 3),
+            **({"alert": dict(self.alert)} if self.alert else {}),
         }  # fmt: skip
 
 
@@ -144,8 +175,13 @@ def _optional(raw: Any) -> float | None:
     return None if raw is None else float(raw)
 
 
-def parse_plan(document: Any, source: str, catalog: Catalog | None = None) -> AbortPlan:
-    """An :class:`AbortPlan` from a parsed YAML/JSON document (or control arguments)."""
+def parse_plan(
+    document: Any, source: str, catalog: Catalog | None = None, base: Path | None = None
+) -> AbortPlan:
+    """An :class:`AbortPlan` from a parsed YAML/JSON document (or control arguments).
+
+    Relative rule files of the ``alerts`` section are read from ``base``.
+    """
     if not isinstance(document, Mapping):
         raise InvalidArgument(f"{source}: an abort plan is a mapping with 'conditions'")
     extra = sorted(set(document) - _PLAN_KEYS)
@@ -154,9 +190,10 @@ def parse_plan(document: Any, source: str, catalog: Catalog | None = None) -> Ab
     book = catalog or default_catalog()
     if document.get("probes"):
         book = Catalog({**book.probes, **parse_entries(document, source)})
+    alerts = parse_alerts_section(document.get("alerts"), source, base)
     conditions: Sequence[Any] = document.get("conditions") or []
-    if not isinstance(conditions, list) or not conditions:
-        raise InvalidArgument(f"{source}: 'conditions' must be a non-empty list")
+    if not isinstance(conditions, list) or not (conditions or alerts.rules or alerts.firing):
+        raise InvalidArgument(f"{source}: 'conditions' must be a non-empty list (or give alerts)")
     interval = parse_duration(document.get("interval", "1s"), f"{source}: interval")
     timeout = document.get("timeout")
     return AbortPlan(
@@ -165,6 +202,7 @@ def parse_plan(document: Any, source: str, catalog: Catalog | None = None) -> Ab
         unreachable_after=_number(document.get("unreachable_after", 3), "unreachable_after"),
         timeout=min(interval, 5.0) if timeout is None else parse_duration(timeout, "timeout"),
         source=source,
+        alerts=alerts,
     )
 
 
@@ -177,17 +215,71 @@ def plan_path(text: str) -> Path:
     return path
 
 
-def load_plan(path: Path) -> AbortPlan:
-    """Read an abort plan file (YAML or JSON)."""
+def load_plan(path: Path, selectors: Sequence[Selector] = ()) -> AbortPlan:
+    """Read an abort plan file (YAML or JSON), or a rule file / PrometheusRule manifest.
+
+    ``selectors`` pick the alerts of a rule file (all of them without).
+    """
     if not path.exists():
         names = ", ".join(sorted(builtin_abort_plans())) or "none"
         raise InvalidArgument(f"abort plan {path}: no such file (built-in plans: {names})")
     try:
         text = path.read_text()
-        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        documents = [json.loads(text)] if path.suffix == ".json" else list(
+            yaml.safe_load_all(text)
+        )  # fmt: skip
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise InvalidArgument(f"abort plan {path}: {exc}") from exc
-    return parse_plan(document, str(path))
+    present = [d for d in documents if d is not None]
+    if present and is_rule_document(present[0]):
+        rules = resolve_rules([str(path)], selectors, None, required=False)
+        return AbortPlan(conditions=(), source=str(path), alerts=AlertSpec(rules=rules),
+                         rule_files=(path,))  # fmt: skip
+    if len(present) != 1:
+        raise InvalidArgument(f"abort plan {path}: expected 1 YAML document, found {len(present)}")
+    return parse_plan(present[0], str(path), base=path.parent)
+
+
+_KEYWORDS = {"prometheus-alerts": "prometheus", "alertmanager": "alertmanager"}
+
+
+def load_sources(values: Sequence[str], selectors: Sequence[Selector]) -> AbortPlan:
+    """One plan from ``--abort-on`` values (plans, rule files, built-in names, or the
+    ``prometheus-alerts`` / ``alertmanager`` keywords) and ``--alerts`` selectors."""
+    plans: list[AbortPlan] = []
+    for value in values:
+        if value in _KEYWORDS and not Path(value).exists():
+            watch = FiringWatch(_KEYWORDS[value], tuple(selectors))
+            plans.append(AbortPlan((), source=value, alerts=AlertSpec(firing=(watch,))))
+        else:
+            plans.append(load_plan(plan_path(value), selectors))
+    merged = merge_plans(plans)
+    if selectors and not (merged.rule_files or merged.alerts.firing):
+        raise InvalidArgument(
+            "--alerts selects alerts of --abort-on rule files, prometheus-alerts or "
+            "alertmanager; none was given"
+        )
+    if merged.rule_files and not merged.alerts.rules:  # raises, naming the severities there
+        resolve_rules([str(p) for p in merged.rule_files], selectors, None)
+    return merged
+
+
+def merge_plans(plans: Sequence[AbortPlan]) -> AbortPlan:
+    """Several plans watched as one (the shortest interval and timeout win)."""
+    if not plans:
+        raise InvalidArgument("no abort plan given")
+    return AbortPlan(
+        conditions=tuple(c for p in plans for c in p.conditions),
+        interval=min(p.interval for p in plans),
+        unreachable_after=min(p.unreachable_after for p in plans),
+        timeout=min(p.timeout for p in plans),
+        source=", ".join(p.source for p in plans),
+        rule_files=tuple(f for p in plans for f in p.rule_files),
+        alerts=AlertSpec(
+            rules=tuple(r for p in plans for r in p.alerts.rules),
+            firing=tuple(w for p in plans for w in p.alerts.firing),
+        ),
+    )
 
 
 @dataclass
@@ -200,10 +292,18 @@ class Tracker:
     unreachable_streak: int = 0
     streaks: dict[str, int] = field(default_factory=dict)
     last: dict[str, float | None] = field(default_factory=dict)
+    alerts: AlertTracker = field(init=False)
 
-    def tick(self, outcomes: Sequence[tuple[AbortCondition, float | Exception]], now: float
-             ) -> Verdict | None:  # fmt: skip
-        """Feed one round of results (a value or the error per condition).
+    def __post_init__(self) -> None:
+        self.alerts = AlertTracker(self.plan.alerts)
+
+    def tick(
+        self, outcomes: Sequence[tuple[AbortCondition, float | Exception]], now: float,
+        rules: Sequence[RuleOutcome] = (), sources: Mapping[str, SourceOutcome] | None = None,
+        eval_at: float | None = None,
+    ) -> Verdict | None:  # fmt: skip
+        """Feed one round of results (a value or the error per condition; the
+        samples of each alert rule; the alerts each firing source lists).
 
         A query Prometheus rejects (or any other error) aborts at once: the run
         would otherwise go on unprotected.
@@ -214,6 +314,9 @@ class Tracker:
             verdict = self._one(condition, outcome, now, unreachable)
             if verdict is not None:
                 return verdict
+        verdict = self._alerts(rules, sources or {}, now, eval_at or now, unreachable)
+        if verdict is not None:
+            return verdict
         self.unreachable_streak = self.unreachable_streak + 1 if unreachable else 0
         if self.unreachable_streak >= self.plan.unreachable_after:
             return Verdict(
@@ -221,6 +324,24 @@ class Tracker:
                 f"{self.unreachable_streak} checks in a row failed: {unreachable[0]}", at=now,
             )  # fmt: skip
         return None
+
+    def _alerts(
+        self, rules: Sequence[RuleOutcome], sources: Mapping[str, SourceOutcome], now: float,
+        eval_at: float, unreachable: list[str],
+    ) -> Verdict | None:  # fmt: skip
+        failed: list[Exception] = []
+        hit: AlertHit | None = None
+        if self.alerts.states:
+            hit = self.alerts.feed_rules(rules, eval_at, failed)
+        if hit is None and sources:
+            hit = self.alerts.feed_sources(sources, failed)
+        for error in failed:
+            if not isinstance(error, PrometheusUnreachable | PrometheusHTTPError):
+                return Verdict("error", "alerts", str(error), at=now)
+            unreachable.append(str(error))
+        if hit is None:
+            return None
+        return Verdict("alert", hit.name, hit.detail, value=hit.value, at=now, alert=hit.alert)
 
     def _one(
         self, condition: AbortCondition, outcome: float | Exception, now: float,

@@ -146,6 +146,16 @@ def settings_from(
     )
 
 
+def _go_time(text: str) -> float:
+    """Unix time of a Go RFC 3339 timestamp (nanoseconds cut to what Python parses)."""
+    found = re.match(r"^(.*T\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", text.strip())
+    if found is None:
+        raise ValueError(f"not a timestamp: {text!r}")
+    head, fraction, zone = found.groups()
+    stamp = f"{head}{(fraction or '')[:7]}{'+00:00' if zone == 'Z' else zone}"
+    return datetime.fromisoformat(stamp).timestamp()
+
+
 class _Rejected(Exception):
     """A non-2xx answer, raised from the session's response hook."""
 
@@ -218,6 +228,34 @@ class PrometheusClient:
             # the client rounds start/end to whole seconds: send them exactly
             params={"timeout": self._timeout_param, "start": f"{start:.3f}", "end": f"{end:.3f}"},
         )  # fmt: skip
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """``alerts`` of ``/api/v1/alerts``: pending and firing alerts of Prometheus's rules."""
+        data = self._call("/api/v1/alerts", self._get_data, path="/api/v1/alerts")
+        alerts = data.get("alerts") if isinstance(data, dict) else None
+        if not isinstance(alerts, list):
+            raise ValueError("no 'alerts' list in the answer")
+        return alerts
+
+    def start_time(self) -> float | None:
+        """When the Prometheus process started (``/api/v1/status/runtimeinfo``), None when
+        the server does not say (Thanos, Mimir and other query frontends)."""
+        try:
+            data = self._call("runtimeinfo", self._get_data, path="/api/v1/status/runtimeinfo")
+            return _go_time(str(data["startTime"]))
+        except (PrometheusHTTPError, PromQLError, KeyError, TypeError, ValueError):
+            return None
+
+    def _get_data(self, path: str) -> Any:
+        connect = self._connect
+        response = connect._session.get(
+            f"{self.settings.url}{path}", headers=connect.headers, auth=connect.auth,
+            timeout=self.settings.timeout,
+        )  # fmt: skip
+        body = response.json()
+        if body.get("status") != "success":
+            raise ValueError(f"status {body.get('status')!r}: {body.get('error')}")
+        return body.get("data")
 
     def _call(self, expr: str, func: Any, **kwargs: Any) -> Any:
         where = self.settings.url

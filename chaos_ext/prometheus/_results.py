@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chaos_ext._percentile import percentiles
 from chaos_ext.errors import EmptyResult, InvalidArgument, PrometheusError
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "parse_duration",
     "parse_instant",
     "parse_range",
-    "percentile",
     "shown",
     "single_value",
     "summarize",
@@ -203,32 +203,21 @@ def single_value(
     return value
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated quantile, as PromQL's ``quantile_over_time`` computes it."""
-    if not 0 <= q <= 1:
-        raise InvalidArgument(f"quantile {q!r} must be within [0, 1]")
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = q * (len(ordered) - 1)
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    weight = rank - low
-    return ordered[low] * (1 - weight) + ordered[high] * weight
-
-
 def summarize(values: Sequence[float]) -> dict[str, float]:
-    """min/max/mean/p50/p95/p99/count of the non-NaN values (NaN when there are none)."""
+    """min/max/mean/p50/p95/p99/count of the non-NaN values (NaN when there are none).
+
+    Percentiles are :func:`chaos_ext._percentile.percentiles` (linear
+    interpolation, as PromQL's ``quantile_over_time`` computes them).
+    """
     clean = [v for v in values if not math.isnan(v)]
     if not clean:
         return dict.fromkeys(("min", "max", "mean", "p50", "p95", "p99"), math.nan) | {"count": 0}
+    found = percentiles(clean, (50, 95, 99))
     return {
         "min": min(clean),
         "max": max(clean),
         "mean": math.fsum(clean) / len(clean),
-        "p50": percentile(clean, 0.5),
-        "p95": percentile(clean, 0.95),
-        "p99": percentile(clean, 0.99),
+        **{f"p{q:g}": float(v if v is not None else math.nan) for q, v in found.items()},
         "count": len(clean),
     }
 

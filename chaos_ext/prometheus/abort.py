@@ -28,8 +28,11 @@ from chaoslib.run import RunEventHandler
 
 from chaos_ext.errors import ChaosExtError, InvalidArgument
 from chaos_ext.prometheus._abort import AbortCondition, AbortPlan, Tracker, Verdict
+from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
+from chaos_ext.prometheus._alertstate import RuleState, replay_times
+from chaos_ext.prometheus._alertwatch import RuleOutcome, SourceOutcome
 from chaos_ext.prometheus._client import PrometheusClient, client
-from chaos_ext.prometheus._results import parse_instant, single_value
+from chaos_ext.prometheus._results import parse_instant, parse_range, single_value
 
 __all__ = ["AbortOnBreach", "AbortWatch", "interrupt_main_thread"]
 
@@ -77,6 +80,38 @@ def _evaluate(prom: PrometheusClient, condition: AbortCondition) -> float | Exce
     return bad[0] if bad else values[0]
 
 
+def _rule_samples(prom: PrometheusClient, state: RuleState) -> RuleOutcome:
+    try:
+        return parse_instant(prom.instant(state.rule.expr), state.rule.expr)
+    except ChaosExtError as exc:
+        return exc
+
+
+def restore(prom: PrometheusClient, state: RuleState, now: float, interval: float) -> None:
+    """Replay a rule's recent past (``for`` + ``keep_firing_for``) through a range query,
+    so an alert already pending when the watch starts fires when Prometheus would.
+
+    The replay starts no earlier than the Prometheus process (its rule manager
+    could not have been pending before); without that time (a query frontend
+    such as Thanos), there is no replay: an alert then fires ``for`` after the
+    watch first sees it, later than Prometheus might, never earlier.
+    """
+    if state.rule.for_s <= 0 and state.rule.keep_firing_for_s <= 0:
+        return
+    started = prom.start_time()  # before that, Prometheus could not have been pending either
+    if started is None:  # (absent() answers for times it has no data): no replay, never early
+        return
+    start, end, step = replay_times(state.rule, now, interval)
+    start = round(max(start, started), 3)
+    if start >= end:
+        return
+    count = int((end - start) // step) + 1
+    times = [round(start + k * step, 3) for k in range(count)]
+    series = parse_range(prom.range(state.rule.expr, start=start, end=times[-1], step=step),
+                         state.rule.expr)  # fmt: skip
+    state.replay(series, times)
+
+
 class AbortWatch:
     """The watch thread: evaluates the plan every interval until stopped or fired."""
 
@@ -89,6 +124,7 @@ class AbortWatch:
         self.verdict: Verdict | None = None
         self._prom = client(configuration, _prometheus_secrets(secrets),
                             timeout=plan.timeout, retries=0)  # fmt: skip
+        self._configuration, self._secrets = configuration, secrets
         self._on_fire = on_fire
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -102,13 +138,51 @@ class AbortWatch:
         with self._lock:
             self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout=self.plan.timeout * len(self.plan.conditions) + 5)
+            checks = len(self.plan.conditions) + len(self.plan.alerts.rules) + 2
+            self._thread.join(timeout=self.plan.timeout * checks + 5)
+
+    def _restore_all(self) -> dict[int, Exception]:
+        errors: dict[int, Exception] = {}
+        now = time.time()
+        for index, state in enumerate(self.tracker.alerts.states):
+            try:
+                restore(self._prom, state, now, self.plan.interval)
+            except ChaosExtError as exc:
+                errors[index] = exc
+        return errors
+
+    def _sources(self) -> dict[str, SourceOutcome]:
+        found: dict[str, SourceOutcome] = {}
+        for source in self.tracker.alerts.sources():
+            try:
+                if source == "alertmanager":
+                    found[source] = alertmanager_alerts(
+                        self._configuration, self._secrets, self.plan.timeout
+                    )
+                else:
+                    found[source] = prometheus_alerts(self._prom)
+            except ChaosExtError as exc:
+                found[source] = exc
+        return found
+
+    def _round(self, first_errors: dict[int, Exception], eval_at: float) -> Verdict | None:
+        outcomes = [(c, _evaluate(self._prom, c)) for c in self.plan.conditions]
+        rules = [
+            first_errors.get(i) or _rule_samples(self._prom, state)
+            for i, state in enumerate(self.tracker.alerts.states)
+        ]  # fmt: skip
+        sources = self._sources()
+        return self.tracker.tick(outcomes, time.time(), rules, sources, eval_at=eval_at)
 
     def _loop(self) -> None:
-        next_due = time.monotonic()
+        first_errors = self._restore_all()
+        next_due, wall_start = time.monotonic(), time.time()
+        start = next_due
         while not self._stop.is_set():
-            outcomes = [(c, _evaluate(self._prom, c)) for c in self.plan.conditions]
-            verdict = self.tracker.tick(outcomes, time.time())
+            # rules are evaluated at exact multiples of the interval, as Prometheus's
+            # rule groups are: `for: 60s` fires at the evaluation 60 s after the first
+            verdict = self._round(first_errors, wall_start + (next_due - start))
+            first_errors = {}
             if verdict is not None:
                 with self._lock:
                     if self._stop.is_set():
@@ -130,7 +204,7 @@ class AbortWatch:
             "unreachable_after": self.plan.unreachable_after,
             "conditions": self.plan.describe(), "checks": self.tracker.checks,
             "no_data": self.tracker.no_data, "last_values": dict(self.tracker.last),
-            "fired": fired,
+            "alerts_active": self.tracker.alerts.pending(), "fired": fired,
         }  # fmt: skip
 
 
@@ -138,8 +212,8 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
     """Runs an :class:`AbortWatch` while the method runs; records it in the journal."""
 
     def __init__(self, plan: AbortPlan, announce: Callable[[str], None] | None = None) -> None:
-        if not plan.conditions:
-            raise InvalidArgument("an abort plan needs at least one condition")
+        if plan.empty:
+            raise InvalidArgument("an abort plan needs at least one condition or alert")
         self.plan = plan
         self.announce = announce or logger.warning
         self.watch: AbortWatch | None = None

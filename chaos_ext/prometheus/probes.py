@@ -7,12 +7,17 @@ Connection settings: ``prometheus_url`` and friends (see ``docs/prometheus.md``)
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from chaos_ext.errors import EmptyResult, InvalidArgument
+from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
+from chaos_ext.prometheus._alertstate import RuleState
+from chaos_ext.prometheus._alertwatch import AlertSpec, firing_alerts, parse_alerts_section
 from chaos_ext.prometheus._catalog import default_catalog
 from chaos_ext.prometheus._client import client
 from chaos_ext.prometheus._promql import histogram_quantile_expr
@@ -28,9 +33,11 @@ from chaos_ext.prometheus._results import (
     single_value,
     summarize,
 )
+from chaos_ext.prometheus.abort import restore
 from chaos_ext.validation import require_range, validated_by
 
 __all__ = [
+    "alerts_quiet",
     "catalog_check",
     "catalog_probe",
     "histogram_quantile",
@@ -40,6 +47,8 @@ __all__ = [
     "slo_fraction",
     "slo_holds",
 ]
+
+logger = logging.getLogger("chaostoolkit")
 
 Configuration = dict[str, Any] | None
 Secrets = dict[str, Any] | None
@@ -276,3 +285,57 @@ def catalog_check(
     if probe.if_nan is not None:
         values = [probe.if_nan if math.isnan(v) else v for v in values]
     return fraction_holding(values, probe.tolerance, slots) >= float(min_fraction)
+
+
+def _alert_spec(arguments: Mapping[str, Any]) -> AlertSpec:
+    section = {k: arguments[k] for k in ("rules", "select", "firing") if arguments.get(k)}
+    return parse_alerts_section(section, "alerts_quiet", Path.cwd())
+
+
+def _check_alert_args(arguments: Mapping[str, Any]) -> None:
+    _alert_spec(arguments)
+
+
+@validated_by(_check_alert_args)
+def alerts_quiet(
+    rules: list[str] | None = None,
+    select: list[str] | None = None,
+    firing: list[str] | None = None,
+    include_pending: bool = False,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> bool:
+    """True when none of the selected alerts is firing (a steady-state probe; tolerance true).
+
+    ``rules``: Prometheus rule files or PrometheusRule manifests (a mixin's
+    alerts); their expressions are evaluated through the query API with
+    Prometheus's semantics, the recent past replayed by a range query, so an
+    alert counts as firing once its expression has held for its ``for:``.
+    ``select``: selectors such as ``severity=critical`` (any; default all).
+    ``firing``: also ask ``prometheus`` (/api/v1/alerts) and/or
+    ``alertmanager`` (API v2, ``alertmanager_url``). ``include_pending``:
+    pending alerts count too. What fires is logged. Read-only.
+    """
+    spec = _alert_spec({"rules": rules, "select": select, "firing": firing})
+    prom = client(configuration, secrets)
+    now, noisy = time.time(), list[str]()
+    for rule in spec.rules:
+        state = RuleState(rule)
+        restore(prom, state, now, 15.0)
+        state.evaluate(parse_instant(prom.instant(rule.expr, at=now), rule.expr), now)
+        found = state.active.values() if include_pending else state.firing()
+        noisy.extend(f"{rule.name} {a.state} {a.labels}" for a in found)
+    sources: dict[str, Any] = {}
+    for source in sorted({w.source for w in spec.firing}):
+        if source == "alertmanager":
+            sources[source] = alertmanager_alerts(configuration, secrets)
+        else:
+            sources[source] = prometheus_alerts(prom)
+    listed = [a for found in sources.values() for a in found]
+    noisy.extend(
+        f"{a.labels.get('alertname')} firing in {a.source} {dict(a.labels)}"
+        for a in firing_alerts([], spec.firing, listed).external
+    )  # fmt: skip
+    for line in noisy:
+        logger.warning("alerts_quiet: %s", line)
+    return not noisy

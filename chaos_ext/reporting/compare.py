@@ -9,7 +9,7 @@ from typing import Any
 from chaos_ext.reporting.model import RunView
 from chaos_ext.reporting.stats import Comparison, Settings, compare_metric, direction_of
 
-__all__ = ["MetricSamples", "compare_sets", "metric_samples"]
+__all__ = ["MetricSamples", "compare_sets", "judged", "metric_samples"]
 
 
 @dataclass
@@ -19,6 +19,17 @@ class MetricSamples:
     runs: list[list[float]]
     boolean: bool
     tolerance: Any
+
+
+def judged(views: Sequence[RunView]) -> tuple[list[RunView], int]:
+    """The runs a comparison may use, and how many unsteady runs were left out.
+
+    An unsteady run injected nothing (its steady state did not hold before the
+    method): its numbers describe a system that was already off, not the effect
+    of a fault, so it takes no part in a before/after comparison.
+    """
+    kept = [v for v in views if v.outcome != "unsteady"]
+    return kept, len(views) - len(kept)
 
 
 def metric_samples(views: Sequence[RunView]) -> dict[str, MetricSamples]:
@@ -54,7 +65,8 @@ def compare_sets(
     settings: Settings | None = None,
 ) -> list[Comparison]:
     """One comparison per metric present on both sides, by name."""
-    base_metrics, tuned_metrics = metric_samples(baseline), metric_samples(tuned)
+    base_metrics = metric_samples(judged(baseline)[0])
+    tuned_metrics = metric_samples(judged(tuned)[0])
     shared = [name for name in base_metrics if name in tuned_metrics]
     results = []
     for name in shared:

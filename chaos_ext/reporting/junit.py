@@ -8,8 +8,11 @@ One ``<testsuite>`` per run. Its test cases:
   value against the tolerance; a probe that raised is an ``<error>``; a probe
   the run never reached is ``<skipped>``.
 - ``steady state held``: failure when the run deviated, error when it failed,
-  was aborted or interrupted.
-- ``faults rolled back``: error when a rollback failed or a fault stayed open.
+  was aborted or interrupted, or was unsteady (the steady state did not hold
+  before the method: nothing was injected, nothing proven).
+- ``faults rolled back``: error ``RollbackIncomplete`` when a rollback failed
+  or a fault stayed open, naming what may still be injected and the command
+  that retries the undo.
 
 With a minimum score, a ``gameday.score`` suite holds one case,
 ``resilience score >= N``, failed when the score is below.
@@ -24,9 +27,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from chaos_ext.reporting.model import Check, RunView
+from chaos_ext.reporting.model import Check, RunView, retry_commands, unsteady_text
 from chaos_ext.reporting.score import Score
 from chaos_ext.reporting.tables import tolerance_text, value_text
+from chaos_ext.runner.verdict import OUTCOME_TEXT
 
 __all__ = ["Case", "junit_xml", "suite_cases"]
 
@@ -86,7 +90,13 @@ def _probe_case(view: RunView, probe: str, phase: str, classname: str) -> Case:
 
 def _verdict_case(view: RunView, classname: str) -> Case:
     case = Case("steady state held", classname, view.duration or 0.0)
-    if view.outcome == "deviated":
+    outcome = view.hypothesis_outcome or view.outcome
+    if outcome == "unsteady":
+        case.kind, case.type = "error", "Unsteady"
+        case.message = (
+            f"unsteady: {OUTCOME_TEXT['unsteady']} ({unsteady_text(view)}); nothing was proven"
+        )
+    elif outcome == "deviated":
         case.kind, case.type = "failure", "Deviated"
         case.message = "the steady-state hypothesis was not met"
         case.details = [
@@ -94,34 +104,25 @@ def _verdict_case(view: RunView, classname: str) -> Case:
             for c in view.checks
             if c.met is False
         ]
-    elif view.outcome != "held":
-        case.kind, case.type = "error", view.outcome.capitalize()
+    elif outcome != "held":
+        case.kind, case.type = "error", outcome.capitalize()
         failed = [f"{a.name}: {a.error}" for a in view.method if a.status == "failed"]
         reason = (
             view.abort_text
             or view.error
             or (f"action failed: {'; '.join(failed)}" if failed else "")
         )
-        case.message = f"run {view.outcome}" + (f": {reason}" if reason else "")
+        case.message = f"run {outcome}" + (f": {reason}" if reason else "")
     return case
 
 
 def _rollback_case(view: RunView, classname: str) -> Case:
     case = Case("faults rolled back", classname)
-    problems = [
-        f"rollback {a.name} failed: {a.error}" for a in view.rollbacks if a.status == "failed"
-    ]
-    problems += [
-        f"fault {e.get('kind')} on {e.get('target')} still open: {e.get('last_error') or ''}"
-        for e in view.ledger
-        if e.get("state") != "closed"
-    ]
-    problems += [
-        f"sweep of {s.get('kind')} failed: {s.get('note')}" for s in view.sweep if not s.get("ok")
-    ]
+    problems = list(view.rollback_problems)
     if problems:
-        case.kind, case.type, case.message = "error", "RollbackIncomplete", problems[0]
-        case.details = problems
+        case.kind, case.type = "error", "RollbackIncomplete"
+        case.message = f"a fault may still be injected: {problems[0]}"
+        case.details = [*problems, *(f"retry: {c}" for c in retry_commands(view))]
     return case
 
 
@@ -171,8 +172,14 @@ def _score_cases(score: Score, minimum: float) -> list[Case]:
     return [case]
 
 
-def junit_xml(views: Sequence[RunView], score: Score, min_score: float | None = None) -> bytes:
-    """The JUnit XML document (UTF-8) for ``views``."""
+def junit_xml(
+    views: Sequence[RunView],
+    score: Score,
+    min_score: float | None = None,
+    extra: Sequence[tuple[str, list[Case], dict[str, str]]] = (),
+) -> bytes:
+    """The JUnit XML document (UTF-8) for ``views`` (and ``extra`` suites:
+    name, cases, properties)."""
     root = ET.Element("testsuites", name="gameday")
     for view in views:
         props = {"outcome": view.outcome, "run_id": view.run_id, "journal": view.source}
@@ -182,6 +189,8 @@ def junit_xml(views: Sequence[RunView], score: Score, min_score: float | None = 
     if min_score is not None:
         props = {"score": "n/a" if score.value is None else f"{score.value:.1f}"}
         root.append(_suite("gameday.score", _score_cases(score, min_score), 0.0, props))
+    for name, cases, props in extra:
+        root.append(_suite(name, cases, 0.0, props))
     suites = list(root)
     for key in ("tests", "failures", "errors"):
         root.set(key, str(sum(int(s.get(key, "0")) for s in suites)))

@@ -176,6 +176,8 @@ def _container(spec: ScheduleSpec) -> dict[str, Any]:
         "env": [
             {"name": "GAMEDAY_LEDGER", "value": "/reports/.ledger/ledger.sqlite3"},
             {"name": "GAMEDAY_LEDGER_MARKERS", "value": "/reports/.ledger-markers"},
+            # loads from many pods (drive_http_load replicas > 1) run this same image
+            {"name": "GAMEDAY_IMAGE", "value": spec.image},
             {"name": "HOME", "value": _TMP},
             {"name": "MPLCONFIGDIR", "value": f"{_TMP}/matplotlib"},
         ],

@@ -16,8 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext.reporting.series import Series, as_number, parse_time, series_of
-from chaos_ext.runner.execute import outcome_of
 from chaos_ext.runner.redact import Redactor
+from chaos_ext.runner.verdict import (
+    RETRY_COMMAND,
+    hypothesis_outcome,
+    outcome_of,
+    rollback_problems,
+    unsteady_reason,
+)
 
 __all__ = [
     "Activity",
@@ -30,6 +36,8 @@ __all__ = [
     "load_journal",
     "parse_time",
     "redact_journal",
+    "retry_commands",
+    "unsteady_text",
     "view_of",
 ]
 
@@ -111,6 +119,16 @@ class RunView:
     weight: float
     error: str | None = None
     abort: Mapping[str, Any] | None = None  # gameday.abort.fired: the stop condition that fired
+    hypothesis_outcome: str = ""  # the outcome with rollbacks aside (held/deviated/unsteady...)
+    rollback_problems: tuple[str, ...] = ()  # what may still be injected (rollback-failed)
+    settle: Mapping[str, Any] | None = None  # gameday.settle: how long it took to settle
+    unsteady_reason: str = ""  # which probes were out of tolerance before the method
+    journal_path: str = ""  # where gameday run wrote this journal (for retry commands)
+
+    @property
+    def injected(self) -> bool:
+        """Whether the method ran (an unsteady run injected nothing)."""
+        return self.hypothesis_outcome != "unsteady" and bool(self.method)
 
     @property
     def abort_text(self) -> str | None:
@@ -261,6 +279,7 @@ def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
     method = [_activity(r) for r in journal.get("run") or [] if isinstance(r, Mapping)]
     rollbacks = [_activity(r) for r in journal.get("rollbacks") or [] if isinstance(r, Mapping)]
     ledger = [e for e in gameday.get("ledger") or [] if isinstance(e, Mapping)]
+    sweep = [s for s in gameday.get("sweep") or [] if isinstance(s, Mapping)]
     start, end = parse_time(journal.get("start")), parse_time(journal.get("end"))
     checks = _checks(journal, tolerances)
     return RunView(
@@ -269,7 +288,9 @@ def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
         hypothesis_title=str(hypothesis.get("title", "")),
         hypothesis_probes=tuple(tolerances),
         tolerances=tolerances,
-        outcome=str(gameday.get("outcome") or outcome_of(dict(journal))),
+        outcome=outcome_of(journal),
+        hypothesis_outcome=hypothesis_outcome(journal),
+        rollback_problems=tuple(rollback_problems(journal, sweep, ledger)),
         status=str(journal.get("status", "?")),
         start=start,
         end=end,
@@ -279,13 +300,31 @@ def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
         windows=tuple(_windows(method, ledger, end)),
         series=tuple(series_of(journal)),
         ledger=tuple(ledger),
-        sweep=tuple(s for s in gameday.get("sweep") or [] if isinstance(s, Mapping)),
+        sweep=tuple(sweep),
         run_id=str(gameday.get("run_id", "")),
         source=source or str(gameday.get("experiment_path", "")),
         weight=_weight(experiment),
         error=gameday.get("error"),
         abort=_fired(gameday.get("abort")),
+        settle=gameday.get("settle") if isinstance(gameday.get("settle"), Mapping) else None,
+        unsteady_reason=unsteady_reason(journal),
+        journal_path=str(gameday.get("journal_path") or source or ""),
     )
+
+
+def unsteady_text(view: RunView) -> str:
+    """Why the run was unsteady (empty for other outcomes)."""
+    return view.unsteady_reason if view.hypothesis_outcome == "unsteady" else ""
+
+
+def retry_commands(view: RunView) -> list[str]:
+    """The commands that retry what may still be injected after ``view``'s run."""
+    commands = []
+    if any(not str(p).startswith("rollback '") for p in view.rollback_problems):
+        commands.append(f"{RETRY_COMMAND} --run {view.run_id}" if view.run_id else RETRY_COMMAND)
+    if any(a.status != "succeeded" for a in view.rollbacks) and view.journal_path:
+        commands.append(f"{RETRY_COMMAND} --journal {view.journal_path}")
+    return commands
 
 
 def _fired(abort: Any) -> Mapping[str, Any] | None:

@@ -19,7 +19,10 @@ from typing import Any
 
 from chaos_ext.rbac import Rule, rbac_of
 
-__all__ = ["Permissions", "merge_rules", "permissions_of", "policy_rules", "python_activities"]
+__all__ = [
+    "Permissions", "merge_rules", "permissions_of", "policy_rules", "python_activities",
+    "python_calls",
+]  # fmt: skip
 
 _K8S_MODULES = ("chaosk8s",)
 
@@ -43,6 +46,12 @@ class Permissions:
 
 def python_activities(experiment: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """``(module, func)`` of every Python-provider activity of an experiment."""
+    for module, func, _ in python_calls(experiment):
+        yield module, func
+
+
+def python_calls(experiment: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """``(module, func, arguments)`` of every Python-provider activity of an experiment."""
     hypothesis = experiment.get("steady-state-hypothesis") or {}
     activities = [
         *(hypothesis.get("probes") or []),
@@ -52,7 +61,9 @@ def python_activities(experiment: Mapping[str, Any]) -> Iterator[tuple[str, str]
     for activity in activities:
         provider = activity.get("provider") if isinstance(activity, Mapping) else None
         if isinstance(provider, Mapping) and provider.get("type") == "python":
-            yield str(provider.get("module")), str(provider.get("func"))
+            arguments = provider.get("arguments")
+            yield (str(provider.get("module")), str(provider.get("func")),
+                   arguments if isinstance(arguments, Mapping) else {})  # fmt: skip
 
 
 def merge_rules(rules: Iterable[Rule]) -> tuple[Rule, ...]:
@@ -73,15 +84,13 @@ def permissions_of(experiments: Iterable[Mapping[str, Any]]) -> Permissions:
     undeclared: set[str] = set()
     seen: set[str] = set()
     for experiment in experiments:
-        for module_name, func_name in python_activities(experiment):
+        for module_name, func_name, arguments in python_calls(experiment):
             qualified = f"{module_name}.{func_name}"
-            if qualified in seen:
-                continue
-            seen.add(qualified)
             func = getattr(importlib.import_module(module_name), func_name)
-            declared = rbac_of(func)
+            declared = rbac_of(func, arguments)  # conditional rules: only the uses that need them
             rules.extend(declared)
-            if not declared and module_name.split(".")[0] in _K8S_MODULES:
+            seen.add(qualified)
+            if not rbac_of(func) and module_name.split(".")[0] in _K8S_MODULES:
                 undeclared.add(qualified)
     return Permissions(merge_rules(rules), tuple(sorted(undeclared)), tuple(sorted(seen)))
 

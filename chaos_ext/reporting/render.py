@@ -18,8 +18,11 @@ from typing import Any
 import jinja2
 
 from chaos_ext import __version__
+from chaos_ext._percentile import METHOD
 from chaos_ext.reporting.charts import chart_svg
-from chaos_ext.reporting.model import RunView
+from chaos_ext.reporting.envelope import EnvelopeView
+from chaos_ext.reporting.model import RunView, retry_commands, unsteady_text
+from chaos_ext.reporting.render_envelope import copy_envelopes, envelope_context
 from chaos_ext.reporting.score import Score, resilience_score
 from chaos_ext.reporting.tables import (
     Cell,
@@ -27,6 +30,7 @@ from chaos_ext.reporting.tables import (
     ledger_rows,
     probe_rows,
 )
+from chaos_ext.runner.verdict import OUTCOME_TEXT
 
 __all__ = [
     "MAX_CHARTS",
@@ -41,11 +45,8 @@ __all__ = [
 MAX_CHARTS = 12  # per experiment; the rest stay in the tables and the journal
 
 _VERDICTS = {
-    "held": "the steady state held before, during and after the faults",
-    "deviated": "the system did not stay within tolerance (see the red cells)",
-    "failed": "the run failed: an action did not run as designed, so nothing was proven",
-    "aborted": "the run was aborted before it completed",
-    "interrupted": "the run was interrupted (signal); rollbacks ran",
+    **OUTCOME_TEXT,
+    "deviated": "the faults ran and the system did not stay within tolerance (see the red cells)",
 }
 
 
@@ -108,9 +109,12 @@ def _charts(view: RunView, index: int) -> tuple[list[str], int]:
 
 
 def _experiment(view: RunView, index: int, charts: bool) -> dict[str, Any]:
-    svgs, omitted = _charts(view, index) if charts else ([], 0)
+    unsteady = unsteady_text(view)
+    svgs, omitted = _charts(view, index) if charts and not unsteady else ([], 0)
     return {
         "view": view,
+        "unsteady": unsteady,
+        "retry": retry_commands(view),
         "anchor": f"experiment-{index + 1}",
         "verdict": _VERDICTS.get(view.outcome, view.outcome),
         "started": _when(view.start),
@@ -124,26 +128,36 @@ def _experiment(view: RunView, index: int, charts: bool) -> dict[str, Any]:
     }
 
 
-def _context(views: Sequence[RunView], title: str, charts: bool) -> dict[str, Any]:
+def _context(
+    views: Sequence[RunView], title: str, charts: bool, envelopes: Sequence[EnvelopeView] = ()
+) -> dict[str, Any]:
+    experiments = [_experiment(v, i, charts) for i, v in enumerate(views)]
     return {
         "title": title,
+        "envelopes": envelope_context(envelopes, charts),
         "generated": _when(time.time()),
         "version": __version__,
+        "percentile_method": METHOD,
         "score": resilience_score(views),
-        "experiments": [_experiment(v, i, charts) for i, v in enumerate(views)],
+        "experiments": experiments,
+        "rollback_failed": [x for x in experiments if x["view"].rollback_problems],
     }
 
 
-def render_html(views: Sequence[RunView], title: str) -> str:
-    """The self-contained HTML report."""
+def render_html(
+    views: Sequence[RunView], title: str, envelopes: Sequence[EnvelopeView] = ()
+) -> str:
+    """The self-contained HTML report (envelopes first, drawn)."""
     template = environment().get_template("report.html.j2")
-    return template.render(_context(views, title, charts=True))
+    return template.render(_context(views, title, True, envelopes))
 
 
-def render_markdown(views: Sequence[RunView], title: str) -> str:
+def render_markdown(
+    views: Sequence[RunView], title: str, envelopes: Sequence[EnvelopeView] = ()
+) -> str:
     """The Markdown summary (no charts)."""
     template = environment().get_template("summary.md.j2")
-    return paragraphs(template.render(_context(views, title, charts=False)))
+    return paragraphs(template.render(_context(views, title, False, envelopes)))
 
 
 def paragraphs(text: str) -> str:
@@ -164,14 +178,21 @@ def _journal_name(view: RunView, index: int) -> str:
 
 
 def write_report(
-    views: Sequence[RunView], journals: Sequence[dict[str, Any]], out: Path, title: str
+    views: Sequence[RunView],
+    journals: Sequence[dict[str, Any]],
+    out: Path,
+    title: str,
+    envelopes: Sequence[EnvelopeView] = (),
+    secrets: Sequence[str] = (),
 ) -> ReportFiles:
-    """Write ``report.html``, ``summary.md`` and the redacted journals under ``out``."""
+    """Write ``report.html``, ``summary.md`` and the redacted journals under ``out``
+    (an envelope's files under ``out/envelopes/``)."""
     out.mkdir(parents=True, exist_ok=True)
     html = out / "report.html"
-    html.write_text(render_html(views, title))
+    html.write_text(render_html(views, title, envelopes))
     markdown = out / "summary.md"
-    markdown.write_text(render_markdown(views, title))
+    markdown.write_text(render_markdown(views, title, envelopes))
+    copy_envelopes(envelopes, out, secrets)
     folder = out / "journals"
     folder.mkdir(exist_ok=True)
     written = []

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from chaos_ext import __version__
+from chaos_ext._percentile import METHOD
 from chaos_ext.reporting.charts import distribution_svg
-from chaos_ext.reporting.compare import metric_samples
+from chaos_ext.reporting.compare import judged, metric_samples
+from chaos_ext.reporting.envelope import EnvelopeView, Movement
 from chaos_ext.reporting.model import RunView
 from chaos_ext.reporting.render import environment, paragraphs
+from chaos_ext.reporting.render_envelope import movement_context
 from chaos_ext.reporting.stats import Comparison, Settings
 
-__all__ = ["compare_html", "compare_markdown"]
+__all__ = ["compare_html", "compare_markdown", "write_envelope_comparison"]
 
 
 def _row(c: Comparison, index: int) -> dict[str, Any]:
@@ -43,6 +47,7 @@ def _context(
     settings: Settings,
     title: str,
 ) -> dict[str, Any]:
+    (baseline, base_left), (tuned, tuned_left) = judged(baseline), judged(tuned)
     base_names, tuned_names = set(metric_samples(baseline)), set(metric_samples(tuned))
     levels = (
         "hierarchical (runs, then samples)"
@@ -55,10 +60,11 @@ def _context(
         "version": __version__,
         "baseline_runs": len(baseline),
         "tuned_runs": len(tuned),
+        "left_out": {"baseline": base_left, "tuned": tuned_left},
         "confidence": f"{1 - settings.alpha:.0%}",
         "method": (
             f"bootstrap {levels}, {settings.resamples} resamples, seed {settings.seed}; "
-            f"alpha {settings.alpha:g}; minimum effect {settings.min_effect:.0%}"
+            f"alpha {settings.alpha:g}; minimum effect {settings.min_effect:.0%}; {METHOD}"
         ),
         "rows": [_row(c, i) for i, c in enumerate(comparisons)],
         "only_baseline": sorted(base_names - tuned_names),
@@ -85,10 +91,29 @@ def compare_html(
     title: str,
 ) -> str:
     context = _context(comparisons, baseline, tuned, settings, title)
-    base_samples, tuned_samples = metric_samples(baseline), metric_samples(tuned)
+    base_samples = metric_samples(judged(baseline)[0])
+    tuned_samples = metric_samples(judged(tuned)[0])
     for i, row in enumerate(context["rows"]):
         name = row["c"].metric
         before = [v for run in base_samples[name].runs for v in run]
         after = [v for run in tuned_samples[name].runs for v in run]
         row["svg"] = distribution_svg(name, before, after, salt=f"m{i}")
     return environment().get_template("compare.html.j2").render(context)
+
+
+def write_envelope_comparison(
+    movements: Sequence[Movement], unmatched: Sequence[EnvelopeView], out: Path, title: str
+) -> tuple[Path, Path]:
+    """``out/envelope-comparison.html`` (the two envelopes overlaid) and ``.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+    context = {
+        "title": title,
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "version": __version__,
+        "rows": movement_context(movements),
+        "unmatched": [f"{v.label}: {v.key}" for v in unmatched],
+    }
+    html, md = out / "envelope-comparison.html", out / "envelope-comparison.md"
+    html.write_text(environment().get_template("compare_envelopes.html.j2").render(context))
+    md.write_text(paragraphs(environment().get_template("compare_envelopes.md.j2").render(context)))
+    return html, md

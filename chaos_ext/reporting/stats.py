@@ -19,6 +19,10 @@ value the metric took in a run: before/during/after checks, method probes,
   direction is unknown (set it with ``--better NAME=lower|higher``);
   ``inconclusive`` when a side has fewer than three samples (repeat the runs,
   or record a series with ``query_series``).
+
+Every percentile here (p5/p95 of each side, the interval's bounds; the
+median is p50) is :func:`chaos_ext._percentile.percentiles`: linear
+interpolation between closest ranks, the definition the report states.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
+from chaos_ext._percentile import percentiles
 from chaos_ext.reporting.series import as_number
 
 __all__ = ["Comparison", "Settings", "Summary", "compare_metric", "direction_of"]
@@ -111,7 +116,8 @@ def direction_of(tolerance: Any) -> str | None:
 
 def _summary(runs: Sequence[Sequence[float]]) -> Summary:
     pooled = np.concatenate([np.asarray(r, dtype=float) for r in runs])
-    p05, p50, p95 = np.percentile(pooled, [5, 50, 95])
+    found = percentiles(pooled.tolist(), (5, 50, 95))
+    p05, p50, p95 = (float(found[q] or 0.0) for q in (5, 50, 95))
     return Summary(
         runs=len(runs), n=int(pooled.size), median=float(p50), mean=float(pooled.mean()),
         p05=float(p05), p95=float(p95), low=float(pooled.min()), high=float(pooled.max()),
@@ -178,10 +184,9 @@ def compare_metric(
     replicates = _bootstrap(tuned_runs, stat, settings.resamples, rng) - _bootstrap(
         base_runs, stat, settings.resamples, rng
     )
-    low, high = np.percentile(
-        replicates, [100 * settings.alpha / 2, 100 * (1 - settings.alpha / 2)]
-    )
-    ci = (float(low), float(high))
+    bounds = (100 * settings.alpha / 2, 100 * (1 - settings.alpha / 2))
+    found = percentiles(replicates.tolist(), bounds)
+    ci = (float(found[bounds[0]] or 0.0), float(found[bounds[1]] or 0.0))
     rel = diff / abs(base_value) if base_value else None
     verdict = _verdict(diff, ci, p, rel, better[0], settings)
     if min(base_s.n, tuned_s.n) < MIN_SAMPLES:

@@ -3,7 +3,11 @@
 chaoslib runs the experiment (hypothesis, method, rollbacks) with the rollback
 strategy forced to ``always``; whatever way it ends (completed, deviated,
 failed, aborted, SIGINT, SIGTERM), the ledger entries this run left open are
-then undone, with further signals held off until that sweep is done.
+then undone, with further signals held off until that sweep is done. With
+``settle_seconds``, the hypothesis must hold before the method may start
+(:mod:`chaos_ext.runner.settle`). The outcome and exit code come from
+:mod:`chaos_ext.runner.verdict`: a rollback that did not complete is
+``rollback-failed`` (exit 2) whatever the hypothesis did.
 """
 
 from __future__ import annotations
@@ -24,35 +28,38 @@ from chaoslib.settings import get_loaded_settings
 from chaoslib.types import Schedule, Strategy
 from rich.console import Console
 
+from chaos_ext.errors import ChaosExtError
 from chaos_ext.ledger import Ledger, UndoOutcome, set_current_run_id
 from chaos_ext.runner import signals
 from chaos_ext.runner.progress import ProgressPrinter
 from chaos_ext.runner.redact import Redactor, secret_values
+from chaos_ext.runner.settle import NotSettled, SettleFirst
 from chaos_ext.runner.sweep import run_history, shielded, sweep_run
+from chaos_ext.runner.verdict import (
+    EXIT_DEVIATED,
+    EXIT_FAILED,
+    EXIT_HELD,
+    EXIT_INVALID,
+    EXIT_UNSTEADY,
+    exit_code_for,
+    hypothesis_outcome,
+    outcome_of,
+    rollback_problems,
+)
+from chaos_ext.runner.windows import KIND as WINDOW_KIND
+from chaos_ext.runner.windows import FaultWindows, pushgateway_url
 
 __all__ = [
     "EXIT_DEVIATED",
     "EXIT_FAILED",
     "EXIT_HELD",
     "EXIT_INVALID",
+    "EXIT_UNSTEADY",
     "RunOptions",
     "RunResult",
     "outcome_of",
     "run_experiment",
 ]
-
-EXIT_HELD = 0
-EXIT_DEVIATED = 1
-EXIT_FAILED = 2
-EXIT_INVALID = 3
-
-_EXIT_BY_OUTCOME = {
-    "held": EXIT_HELD,
-    "deviated": EXIT_DEVIATED,
-    "failed": EXIT_FAILED,
-    "aborted": EXIT_FAILED,
-    "interrupted": EXIT_FAILED,
-}
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,7 @@ class RunOptions:
     hypothesis_frequency: float = 1.0
     fail_fast: bool = False
     extra_handlers: tuple[RunEventHandler, ...] = ()
+    settle_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -78,27 +86,6 @@ class RunResult:
     exit_code: int
     journal_path: Path
     sweep: list[UndoOutcome]
-
-
-def outcome_of(journal: dict[str, Any]) -> str:
-    """held | deviated | failed | aborted | interrupted, from a chaoslib journal.
-
-    A failed action in the method counts as ``failed`` (the fault was not
-    injected as designed), and a hypothesis not met *before* the method counts
-    as ``deviated`` (the system was not in steady state).
-    """
-    status = journal.get("status")
-    if status in ("failed", "aborted", "interrupted"):
-        return str(status)
-    if any(
-        run.get("status") == "failed" and run.get("activity", {}).get("type") == "action"
-        for run in journal.get("run") or []
-    ):
-        return "failed"
-    before = (journal.get("steady_states") or {}).get("before")
-    if journal.get("deviated") or (before is not None and not before.get("steady_state_met")):
-        return "deviated"
-    return "held"
 
 
 class _SecretCollector(RunEventHandler):  # type: ignore[misc]
@@ -148,12 +135,17 @@ def run_experiment(
     runner = Runner(Strategy.from_string(options.hypothesis_strategy), schedule)
     runner.register_event_handler(_SigtermInterrupts())
     runner.register_event_handler(_SecretCollector(redactor))
+    if options.settle_seconds > 0:
+        runner.register_event_handler(
+            SettleFirst(options.settle_seconds, console, redact=redactor.text)
+        )
     runner.register_event_handler(ProgressPrinter(console, redactor))
     for handler in options.extra_handlers:
         runner.register_event_handler(handler)
     restore_signals = signals.install()  # SIGTERM/SIGINT: stop now, pauses included
     set_current_run_id(run_id)
     outcomes: list[UndoOutcome] = []
+    windows = _fault_windows(experiment, options, run_id, journal, console)
     try:
         runner.run(
             experiment,
@@ -162,6 +154,9 @@ def run_experiment(
             experiment_vars=(dict(options.config_vars), copy.deepcopy(options.secret_vars)),
             journal=journal,
         )
+    except NotSettled as exc:
+        journal["status"] = "completed"  # as chaoslib records a before-method miss
+        console.print(f"[bold yellow]⚠ unsteady: {redactor.text(str(exc))}[/]", highlight=False)
     except (KeyboardInterrupt, InterruptExecution, SystemExit) as exc:
         journal["status"] = "interrupted"
         console.print(f"[bold yellow]⚠ interrupted ({type(exc).__name__}): rolling back[/]")
@@ -171,10 +166,33 @@ def run_experiment(
         console.print(f"[red]✗ {redactor.text(str(exc))}[/]", highlight=False)
     finally:
         with shielded(console):
-            outcomes = sweep_run(ledger, run_id, console)
+            outcomes = sweep_run(ledger, run_id, console, skip=(WINDOW_KIND,))
+            if windows is not None:  # after the faults: their 0 is pushed, then the group goes
+                windows.stop()
+                journal.setdefault("gameday", {})["fault_windows"] = windows.record()
+                outcomes += sweep_run(ledger, run_id, console, only=(WINDOW_KIND,))
             set_current_run_id(None)
             restore_signals()
     return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
+
+
+def _fault_windows(
+    experiment: dict[str, Any], options: RunOptions, run_id: str, journal: dict[str, Any],
+    console: Console,
+) -> FaultWindows | None:  # fmt: skip
+    """Start publishing fault windows when a Pushgateway is configured (docs/reporting.md)."""
+    try:
+        url = pushgateway_url(options.config_vars, experiment)
+        if url is None:
+            return None
+        windows = FaultWindows(url, run_id, str(experiment.get("title", "")))
+        windows.start()
+    except ChaosExtError as exc:
+        journal.setdefault("gameday", {})["fault_windows"] = {"error": str(exc)}
+        console.print(f"[yellow]fault windows not published: {exc}[/]", highlight=False)
+        return None
+    console.print(f"[cyan]fault windows → {url} (job=gameday, run_id={run_id})[/]")
+    return windows
 
 
 def _finish(
@@ -186,24 +204,29 @@ def _finish(
     outcomes: list[UndoOutcome],
     redactor: Redactor,
 ) -> RunResult:
-    outcome = outcome_of(journal)
-    exit_code = _EXIT_BY_OUTCOME[outcome]
-    if any(not o.ok for o in outcomes):
-        exit_code = EXIT_FAILED
+    entries = run_history(ledger, run_id)
+    swept = [
+        {"id": o.entry.id, "kind": o.entry.kind, "target": o.entry.target, "ok": o.ok,
+         "note": o.note}
+        for o in outcomes
+    ]  # fmt: skip
     journal.setdefault("end", journal.get("start"))
+    hypothesis = hypothesis_outcome(journal)
+    problems = rollback_problems(journal, swept, entries)
+    outcome = "rollback-failed" if problems else hypothesis
     journal["gameday"] = {
         **journal.get("gameday", {}),
         "run_id": run_id,
         "experiment_path": str(path),
+        "journal_path": str(options.journal_path),
         "outcome": outcome,
-        "exit_code": exit_code,
-        "ledger": run_history(ledger, run_id),
-        "sweep": [
-            {"id": o.entry.id, "kind": o.entry.kind, "target": o.entry.target, "ok": o.ok,
-             "note": o.note}
-            for o in outcomes
-        ],
-    }  # fmt: skip
+        "hypothesis_outcome": hypothesis,
+        "exit_code": exit_code_for(outcome),
+        "rollback_problems": problems,
+        "ledger": entries,
+        "sweep": swept,
+    }
+    exit_code = exit_code_for(outcome)
     clean = redactor.value(journal)
     write_journal(options.journal_path, clean)
     return RunResult(path, clean, outcome, exit_code, options.journal_path, outcomes)

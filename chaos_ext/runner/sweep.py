@@ -89,18 +89,30 @@ def sweep(entries: Sequence[Entry], ledger: Ledger, console: Console) -> list[Un
     return outcomes
 
 
-def sweep_run(ledger: Ledger, run_id: str, console: Console) -> list[UndoOutcome]:
-    """Undo what ``run_id`` left open. If the ledger cannot be read, undo from memory.
+def sweep_run(
+    ledger: Ledger,
+    run_id: str,
+    console: Console,
+    *,
+    skip: Sequence[str] = (),
+    only: Sequence[str] = (),
+) -> list[UndoOutcome]:
+    """Undo what ``run_id`` left open (kinds in ``only`` if given, none in ``skip``).
 
-    The entries this process recorded are kept in memory too, so a ledger
-    damaged during the run does not keep its faults in place; every outcome
-    then fails (the ledger must be repaired to show them closed).
+    If the ledger cannot be read, the entries this process recorded are undone
+    from memory, so a ledger damaged during the run does not keep its faults in
+    place; the outcome then fails (the ledger must be repaired to show them
+    closed).
     """
+
+    def wanted(entry: Entry) -> bool:
+        return entry.kind not in skip and (not only or entry.kind in only)
+
     try:
-        left = ledger.open_entries(run_id=run_id)
+        left = [e for e in ledger.open_entries(run_id=run_id) if wanted(e)]
     except LedgerError as exc:
         _explain(console, exc)
-        left = recorded_here(run_id)
+        left = [e for e in recorded_here(run_id) if wanted(e)]
         console.print(f"[bold cyan]▶ ledger sweep from memory[/]: {len(left)} fault(s) recorded")
         outcomes = sweep(left, ledger, console)
         broken = Entry(
@@ -110,7 +122,8 @@ def sweep_run(ledger: Ledger, run_id: str, console: Console) -> list[UndoOutcome
         return [*outcomes, UndoOutcome(broken, False, f"the ledger cannot be trusted: {exc}")]
     if not left:
         return []
-    console.print(f"[bold cyan]▶ ledger sweep[/]: {len(left)} fault(s) still open")
+    what = "fault(s)" if not only else "entries"
+    console.print(f"[bold cyan]▶ ledger sweep[/]: {len(left)} {what} still open")
     return sweep(left, ledger, console)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from chaos_ext import _procfs
 from chaos_ext.errors import SandboxError
 from chaos_ext.sandbox import _netns, _services
 from chaos_ext.sandbox._state import SandboxState, load_state, save_state, state_dir
@@ -105,14 +106,6 @@ def down(prefix: str, say: Progress) -> dict[str, Any]:
     return {"stopped_processes": stopped, "removed_namespaces": removed}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def status(prefix: str) -> dict[str, Any]:
     """What runs: namespaces, each service's pid and whether it answers."""
     topo: Topology = topology(prefix)
@@ -131,7 +124,7 @@ def status(prefix: str) -> dict[str, Any]:
     mon = topo.host("mon").netns
     for name, svc in state.services.items():
         if "address" not in svc:
-            running = _alive(int(svc["pid"]))
+            running = _procfs.alive(int(svc["pid"]))
             report["services"][name] = {
                 "pid": svc.get("pid"), "netns": svc.get("netns"), "running": running,
                 "answering": None,
@@ -140,7 +133,7 @@ def status(prefix: str) -> dict[str, Any]:
         known: dict[str, Any] = {k: svc[k] for k in ("pid", "netns", "address", "port") if k in svc}
         report["services"][name] = {
             **known,
-            "running": _alive(int(svc["pid"])),
+            "running": _procfs.alive(int(svc["pid"])),
             "answering": _services.reachable(mon, svc["address"], int(svc["port"])),
         }
     return report

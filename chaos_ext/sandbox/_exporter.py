@@ -24,31 +24,14 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from chaos_ext import _procfs
+
 __all__ = ["count_process_tree", "main"]
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
 
 
 def count_process_tree(pid: int) -> int:
     """Processes in the tree rooted at ``pid`` (0 when it is gone)."""
-    if not Path(f"/proc/{pid}").exists():
-        return 0
-    todo, seen = [pid], set()
-    while todo:
-        current = todo.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        todo += _children(current)
-    return len(seen)
+    return _procfs.tree_size(pid)
 
 
 class SandboxCollector(Collector):

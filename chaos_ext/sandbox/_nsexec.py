@@ -1,6 +1,6 @@
 """Small checks from inside a network namespace, without a new process.
 
-A thread enters the namespace (``chaos_ext.network._netns``), opens its socket
+A thread enters the namespace (``chaos_ext._targets.netns``), opens its socket
 there and returns; nothing forks and no interpreter starts (which costs
 seconds under an emulated VM).
 """
@@ -12,8 +12,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+from chaos_ext._targets.netns import run_in_netns
 from chaos_ext.errors import ChaosExtError
-from chaos_ext.network._netns import run_in_netns
 from chaos_ext.sandbox._netns import ns_path
 
 __all__ = ["http_ok", "in_netns", "tcp_open"]

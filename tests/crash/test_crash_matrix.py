@@ -187,7 +187,5 @@ def test_a_crash_in_any_window_leaves_nothing_after_rollback(
     assert verdict.ok, verdict.problems
     assert Ledger(ledger_path).open_entries() == []
     took = time.monotonic() - started
-    print(
-        f"{kind_name} {window} {how}: run {ran_s:.1f} s, rollback at {rolled_s:.1f} s,"
-        f" total {took:.1f} s"
-    )  # noqa: T201 - the matrix's cost, cell by cell
+    cost = f"run {ran_s:.1f} s, rollback at {rolled_s:.1f} s, total {took:.1f} s"
+    print(f"{kind_name} {window} {how}: {cost}")  # noqa: T201 - the matrix's cost, cell by cell

@@ -67,8 +67,12 @@ def test_ndots_search_expansion_sends_the_expected_queries_per_name(
     # nothing beyond a chain was asked (e.g. www.example.test's suffixes after its answer)
     assert set(logged) == {c for chain in CHAINS.values() for c in chain}
     assert report["lookups"] - lost <= sum(lookups.values()) <= report["lookups"]
-    # 4 + 1 + 1 + 4 queries for 4 lookups: the amplification the report states
-    assert report["queries_per_lookup"] == pytest.approx(10 / 4, abs=0.1)
+    # 4 + 1 + 1 + 4 queries for 4 lookups: the amplification the report states; a lookup
+    # whose query timed out (dnsmasq overloaded on a busy machine) ends early, at most 3 short
+    finished = report["lookups_answered"] + report["lookups_failed"]
+    assert 10 / 4 - 3 * lost / finished - 0.1 <= report["queries_per_lookup"] <= 10 / 4 + 0.1, (
+        report
+    )
     nxdomain = sum(logged[c] for chain in CHAINS.values() for c in chain[:-1])
     nxdomain += logged["gone.example.test"]
     assert nxdomain - lost <= report["nxdomain"] <= nxdomain

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.k8s_emulator import emulator  # noqa: F401 - the fixture, for the Job tests
 from support.servers import http_target
 from support.servers.http_target import HttpTarget
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 
 import pytest
 
@@ -14,7 +13,6 @@ from chaos_ext.prometheus._results import (
     fraction_holding,
     parse_duration,
     parse_instant,
-    percentile,
     summarize,
 )
 
@@ -31,14 +29,6 @@ def test_durations(text: str | int, seconds: float) -> None:
 def test_bad_durations(text: str | int) -> None:
     with pytest.raises(InvalidArgument):
         parse_duration(text)
-
-
-def test_percentile_is_linear_like_promql_and_numpy_default() -> None:
-    values = [5.0, 1.0, 4.0, 2.0, 3.0, 10.0]
-    assert percentile(values, 0.5) == statistics.median(values)
-    assert percentile(values, 0.95) == pytest.approx(8.75)  # 5 + 0.75 * (10 - 5)
-    assert percentile(values, 0.0) == 1.0 and percentile(values, 1.0) == 10.0
-    assert math.isnan(percentile([], 0.5))
 
 
 def test_summary_ignores_nan() -> None:

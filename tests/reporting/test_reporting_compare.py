@@ -156,3 +156,33 @@ def test_one_value_a_side_is_inconclusive_not_no_change() -> None:
     # one throughput value per side (100 vs 40): far apart, but one value proves nothing
     assert results["throughput"].verdict == "inconclusive"
     assert (results["throughput"].baseline.n, results["throughput"].tuned.n) == (1, 1)
+
+
+def _unsteady_run(seed: int) -> dict:
+    """A run whose before-method check failed: the method never ran."""
+    b = JournalBuilder("tuning", {"p99-ms": LATENCY, "requests-ok": True}, start=2e9 + seed)
+    b.check("before", "p99-ms", 900.0, 0)  # already far out of tolerance
+    b.experiment["method"].append({"type": "action", "name": "add-latency"})  # never ran
+    return b.build()
+
+
+def test_unsteady_runs_take_no_part_in_a_comparison(tmp_path: Path) -> None:
+    base_journals = [_run(s, 200) for s in range(3)]
+    tuned_journals = [_run(s, 150) for s in range(10, 13)]
+    unsteady = [_unsteady_run(1), _unsteady_run(2)]
+    base, tuned = [view_of(j) for j in base_journals], [view_of(j) for j in tuned_journals]
+    polluted = [*base, *(view_of(j) for j in unsteady)]
+    assert polluted[-1].outcome == "unsteady"
+    clean, dirty = _by_metric(base, tuned), _by_metric(polluted, tuned)
+    assert dirty["p99-ms"].baseline.runs == clean["p99-ms"].baseline.runs == 3
+    assert dirty["p99-ms"].difference == clean["p99-ms"].difference
+    for side, journals in (("base", [*base_journals, *unsteady]), ("tuned", tuned_journals)):
+        (tmp_path / side).mkdir()
+        for i, journal in enumerate(journals):
+            (tmp_path / side / f"journal-{i}.json").write_text(json.dumps(journal))
+    out = run_gameday(tmp_path, tmp_path / "ledger.sqlite3", "compare", str(tmp_path / "base"),
+                      str(tmp_path / "tuned"), "-o", str(tmp_path / "cmp"))  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 unsteady run(s) left out" in out.stdout + out.stderr
+    md = (tmp_path / "cmp" / "comparison.md").read_text()
+    assert "Left out: 2 baseline and 0 tuned unsteady run(s)" in md

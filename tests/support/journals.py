@@ -13,7 +13,7 @@ from typing import Any
 
 from chaoslib.hypothesis import within_tolerance
 
-from chaos_ext.runner.execute import outcome_of
+from chaos_ext.runner.verdict import exit_code_for, outcome_of
 
 __all__ = ["JournalBuilder", "iso"]
 
@@ -145,7 +145,7 @@ class JournalBuilder:
         outcome = outcome_of(journal)
         journal["gameday"] = {
             "run_id": "synthetic", "experiment_path": "synthetic.json", "outcome": outcome,
-            "exit_code": {"held": 0, "deviated": 1}.get(outcome, 2),
+            "exit_code": exit_code_for(outcome),
             "ledger": self.ledger, "sweep": [],
         }  # fmt: skip
         return journal

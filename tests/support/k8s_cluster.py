@@ -57,6 +57,9 @@ KINDS: dict[str, Res] = {
     "DaemonSet": ("apps", "v1", "daemonsets"),
     "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets"),
     "HorizontalPodAutoscaler": ("autoscaling", "v2", "horizontalpodautoscalers"),
+    "NetworkPolicy": ("networking.k8s.io", "v1", "networkpolicies"),
+    "Job": ("batch", "v1", "jobs"),
+    "Secret": ("", "v1", "secrets"),
 }
 PODS, NODES, PDBS = KINDS["Pod"], KINDS["Node"], KINDS["PodDisruptionBudget"]
 WORKLOADS = {KINDS["Deployment"], KINDS["StatefulSet"], KINDS["DaemonSet"]}

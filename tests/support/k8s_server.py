@@ -34,6 +34,7 @@ import kmock
 from kmock._internal import rendering  # Request type for overrides
 
 from support.k8s_cluster import KINDS, PODS, ClusterState, FollowUp, Res, res
+from support.k8s_jobs import JOBS, job_created, job_deleted
 from support.k8s_objects import rfc3339
 from support.k8s_selectors import field_matcher, label_matcher
 
@@ -141,6 +142,10 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         if _is_namespace_get(request):
             return await self._serve_namespace(request)
         r = _res_of(request)
+        if r[2] and request.action is not None:  # what was asked of the API, for RBAC checks
+            sub = f"/{request.subresource}" if request.subresource else ""
+            verb = _VERB_OF.get(request.action.value, request.action.value.lower())
+            self.cluster.note("api", f"{verb} {r[0]}/{r[2]}{sub} {request.namespace or ''}")
         if request.action == kmock.action.LIST and r[2]:  # not discovery (/apis/apps/v1)
             response: Any = await self._serve_list(request)
             return response  # prebuilt bytes: objects encoded once per resourceVersion
@@ -155,11 +160,16 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 meta.setdefault("namespace", request.namespace)
         if r[2] and request.name and request.action in _OBJECT_ACTIONS:
             return await self._serve_object(r, request)
-        return await super()._handle(request)
+        response = await super()._handle(request)
+        if r == JOBS and request.action == kmock.action.CREATE and isinstance(request.data, dict):
+            job = request.data
+            self._schedule([(0.0, lambda: job_created(self.cluster, job))])
+        return response
 
     async def _serve_namespace(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         """GET /api/v1/namespaces/NAME (kmock parses it as a list in namespace NAME)."""
         name = request.url.path.rsplit("/", 1)[1]
+        self.cluster.note("api", f"get /namespaces  {name}")  # cluster-scoped, by name
         async with self._lock:
             obj = self.cluster.get(KINDS["Namespace"], None, name)
         if obj is None:
@@ -184,6 +194,8 @@ class ClusterEmulator(kmock.KubernetesEmulator):
                 return _json_bytes(self._encoded_object(r, obj.raw))
             before = copy.deepcopy(obj.raw)
             if request.action == kmock.action.DELETE:
+                if r == JOBS:  # garbage collection of its pods, as the body's policy says
+                    job_deleted(self.cluster, before, _propagation(request))
                 obj.delete()
                 event, body = "DELETED", before
                 follow = self.cluster.pod_deleted(before) if r == PODS else []
@@ -237,6 +249,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
 
 
 _OBJECT_ACTIONS = (kmock.action.FETCH, kmock.action.UPDATE, kmock.action.DELETE)
+_VERB_OF = {kmock.action.FETCH.value: "get", kmock.action.UPDATE.value: "patch"}
 
 
 def _json_bytes(body: bytes, status: int = 200) -> aiohttp.web.Response:
@@ -262,6 +275,12 @@ def _is_namespace_get(request: rendering.Request) -> bool:
         and len(parts) == 4
         and parts[:3] == ["api", "v1", "namespaces"]
     )
+
+
+def _propagation(request: rendering.Request) -> str:
+    """A DELETE's propagationPolicy (body or query); the API's default for Jobs is Orphan."""
+    body = request.data if isinstance(request.data, dict) else {}
+    return str(body.get("propagationPolicy") or request.params.get("propagationPolicy") or "Orphan")
 
 
 def _uuid() -> str:

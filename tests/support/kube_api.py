@@ -1,4 +1,6 @@
-"""A Kubernetes API emulator (kmock) serving discovery for the kinds `gameday schedule` emits.
+"""A Kubernetes API emulator (kmock) serving discovery for the kinds gameday writes.
+
+(`gameday schedule`'s manifests, `gameday audit envoy --fix istio`'s.)
 
 kubectl needs the API's discovery documents to map kinds to resources, even
 for ``apply --dry-run=client``. This runs kmock's in-memory emulator over real
@@ -32,6 +34,9 @@ KINDS = {
     "ClusterRole": ("rbac.authorization.k8s.io", "v1", "clusterroles", False),
     "ClusterRoleBinding": ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", False),
     "Namespace": ("", "v1", "namespaces", False),
+    # gameday audit envoy --fix istio
+    "Deployment": ("apps", "v1", "deployments", True),
+    "EnvoyFilter": ("networking.istio.io", "v1alpha3", "envoyfilters", True),
 }
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 _MAX_RUNTIME_S = 600.0

@@ -6,7 +6,9 @@ command prefix). Every path answers ``200 ok`` after the current latency
 (``/chunked`` in three chunks; ``/close`` then closes the connection), except
 the control endpoints, which are not counted:
 
-* ``POST /_control/latency?ms=N``: add N ms before every answer;
+* ``POST /_control/latency?ms=N[&spread_ms=M]``: add N ms before every answer
+  (plus a uniform random 0..M ms each: a latency distribution whose
+  percentiles the server sets, e.g. to compare two load generators);
 * ``POST /_control/pause?ms=N``: stall N ms from now: every request that
   arrives meanwhile is answered only when the stall ends (a GC pause, a
   failover);
@@ -27,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -49,6 +52,8 @@ _CONTROL = "/_control/"
 class _State:
     def __init__(self) -> None:
         self.latency = 0.0
+        self.spread = 0.0
+        self.random = random.Random(7)
         self.error_status = 0
         self.every = 0
         self.requests = 0
@@ -90,8 +95,9 @@ async def _serve(request: web.Request) -> web.StreamResponse:
         stall = state.paused_until - asyncio.get_running_loop().time()
         if stall > 0:
             await asyncio.sleep(stall)
-        if state.latency:
-            await asyncio.sleep(state.latency)
+        delay = state.latency + (state.random.uniform(0, state.spread) if state.spread else 0.0)
+        if delay:
+            await asyncio.sleep(delay)
         if state.every and state.requests % state.every == 0:
             state.errors += 1
             return web.Response(status=state.error_status, text="injected error")
@@ -106,6 +112,7 @@ async def _control(request: web.Request) -> web.Response:
     query = request.query
     if action == "latency":
         state.latency = float(query.get("ms", "0")) / 1000
+        state.spread = float(query.get("spread_ms", "0")) / 1000
     elif action == "pause":
         state.paused_until = asyncio.get_running_loop().time() + float(query.get("ms", "0")) / 1000
     elif action == "errors":
@@ -167,8 +174,8 @@ class HttpTarget(Stoppable):
             data: dict[str, Any] = json.loads(resp.read())
         return data
 
-    def set_latency(self, ms: float) -> None:
-        self._control(f"latency?ms={ms}")
+    def set_latency(self, ms: float, spread_ms: float = 0.0) -> None:
+        self._control(f"latency?ms={ms}&spread_ms={spread_ms}")
 
     def pause(self, ms: float) -> None:
         self._control(f"pause?ms={ms}")

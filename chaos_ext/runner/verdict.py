@@ -1,0 +1,225 @@
+"""What a run means: its outcome, its exit code and what may still be injected (pure).
+
+A Chaos Toolkit journal plus gameday's ledger sweep decide one *outcome*:
+
+==================  ====  ==========================================================
+outcome             exit  meaning
+==================  ====  ==========================================================
+``held``            0     the hypothesis held before, during and after the faults
+``deviated``        1     the faults ran and the hypothesis was not met during/after
+``unsteady``        4     the hypothesis was not met *before* the method (or never
+                          settled): nothing was injected, nothing was proven
+``failed``          2     an action did not run as designed (fault not injected as
+                          designed), or the run raised
+``aborted``         2     a stop condition or chaoslib aborted the run
+``interrupted``     2     a signal (Ctrl-C, SIGTERM) stopped the run
+``rollback-failed`` 2     a rollback activity did not succeed or a ledger undo failed:
+                          a fault may still be injected (takes precedence over all)
+==================  ====  ==========================================================
+
+Exit code 3 (invalid input) never comes from a journal: nothing ran.
+
+Several experiments give the most severe exit code, in the order
+2 (failed) > 1 (deviated) > 4 (unsteady) > 0 (held); 3 stops a batch before it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "EXIT_DEVIATED",
+    "EXIT_FAILED",
+    "EXIT_HELD",
+    "EXIT_INVALID",
+    "EXIT_UNSTEADY",
+    "OUTCOMES",
+    "OUTCOME_TEXT",
+    "RETRY_COMMAND",
+    "exit_code_for",
+    "hypothesis_outcome",
+    "outcome_of",
+    "rollback_problems",
+    "unsteady_reason",
+    "worst_exit",
+]
+
+EXIT_HELD = 0
+EXIT_DEVIATED = 1
+EXIT_FAILED = 2
+EXIT_INVALID = 3
+EXIT_UNSTEADY = 4
+
+OUTCOMES: Mapping[str, int] = {
+    "held": EXIT_HELD,
+    "deviated": EXIT_DEVIATED,
+    "unsteady": EXIT_UNSTEADY,
+    "failed": EXIT_FAILED,
+    "aborted": EXIT_FAILED,
+    "interrupted": EXIT_FAILED,
+    "rollback-failed": EXIT_FAILED,
+}
+
+OUTCOME_TEXT: Mapping[str, str] = {
+    "held": "the steady state held before, during and after the faults",
+    "deviated": "the faults ran and the system did not stay within tolerance",
+    "unsteady": ("the system was not in steady state before the fault; nothing was injected"),
+    "failed": "the run failed: an action did not run as designed, so nothing was proven",
+    "aborted": "the run was aborted before it completed",
+    "interrupted": "the run was interrupted (signal); rollbacks ran",
+    "rollback-failed": ("a rollback did not complete: a fault may still be injected"),
+}
+
+RETRY_COMMAND = "gameday rollback"
+
+# most severe first; EXIT_INVALID never mixes with run results (nothing runs)
+_SEVERITY = (EXIT_INVALID, EXIT_FAILED, EXIT_DEVIATED, EXIT_UNSTEADY, EXIT_HELD)
+
+
+def exit_code_for(outcome: str) -> int:
+    """The exit code of one outcome (an unknown outcome fails closed: 2)."""
+    return OUTCOMES.get(outcome, EXIT_FAILED)
+
+
+def worst_exit(codes: Iterable[int]) -> int:
+    """The most severe of ``codes``: 3 > 2 > 1 > 4 > 0 (0 for none)."""
+    found = set(codes)
+    for code in _SEVERITY:
+        if code in found:
+            return code
+    return EXIT_FAILED if found else EXIT_HELD
+
+
+def _before_met(journal: Mapping[str, Any]) -> bool | None:
+    before = (journal.get("steady_states") or {}).get("before")
+    if not isinstance(before, Mapping):
+        return None
+    met = before.get("steady_state_met")
+    return None if met is None else bool(met)
+
+
+def _injects(journal: Mapping[str, Any]) -> bool:
+    method = (journal.get("experiment") or {}).get("method") or []
+    return any(isinstance(a, Mapping) and a.get("type") == "action" for a in method)
+
+
+def _action_failed(journal: Mapping[str, Any]) -> bool:
+    return any(
+        isinstance(run, Mapping)
+        and run.get("status") == "failed"
+        and (run.get("activity") or {}).get("type") == "action"
+        for run in journal.get("run") or []
+    )
+
+
+def hypothesis_outcome(journal: Mapping[str, Any]) -> str:
+    """held | deviated | unsteady | failed | aborted | interrupted (rollbacks aside).
+
+    ``unsteady`` when the before-method hypothesis was not met (chaoslib then
+    skips the method: nothing was injected) or settling ran out of time
+    (``gameday.settle.settled`` false). A failed *action* is ``failed``.
+
+    An experiment whose method has no action (a pure check, such as an edge
+    configuration audit) has nothing to inject: its hypothesis *is* the test,
+    so a miss before the (empty) method is ``deviated``, not ``unsteady``.
+    """
+    status = journal.get("status")
+    settle = (journal.get("gameday") or {}).get("settle")
+    if isinstance(settle, Mapping) and settle.get("settled") is False:
+        return "unsteady"
+    if status in ("aborted", "interrupted"):
+        return str(status)
+    if _before_met(journal) is False and not journal.get("run"):
+        return "unsteady" if _injects(journal) else "deviated"
+    if status == "failed" or _action_failed(journal):
+        return "failed"
+    if journal.get("deviated"):
+        return "deviated"
+    return "held"
+
+
+def unsteady_reason(journal: Mapping[str, Any]) -> str:
+    """Which hypothesis probes were out of tolerance (or failed) before the method."""
+    gameday = journal.get("gameday") or {}
+    settle = gameday.get("settle") if isinstance(gameday.get("settle"), Mapping) else {}
+    before = (journal.get("steady_states") or {}).get("before") or {}
+    misses = []
+    for run in before.get("probes") or [] if isinstance(before, Mapping) else []:
+        if not isinstance(run, Mapping) or run.get("tolerance_met") is not False:
+            continue
+        name = (run.get("activity") or {}).get("name", "?")
+        if run.get("status") == "failed":
+            misses.append(f"'{name}' could not be measured")
+        else:
+            misses.append(f"'{name}' = {_short(run.get('output'))} out of tolerance")
+    what = "; ".join(misses) or "the hypothesis was not met"
+    if settle and settle.get("settled") is False:
+        return f"did not settle within {settle.get('seconds'):g} s: {what}"
+    return f"before the method: {what}"
+
+
+def _short(value: Any) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _rollback_activity_problems(journal: Mapping[str, Any]) -> list[str]:
+    retries = (journal.get("gameday") or {}).get("rollback_retries") or []
+    retried = {str(r.get("name")) for r in retries if r.get("status") == "succeeded"}
+    problems = []
+    for run in journal.get("rollbacks") or []:
+        if not isinstance(run, Mapping) or run.get("status") == "succeeded":
+            continue
+        name = (run.get("activity") or {}).get("name", "?")
+        if name in retried:
+            continue
+        error = run.get("exception")
+        if isinstance(error, list):
+            error = next((str(x).strip() for x in reversed(error) if str(x).strip()), "")
+        detail = f": {error}" if error else ""
+        problems.append(f"rollback '{name}' {run.get('status', 'did not run')}{detail}")
+    return problems
+
+
+def rollback_problems(
+    journal: Mapping[str, Any],
+    sweep: Sequence[Mapping[str, Any]] = (),
+    ledger: Sequence[Mapping[str, Any]] = (),
+) -> list[str]:
+    """What may still be injected after this run, one line each (empty: all undone).
+
+    A rollback activity whose status is not ``succeeded``; a ledger undo that
+    failed during the sweep; a ledger entry of this run still not closed.
+    """
+    problems = _rollback_activity_problems(journal)
+    for undo in sweep:
+        if not undo.get("ok"):
+            problems.append(
+                f"fault {undo.get('kind')} on {undo.get('target')} (ledger {undo.get('id')}) "
+                f"could not be undone: {undo.get('note') or 'unknown error'}"
+            )
+    failed_ids = {str(u.get("id")) for u in sweep if not u.get("ok")}
+    for entry in ledger:
+        if entry.get("state") != "closed" and str(entry.get("id")) not in failed_ids:
+            problems.append(
+                f"fault {entry.get('kind')} on {entry.get('target')} (ledger {entry.get('id')}) "
+                f"is still open"
+            )
+    return problems
+
+
+def outcome_of(journal: Mapping[str, Any]) -> str:
+    """The outcome of a journal written by ``gameday run`` (or plain ``chaos run``).
+
+    Always computed from what the journal records, never taken from a recorded
+    ``gameday.outcome`` (a journal of an older gameday may say ``held`` over a
+    failed rollback): ``rollback-failed`` when anything may still be injected,
+    else :func:`hypothesis_outcome`.
+    """
+    gameday = journal.get("gameday") or {}
+    sweep = [s for s in gameday.get("sweep") or [] if isinstance(s, Mapping)]
+    ledger = [e for e in gameday.get("ledger") or [] if isinstance(e, Mapping)]
+    if rollback_problems(journal, sweep, ledger):
+        return "rollback-failed"
+    return hypothesis_outcome(journal)

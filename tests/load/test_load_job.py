@@ -1,0 +1,203 @@
+"""A load from many pods against the Kubernetes API emulator (kmock, real client over HTTP).
+
+The Job and its Secret are created by drive_http_load, validated against the
+upstream Kubernetes schemas (kubernetes-validate), their pods made by the
+emulator's Job controller, and deleted by the ledger's undo with foreground
+propagation: from stop_http_load, and from ``gameday rollback`` after a
+SIGKILL of the runner. The Role ``gameday schedule`` derives must permit
+every API call the load made, and only experiments that use it get it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from support.harness import cli_env, gameday_argv, wait_for
+from support.k8s_emulator import EmulatorHandle
+
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.ledger import Ledger
+from chaos_ext.load import _job
+from chaos_ext.load.actions import drive_http_load, stop_http_load
+from chaos_ext.reporting.permissions import permissions_of
+
+K8S_VERSIONS = ("1.27.0", "1.33.0")
+NS = "loadtest"
+# nothing listens there: these tests are about the Job, not results (test_load_sharded.py)
+KUBE = {"namespace": NS, "pushgateway": "http://127.0.0.1:9", "start_delay": 5}
+SECRET_HEADER = "Bearer very-secret-token"
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _job_of(cluster: EmulatorHandle, load_id: str) -> dict[str, Any] | None:
+    return cluster.get("Job", NS, f"gameday-load-{load_id}")
+
+
+def _pods(cluster: EmulatorHandle, load_id: str) -> list[dict[str, Any]]:
+    return [p for p in cluster.items("Pod", NS)
+            if p["metadata"]["labels"].get("gameday.io/load") == load_id]  # fmt: skip
+
+
+def _start(**extra: Any) -> dict[str, Any]:
+    return drive_http_load(
+        urls=["http://web.shop.svc:8080/"], rate=90, duration=20, replicas=3, kubernetes=KUBE,
+        headers={"Authorization": SECRET_HEADER}, name="from-pods", **extra,
+    )  # fmt: skip
+
+
+def test_the_job_is_indexed_validated_and_carries_no_secret(
+    emulator: EmulatorHandle, ledger_path: Path
+) -> None:
+    started = _start()
+    load_id = started["load_id"]
+    job, secret = _job_of(emulator, load_id), emulator.get("Secret", NS, f"gameday-load-{load_id}")
+    assert job is not None and secret is not None
+    for doc in (job, secret):
+        clean = {k: v for k, v in doc.items() if k != "status"}
+        clean["metadata"] = {k: doc["metadata"][k] for k in ("name", "namespace", "labels")}
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(clean, version, strict=True)
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 3)
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] > 20
+    container = spec["template"]["spec"]["containers"][0]
+    assert container["image"] == _job.DEFAULT_IMAGE == started["image"]
+    assert container["command"] == ["python", "-m", "chaos_ext.load._pod"]
+    assert SECRET_HEADER not in json.dumps(job)  # the header is in the Secret only
+    payload = json.loads(secret["stringData"][_job.SPEC_KEY])
+    assert payload["headers"] == {"Authorization": SECRET_HEADER}
+    assert payload["shard_count"] == 3 and payload["concurrency_limit"] == 22  # ceil(64 / 3)
+    assert abs(payload["start_at"] - started["start"]) < 1e-6
+    # the emulator's Job controller made one pod per completion index
+    wait_for(lambda: len(_pods(emulator, load_id)) == 3, 10, "the Job's 3 pods")
+    indexes = sorted(
+        p["metadata"]["annotations"][_job_index_key()] for p in _pods(emulator, load_id)
+    )
+    assert indexes == ["0", "1", "2"]
+    (entry,) = Ledger(ledger_path).open_entries()
+    assert entry.recipe["mode"] == "kubernetes" and SECRET_HEADER not in json.dumps(entry.recipe)
+
+    stopped = stop_http_load(load_id)
+    assert stopped["stopped"] and "foreground" in stopped["note"]
+    assert ("job-delete", f"{NS}/gameday-load-{load_id} Foreground") in [
+        e[1:] for e in emulator.events("job-delete")
+    ]
+    assert _job_of(emulator, load_id) is None and _pods(emulator, load_id) == []
+    assert emulator.get("Secret", NS, f"gameday-load-{load_id}") is None
+    assert Ledger(ledger_path).open_entries() == []
+
+
+def _job_index_key() -> str:
+    return "batch.kubernetes.io/job-completion-index"
+
+
+def test_the_image_is_the_one_gameday_schedule_describes(
+    emulator: EmulatorHandle, ledger_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(_job.IMAGE_ENV, "registry.example.com/gameday:0.1.0")
+    started = _start()
+    job = _job_of(emulator, started["load_id"])
+    assert job is not None
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "registry.example.com/gameday:0.1.0"
+    )
+    stop_http_load(started["load_id"])
+
+
+@pytest.mark.parametrize(
+    ("replicas", "kubernetes", "match"),
+    [(3, None, "pushgateway"), (0, KUBE, "replicas"), (501, KUBE, "replicas"),
+     (2, {**KUBE, "pushgateway": "pushgateway.monitoring:9091"}, "pushgateway"),
+     (2, {**KUBE, "namespace": "Bad_NS"}, "namespace"), (2, {**KUBE, "nodes": 3}, "unknown"),
+     (2, {**KUBE, "cpu": "lots"}, "cpu"), (2, {**KUBE, "start_delay": 0}, "start_delay")],
+)  # fmt: skip
+def test_bad_job_settings_are_refused_before_anything_is_created(
+    emulator: EmulatorHandle, ledger_path: Path, replicas: int, kubernetes: Any, match: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=match):
+        drive_http_load(urls=["http://web:8080/"], rate=10, replicas=replicas,
+                        kubernetes=kubernetes)  # fmt: skip
+    assert emulator.items("Job", NS) == [] and emulator.items("Secret", NS) == []
+    assert not ledger_path.exists() or Ledger(ledger_path).history() == []
+
+
+def _experiment() -> dict[str, Any]:
+    return {
+        "title": "load from three pods, runner killed",
+        "description": "gameday rollback must delete the Job",
+        "method": [
+            {"type": "action", "name": "load-from-pods",
+             "provider": {"type": "python", "module": "chaos_ext.load.actions",
+                          "func": "drive_http_load",
+                          "arguments": {"urls": ["http://web.shop.svc:8080/"], "rate": 30,
+                                        "duration": 60, "replicas": 3, "kubernetes": KUBE}}},
+            {"type": "probe", "name": "wait",
+             "provider": {"type": "process", "path": "sleep", "arguments": "90", "timeout": 120}},
+        ],
+        "rollbacks": [
+            {"type": "action", "name": "stop-the-load",
+             "provider": {"type": "python", "module": "chaos_ext.load.actions",
+                          "func": "stop_http_load", "arguments": {}}},
+        ],
+    }  # fmt: skip
+
+
+def test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_job(
+    emulator: EmulatorHandle, ledger_path: Path, tmp_path: Path,
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:  # fmt: skip
+    path = write_experiment(_experiment())
+    runner = subprocess.Popen(
+        gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
+        env=cli_env(ledger_path), cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: len(emulator.items("Job", NS)) == 1, 90, "the run's Job")
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=10)
+    (job,) = emulator.items("Job", NS)
+    wait_for(lambda: len(emulator.items("Pod", NS)) == 3, 10, "the Job's pods")
+    result = gameday("rollback")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert emulator.items("Job", NS) == [] and emulator.items("Pod", NS) == []
+    assert emulator.items("Secret", NS) == []
+    assert [e[2] for e in emulator.events("job-delete")] == [
+        f"{NS}/{job['metadata']['name']} Foreground"
+    ]
+    assert Ledger(ledger_path).open_entries() == []
+
+
+def _granted(rules: Any, verb: str, group: str, resource: str) -> bool:
+    return any(r.api_group == group and r.resource == resource and verb in r.verbs
+               for r in rules)  # fmt: skip
+
+
+def test_the_derived_role_permits_every_call_the_load_made_and_only_when_used(
+    emulator: EmulatorHandle, ledger_path: Path
+) -> None:
+    started = _start()
+    stop_http_load(started["load_id"])
+    calls = {tuple(e[2].split()[:2]) for e in emulator.events("api")}
+    assert ("create", "batch/jobs") in calls and ("delete", "batch/jobs") in calls
+    perms = permissions_of([_experiment()])
+    for verb, what in calls:
+        group, _, resource = what.partition("/")
+        assert _granted(perms.rules, verb, group, resource), (verb, what, perms.rules)
+    local = _experiment()
+    arguments = local["method"][0]["provider"]["arguments"]
+    del arguments["replicas"], arguments["kubernetes"]
+    assert permissions_of([local]).rules == ()
+    templated = _experiment()
+    templated["method"][0]["provider"]["arguments"]["replicas"] = "${replicas}"
+    assert permissions_of([templated]).rules == permissions_of([_experiment()]).rules
