@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaos_ext import _helper
+from chaos_ext._failpoint import failpoint
 from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext._targets.remote import identity_of
 from chaos_ext._targets.spec import parse_target
@@ -271,6 +272,7 @@ def limit_dns_rate(
             identity=identity_of(connection),
         ) as entry:
             runner.run(_ratelimit.ruleset(spec, table))
+            failpoint(f"{RATE_KIND}.mid-apply")  # loaded, not yet read back
             loaded = _nft.counters(runner, table)
     if duration:
         undo_after(entry, float(duration))
@@ -287,6 +289,7 @@ def _undo_rate_limit(entry: Entry) -> str:
     where = parse_target(recipe["target"])
     try:
         with _nft.runner_from_recipe(where, recipe.get("connection", {})) as runner:
+            failpoint(f"{RATE_KIND}.mid-undo")  # reconnected, the table not yet deleted
             deleted = _nft.delete_table(runner, recipe["table"])
     except DnsError as exc:
         if "does not exist" in str(exc):

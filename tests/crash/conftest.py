@@ -15,6 +15,7 @@ from support import istio_fixtures as istio
 from support import k8s_objects as o
 from support.crashkit import PASSWORD
 from support.dns_checks import RECORDS, ZONES
+from support.dns_netlab import ResolverPair, resolver_pair
 from support.k8s_emulator import EmulatorHandle, start
 from support.servers import http_target
 from support.servers.http_target import HttpTarget
@@ -27,6 +28,13 @@ from chaos_ext._servers.dnsmasq import Dnsmasq
 def dns_server() -> Iterator[Dnsmasq]:
     with dnsmasq.start(records=RECORDS, local_domains=ZONES, log_queries=True) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def resolvers() -> Iterator[ResolverPair]:
+    """A client namespace and a resolver namespace (the DNS rate limit's target)."""
+    with resolver_pair() as made:
+        yield made
 
 
 @pytest.fixture(scope="module")

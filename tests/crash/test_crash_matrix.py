@@ -30,6 +30,7 @@ from support.crashkit import (
     configmap_state,
     dns_flood_state,
     dns_hold_state,
+    nft_state,
     node_state,
     pg_state,
     web_state,
@@ -50,7 +51,7 @@ class Kind:
     name: str
     fixture: str  # the target's fixture
     action: Callable[[Any], dict[str, Any]]  # the provider of the injecting action
-    rollback: dict[str, Any] | None  # the provider of the experiment's rollback
+    rollback: Callable[[Any], dict[str, Any]] | None  # the provider of its rollback
     mid_apply: str
     mid_undo: str
     state: Callable[[Any], dict[str, Any]]
@@ -81,7 +82,7 @@ KINDS = {
             "dnsmasq-tcp-hold", "dns_server",
             lambda s: _python("dns.actions", "saturate_dnsmasq_tcp", server=s.address,
                               port=s.port, connections=5, hold_seconds=120),
-            _python("dns.actions", "release_dnsmasq_tcp"),
+            lambda s: _python("dns.actions", "release_dnsmasq_tcp"),
             "helper.started", "helper.stopping", dns_hold_state,
         ),
         Kind(
@@ -91,8 +92,14 @@ KINDS = {
             None, "helper.started", "undo.before-close", dns_flood_state,
         ),
         Kind(
+            "dns-rate-limit", "resolvers",
+            lambda p: _python("dns.actions", "limit_dns_rate", pps=100, target=p.target),
+            lambda p: _python("dns.actions", "remove_dns_rate_limit", target=p.target),
+            "dns-rate-limit.mid-apply", "dns-rate-limit.mid-undo", nft_state,
+        ),
+        Kind(
             "db-connections", "pg_server", _pg_action,
-            _python("db.actions", "release_connections"),
+            lambda s: _python("db.actions", "release_connections"),
             "helper.started", "helper.stopping", pg_state,
             env=lambda s: {"GD_CRASH_DB_USER": s.user, "GD_CRASH_DB_PASSWORD": PASSWORD},
         ),
@@ -100,14 +107,14 @@ KINDS = {
             "http-load", "web",
             lambda s: _python("load.actions", "drive_http_load", urls=[s.url], rate=20,
                               duration=60, processes=1),
-            _python("load.actions", "stop_http_load"),
+            lambda s: _python("load.actions", "stop_http_load"),
             "helper.started", "helper.stopping", web_state,
         ),
         Kind(
             "node-drain", "cluster",
             lambda c: _python("node.actions", "drain_nodes", label_selector="role=eat-workers",
                               count=2, pick="first", max_fraction=0.5),
-            _python("node.actions", "uncordon_drained_nodes"),
+            lambda c: _python("node.actions", "uncordon_drained_nodes"),
             "node-drain.mid-apply", "node-drain.mid-undo", node_state,
             env=lambda c: {"KUBECONFIG": str(c.kubeconfig)},
         ),
@@ -115,7 +122,7 @@ KINDS = {
             "sidecar-template", "cluster",
             lambda c: _python("sidecar.actions", "change_sidecar_template",
                               values_patch={"global": {"tag": "1.23.0"}}),
-            _python("faults.actions", "rollback_faults"),
+            lambda c: _python("faults.actions", "rollback_faults"),
             "sidecar-template.mid-apply", "sidecar-template.mid-undo", configmap_state,
             env=lambda c: {"KUBECONFIG": str(c.kubeconfig)},
         ),
@@ -135,7 +142,8 @@ def _experiment(kind: Kind, target: Any) -> dict[str, Any]:
             "password": {"type": "env", "key": "GD_CRASH_DB_PASSWORD"},
         }}  # fmt: skip
     if kind.rollback:
-        experiment["rollbacks"] = [{"type": "action", "name": "undo", "provider": kind.rollback}]
+        undo = kind.rollback(target)
+        experiment["rollbacks"] = [{"type": "action", "name": "undo", "provider": undo}]
     return experiment
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from chaos_ext._servers import postgres
 from chaos_ext._servers.dnsmasq import Dnsmasq
 from support.dns_checks import established
+from support.dns_netlab import ResolverPair, netns_tables
 from support.k8s_emulator import EmulatorHandle
 from support.servers.http_target import HttpTarget
 
@@ -62,3 +63,8 @@ def configmap_state(cluster: EmulatorHandle) -> dict[str, Any]:
     cm = cluster.get("ConfigMap", "istio-system", "istio-sidecar-injector") or {}
     data = json.dumps(cm.get("data"), sort_keys=True).encode()
     return {"sha256": hashlib.sha256(data).hexdigest()}
+
+
+def nft_state(pair: ResolverPair) -> dict[str, Any]:
+    """Our nftables tables in the client namespace, as ``nft list tables`` shows them."""
+    return {"tables": netns_tables(pair.client_ns)}
