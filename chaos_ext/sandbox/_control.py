@@ -70,6 +70,11 @@ def write_vars(topo: Topology, state: SandboxState, work: Path) -> Path:
             # after a rollback, time for the backlog the fault built up to drain
             # before the next experiment's steady state is judged
             "recovery_seconds": 30 if _services.slow() else 12,
+            # 04-dns-rate-limit: the VPC resolver's limit scaled to the sandbox, and the
+            # load on /search (6 DNS packets a request with ndots:5 for the fragile app)
+            "search_url": f"http://{app.address}:{_services.PORTS['app']}/search",
+            "dns_rate_pps": 10 if _services.slow() else 50,
+            "search_rate": 4.0 if _services.slow() else 15.0,
         },
         "secrets": {"db": {"password": (work / "db-password").read_text()}},
     }
