@@ -217,6 +217,21 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     return worst_exit(r.exit_code for r in results)
 
 
+def _check_alertmanager(
+    plan: AbortPlan | None, loaded: list[tuple[Path, dict[str, Any]]],
+    config_vars: dict[str, Any],
+) -> None:  # fmt: skip
+    """Watching Alertmanager needs its URL in every experiment's configuration (or --var)."""
+    if plan is None or not any(w.source == "alertmanager" for w in plan.alerts.firing):
+        return
+    for path, experiment in loaded:
+        if not {**(experiment.get("configuration") or {}), **config_vars}.get("alertmanager_url"):
+            raise InvalidArgument(
+                f"{path}: watching alertmanager needs the configuration alertmanager_url "
+                "(e.g. --var alertmanager_url=http://alertmanager:9093)"
+            )
+
+
 def run_batch(
     args: argparse.Namespace,
     experiments: list[str],
@@ -244,6 +259,7 @@ def run_batch(
         if selectors and abort_plan is None:
             raise InvalidArgument("--alerts needs --abort-on RULES.yaml, prometheus-alerts or "
                                   "alertmanager")  # fmt: skip
+        _check_alertmanager(abort_plan, loaded, config_vars)
     except InvalidArgument as exc:
         console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
         return EXIT_INVALID

@@ -5,8 +5,10 @@ values while the fault was in place (the ``during`` and ``after`` checks) at
 its magnitude, a filled circle when the run held, a cross when it deviated, a
 hollow grey square when it counted for nothing (unsteady, failed ...); the
 tolerance as a green band (or a dashed line); the boundary interval between
-the harshest magnitude that held and the mildest that deviated shaded. Two
-envelopes (compare) share the panels, the second in another colour.
+the harshest magnitude that held and the mildest that deviated shaded. A
+relative resolution over a wide range (HIGH/LOW >= 20) is drawn on a log axis,
+where its geometric bisection is evenly spaced. Two envelopes (compare) share
+the panels, the second in another colour.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 
 from chaos_ext.reporting.charts import tolerance_bounds
 from chaos_ext.reporting.envelope import EnvelopeView
@@ -28,6 +31,7 @@ MAX_PANELS = 4
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
 _SIDES = (("#1f5fa8", "#2a9d4b", "#d62728"), ("#ff7f0e", "#17becf", "#9467bd"))
 _PHASES = ("during", "after")
+_LOG_FROM = 20  # a relative search over HIGH/LOW >= 20 is drawn on a log axis
 
 
 def probes_of(views: Sequence[EnvelopeView]) -> list[str]:
@@ -129,8 +133,13 @@ def envelope_svg(views: Sequence[EnvelopeView], salt: str = "") -> str:
             _panel(ax, views, probe)
         lows = [v.search.space.low for v in views]
         highs = [v.search.space.high for v in views]
-        pad = (max(highs) - min(lows)) * 0.03
-        axes[-1].set_xlim(min(lows) - pad, max(highs) + pad)
+        if space.relative and min(lows) > 0 and max(highs) / min(lows) >= _LOG_FROM:
+            axes[-1].set_xscale("log")  # geometric bisection: evenly spaced on a log axis
+            axes[-1].xaxis.set_major_formatter(ScalarFormatter())
+            axes[-1].set_xlim(min(lows) / 1.1, max(highs) * 1.1)
+        else:
+            pad = (max(highs) - min(lows)) * 0.03
+            axes[-1].set_xlim(min(lows) - pad, max(highs) + pad)
         harsher = "harsher →" if space.direction == "up" else "← harsher"
         unit = f" ({first.unit})" if first.unit != first.argument else ""
         axes[-1].set_xlabel(f"{first.argument}{unit}, {harsher}", fontsize=8)

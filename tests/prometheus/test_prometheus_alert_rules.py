@@ -9,11 +9,14 @@ kube-prometheus PrometheusRule manifests.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from chaos_ext.errors import InvalidArgument
+from chaos_ext.ledger import Ledger
 from chaos_ext.prometheus._abort import Tracker, load_plan, load_sources, parse_plan
 from chaos_ext.prometheus._alertstate import RuleState, replay_times
 from chaos_ext.prometheus._results import Sample, Series
@@ -175,3 +178,25 @@ def test_tracker_aborts_on_a_firing_rule_and_names_it() -> None:
     assert verdict.alert is not None and verdict.alert["rule"]["for_s"] == 60
     assert "data-0" in verdict.detail and "pending since" in verdict.detail
     assert verdict.alert["labels"]["severity"] == "critical"
+
+
+def test_watching_alertmanager_without_its_url_is_refused_before_anything_runs(
+    gameday: Any, tmp_path: Path, ledger_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    experiment = {
+        "title": "t", "description": "d",
+        "method": [{"type": "action", "name": "mark", "provider": {
+            "type": "python", "module": "support.timekit", "func": "mark_time",
+            "arguments": {"path": str(marker)}}}],
+    }  # fmt: skip
+    path = tmp_path / "experiment.json"
+    path.write_text(json.dumps(experiment))
+    result = gameday("run", "--abort-on", "alertmanager", "--alerts", "severity=critical",
+                     str(path))  # fmt: skip
+    assert result.returncode == 3
+    assert "alertmanager_url" in result.stdout + result.stderr
+    assert not marker.exists() and Ledger(ledger_path).history() == []
+    alone = gameday("run", "--alerts", "severity=critical", str(path))
+    assert alone.returncode == 3 and "--alerts needs" in alone.stdout + alone.stderr
+    assert not marker.exists()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, push_to_gateway
 from support.harness import cli_env, gameday_argv, wait_for
 from support.promquery import raw_query, wait_result
@@ -33,7 +34,10 @@ from chaos_ext._servers import prometheus
 from chaos_ext._servers.prometheus import PrometheusServer, free_port
 from chaos_ext.ledger import Ledger
 from chaos_ext.prometheus import probes
-from chaos_ext.prometheus._rules import load_rules
+from chaos_ext.prometheus._alertstate import RuleState
+from chaos_ext.prometheus._client import client
+from chaos_ext.prometheus._results import parse_instant
+from chaos_ext.prometheus._rules import load_rules, parse_rule_documents
 
 RULES = Path(__file__).parent / "fixtures" / "rules"
 K8S = RULES / "kubernetes-mixin-alerts.yaml"
@@ -51,6 +55,10 @@ groups:
         expr: gameday_alert_test_value > 0
         labels: {severity: critical}
         annotations: {summary: the test pushed a bad value}
+      - alert: GamedayKeepFiring
+        expr: gameday_kf_value > 0
+        for: 3s
+        keep_firing_for: 5s
 """
 
 pytestmark = pytest.mark.slow
@@ -185,6 +193,16 @@ def test_a_mixin_alert_aborts_only_after_its_for_and_rolls_back_within_an_interv
     assert after_for <= INTERVAL_S + 1.0, output
     assert not _port_open(port) and Ledger(ledger_path).open_entries() == []
     assert "KubePersistentVolumeFillingUp" in output
+    report = subprocess.run(
+        gameday_argv("report", str(tmp_path / "journal.json"), "-o", str(tmp_path / "report")),
+        env=cli_env(ledger_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stdout + report.stderr
+    summary = " ".join((tmp_path / "report" / "summary.md").read_text().split())
+    assert "stopped by KubePersistentVolumeFillingUp (alert)" in summary  # which alert ...
+    assert f"firing since {alert['fired_at']}" in summary  # ... and when
+    assert f"pending since {alert['active_at']}, for: 60s" in summary
 
 
 def test_an_alert_whose_for_is_longer_than_the_run_does_not_fire_early(
@@ -349,3 +367,55 @@ def test_the_abort_control_takes_alert_rules_under_plain_chaos_run(
     assert journal["status"] == "interrupted", result.stdout + result.stderr
     assert journal["gameday"]["abort"]["fired"]["condition"] == "Watchdog"
     assert (tmp_path / "rb").exists() and time.time() - started < 50
+
+
+def _firing_span(states: list[tuple[float, str]]) -> tuple[float, float]:
+    firing = [t for t, state in states if state == "firing"]
+    assert firing, states
+    return firing[0], firing[-1]
+
+
+def test_pending_firing_and_keep_firing_for_match_prometheus_itself(
+    pushgateway: Daemon, prom_pg: PrometheusServer,
+) -> None:  # fmt: skip
+    """The same rule, loaded in the real Prometheus (2.42, which has keep_firing_for) and
+    evaluated by gameday every second: both fire and stop firing at the same times."""
+    rule = next(r for r in parse_rule_documents([yaml.safe_load(OWN_RULES)], "own")
+                if r.name == "GamedayKeepFiring")  # fmt: skip
+    registry = CollectorRegistry()
+    value = Gauge("gameday_kf_value", "test", registry=registry)
+    prom = client({"prometheus_url": prom_pg.url, "prometheus_timeout": 2})
+    state = RuleState(rule)
+    ours: list[tuple[float, str]] = []
+    theirs: list[tuple[float, str]] = []
+
+    def observe(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            now = time.time()
+            state.evaluate(parse_instant(prom.instant(rule.expr, at=now), rule.expr), now)
+            ours.append((now, (state.firing() and "firing") or (state.pending() and "pending")
+                         or "inactive"))  # fmt: skip
+            listed = [a for a in prom.alerts() if a["labels"].get("alertname") == rule.name]
+            theirs.append((now, listed[0]["state"] if listed else "inactive"))
+            time.sleep(max(0.0, 0.25 - (time.time() - now)))
+
+    try:
+        push_to_gateway(pushgateway.target, job="gameday-kf", registry=registry)
+        observe(3)
+        value.set(1)
+        push_to_gateway(pushgateway.target, job="gameday-kf", registry=registry)
+        observe(8)  # pending, then firing after 3 s
+        value.set(0)
+        push_to_gateway(pushgateway.target, job="gameday-kf", registry=registry)
+        observe(10)  # kept firing for 5 s after the expression stops returning it
+    finally:
+        delete_from_gateway(pushgateway.target, job="gameday-kf")
+    (our_start, our_end), (their_start, their_end) = _firing_span(ours), _firing_span(theirs)
+    spans = f"ours {our_start:.2f}..{our_end:.2f}, Prometheus {their_start:.2f}..{their_end:.2f}"
+    print(f"firing: {spans}")  # noqa: T201 - the measured agreement
+    # Prometheus evaluates on its own 1 s schedule and /api/v1/alerts is polled at 4 Hz:
+    # the transitions agree within one evaluation interval (+ the poll period)
+    assert abs(our_start - their_start) <= 1.25
+    assert abs(our_end - their_end) <= 1.25
+    assert our_end - our_start >= 5 + 3 - 1.25  # kept firing after the value dropped
