@@ -38,7 +38,7 @@ DEFAULT_MODULES: tuple[str, ...] = (
     "cls_u32", "cls_matchall", "cls_flower",
     # the DNS packet-rate limit (limit_dns_rate); libcrc32c (nf_tables' dependency) asks the
     # crypto API for crc32c at load time, and nothing can modprobe it here: load it first
-    "crc32c_generic", "nf_tables", "nft_limit",
+    "crc32c_generic", "nf_tables", "nft_limit", "nft_objref",
 )  # fmt: skip
 """Modules the network lane (and the local sandbox) needs; dependencies are added."""
 
