@@ -108,6 +108,7 @@ def _release(entry: Entry) -> str:
     return f"stopped the helper holding TCP connections to {entry.target}; all closed"
 
 
+@validated_by()
 def release_dnsmasq_tcp(server: str = "", port: int = 0) -> dict[str, Any]:
     """Close the TCP connections held by saturate_dnsmasq_tcp (all, or one server:port).
 
