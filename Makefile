@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test system-deps venv lint typecheck unit clean-reports help
+.PHONY: demo test system-deps demo-deps venv lint typecheck unit clean-reports help
 
 help:
 	@echo "make demo   - run the default game day and write a report under reports/"
@@ -17,10 +17,14 @@ help:
 system-deps:
 	@scripts/install-system-deps.sh
 
+demo-deps:
+	@scripts/install-system-deps.sh demo
+
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	@scripts/progress.sh "upgrading pip" $(PY) -m pip install -q --upgrade pip
+	@echo "Python packages: installing gameday and its dependencies into $(VENV)"
+	@scripts/progress.sh "installing Python packages" $(PY) -m pip install -q -e '.[test]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -38,7 +42,7 @@ unit: venv
 
 test: system-deps venv lint typecheck unit
 
-demo: system-deps venv
+demo: demo-deps venv
 	@scripts/demo.sh
 
 clean-reports:

@@ -3,18 +3,26 @@
 # everything is present it returns at once. Services are installed, never
 # started by the package manager (tests and the sandbox start their own
 # instances on their own ports and data directories).
+#   scripts/install-system-deps.sh         everything (make test)
+#   scripts/install-system-deps.sh demo    only what make demo needs (a faster first install)
 set -euo pipefail
+cd "$(dirname "$0")"
 
+# the demo: the sandbox's services, its node VM (qemu, Debian's kernel, busybox) and sshd
 packages=(
-  python3 python3-venv iproute2 procps psmisc
-  dnsmasq-base nftables postgresql-15 mariadb-server prometheus openssh-server openssh-client
-  prometheus-alertmanager prometheus-pushgateway
-  dnsperf wrk hyperfine nginx openssl ca-certificates
+  python3 python3-venv iproute2 procps psmisc openssh-server openssh-client
+  dnsmasq-base nftables postgresql-15 prometheus
   qemu-system-x86 linux-image-amd64 busybox-static
-  chromium pandoc
 )
-# kubectl: Debian's kubernetes-client, unless a kubectl is already installed
-command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
+if [ "${1:-all}" != "demo" ]; then
+  packages+=(
+    mariadb-server prometheus-alertmanager prometheus-pushgateway
+    dnsperf wrk hyperfine nginx openssl ca-certificates stress-ng
+    chromium pandoc
+  )
+  # kubectl: Debian's kubernetes-client, unless a kubectl is already installed
+  command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -28,7 +36,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "system packages missing (${missing[*]}); run as root" >&2
   exit 1
 fi
-echo "system packages: installing ${missing[*]}"
+echo "system packages: installing ${#missing[@]}: ${missing[*]}"
 created_policy=0
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
@@ -38,5 +46,6 @@ fi
 cleanup() { [ "$created_policy" -eq 1 ] && rm -f /usr/sbin/policy-rc.d; return 0; }
 trap cleanup EXIT
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q -o DPkg::Lock::Timeout=600
-apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"
+./progress.sh "apt-get update" apt-get update -q -o DPkg::Lock::Timeout=600
+./progress.sh "installing system packages" \
+  apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"

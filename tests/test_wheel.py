@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 TEST_ONLY = ("http_target", "mariadb", "nginx", "sshd")
 CATALOG_PROBES = {"http-error-ratio", "http-latency-p99", "nodes-not-ready", "targets-up"}
+UPSTREAM_ENVOY = Path(__file__).parent / "envoy" / "fixtures" / "upstream"
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -> str:
@@ -70,7 +71,8 @@ def test_the_wheel_ships_data_not_test_servers(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"chaos_ext/prometheus/catalog/{n}.yaml" for n in ("http", "dns", "db")} <= names
     assert "chaos_ext/prometheus/catalog/abort/edge.yaml" in names
-    assert "chaos_ext/envoy/edge_rules.yaml" in names
+    profiles = {f"chaos_ext/envoy/profiles/{n}.yaml" for n in ("envoy-edge", "hardened", "sidecar")}
+    assert profiles <= names
     assert "chaos_ext/reporting/templates/report.html.j2" in names
     assert not [n for n in names if n.startswith("tests/") or n.startswith("probes/")]
     assert not [n for n in names if any(f"_servers/{s}.py" in n for s in TEST_ONLY)]
@@ -113,6 +115,12 @@ def test_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) 
     assert names >= CATALOG_PROBES, names
     assert all(p["source"].startswith(str(venv)) for p in listing["probes"])
     assert set(listing["abort_plans"]) >= {"edge"}
+
+    example = UPSTREAM_ENVOY / "envoy-edge-example-02a45cb9.yaml"  # profiles load from the wheel
+    audit = subprocess.run(["gameday", "audit", "envoy", "--source", str(example),
+                            "--profile", "hardened"], cwd=elsewhere, env=env,
+                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert audit.returncode == 1 and "request-headers-timeout" in audit.stdout, audit.stderr
 
     _run(["chaos", "discover", "--no-install", "--no-system-info", "--discovery-path",
           "discovery.json", "chaos_ext"], elsewhere, env)  # fmt: skip

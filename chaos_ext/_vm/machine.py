@@ -39,6 +39,7 @@ from chaos_ext._vm.initramfs import (
     newest_kernel,
     qemu_available,
 )
+from chaos_ext._vm.kernel import boot_image
 from chaos_ext.errors import SandboxError
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "VMConfig",
     "VirtualMachine",
     "kvm_works",
+    "tap_mac",
 ]
 
 GUEST_IP = "10.0.2.15"
@@ -66,6 +68,10 @@ class VMConfig:
     boot_timeout: float = 180.0
     forward_ports: tuple[int, ...] = ()
     """Guest TCP ports reachable from the host on 127.0.0.1 (see ``VirtualMachine.host_port``)."""
+    tap_fds: tuple[int, ...] = ()
+    """Open tap devices (file descriptors this process holds), one virtio NIC each: the guest
+    sees them as eth0, eth1... in this order (after the forward_ports NIC, if any). The host
+    side stays where the tap was made, e.g. inside a network namespace of a sandbox."""
     python: str = sys.executable
     cwd: Path = field(default_factory=Path.cwd)
 
@@ -142,6 +148,7 @@ class VirtualMachine:
     def __init__(self, config: VMConfig | None = None) -> None:
         self.config = config or VMConfig()
         self.kernel_release = self.config.kernel_release or newest_kernel()
+        self.kernel_image = Path(f"/boot/vmlinuz-{self.kernel_release}")
         run_dir = self.config.work_dir.resolve() / "runs" / uuid.uuid4().hex[:10]
         self.share = run_dir / "share"
         self.console_log = run_dir / "console.log"
@@ -164,6 +171,7 @@ class VirtualMachine:
             raise SandboxError("qemu-system-x86_64 is missing: install Debian's qemu-system-x86")
         cache = self.config.work_dir.resolve() / "cache"
         initrd = build_initramfs(self.kernel_release, cache)
+        self.kernel_image = boot_image(self.kernel_release, cache)
         self.share.mkdir(parents=True)
         for sub in ("req", "out", "res"):
             (self.share / sub).mkdir()
@@ -197,12 +205,12 @@ class VirtualMachine:
         )
         return "\n".join(lines) + "\n"
 
-    def _qemu_argv(self, initrd: Path, accel: str) -> list[str]:
+    def _qemu_argv(self, initrd: Path, accel: str, with_taps: bool = True) -> list[str]:
         cfg = self.config
         argv = [
             "qemu-system-x86_64", "-accel", accel, *_cpu(accel), "-m", str(cfg.memory_mb),
             "-smp", str(cfg.cpus), "-display", "none", "-monitor", "none", "-no-reboot",
-            "-kernel", f"/boot/vmlinuz-{self.kernel_release}", "-initrd", str(initrd),
+            "-kernel", str(self.kernel_image), "-initrd", str(initrd),
             "-virtfs", f"local,path=/,mount_tag=hostroot,{_VIRTFS},readonly=on",
             "-virtfs", f"local,path={self.share},mount_tag=share,{_VIRTFS}",
             "-append", "console=ttyS0 quiet panic=-1",
@@ -213,18 +221,28 @@ class VirtualMachine:
             )
             argv += ["-netdev", f"user,id=n0,restrict=on,{forwards}",
                      "-device", "virtio-net-pci,netdev=n0"]  # fmt: skip
-        else:
+        for index, fd in enumerate(cfg.tap_fds if with_taps else ()):
+            argv += ["-netdev", f"tap,id=t{index},fd={fd}",
+                     "-device", f"virtio-net-pci,netdev=t{index},mac={tap_mac(index)}"]  # fmt: skip
+        if not cfg.forward_ports and not (cfg.tap_fds and with_taps):
             argv += ["-nic", "none"]
         return argv
 
-    def _launch(self, initrd: Path, accel: str, log: Path) -> subprocess.Popen[bytes]:
+    def _launch(
+        self, initrd: Path, accel: str, log: Path, with_taps: bool = True
+    ) -> subprocess.Popen[bytes]:
         self._ports = {guest: _free_port() for guest in self.config.forward_ports}
-        argv = self._qemu_argv(initrd, accel)
+        argv = self._qemu_argv(initrd, accel, with_taps)
         argv += ["-serial", f"file:{log}"]
         return subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            start_new_session=True,
+            start_new_session=True, pass_fds=self.config.tap_fds if with_taps else (),
         )  # fmt: skip
+
+    @property
+    def pid(self) -> int | None:
+        """qemu's process id while the VM runs."""
+        return self._proc.pid if self._proc is not None else None
 
     def _pick_accel(self, initrd: Path, cache: Path) -> str:
         wanted = os.environ.get("GAMEDAY_VM_ACCEL", self.config.accel)
@@ -322,6 +340,11 @@ def _cpu(accel: str) -> list[str]:
     return ["-cpu", "max"] if accel == "tcg" else []
 
 
+def tap_mac(index: int) -> str:
+    """The MAC address of the guest NIC on ``tap_fds[index]`` (locally administered)."""
+    return f"52:54:00:9a:00:{index + 1:02x}"
+
+
 def _free_port() -> int:
     import socket  # noqa: PLC0415 - only for forwarded ports
 
@@ -334,13 +357,14 @@ def kvm_works(vm: VirtualMachine, initrd: Path, cache: Path, timeout: float = 20
     """Probe once (cached per kernel and host) whether a KVM guest gets to its init."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return False
-    key = f"{vm.kernel_release}-{os.uname().release}"
+    image = "elf" if vm.kernel_image.name.startswith("vmlinux") else "bz"
+    key = f"{vm.kernel_release}-{os.uname().release}-{image}"
     probe_file = cache / f"kvm-probe-{key}.json"
     if probe_file.exists():
         return bool(json.loads(probe_file.read_text())["works"])
     log = cache / f"kvm-probe-{key}.log"
     log.unlink(missing_ok=True)
-    proc = vm._launch(initrd, "kvm", log)
+    proc = vm._launch(initrd, "kvm", log, with_taps=False)
     works = False
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chaos_ext import ledger as fault_ledger
+from chaos_ext._console import make_console
 from chaos_ext.errors import LedgerError, LedgerInconsistent
 from chaos_ext.ledger import Entry, Ledger, default_ledger
 from chaos_ext.runner.retry import retry_rollbacks
@@ -156,11 +157,11 @@ def handle_ledger(args: argparse.Namespace, console: Console) -> int:
     elif not entries:
         console.print(f"no open faults in {book.path} (ledger verified)")
     else:
-        _table(book, entries)
+        _table(book, entries, no_color=args.no_color)
     return EXIT_HELD
 
 
-def _table(book: Ledger, entries: list[Entry]) -> None:
+def _table(book: Ledger, entries: list[Entry], *, no_color: bool) -> None:
     table = Table(title=f"fault ledger {book.path}")
     for column in ("id", "state", "kind", "target", "system", "run", "owner", "age"):
         table.add_column(column)
@@ -170,7 +171,7 @@ def _table(book: Ledger, entries: list[Entry]) -> None:
             e.id, e.state, e.kind, e.target, _system(e), e.run_id, _owner(e),
             f"{now - e.created_at:.0f} s",
         )  # fmt: skip
-    Console().print(table)
+    make_console(no_color=no_color).print(table)
 
 
 def _suspects() -> list[dict[str, Any]]:

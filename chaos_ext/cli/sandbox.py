@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from chaos_ext._console import make_console
 from chaos_ext.errors import ChaosExtError
 from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.sandbox import backends
@@ -21,15 +22,18 @@ namespaces on one bridge (app, db, dns, mon) running PostgreSQL
 that resolves the database over TCP DNS and queries it on every request,
 an exporter (dnsmasq processes, database connections) and Prometheus.
 
-Backends: `netns` runs it in host network namespaces; `vm` runs the same
-inside a qemu micro-VM with Debian's kernel (needed where the host kernel has
-no netem, e.g. for the DB latency fault). `auto` (default) picks netns when
-the host kernel has netem, else vm, and says why.
+Backends: `netns` runs it in host network namespaces; `vm` runs the same,
+natively, and routes the app's traffic to the database through a 1-CPU qemu
+micro-VM with Debian's kernel (a "node" at 10.77.0.50), where the DB latency
+fault's netem goes over SSH: needed where the host kernel has no netem.
+`auto` (default) picks netns when the host kernel has netem, else vm, and
+says why.
 
   gameday sandbox up                 # fragile app (new DB connection per request, no DNS cache)
   gameday sandbox up --app tuned     # DNS cache, connection pool, retries
   gameday sandbox status
   gameday sandbox run experiments/sandbox/*.json --journal-dir reports/today
+  gameday sandbox run --settle 120 experiments/sandbox/01-db-latency.json
   gameday sandbox down               # removes everything; safe to run twice
 
 `sandbox run` runs `gameday run` inside the sandbox's monitoring host (where
@@ -69,6 +73,11 @@ def register(sub: Any) -> None:
     run.add_argument("--prefix", default="gd")
     run.add_argument("--journal-dir", default=".", help="where the journals go (default .)")
     run.add_argument("--timeout", type=float, default=900, help="cap in seconds (default 900)")
+    run.add_argument(
+        "--settle", type=float, metavar="SECONDS",
+        help="wait up to SECONDS for each steady state before its fault (gameday run --settle; "
+        "default: the experiment's settle_seconds, 60 s for the default game day)",
+    )  # fmt: skip
     run.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
     run.set_defaults(handler=handle)
 
@@ -85,8 +94,9 @@ def handle(args: argparse.Namespace, console: Console) -> int:
             console.print("[green]sandbox is up[/]; `gameday sandbox status` shows it")
             return EXIT_HELD
         if args.sandbox_command == "run":
+            settle = [] if args.settle is None else ["--settle", f"{args.settle:g}"]
             return backends.run_in_sandbox(
-                args.prefix, ["run", *args.experiments], Path(args.journal_dir).resolve(),
+                args.prefix, ["run", *settle, *args.experiments], Path(args.journal_dir).resolve(),
                 args.timeout,
             )  # fmt: skip
         if args.sandbox_command == "down":
@@ -99,12 +109,12 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(report, indent=2))  # noqa: T201 - stdout is the output
     else:
-        _print_status(report)
+        _print_status(report, args.no_color)
     return EXIT_HELD if report["up"] else EXIT_FAILED
 
 
-def _print_status(report: dict[str, Any]) -> None:
-    console = Console()
+def _print_status(report: dict[str, Any], no_color: bool = False) -> None:
+    console = make_console(no_color=no_color)
     if not report["up"]:
         console.print(f"sandbox {report['prefix']!r} is not running")
         return

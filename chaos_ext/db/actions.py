@@ -145,6 +145,7 @@ def _release(entry: Entry) -> str:
     return f"released the connections to {entry.target} (stopped {stopped} holder process)"
 
 
+@validated_by()
 def release_connections(
     engine: str = "", host: str = "", port: int = 0, include_dead_runs: bool = False
 ) -> dict[str, Any]:

@@ -118,6 +118,7 @@ def _release(entry: Entry) -> str:
     return f"stopped the helper holding TCP connections to {entry.target}; all closed"
 
 
+@validated_by()
 def release_dnsmasq_tcp(
     server: str = "", port: int = 0, include_dead_runs: bool = False
 ) -> dict[str, Any]:
@@ -329,10 +330,17 @@ def remove_dns_rate_limit(
         notes.append(outcome.note)
     others = {str(e.recipe.get("table")): e for e in recorded if e not in entries}
     notes += [f"left {t} alone: it belongs to run {e.run_id}" for t, e in others.items()]
-    with _nft.runner_for(where, configuration, secrets) as (runner, _):
-        for table in _nft.list_ours(runner):
-            if table in others:
-                continue
-            _nft.delete_table(runner, table)
-            notes.append(f"{where.where}: table {table} without a ledger entry deleted")
-    return {"target": where.where, "removed": len(notes) - len(others), "notes": notes}
+    removed = len(entries)
+    try:
+        with _nft.runner_for(where, configuration, secrets) as (runner, _):
+            for table in _nft.list_ours(runner):
+                if table in others:
+                    continue
+                _nft.delete_table(runner, table)
+                notes.append(f"{where.where}: table {table} without a ledger entry deleted")
+                removed += 1
+    except DnsError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        notes.append(f"{where.where}: the target is gone, and any limit with it")
+    return {"target": where.where, "removed": removed, "notes": notes}

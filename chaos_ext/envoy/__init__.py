@@ -1,6 +1,10 @@
-"""Envoy edge configuration: audit a live ``/config_dump`` against edge best practices.
+"""Envoy configuration: audit a ``/config_dump`` or bootstrap against a rule profile, write the fix.
 
-Pure core: :mod:`._dump` (parse the v3 admin ConfigDump), :mod:`._rules` (rules
-as data, evaluation), :mod:`._report` (the JSON report). Shell: :mod:`._fetch`
-(admin URL, file, Kubernetes pod). Activities: :mod:`.probes`.
+Pure core: :mod:`._input` / :mod:`._lean` (decode and classify), :mod:`._dump`
+and :mod:`._hcm` (the parts an audit reads), :mod:`._role`, :mod:`._rules` and
+:mod:`._profiles` (rules as data), :mod:`._audit` and :mod:`._report`,
+:mod:`._fix`, :mod:`._merge`, :mod:`._apply`, :mod:`._fix_envoy`,
+:mod:`._fix_istio` (fixes and how Envoy/Istio merge them). Shell:
+:mod:`._fetch` (admin URL, file, stdin, Kubernetes pod), :mod:`._pipeline`,
+:mod:`._fix_write`. Activities: :mod:`.probes`.
 """

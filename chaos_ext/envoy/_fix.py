@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos_ext.envoy._audit import FAILING, Check, cluster_checks
+from chaos_ext.envoy._audit import FAILING, Check, cluster_statuses
 from chaos_ext.envoy._dump import Listener, Section
 from chaos_ext.envoy._merge import upsert
 from chaos_ext.envoy._pipeline import AuditRun
@@ -76,8 +76,8 @@ def _runtime(plan: FixPlan, fix: dict[str, Any], name: str) -> None:
 
 
 def _failing_clusters(check: Check, run: AuditRun) -> list[Section]:
-    pairs = cluster_checks(check.rule, run.config)
-    return [cluster for cluster, one in pairs if one.status == "fail"]
+    pairs = cluster_statuses(check.rule, run.config)
+    return [cluster for cluster, status in pairs if status == "fail"]
 
 
 def _add(plan: FixPlan, check: Check, run: AuditRun) -> None:

@@ -45,7 +45,7 @@ def write_fix(run: AuditRun, kind: str, directory: str) -> FixFiles:
     """Plan, render, re-audit and write the fix; the files and what was checked."""
     if kind not in FIX_KINDS:
         raise InvalidArgument(f"fix: {kind!r} is not one of {', '.join(FIX_KINDS)}")
-    if kind == "istio" and run.role.role not in ("gateway", "sidecar"):
+    if kind == "istio" and run.role.role != "gateway":
         raise EnvoyError(
             f"{run.origin}: --fix istio writes manifests for an Istio gateway, but this proxy "
             f"is {run.role.role} ({run.role.evidence}); use --fix envoy, or --role gateway"

@@ -16,13 +16,14 @@ Anything else raises EnvoyError saying what was found and what is expected.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from chaos_ext.envoy._camel import CAMEL, snake_keys
+from chaos_ext.envoy._lean import lean_dump
 from chaos_ext.errors import EnvoyError
 
 __all__ = ["BOOTSTRAP_FIELDS", "Decoded", "decode", "snake_keys"]
@@ -35,16 +36,8 @@ BOOTSTRAP_FIELDS = frozenset({
     "default_socket_interface", "inline_headers", "deferred_stat_options",
     "flags_path", "header_prefix", "fatal_actions", "stats_server_version_override",
 })  # fmt: skip
-_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 _CAMEL_HINTS = ("dynamicListeners", "staticListeners", "dynamicActiveClusters",
                 "staticClusters", "staticResources", "dynamicResources")  # fmt: skip
-# Values of these fields are maps or google.protobuf.Struct: their keys are data
-# (runtime keys, metadata, v2 "config" structs) and keep their spelling.
-_MAP_FIELDS = frozenset({
-    "static_layer", "metadata", "filter_metadata", "typed_filter_metadata", "config",
-    "typed_extension_protocol_options", "typed_per_filter_config", "per_filter_config",
-    "value", "labels", "annotations",
-})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -86,22 +79,6 @@ def _parse(raw: bytes | str, origin: str) -> tuple[Any, str]:
         ) from None
 
 
-def snake_keys(value: Any, *, keep: bool = False) -> Any:
-    """``value`` with lowerCamelCase proto field names in snake_case (map keys kept)."""
-    if isinstance(value, list):
-        return [snake_keys(item, keep=keep) for item in value]
-    if not isinstance(value, dict):
-        return value
-    if keep:  # a map or Struct: its keys are data, its values may hold messages again
-        return {key: snake_keys(item, keep=False) if isinstance(item, dict) and "@type" in item
-                else item for key, item in value.items()}  # fmt: skip
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        name = key if key.startswith("@") else _CAMEL.sub(r"_\1", key).lower()
-        out[name] = snake_keys(item, keep=name in _MAP_FIELDS)
-    return out
-
-
 def _looks_camel(data: Mapping[str, Any]) -> bool:
     text_keys = set(data)
     for entry in data.get("configs") or []:
@@ -131,21 +108,40 @@ def _kind(data: Any, origin: str) -> str:
     )
 
 
-def decode(raw: bytes | str, *, origin: str) -> Decoded:
-    """Parse ``raw`` (JSON or YAML) and classify it; EnvoyError quoting ``origin``."""
-    try:
-        data, syntax = _parse(raw, origin)
-    except UnicodeDecodeError as exc:
-        raise EnvoyError(f"{origin}: not UTF-8 ({exc.reason}); expected JSON or YAML") from None
-    kind = _kind(data, origin)
+def _lean(raw: bytes | str, cluster_keys: frozenset[str] | None
+          ) -> tuple[dict[str, Any], tuple[str, ...]] | None:  # fmt: skip
+    body = raw.encode() if isinstance(raw, str) else raw
+    if body.lstrip()[:1] != b"{" or b'"configs"' not in body:
+        return None
+    return lean_dump(body, cluster_keys=cluster_keys)
+
+
+def decode(raw: bytes | str, *, origin: str, lean: bool = True,
+           cluster_keys: frozenset[str] | None = None) -> Decoded:  # fmt: skip
+    """Parse ``raw`` (JSON or YAML) and classify it; EnvoyError quoting ``origin``.
+
+    ``lean``: a JSON ``/config_dump`` is read without building what no rule
+    reads (:mod:`._lean`): other entries keep only their ``@type``, clusters
+    only ``cluster_keys`` (None: every field).
+    """
+    found = _lean(raw, cluster_keys) if lean else None
     notes: list[str] = []
+    if found is not None:
+        data, syntax = found[0], "JSON"
+        notes += found[1]
+    else:
+        try:
+            data, syntax = _parse(raw, origin)
+        except UnicodeDecodeError as exc:
+            raise EnvoyError(f"{origin}: not UTF-8 ({exc.reason}); expected JSON or YAML") from None
+    kind = _kind(data, origin)
     if kind == "bootstrap_dump":
         data, kind = data["bootstrap"], "bootstrap"
         notes.append("a single BootstrapConfigDump entry: its bootstrap is read")
     if kind == "config_dump" and _looks_camel(data):
         data = snake_keys(data)
         notes.append("lowerCamelCase field names (jsonpb output) read as proto field names")
-    elif kind == "bootstrap" and any(_CAMEL.search(key) for key in data if not key.startswith("@")):
+    elif kind == "bootstrap" and any(CAMEL.search(key) for key in data if not key.startswith("@")):
         data = snake_keys(data)
         notes.append("lowerCamelCase field names read as proto field names")
     return Decoded(kind, data, syntax, tuple(notes))

@@ -7,6 +7,7 @@ also needs the parsed configuration and the checks to write fixes). All but
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,11 +31,13 @@ __all__ = [
     "audit_decoded",
     "audit_raw",
     "check_audit_arguments",
+    "cluster_keys",
     "run_audit",
     "summary_line",
 ]
 
 ROLE_CHOICES = ("auto", *ROLES)
+_FIRST_FIELD = re.compile(r"[A-Za-z_]\w*")
 _AUDIT_KEYS = ("source", "listener", "rules", "rules_file", "timeout", "profile", "role")
 
 
@@ -107,12 +110,25 @@ def audit_decoded(
                     listener, role, origin)  # fmt: skip
 
 
+def cluster_keys(rules: Sequence[Rule]) -> frozenset[str] | None:
+    """The cluster fields the rules look at (plus ``name``); None if one needs them all."""
+    keys = {"name"}
+    for rule in rules:
+        for location in rule.at:
+            if location.scope == "cluster":
+                first = _FIRST_FIELD.match(location.expr)
+                if first is None:
+                    return None
+                keys.add(first.group())
+    return frozenset(keys)
+
+
 def audit_raw(
     raw: bytes | str, *, origin: str, profile: Profile, rules: Sequence[Rule], listener: str = "",
     role: str = "auto",
 ) -> AuditRun:  # fmt: skip
     """Decode ``raw`` (a dump or a bootstrap, JSON or YAML) and audit it."""
-    decoded = decode(raw, origin=origin)
+    decoded = decode(raw, origin=origin, cluster_keys=cluster_keys(rules))
     return audit_decoded(decoded, origin=origin, profile=profile, rules=rules, listener=listener,
                          role=role)  # fmt: skip
 

@@ -6,10 +6,12 @@ from typing import Any
 
 from chaos_ext.errors import RollbackFailed
 from chaos_ext.ledger import default_ledger, in_scope, undo
+from chaos_ext.validation import validated_by
 
 __all__ = ["rollback_faults"]
 
 
+@validated_by()
 def rollback_faults(include_dead_runs: bool = False) -> dict[str, Any]:
     """Undo the faults this run recorded in the gameday ledger (use it in "rollbacks").
 

@@ -271,6 +271,7 @@ def _undo_drain(entry: Entry) -> str:
 
 
 @needs_k8s(Rule("", "nodes", ("get", "patch"), cluster_scoped=True), IDENTITY_RULE)
+@validated_by()
 def uncordon_drained_nodes(include_dead_runs: bool = False) -> dict[str, Any]:
     """Uncordon the nodes that `drain_nodes` cordoned (use it in "rollbacks").
 

@@ -35,7 +35,6 @@ import functools
 import json
 import logging
 import re
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,7 +43,6 @@ from urllib.parse import urlparse
 
 import requests
 from prometheus_api_client import PrometheusConnect
-from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
 
 from chaos_ext.errors import (
@@ -187,12 +185,12 @@ class PrometheusClient:
         self.settings = settings
         session = requests.Session()
         session.verify = settings.verify
-        if settings.verify is False:  # the operator opted out: say it once, not per request
+        if settings.verify is False:
+            # The operator opted out. urllib3 also warns (InsecureRequestWarning): that warning
+            # is left alone, since a filter installed here would change the whole process;
+            # Python's default filter shows it once per place in the code anyway.
             host = urlparse(settings.url).hostname or ""
             logger.warning("prometheus: TLS certificate of %s is NOT verified", host)
-            warnings.filterwarnings(
-                "ignore", message=rf".*host '{re.escape(host)}'", category=InsecureRequestWarning
-            )
         session.hooks["response"].append(_reject_errors)
         headers = {"Accept": "application/json"}
         if settings.token:

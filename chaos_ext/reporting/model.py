@@ -269,46 +269,74 @@ def _weight(experiment: Mapping[str, Any]) -> float:
     return 1.0
 
 
-def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
-    """The typed view of one journal (already redacted)."""
+def _mappings(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of a journal list (anything else in it is ignored)."""
+    return [item for item in value or [] if isinstance(item, Mapping)]
+
+
+def _experiment_part(journal: Mapping[str, Any]) -> dict[str, Any]:
+    """What the experiment declares: title, description, hypothesis and its tolerances."""
     experiment = journal.get("experiment") or {}
     hypothesis = experiment.get("steady-state-hypothesis") or {}
-    probes = [p for p in hypothesis.get("probes") or [] if isinstance(p, Mapping)]
-    tolerances = {str(p.get("name")): p.get("tolerance") for p in probes}
+    tolerances = {
+        str(p.get("name")): p.get("tolerance") for p in _mappings(hypothesis.get("probes"))
+    }
+    return {
+        "title": str(experiment.get("title", "(untitled experiment)")),
+        "description": str(experiment.get("description", "")),
+        "hypothesis_title": str(hypothesis.get("title", "")),
+        "hypothesis_probes": tuple(tolerances),
+        "tolerances": tolerances,
+        "weight": _weight(experiment),
+    }
+
+
+def _gameday_part(journal: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """What ``gameday run`` added under ``gameday``: ledger, sweep, run id, abort, settling."""
     gameday = journal.get("gameday") or {}
-    method = [_activity(r) for r in journal.get("run") or [] if isinstance(r, Mapping)]
-    rollbacks = [_activity(r) for r in journal.get("rollbacks") or [] if isinstance(r, Mapping)]
-    ledger = [e for e in gameday.get("ledger") or [] if isinstance(e, Mapping)]
-    sweep = [s for s in gameday.get("sweep") or [] if isinstance(s, Mapping)]
-    start, end = parse_time(journal.get("start")), parse_time(journal.get("end"))
-    checks = _checks(journal, tolerances)
+    settle = gameday.get("settle")
+    return {
+        "ledger": tuple(_mappings(gameday.get("ledger"))),
+        "sweep": tuple(_mappings(gameday.get("sweep"))),
+        "run_id": str(gameday.get("run_id", "")),
+        "source": source or str(gameday.get("experiment_path", "")),
+        "error": gameday.get("error"),
+        "abort": _fired(gameday.get("abort")),
+        "settle": settle if isinstance(settle, Mapping) else None,
+        "journal_path": str(gameday.get("journal_path") or source or ""),
+    }
+
+
+def _verdict_part(journal: Mapping[str, Any], gameday: Mapping[str, Any]) -> dict[str, Any]:
+    """The outcome as ``chaos_ext.runner.verdict`` judges it."""
+    return {
+        "outcome": outcome_of(journal),
+        "hypothesis_outcome": hypothesis_outcome(journal),
+        "rollback_problems": tuple(
+            rollback_problems(journal, list(gameday["sweep"]), list(gameday["ledger"]))
+        ),
+        "unsteady_reason": unsteady_reason(journal),
+        "status": str(journal.get("status", "?")),
+    }
+
+
+def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
+    """The typed view of one journal (already redacted), built part by part."""
+    declared = _experiment_part(journal)
+    gameday = _gameday_part(journal, source)
+    method = tuple(_activity(r) for r in _mappings(journal.get("run")))
+    end = parse_time(journal.get("end"))
     return RunView(
-        title=str(experiment.get("title", "(untitled experiment)")),
-        description=str(experiment.get("description", "")),
-        hypothesis_title=str(hypothesis.get("title", "")),
-        hypothesis_probes=tuple(tolerances),
-        tolerances=tolerances,
-        outcome=outcome_of(journal),
-        hypothesis_outcome=hypothesis_outcome(journal),
-        rollback_problems=tuple(rollback_problems(journal, sweep, ledger)),
-        status=str(journal.get("status", "?")),
-        start=start,
+        **declared,
+        **gameday,
+        **_verdict_part(journal, gameday),
+        start=parse_time(journal.get("start")),
         end=end,
-        checks=tuple(checks),
-        method=tuple(method),
-        rollbacks=tuple(rollbacks),
-        windows=tuple(_windows(method, ledger, end)),
+        checks=tuple(_checks(journal, declared["tolerances"])),
+        method=method,
+        rollbacks=tuple(_activity(r) for r in _mappings(journal.get("rollbacks"))),
+        windows=tuple(_windows(list(method), list(gameday["ledger"]), end)),
         series=tuple(series_of(journal)),
-        ledger=tuple(ledger),
-        sweep=tuple(sweep),
-        run_id=str(gameday.get("run_id", "")),
-        source=source or str(gameday.get("experiment_path", "")),
-        weight=_weight(experiment),
-        error=gameday.get("error"),
-        abort=_fired(gameday.get("abort")),
-        settle=gameday.get("settle") if isinstance(gameday.get("settle"), Mapping) else None,
-        unsteady_reason=unsteady_reason(journal),
-        journal_path=str(gameday.get("journal_path") or source or ""),
     )
 
 

@@ -1,4 +1,9 @@
-"""`gameday sandbox up|down|status` for the netns backend (host network namespaces)."""
+"""`gameday sandbox up|down|status|run`: services in host network namespaces.
+
+Both backends run every service natively in the sandbox's namespaces; the vm
+backend adds the node VM on the app->database path (:mod:`chaos_ext.sandbox._node`),
+booted in the background while the services start.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from typing import Any
 
 from chaos_ext import _procfs
 from chaos_ext.errors import SandboxError
-from chaos_ext.sandbox import _netns, _services
+from chaos_ext.sandbox import _netns, _node, _services, _vmhost
 from chaos_ext.sandbox._state import SandboxState, load_state, save_state, state_dir
 from chaos_ext.sandbox._topology import Topology, topology
 
@@ -22,8 +27,9 @@ __all__ = ["down", "run", "status", "up", "write_vars"]
 Progress = Callable[[str], None]
 
 
-def up(prefix: str, app_mode: str, say: Progress) -> SandboxState:
-    """Build the namespaces and start every service; on failure tear everything down."""
+def up(prefix: str, app_mode: str, say: Progress, backend: str = "netns") -> SandboxState:
+    """Build the namespaces and start every service (and the node VM for ``vm``);
+    on failure tear everything down."""
     topo = topology(prefix)
     if load_state(prefix) is not None or _netns.existing(topo):
         raise SandboxError(
@@ -35,9 +41,21 @@ def up(prefix: str, app_mode: str, say: Progress) -> SandboxState:
     say(f"network: namespaces {', '.join(topo.namespaces)} on bridge {topo.subnet}")
     try:
         _netns.build(topo)
-        state = _services.start_all(topo, app_mode, work, say)
+        if backend == "vm":
+            say("node VM: booting in the background while the services start")
+            _vmhost.start(prefix)
+        state = _services.start_all(topo, app_mode, work, say, backend)
         save_state(state)
-        write_vars(topo, state, work)
+        if backend == "vm":
+            node = _vmhost.wait_up(prefix, say)
+            _node.route_through_node(topo)
+            state.services["node"] = {
+                "pid": node["qemu_pid"], "netns": "(micro-VM)", "address": topo.node_address,
+                "port": node["ssh"]["port"], "accel": node["accel"],
+            }  # fmt: skip
+            say(f"node VM up ({node['accel']}, {node['boot_seconds']:g} s): app->db now crosses it")
+            save_state(state)
+        write_vars(topo, state, work, _vmhost.info(prefix).get("ssh"))
         _services.wait_healthy(topo.host("mon").netns, state.services["prometheus"]["url"], say)
     except BaseException:
         say("start failed: removing what was started")
@@ -46,7 +64,19 @@ def up(prefix: str, app_mode: str, say: Progress) -> SandboxState:
     return state
 
 
-def write_vars(topo: Topology, state: SandboxState, work: Path) -> Path:
+def _latency_target(topo: Topology, ssh: dict[str, Any] | None) -> dict[str, Any]:
+    """Where the DB latency fault goes: the app's own interface, or the node it crosses."""
+    if ssh is None:
+        return {"latency_target": f"netns:{topo.host('app').netns}", "latency_interface": "eth0"}
+    return {
+        "latency_target": f"ssh:{ssh['host']}:{ssh['port']}", "latency_interface": "eth1",
+        "ssh_key_file": ssh["key_file"], "ssh_known_hosts": ssh["known_hosts"],
+    }  # fmt: skip
+
+
+def write_vars(
+    topo: Topology, state: SandboxState, work: Path, ssh: dict[str, Any] | None = None
+) -> Path:
     """``vars.json``: the configuration and secrets the sandbox experiments need."""
     app, db, dns = topo.host("app"), topo.host("db"), topo.host("dns")
     prom = state.services["prometheus"]
@@ -66,10 +96,12 @@ def write_vars(topo: Topology, state: SandboxState, work: Path) -> Path:
             "dns_server": dns.address,
             "dns_port": _services.PORTS["dns"],
             "dns_name": _services.DB_NAME,
-            "readiness_timeout": 5.0 if _services.slow() else 1.5,
-            # after a rollback, time for the backlog the fault built up to drain
-            # before the next experiment's steady state is judged
-            "recovery_seconds": 30 if _services.slow() else 12,
+            **_latency_target(topo, ssh),
+            # 04-dns-rate-limit: the VPC resolver's limit scaled to the sandbox, and the
+            # load on /search (6 DNS packets a request with ndots:5 for the fragile app)
+            "search_url": f"http://{app.address}:{_services.PORTS['app']}/search",
+            "dns_rate_pps": 50,
+            "search_rate": 15.0,
         },
         "secrets": {"db": {"password": (work / "db-password").read_text()}},
     }
@@ -94,6 +126,8 @@ def down(prefix: str, say: Progress) -> dict[str, Any]:
     """Stop every service and remove every namespace and file. Safe to run twice."""
     topo = topology(prefix)
     state = load_state(prefix)
+    if _vmhost.stop(prefix):
+        say("node VM powered off")
     stopped = _services.stop_all(prefix, state.dirs if state else [])
     removed = _netns.teardown(topo)
     work = state_dir(prefix)

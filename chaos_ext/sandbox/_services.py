@@ -23,7 +23,7 @@ from typing import Any
 from chaos_ext import _helper
 from chaos_ext._servers import dnsmasq, postgres, prometheus
 from chaos_ext.errors import SandboxError
-from chaos_ext.sandbox import _nsexec
+from chaos_ext.sandbox import _nodelocal, _nsexec
 from chaos_ext.sandbox._state import SandboxState
 from chaos_ext.sandbox._topology import Topology
 
@@ -31,7 +31,6 @@ __all__ = [
     "DB_NAME",
     "PORTS",
     "reachable",
-    "slow",
     "start_all",
     "stop_all",
     "token",
@@ -41,23 +40,21 @@ __all__ = [
 DB_NAME = "db.sandbox.test"
 
 
-def slow() -> bool:
-    """Inside the emulated VM everything takes ~10x longer: wait longer, load less."""
-    return os.environ.get("GAMEDAY_SANDBOX_SLOW") == "1"
-
-
-def _ready_timeout() -> float:
-    return 600.0 if slow() else 60.0
-
-
-def traffic_rate() -> float:
-    return 2.0 if slow() else 20.0
+READY_TIMEOUT = 60.0
+"""For each service to answer; they start in 1-6 s here, also with a CPU hog on one core."""
+TRAFFIC_RATE = 10.0
+"""Background requests per second: 100 per 10 s window, enough for a p95 (the 5th slowest),
+light enough for 2 busy cores (see docs/sandbox.md, "Where the time and the noise went")."""
+HEARTBEAT = 5.0
 
 
 _HEALTH = {
     "ok": 'sum(rate(http_requests_total{job="app", code="200"}[15s]))',
     "errors": 'sum(rate(http_requests_total{job="app", code=~"5.."}[15s])) or vector(0)',
+    # seconds of history: the DB latency hypothesis compares with 60 s..15 s ago
+    "history": 'count_over_time(up{job="app"}[60s])',
 }
+HISTORY_S = 30
 
 
 def _prometheus_value(url: str, expr: str) -> float | None:
@@ -71,21 +68,29 @@ def _prometheus_value(url: str, expr: str) -> float | None:
 
 
 def wait_healthy(mon_netns: str, prometheus_url: str, say: Progress) -> bool:
-    """Wait until Prometheus has seen 15 s of answered traffic without 5xx (bounded)."""
+    """Wait until Prometheus has 30 s of history and 15 s of answered traffic without 5xx."""
     say("waiting for a healthy baseline: 15 s of traffic without errors, seen by Prometheus")
-    deadline = time.monotonic() + _ready_timeout()
+    started = time.monotonic()
+    last_said = started
     values: dict[str, float | None] = {}
 
     def probe() -> bool:
         values.update({k: _prometheus_value(prometheus_url, e) for k, e in _HEALTH.items()})
         return True
 
-    while time.monotonic() < deadline:
+    while time.monotonic() - started < READY_TIMEOUT:
         values.clear()
         _nsexec.in_netns(mon_netns, probe, timeout=30)
-        if (values.get("ok") or 0) > 0 and values.get("errors") == 0:
+        history = values.get("history") or 0
+        if (values.get("ok") or 0) > 0 and values.get("errors") == 0 and history >= HISTORY_S:
             return True
-        time.sleep(2)
+        if time.monotonic() - last_said >= HEARTBEAT:
+            ok, errors = values.get("ok") or 0, values.get("errors") or 0
+            waited = time.monotonic() - started
+            say(f"  {ok:.1f} req/s answered, {errors:.1f} errors/s, {history:.0f} s of history "
+                f"({waited:.0f} s)")  # fmt: skip
+            last_said = time.monotonic()
+        time.sleep(1)
     say("warning: the app did not reach a clean baseline in time; verdicts may suffer")
     return False
 
@@ -129,14 +134,16 @@ def _python_service(
     host = topo.host(role)
     log = work / f"{module.rsplit('.', 1)[-1].lstrip('_')}.log"
     proc = _spawn(host.netns, [sys.executable, "-m", module, *args], log)
-    _wait_http(host.netns, health, _ready_timeout(), module, log)
+    _wait_http(host.netns, health, READY_TIMEOUT, module, log)
     return {"pid": proc.pid, "netns": host.netns, "log": str(log)}
 
 
-def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> SandboxState:
+def start_all(
+    topo: Topology, app_mode: str, work: Path, say: Progress, backend: str = "netns"
+) -> SandboxState:
     """Start PostgreSQL, dnsmasq, the app, the exporter and Prometheus; record them."""
     os.environ[_helper.TOKEN_VAR] = token(topo.prefix)
-    state = SandboxState(topo.prefix, "netns", app_mode, time.time(), dirs=[str(work)])
+    state = SandboxState(topo.prefix, backend, app_mode, time.time(), dirs=[str(work)])
     password_file = work / "db-password"
     password_file.write_text(secrets.token_urlsafe(18))
     password_file.chmod(0o600)
@@ -146,7 +153,7 @@ def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> Sandb
     pg = postgres.start(
         password=password_file.read_text(), user="app", database="app", max_connections=40,
         host=db.address, port=PORTS["postgres"], netns=_netns(db.netns),
-        ready_timeout=_ready_timeout(),
+        ready_timeout=READY_TIMEOUT,
     )  # fmt: skip
     state.services["postgres"] = {"pid": pg.process.pid, "netns": db.netns, "address": db.address,
                                   "port": pg.port, "dir": str(pg.base_dir)}  # fmt: skip
@@ -156,13 +163,18 @@ def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> Sandb
     dm = dnsmasq.start(
         records={DB_NAME: db.address}, local_domains=["sandbox.test"], address=dns.address,
         port=PORTS["dns"], prefix=_netns(dns.netns), workdir=work / "dnsmasq",
-        ready_timeout=_ready_timeout(),
+        ready_timeout=READY_TIMEOUT,
     )  # fmt: skip
     state.services["dnsmasq"] = {"pid": dm.pid, "netns": dns.netns, "address": dns.address,
                                  "port": dm.port, "pidfile": str(dm.pidfile)}  # fmt: skip
 
+    resolv, cache = _nodelocal.prepare(app.netns, app_mode, dns.address, work, READY_TIMEOUT)
+    if cache is not None:
+        say(f"node-local DNS cache in {app.netns} ({_nodelocal.NODELOCAL_ADDRESS}:53)")
+        state.services["nodelocal-dns"] = cache
     say(f"demo app in {app.netns} ({app.address}:8080, {app_mode})")
     app_args = [
+        "--resolv-conf", str(resolv),
         "--listen", f"0.0.0.0:{PORTS['app']}", "--metrics-port", str(PORTS["app_metrics"]),
         "--db-host", DB_NAME, "--db-port",
         str(PORTS["postgres"]), "--db-password-file", str(password_file),
@@ -179,7 +191,7 @@ def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> Sandb
     exp_args = [
         "--listen", f"0.0.0.0:{PORTS['exporter']}", "--dnsmasq-pidfile", str(dm.pidfile),
         "--db-host", db.address, "--db-port", str(PORTS["postgres"]),
-        "--db-password-file", str(password_file),
+        "--db-password-file", str(password_file), "--limit-netns", app.netns,
     ]  # fmt: skip
     state.services["exporter"] = {
         **_python_service(topo, "mon", "chaos_ext.sandbox._exporter", exp_args, work,
@@ -192,15 +204,15 @@ def start_all(topo: Topology, app_mode: str, work: Path, say: Progress) -> Sandb
         jobs={"app": [f"{app.address}:{PORTS['app_metrics']}"],
               "sandbox": [f"{mon.address}:{PORTS['exporter']}"]},
         scrape_interval="1s", host=mon.address, port=PORTS["prometheus"],
-        netns=_netns(mon.netns), workdir=work / "prometheus", ready_timeout=_ready_timeout(),
+        netns=_netns(mon.netns), workdir=work / "prometheus", ready_timeout=READY_TIMEOUT,
     )  # fmt: skip
-    rate = traffic_rate()
+    rate = TRAFFIC_RATE
     say(f"background traffic from {mon.netns}: {rate:g} req/s to the app for at most 1 h")
     traffic = subprocess.run(
         [*_netns(mon.netns), sys.executable, "-m", "chaos_ext.sandbox._traffic",
          "--url", f"http://{app.address}:{PORTS['app']}/", "--rate", str(rate),
          "--duration", "3600", "--results", str(work / "traffic"), "--token", token(topo.prefix)],
-        capture_output=True, text=True, timeout=_ready_timeout(), check=False,
+        capture_output=True, text=True, timeout=READY_TIMEOUT, check=False,
     )  # fmt: skip
     if traffic.returncode != 0:
         raise SandboxError(f"background traffic did not start: {traffic.stderr.strip()[-400:]}")

@@ -1,4 +1,9 @@
-"""The sandbox topology as data: names and addresses, computed purely from a prefix."""
+"""The sandbox topology as data: names and addresses, computed purely from a prefix.
+
+Hosts are network namespaces on one bridge. The vm backend adds a *node*: a micro-VM
+whose kernel has netem, on the bridge at ``node_address`` and linked straight to the app
+host by ``node_link`` (a tap). Only the app's traffic to the database is routed through
+it (see :mod:`chaos_ext.sandbox._node`); everything else stays native on this host."""
 
 from __future__ import annotations
 
@@ -33,6 +38,15 @@ class Topology:
     core_netns: str
     bridge: str
     hosts: tuple[Host, ...]
+    node_address: str
+    """The node VM's address on the bridge (its eth1; eth0 is the link to the app)."""
+    node_link: str = "node0"
+    """The tap in the app's namespace whose other end is the node VM's eth0."""
+
+    @property
+    def node_bridge_port(self) -> str:
+        """The tap in the core namespace, on the bridge, whose other end is the VM's eth1."""
+        return f"{self.prefix}b-node"
 
     def host(self, role: str) -> Host:
         for host in self.hosts:
@@ -70,4 +84,5 @@ def topology(prefix: str = "gd", subnet: str = "10.77.0.0/24") -> Topology:
         )
         for i, role in enumerate(HOSTS)
     )
-    return Topology(prefix, str(net), f"{prefix}-core", "br0", hosts)
+    node = str(net.network_address + 10 * (len(HOSTS) + 1))
+    return Topology(prefix, str(net), f"{prefix}-core", "br0", hosts, node)

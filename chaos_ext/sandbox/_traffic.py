@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -34,11 +33,8 @@ def main(argv: list[str] | None = None) -> None:
         "max_duration": args.duration, "concurrency_limit": 64, "timeout": 5.0,
         "name": "sandbox-traffic",
     })  # fmt: skip
-    slow = os.environ.get("GAMEDAY_SANDBOX_SLOW") == "1"
     try:
-        load = start_load(
-            spec, results_dir=args.results, token=args.token, ready_timeout=300 if slow else 30
-        )
+        load = start_load(spec, results_dir=args.results, token=args.token, ready_timeout=30)
     except ChaosExtError as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         raise SystemExit(1) from None

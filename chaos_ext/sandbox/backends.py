@@ -1,10 +1,10 @@
-"""Sandbox backends: host network namespaces, or the same inside a qemu micro-VM.
+"""Sandbox backends: host network namespaces, plus a netem node VM where the kernel lacks netem.
 
 ``netns`` builds the topology in this machine's network namespaces. ``vm``
-boots Debian's kernel in a micro-VM (see :mod:`chaos_ext._vm`) and builds the
-same topology there with the netns backend, because faults such as netem need
-kernel features this host may lack. ``auto`` picks netns when the host kernel
-can take every fault of the default game day, else vm.
+builds the same, natively, and routes the app's traffic to the database through
+a micro-VM running Debian's kernel (see :mod:`chaos_ext.sandbox._node`), where
+the DB latency fault's netem goes; nothing else runs emulated. ``auto`` picks
+netns when the host kernel can take every fault of the default game day, else vm.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext.errors import InvalidArgument, SandboxError
-from chaos_ext.sandbox import _control, _vmhost
+from chaos_ext.sandbox import _control
 from chaos_ext.sandbox._state import load_state
 
 __all__ = ["choose", "down", "run_in_sandbox", "status", "up"]
@@ -43,32 +43,19 @@ def choose(requested: str) -> tuple[str, str]:
 
 
 def up(backend: str, prefix: str, app_mode: str, say: Progress) -> None:
-    if backend == "netns":
-        _control.up(prefix, app_mode, say)
-    else:
-        _vmhost.up(prefix, app_mode, say)
+    _control.up(prefix, app_mode, say, backend)
 
 
 def down(prefix: str, say: Progress) -> None:
-    state = load_state(prefix)
-    if state is not None and state.backend == "vm":
-        _vmhost.down(prefix, say)
-        return
     _control.down(prefix, say)
 
 
 def status(prefix: str) -> dict[str, Any]:
-    state = load_state(prefix)
-    if state is not None and state.backend == "vm":
-        return _vmhost.status(prefix)
     return _control.status(prefix)
 
 
 def run_in_sandbox(prefix: str, argv: Sequence[str], journal_dir: Path, timeout: float) -> int:
     """Run a gameday command in the sandbox's monitoring host; journals land in journal_dir."""
-    state = load_state(prefix)
-    if state is None:
+    if load_state(prefix) is None:
         raise SandboxError(f"sandbox {prefix!r} is not up: `gameday sandbox up` first")
-    if state.backend == "vm":
-        return _vmhost.run(prefix, argv, journal_dir, timeout)
     return _control.run(prefix, argv, journal_dir, timeout)

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
+
+from chaos_ext._console import make_console
 
 __all__ = ["main", "rows"]
 
@@ -36,19 +37,28 @@ def rows(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
         for probe in state.get("probes") or []:
             name = probe.get("activity", {}).get("name", "?")
             ok = probe.get("tolerance_met")
+            # failing before the method: nothing was injected, the system was not steady
+            missed = "NOT STEADY" if phase == "before" else "DEVIATED"
             found.append((f"{name} ({phase})", _figure(probe.get("output")),
-                          "held" if ok else "DEVIATED"))  # fmt: skip
+                          "held" if ok else missed))  # fmt: skip
     for run in journal.get("run") or []:
         activity = run.get("activity", {})
         if activity.get("type") == "action":
             found.append((f"action {activity.get('name')}", _figure(run.get("output")),
                           str(run.get("status"))))  # fmt: skip
+    for entry in (journal.get("gameday") or {}).get("ledger") or []:
+        held = (
+            entry.get("closed_at", 0) - entry.get("created_at", 0) if entry.get("closed_at") else 0
+        )
+        found.append((f"fault {entry.get('kind')} on {entry.get('target')}",
+                      f"ledger {entry.get('id')}, on for {held:.0f} s" if held else
+                      f"ledger {entry.get('id')}", str(entry.get("state"))))  # fmt: skip
     return found
 
 
 def main(argv: list[str] | None = None) -> None:
     args = argv if argv is not None else sys.argv[1:]
-    console = Console(width=140)
+    console = make_console()
     for path in sorted(Path(args[0]).glob("*.json")):
         journal = json.loads(path.read_text())
         outcome = journal.get("gameday", {}).get("outcome", journal.get("status"))

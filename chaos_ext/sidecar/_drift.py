@@ -95,33 +95,73 @@ def _revision_in(status_text: str) -> str | None:
     return str(revision) if revision is not None else None
 
 
+def _image_differs(sidecar: Manifest, want: Expected) -> list[str]:
+    if sidecar.get("image") == want.image:
+        return []
+    return [f"image: {sidecar.get('image')} != {want.image}"]
+
+
+def _init_images_differ(pod: Manifest, want: Expected) -> list[str]:
+    """``istio-init`` / ``istio-validation`` images (when the template has one)."""
+    if want.init_image is None:
+        return []
+    inits = (pod.get("spec") or {}).get("initContainers") or ()
+    return [
+        f"{init['name']} image: {init.get('image')} != {want.init_image}"
+        for init in inits
+        if init.get("name") in INIT_NAMES and init.get("image") != want.init_image
+    ]
+
+
+def _args_differ(sidecar: Manifest, want: Expected) -> list[str]:
+    """The sidecar's arguments, in order (shown: the expected ones it lacks)."""
+    args = tuple(sidecar.get("args") or ())
+    if want.args is None or args == want.args:
+        return []
+    changed = [a for a in want.args if a not in set(args)] or list(want.args)
+    return [f"args: expected {' '.join(changed)}"]
+
+
+def _revision_differs(annotations: Mapping[str, str], want: Expected) -> list[str]:
+    """The revision recorded in ``sidecar.istio.io/status`` at injection."""
+    if want.revision is None:
+        return []
+    revision = _revision_of(annotations)
+    if revision == want.revision:
+        return []
+    return [f"revision ({STATUS_ANNOTATION}): {revision} != {want.revision}"]
+
+
+def _annotations_differ(annotations: Mapping[str, str], want: Expected) -> list[str]:
+    """Annotations the injector adds (``injectedAnnotations``)."""
+    return [
+        f"annotation {key}: {annotations.get(key)!r} != {value!r}"
+        for key, value in want.annotations.items()
+        if annotations.get(key) != value
+    ]
+
+
 def pod_differences(
     pod: Manifest, sidecar: Manifest, template: SidecarTemplate, limit: int = 8
 ) -> list[str]:
-    """What differs between a pod's injected sidecar and the expected one (first ``limit``)."""
+    """What differs between a pod's injected sidecar and the expected one (first ``limit``).
+
+    The checks, in the order they are reported: sidecar image, init images,
+    arguments, environment, resources (as quantities), revision, injected
+    annotations. The pod's own ``sidecar.istio.io/*`` overrides are honoured
+    (:meth:`SidecarTemplate.expected_for`).
+    """
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     want: Expected = template.expected_for(annotations)
-    found: list[str] = []
-    if sidecar.get("image") != want.image:
-        found.append(f"image: {sidecar.get('image')} != {want.image}")
-    if want.init_image is not None:
-        inits = (pod.get("spec") or {}).get("initContainers") or ()
-        for init in inits:
-            if init.get("name") in INIT_NAMES and init.get("image") != want.init_image:
-                found.append(f"{init['name']} image: {init.get('image')} != {want.init_image}")
-    if want.args is not None and tuple(sidecar.get("args") or ()) != want.args:
-        have = set(sidecar.get("args") or ())
-        changed = [a for a in want.args if a not in have] or list(want.args)
-        found.append(f"args: expected {' '.join(changed)}")
-    found += _env_differs(sidecar.get("env") or (), want.env)
-    found += _resources_differ(sidecar.get("resources") or {}, want.resources)
-    if want.revision is not None:
-        revision = _revision_of(annotations)
-        if revision != want.revision:
-            found.append(f"revision ({STATUS_ANNOTATION}): {revision} != {want.revision}")
-    for key, value in want.annotations.items():
-        if annotations.get(key) != value:
-            found.append(f"annotation {key}: {annotations.get(key)!r} != {value!r}")
+    found = [
+        *_image_differs(sidecar, want),
+        *_init_images_differ(pod, want),
+        *_args_differ(sidecar, want),
+        *_env_differs(sidecar.get("env") or (), want.env),
+        *_resources_differ(sidecar.get("resources") or {}, want.resources),
+        *_revision_differs(annotations, want),
+        *_annotations_differ(annotations, want),
+    ]
     return found[:limit]
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import bulk_allocation, list_items, parse_time, read_json
+from chaos_ext._k8s import iter_items, parse_time, read_json
 from chaos_ext.errors import InvalidArgument, SidecarError
 from chaos_ext.sidecar import _drift
 from chaos_ext.sidecar._template import SidecarTemplate, template_from_configmap
@@ -98,48 +98,53 @@ def read_template(
     return cm, template
 
 
-def _pods(core: client.CoreV1Api, query: DriftQuery) -> list[dict[str, Any]]:
-    if query.include_namespaces:
-        pods: list[dict[str, Any]] = []
-        for ns in query.include_namespaces:
-            pods += list_items(
-                core.list_namespaced_pod,
-                ns,
-                label_selector=query.label_selector,
-                page_size=query.page_size,
-                what=f"list pods in {ns}",
-                error=SidecarError,
-            )
-        return pods
-    return list_items(
-        core.list_pod_for_all_namespaces,
-        label_selector=query.label_selector,
-        page_size=query.page_size,
-        what="list pods",
-        error=SidecarError,
-    )
+def _pods(core: client.CoreV1Api, query: DriftQuery) -> Iterator[dict[str, Any]]:
+    """The selected pods, page by page (see ``iter_items``), excluded namespaces skipped."""
+    excluded = set(query.exclude_namespaces)
+    listings: list[Iterator[dict[str, Any]]] = [
+        iter_items(
+            core.list_namespaced_pod,
+            ns,
+            label_selector=query.label_selector,
+            page_size=query.page_size,
+            what=f"list pods in {ns}",
+            error=SidecarError,
+        )
+        for ns in query.include_namespaces
+    ] or [
+        iter_items(
+            core.list_pod_for_all_namespaces,
+            label_selector=query.label_selector,
+            page_size=query.page_size,
+            what="list pods",
+            error=SidecarError,
+        )
+    ]
+    for pods in listings:
+        for pod in pods:
+            if (pod.get("metadata") or {}).get("namespace") not in excluded:
+                yield pod
 
 
 def _replicasets(
     apps: client.AppsV1Api, namespaces: Sequence[str], page: int
-) -> list[dict[str, Any]]:
-    if namespaces:
-        found: list[dict[str, Any]] = []
-        for ns in namespaces:
-            found += list_items(
-                apps.list_namespaced_replica_set,
-                ns,
-                page_size=page,
-                what=f"list ReplicaSets in {ns}",
-                error=SidecarError,
-            )
-        return found
-    return list_items(
-        apps.list_replica_set_for_all_namespaces,
-        page_size=page,
-        what="list ReplicaSets",
-        error=SidecarError,
-    )
+) -> Iterator[dict[str, Any]]:
+    if not namespaces:
+        yield from iter_items(
+            apps.list_replica_set_for_all_namespaces,
+            page_size=page,
+            what="list ReplicaSets",
+            error=SidecarError,
+        )
+        return
+    for ns in namespaces:
+        yield from iter_items(
+            apps.list_namespaced_replica_set,
+            ns,
+            page_size=page,
+            what=f"list ReplicaSets in {ns}",
+            error=SidecarError,
+        )
 
 
 def measure(
@@ -148,22 +153,16 @@ def measure(
     """Per-workload drift of the selected pods against the injector's current template."""
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     _, template = read_template(core, query)
-    excluded = set(query.exclude_namespaces)
-    with bulk_allocation():
-        pods = [
-            p
-            for p in _pods(core, query)
-            if (p.get("metadata") or {}).get("namespace") not in excluded
-        ]
-        owners = _drift.owners_of_replicasets(
-            _replicasets(apps, query.include_namespaces, query.page_size)
-        )
-        workloads, without = _drift.analyse(
-            pods,
-            owners,
-            template,
-            container_name=query.container_name,
-            started_before=query.started_before,
-        )
-        del pods  # freed by reference counting before the collector is back on
+    # ReplicaSets first (kept as a small owners map), then pods streamed a page at a
+    # time: the live set stays small, so the garbage collector's passes stay cheap
+    owners = _drift.owners_of_replicasets(
+        _replicasets(apps, query.include_namespaces, query.page_size)
+    )
+    workloads, without = _drift.analyse(
+        _pods(core, query),
+        owners,
+        template,
+        container_name=query.container_name,
+        started_before=query.started_before,
+    )
     return workloads, without, template

@@ -180,7 +180,10 @@ def _parse(text: str, key: str, kind: str) -> Any:
         ) from exc
 
 
-def _istio(data: Mapping[str, str], values_key: str, config_key: str) -> SidecarTemplate:
+def _istio_inputs(
+    data: Mapping[str, str], values_key: str, config_key: str
+) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The injector's values (JSON) and config (YAML) from its ConfigMap data."""
     if values_key not in data:
         raise SidecarError(
             f"injector ConfigMap has no {values_key!r} key (keys: {sorted(data)});"
@@ -188,7 +191,11 @@ def _istio(data: Mapping[str, str], values_key: str, config_key: str) -> Sidecar
         )
     values = _parse(data[values_key], values_key, "json") or {}
     config = _parse(data[config_key], config_key, "yaml") if config_key in data else {}
-    proxy = _dig(values, "global.proxy", {})
+    return values, config or {}
+
+
+def _istio_extra_args(values: Mapping[str, Any], proxy: Mapping[str, Any]) -> tuple[str, ...]:
+    """Arguments the template adds to ``pilot-agent proxy sidecar`` from the values."""
     extra: list[str] = []
     if _dig(values, "global.sts.servicePort", 0):
         extra.append(f"--stsPort={_dig(values, 'global.sts.servicePort')}")
@@ -196,22 +203,38 @@ def _istio(data: Mapping[str, str], values_key: str, config_key: str) -> Sidecar
         extra.append("--log_as_json")
     if proxy.get("outlierLogPath"):
         extra.append(f"--outlierLogPath={proxy['outlierLogPath']}")
-    revision = str(_dig(values, "revision", "") or "")
+    return tuple(extra)
+
+
+def _istio_env(values: Mapping[str, Any], revision: str) -> dict[str, str]:
+    """The environment the template sets from the values (CA address, cluster, network)."""
     istio_ns = _dig(values, "global.istioNamespace", "istio-system")
     ca_default = f"istiod{'-' + revision if revision else ''}.{istio_ns}.svc:15012"
+    cluster = _dig(values, "global.multiCluster.clusterName", "") or "Kubernetes"
     env = {
         "PILOT_CERT_PROVIDER": str(_dig(values, "global.pilotCertProvider", "istiod")),
         "CA_ADDR": str(_dig(values, "global.caAddress", "") or ca_default),
-        "ISTIO_META_CLUSTER_ID": str(
-            _dig(values, "global.multiCluster.clusterName", "") or "Kubernetes"
-        ),
+        "ISTIO_META_CLUSTER_ID": str(cluster),
     }
     if _dig(values, "global.network", ""):
         env["ISTIO_META_NETWORK"] = str(_dig(values, "global.network"))
-    resources = {
+    return env
+
+
+def _istio_resources(proxy: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """``global.proxy.resources`` as text quantities (unset amounts left out)."""
+    return {
         section: {k: str(v) for k, v in (amounts or {}).items() if v is not None}
         for section, amounts in (proxy.get("resources") or {}).items()
     }
+
+
+def _istio(data: Mapping[str, str], values_key: str, config_key: str) -> SidecarTemplate:
+    """What Istio's injector injects today: read its values and config, then each part."""
+    values, config = _istio_inputs(data, values_key, config_key)
+    proxy = _dig(values, "global.proxy", {})
+    revision = str(_dig(values, "revision", "") or "")
+    annotations = config.get("injectedAnnotations") or {}
     return SidecarTemplate(
         format="istio",
         image=_image(values, str(proxy.get("image", "proxyv2"))),
@@ -220,13 +243,11 @@ def _istio(data: Mapping[str, str], values_key: str, config_key: str) -> Sidecar
         log_level=str(proxy.get("logLevel", "warning")),
         component_log_level=str(proxy.get("componentLogLevel", "misc:error")),
         agent_log_level=str(_dig(values, "global.logging.level", "default:info")),
-        extra_args=tuple(extra),
-        env=env,
-        resources=resources,
+        extra_args=_istio_extra_args(values, proxy),
+        env=_istio_env(values, revision),
+        resources=_istio_resources(proxy),
         revision=revision or "default",
-        annotations={
-            str(k): str(v) for k, v in ((config or {}).get("injectedAnnotations") or {}).items()
-        },
+        annotations={str(k): str(v) for k, v in annotations.items()},
     )
 
 

@@ -191,3 +191,40 @@ def test_camel_case_keys_become_field_names_but_map_keys_stay() -> None:
     }  # fmt: skip
     assert listener["metadata"] == {"filterMetadata": {"someKey": 1}}
     assert out["static_layer"] == {"myRuntimeKey": 1}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [COMPLIANT, *sorted((COMPLIANT.parent / "upstream").glob("*config_dump.json"))],
+    ids=lambda p: p.name,
+)
+def test_lean_reading_gives_the_same_audit_as_a_full_parse(path: Any) -> None:
+    """msgspec skips what no rule reads; every verdict, value and path stays the same."""
+    from chaos_ext.envoy._pipeline import audit_decoded, cluster_keys  # noqa: PLC0415
+    from chaos_ext.envoy._profiles import effective_rules  # noqa: PLC0415
+
+    for profile in ("hardened", "sidecar"):
+        chosen, rules = effective_rules(profile, None, "")
+        raw = path.read_bytes()
+        lean = decode(raw, origin="x", cluster_keys=cluster_keys(rules))
+        full = decode(raw, origin="x", lean=False)
+        assert lean.notes and lean.notes[0].startswith("not parsed, no rule reads them:")
+        reports = []
+        for decoded in (lean, full):
+            try:
+                reports.append(audit_decoded(decoded, origin="x", profile=chosen, rules=rules,
+                                             role="gateway" if profile == "hardened" else "sidecar",
+                                             ).report["results"])  # fmt: skip
+            except EnvoyError as exc:
+                reports.append(str(exc))
+        assert reports[0] == reports[1]
+
+
+def test_lean_reading_falls_back_to_the_standard_parser() -> None:
+    listeners = b'"@type": "type.googleapis.com/envoy.admin.v3.ListenersConfigDump"'
+    big = b'{"configs": [{' + listeners + b', "n": 123456789012345678901234567890}]}'
+    assert decode(big, origin="x").data["configs"][0]["n"] == 123456789012345678901234567890
+    huge = b'{"configs": [{' + listeners + b', "n": 1e400}]}'  # msgspec declines, json reads it
+    assert decode(huge, origin="x").data["configs"][0]["n"] == float("inf")
+    with pytest.raises(EnvoyError, match=r"not valid JSON \(line 1, column 14"):
+        decode(b'{"configs": [', origin="x")

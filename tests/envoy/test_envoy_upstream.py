@@ -170,3 +170,13 @@ def test_stdin_source_reads_a_bootstrap(gameday: Gameday) -> None:
     result = gameday("audit", "envoy", "--source", "-", "--json", input=text)
     assert result.returncode == 0, result.stderr
     assert '"source": "stdin"' in result.stdout
+
+
+def test_a_waypoint_is_recognised_too(gameday: Gameday) -> None:
+    source = str(UPSTREAM / "istio-waypoint-config_dump.json")
+    result = gameday("audit", "envoy", "--source", source)
+    assert result.returncode == 3
+    assert "this is an Istio waypoint" in " ".join(result.stderr.split())
+    report = edge_config_audit(source=source, role="gateway")  # when one does serve the edge
+    assert report["proxy"]["evidence"].startswith("given as --role gateway (detected: waypoint")
+    assert report["listeners"] == ["main_internal"]

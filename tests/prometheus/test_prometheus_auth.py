@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import subprocess
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.recording_proxy import start_recording_proxy
+from urllib3.exceptions import InsecureRequestWarning
 
 from chaos_ext._servers import prometheus
 from chaos_ext._servers.prometheus import PrometheusServer
@@ -75,4 +77,8 @@ def test_tls_verification_ca_file_and_opt_out(tls_files: tuple[Path, Path]) -> N
         with_ca = {**base, "prometheus_ca_file": str(cert)}
         assert probes.query_value("vector(4)", configuration=with_ca) == 4.0
         no_verify = {**base, "prometheus_verify_tls": "false"}
-        assert probes.query_value("vector(5)", configuration=no_verify) == 5.0
+        filters = list(warnings.filters)
+        # the opt-out is not hidden: urllib3 warns, and no process-wide filter is installed
+        with pytest.warns(InsecureRequestWarning):
+            assert probes.query_value("vector(5)", configuration=no_verify) == 5.0
+        assert warnings.filters == filters
