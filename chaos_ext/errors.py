@@ -29,6 +29,13 @@ leak out of an activity.
         └── SandboxError                the local sandbox platform
 
 Messages quote the bad value and say what to do next.
+
+One signal stands outside the tree on purpose: :class:`RunRefused` (a
+``BaseException``) stops a run *before anything is injected* when a safety
+control cannot be imported, configured or started. chaoslib catches every
+``Exception`` raised by controls and run-event handlers and carries on
+unprotected; a ``BaseException`` is the only way through, and ``gameday run``
+turns it into exit 3.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ __all__ = [
     "PrometheusHTTPError",
     "PrometheusUnreachable",
     "RollbackFailed",
+    "RunRefused",
     "SandboxError",
     "SidecarError",
 ]
@@ -127,3 +135,12 @@ class LoadError(ChaosExtError):
 
 class SandboxError(ChaosExtError):
     """The local sandbox platform could not be built or torn down."""
+
+
+class RunRefused(BaseException):
+    """A safety control is not ready: the run must not start (nothing was injected).
+
+    Raised from a run-event handler before the steady-state hypothesis, so it
+    passes through chaoslib (which swallows ``Exception``); ``gameday run``
+    reports it with exit 3.
+    """

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos_ext._console import make_console
 from chaos_ext.envoy._fix_write import FIX_KINDS, write_fix
 from chaos_ext.envoy._pipeline import ROLE_CHOICES, AuditRun, run_audit, summary_line
 from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES
@@ -163,7 +164,7 @@ def handle_envoy(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(report, indent=2))  # noqa: T201 - stdout is the output
     else:
-        out = Console()
+        out = make_console(no_color=args.no_color)
         out.print(report_table(report))
         for note in report["input"]["notes"]:
             out.print(f"note: {escape(note)}", highlight=False)

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos_ext._console import make_console
 from chaos_ext.ledger import default_ledger
 from chaos_ext.runner.retry import retry_rollbacks
 from chaos_ext.runner.sweep import shielded, sweep
@@ -90,7 +91,7 @@ def handle_ledger(args: argparse.Namespace, console: Console) -> int:
         table.add_row(
             e.id, e.state, e.kind, e.target, e.run_id, owner, f"{now - e.created_at:.0f} s"
         )
-    Console().print(table)
+    make_console(no_color=args.no_color).print(table)
     return EXIT_HELD
 
 

@@ -11,13 +11,18 @@ from chaoslib import convert_vars, merge_vars
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.cli._common import (
+    add_control_options,
+    load_settings_or_none,
+    load_valid_experiments,
+)
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import Ledger, default_ledger
 from chaos_ext.prometheus._abort import AbortPlan, load_sources
 from chaos_ext.prometheus._rules import parse_selector
 from chaos_ext.prometheus.abort import AbortOnBreach
 from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
+from chaos_ext.runner.controls import ControlGuard, activate_global_controls
 from chaos_ext.runner.execute import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -62,7 +67,16 @@ and labels: `severity=critical`, `alertname=~"CoreDNS.*",severity!=info`,
 `KubeAPIDown`. A breach, a firing alert, or Prometheus unreachable too many
 checks in a row interrupts the experiment at once and rolls back. The journal
 records which condition or alert fired and when (gameday.abort). Formats:
-docs/prometheus.md.
+docs/prometheus.md. If Prometheus does not answer when the watch starts, the
+run does not start (exit 3).
+
+Safety controls fail closed: a control declared in an experiment or in the
+Chaos Toolkit settings (--settings, default ~/.chaostoolkit/settings.yaml) that
+cannot be imported, configured or started stops the run before anything is
+injected: exit 3 and one line naming the control and the reason.
+--allow-missing-controls runs without it instead, and says so loudly. File
+arguments of our controls (the abort control's plan) are resolved from the
+experiment file's directory.
 
 --settle SECONDS polls the steady-state hypothesis until it holds, for up to
 SECONDS, before the first check (also the experiment extension
@@ -76,7 +90,8 @@ outcomes and exit codes (the most severe over all experiments: 2 > 1 > 4 > 0):
   2  failed           an action failed, the run was aborted or interrupted, or
      rollback-failed  a rollback did not complete (a fault may still be injected;
                       the summary names it and `gameday rollback` retries)
-  3  invalid input    nothing was injected
+  3  invalid input    nothing was injected (also "refused": a safety control
+     or refused       could not be configured or started)
   4  unsteady         the steady state did not hold before the method (or did not
                       settle): nothing was injected, nothing was proven
 """
@@ -144,6 +159,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="wait up to SECONDS for the hypothesis to hold before starting "
         "(default: the experiment's gameday extension settle_seconds, else 0)",
     )  # fmt: skip
+    add_control_options(parser)
 
 
 def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
@@ -175,6 +191,15 @@ def _abort_handlers(plan: AbortPlan | None, console: Console) -> tuple[AbortOnBr
         console.print(f"[bold red]■ {escape(text)}[/]", highlight=False)
 
     return (AbortOnBreach(plan, announce=announce),)
+
+
+def _control_guard(args: argparse.Namespace, console: Console) -> ControlGuard:
+    """Refuses a run whose control failed to configure (first handler: see ControlGuard)."""
+
+    def warn(text: str) -> None:
+        console.print(f"[bold yellow]⚠ {escape(text)}[/]", highlight=False)
+
+    return ControlGuard(allow_missing=args.allow_missing_controls, warn=warn)
 
 
 def _journal_path(args: argparse.Namespace, path: Path) -> Path:
@@ -250,8 +275,12 @@ def run_batch(
     except ValueError as exc:
         console.print(f"[red]--var: {escape(str(exc))}[/]")
         return EXIT_INVALID
-    loaded = load_valid_experiments(experiments, console, secret_vars, config_vars)
-    if loaded is None:
+    settings = load_settings_or_none(args, console)
+    loaded = load_valid_experiments(
+        experiments, console, secret_vars, config_vars,
+        allow_missing_controls=args.allow_missing_controls,
+    )  # fmt: skip
+    if loaded is None or settings is None:
         return EXIT_INVALID
     try:
         selectors = [parse_selector(text) for text in args.alerts]
@@ -273,6 +302,7 @@ def run_batch(
     ledger = default_ledger()
     if not recover(ledger, console, refuse=refuse_recover):
         return EXIT_FAILED
+    activate_global_controls(settings[0])
     results: list[RunResult] = []
     for path, experiment in loaded:
         options = RunOptions(
@@ -282,7 +312,7 @@ def run_batch(
             hypothesis_strategy=args.hypothesis_strategy,
             hypothesis_frequency=args.hypothesis_frequency,
             fail_fast=args.fail_fast,
-            extra_handlers=_abort_handlers(abort_plan, console),
+            extra_handlers=(_control_guard(args, console), *_abort_handlers(abort_plan, console)),
             settle_seconds=settle[path],
         )
         result = run_experiment(path, experiment, options, ledger, console)

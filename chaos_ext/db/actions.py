@@ -118,6 +118,7 @@ def _release(entry: Entry) -> str:
     return f"released the connections to {entry.target} (stopped {stopped} holder process)"
 
 
+@validated_by()
 def release_connections(
     engine: str = "", host: str = "", port: int = 0, this_run_only: bool = True
 ) -> dict[str, Any]:

@@ -108,6 +108,7 @@ def _release(entry: Entry) -> str:
     return f"stopped the helper holding TCP connections to {entry.target}; all closed"
 
 
+@validated_by()
 def release_dnsmasq_tcp(server: str = "", port: int = 0) -> dict[str, Any]:
     """Close the TCP connections held by saturate_dnsmasq_tcp (all, or one server:port).
 
@@ -301,8 +302,15 @@ def remove_dns_rate_limit(
         if not outcome.ok:
             raise DnsError(f"could not remove the DNS rate limit on {where.where}: {outcome.note}")
         notes.append(outcome.note)
-    with _nft.runner_for(where, configuration, secrets) as (runner, _):
-        for table in _nft.list_ours(runner):
-            _nft.delete_table(runner, table)
-            notes.append(f"{where.where}: table {table} without a ledger entry deleted")
-    return {"target": where.where, "removed": len(notes), "notes": notes}
+    removed = len(entries)
+    try:
+        with _nft.runner_for(where, configuration, secrets) as (runner, _):
+            for table in _nft.list_ours(runner):
+                _nft.delete_table(runner, table)
+                notes.append(f"{where.where}: table {table} without a ledger entry deleted")
+                removed += 1
+    except DnsError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        notes.append(f"{where.where}: the target is gone, and any limit with it")
+    return {"target": where.where, "removed": removed, "notes": notes}

@@ -12,7 +12,7 @@ from chaos_ext.envoy._pipeline import check_audit_arguments, run_audit
 from chaos_ext.envoy._profiles import DEFAULT_PROFILE
 from chaos_ext.errors import EmptyResult, InvalidArgument
 from chaos_ext.prometheus._client import client
-from chaos_ext.prometheus._promql import matchers
+from chaos_ext.prometheus._promql import check_promql, matchers
 from chaos_ext.prometheus._results import parse_instant, shown
 from chaos_ext.rbac import Rule, needs_k8s
 from chaos_ext.validation import validated_by
@@ -71,7 +71,9 @@ def _labels(job: str, selector: Mapping[str, Any] | None) -> str:
 
 
 def _check_overload(arguments: Mapping[str, Any]) -> None:
-    _labels(str(arguments.get("job", "envoy")), arguments.get("selector"))
+    selected = _labels(str(arguments.get("job", "envoy")), arguments.get("selector"))
+    check_promql(overload_query(selected), "overload_state")
+    check_promql(connections_query(selected), "overload_state")
 
 
 @validated_by(_check_overload)

@@ -6,10 +6,12 @@ from typing import Any
 
 from chaos_ext.errors import RollbackFailed
 from chaos_ext.ledger import current_run_id, default_ledger, undo
+from chaos_ext.validation import validated_by
 
 __all__ = ["rollback_faults"]
 
 
+@validated_by()
 def rollback_faults(this_run_only: bool = True) -> dict[str, Any]:
     """Undo the faults recorded in the gameday ledger (use it in "rollbacks").
 

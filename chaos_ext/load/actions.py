@@ -137,6 +137,7 @@ def _undo_load(entry: Entry) -> str:
     return f"stopped the load ({stopped} process(es)){sent}"
 
 
+@validated_by()
 def stop_http_load(
     load: str = "",
     include_buckets: bool = True,

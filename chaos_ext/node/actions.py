@@ -255,6 +255,7 @@ def _undo_drain(entry: Entry) -> str:
 
 
 @needs_k8s(Rule("", "nodes", ("get", "patch"), cluster_scoped=True))
+@validated_by()
 def uncordon_drained_nodes(this_run_only: bool = True) -> dict[str, Any]:
     """Uncordon the nodes that `drain_nodes` cordoned (use it in "rollbacks").
 

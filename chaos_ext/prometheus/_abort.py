@@ -64,6 +64,7 @@ from chaos_ext.prometheus._catalog import (
     default_catalog,
     parse_entries,
 )
+from chaos_ext.prometheus._promql import check_promql
 from chaos_ext.prometheus._results import Condition, parse_duration
 from chaos_ext.prometheus._rules import Selector, is_rule_document
 
@@ -164,7 +165,8 @@ def _condition(spec: Any, index: int, catalog: Catalog, source: str) -> AbortCon
     if not spec.get("promql") or "tolerance" not in spec:
         raise InvalidArgument(f"{where}: give 'probe' (a catalog name) or 'promql' + 'tolerance'")
     return AbortCondition(
-        name=str(spec.get("name") or f"condition-{index}"), expr=str(spec["promql"]).strip(),
+        name=str(spec.get("name") or f"condition-{index}"),
+        expr=check_promql(str(spec["promql"]).strip(), f"{where}: promql"),
         tolerance=Condition.from_spec(spec["tolerance"], where),
         breaches=_number(spec.get("breaches", 1), f"{where}: breaches"),
         if_empty=_optional(spec.get("if_empty")), if_nan=_optional(spec.get("if_nan")),
@@ -228,8 +230,11 @@ def load_plan(path: Path, selectors: Sequence[Selector] = ()) -> AbortPlan:
         documents = [json.loads(text)] if path.suffix == ".json" else list(
             yaml.safe_load_all(text)
         )  # fmt: skip
+    except FileNotFoundError:
+        raise InvalidArgument(f"abort plan {path}: no such file") from None
     except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise InvalidArgument(f"abort plan {path}: {exc}") from exc
+        problem = " ".join(str(exc).split())
+        raise InvalidArgument(f"abort plan {path}: not valid YAML/JSON: {problem}") from exc
     present = [d for d in documents if d is not None]
     if present and is_rule_document(present[0]):
         rules = resolve_rules([str(path)], selectors, None, required=False)

@@ -1,4 +1,10 @@
-"""Pure PromQL builders: label matchers and the histogram-quantile expression."""
+"""Pure PromQL helpers: the syntax check, label matchers and the histogram-quantile expression.
+
+:func:`check_promql` parses a query with ``promql-parser`` (a maintained parser,
+the Rust crate GreptimeDB uses, with Python bindings) so a query with a syntax
+error is refused before it reaches Prometheus: by ``gameday validate`` and by
+every activity when it is called.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,34 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._results import parse_duration
+import promql_parser
 
-__all__ = ["histogram_quantile_expr", "matchers", "quote", "require_metric_name"]
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.prometheus._results import parse_duration, shown
+
+__all__ = [
+    "check_promql",
+    "histogram_quantile_expr",
+    "matchers",
+    "quote",
+    "require_metric_name",
+]
 
 _METRIC = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_promql(expr: object, what: str = "expr") -> str:
+    """``expr`` if it is a syntactically valid PromQL query, else InvalidArgument with the
+    parser's reason (``expr: invalid PromQL 'sum(rate(x[5m]': unclosed left parenthesis``)."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise InvalidArgument(f"{what}: expected a PromQL query, got {expr!r:.60}")
+    try:
+        promql_parser.parse(expr)
+    except ValueError as exc:
+        reason = " ".join(str(exc).split()) or "syntax error"
+        raise InvalidArgument(f"{what}: invalid PromQL {shown(expr)}: {reason}") from None
+    return expr
 
 
 def require_metric_name(value: str, what: str = "metric") -> str:
@@ -64,4 +91,5 @@ def histogram_quantile_expr(
     bucket = metric if metric.endswith("_bucket") else f"{metric}_bucket"
     grouping = ", ".join(["le", *by])
     series = f"{bucket}{matchers(selector or {})}"
-    return f"histogram_quantile({quantile:g}, sum by ({grouping}) (rate({series}[{window}])))"
+    expr = f"histogram_quantile({quantile:g}, sum by ({grouping}) (rate({series}[{window}])))"
+    return check_promql(expr, "histogram_quantile")

@@ -20,7 +20,7 @@ from chaos_ext.prometheus._alertstate import RuleState
 from chaos_ext.prometheus._alertwatch import AlertSpec, firing_alerts, parse_alerts_section
 from chaos_ext.prometheus._catalog import default_catalog
 from chaos_ext.prometheus._client import client
-from chaos_ext.prometheus._promql import histogram_quantile_expr
+from chaos_ext.prometheus._promql import check_promql, histogram_quantile_expr
 from chaos_ext.prometheus._results import (
     AGGREGATES,
     Condition,
@@ -54,13 +54,20 @@ Configuration = dict[str, Any] | None
 Secrets = dict[str, Any] | None
 
 
+def _check_expr(arguments: Mapping[str, Any]) -> None:
+    if "expr" in arguments:
+        check_promql(arguments["expr"], "expr")
+
+
 def _check_value_args(arguments: Mapping[str, Any]) -> None:
+    _check_expr(arguments)
     how = arguments.get("aggregate", "single")
     if how != "single" and how not in AGGREGATES:
         raise InvalidArgument(f"aggregate={how!r} is not one of single, {', '.join(AGGREGATES)}")
 
 
 def _check_window_args(arguments: Mapping[str, Any]) -> None:
+    _check_expr(arguments)
     window = parse_duration(arguments.get("window", "5m"), "window")
     step = parse_duration(arguments.get("step", "15s"), "step")
     if step > window:

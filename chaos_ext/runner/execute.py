@@ -28,9 +28,11 @@ from chaoslib.run import RunEventHandler, Runner, initialize_run_journal
 from chaoslib.settings import get_loaded_settings
 from chaoslib.types import Schedule, Strategy
 from rich.console import Console
+from rich.markup import escape
 
-from chaos_ext.errors import ChaosExtError
+from chaos_ext.errors import ChaosExtError, RunRefused
 from chaos_ext.ledger import Ledger, UndoOutcome, set_current_run_id
+from chaos_ext.runner.controls import clean_up_refused_run
 from chaos_ext.runner.progress import ProgressPrinter
 from chaos_ext.runner.redact import Redactor, secret_values
 from chaos_ext.runner.settle import NotSettled, SettleFirst
@@ -161,6 +163,11 @@ def run_experiment(
             experiment_vars=(dict(options.config_vars), copy.deepcopy(options.secret_vars)),
             journal=journal,
         )
+    except RunRefused as exc:  # a safety control is not ready; nothing has run yet
+        journal["status"] = "failed"
+        journal.setdefault("gameday", {})["refused"] = str(exc)
+        console.print(f"[red]✗ refused: {escape(redactor.text(str(exc)))}[/]", highlight=False)
+        clean_up_refused_run(experiment)
     except NotSettled as exc:
         journal["status"] = "completed"  # as chaoslib records a before-method miss
         console.print(f"[bold yellow]⚠ unsteady: {redactor.text(str(exc))}[/]", highlight=False)

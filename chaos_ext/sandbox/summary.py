@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
+
+from chaos_ext._console import make_console
 
 __all__ = ["main", "rows"]
 
@@ -57,7 +58,7 @@ def rows(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def main(argv: list[str] | None = None) -> None:
     args = argv if argv is not None else sys.argv[1:]
-    console = Console(width=140)
+    console = make_console()
     for path in sorted(Path(args[0]).glob("*.json")):
         journal = json.loads(path.read_text())
         outcome = journal.get("gameday", {}).get("outcome", journal.get("status"))

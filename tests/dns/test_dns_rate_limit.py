@@ -111,6 +111,8 @@ def test_bad_input_is_refused_before_anything_changes(
             limit_dns_rate(**arguments)
     with pytest.raises(DnsError, match="does not exist"):
         limit_dns_rate(pps=100, target="netns:gdt-no-such-ns")
+    gone = remove_dns_rate_limit(target="netns:gdt-no-such-ns")  # a rollback after teardown
+    assert gone["removed"] == 0 and "the target is gone" in gone["notes"][0]
     assert netns_tables(pair.client_ns) == []
     assert not ledger_path.exists() or Ledger(ledger_path).history() == []
 

@@ -120,6 +120,10 @@ class EmulatorHandle:
     def events(self, what: str | None = None) -> list[tuple[float, str, str]]:
         return self.call(lambda c: [e for e in c.events if what is None or e[1] == what])
 
+    def api_calls(self) -> list[str]:
+        """Every API request served: ``"verb group/resource namespace"``."""
+        return self.call(lambda c: list(c.api_calls))
+
     def set_injector(self, injector: Callable[[Obj, ClusterState], Obj] | None) -> None:
         def assign(cluster: ClusterState) -> None:
             cluster.injector = injector

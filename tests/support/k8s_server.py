@@ -143,7 +143,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
         if r[2] and request.action is not None:  # what was asked of the API, for RBAC checks
             sub = f"/{request.subresource}" if request.subresource else ""
             verb = _VERB_OF.get(request.action.value, request.action.value.lower())
-            self.cluster.note("api", f"{verb} {r[0]}/{r[2]}{sub} {request.namespace or ''}")
+            self.cluster.api_calls.append(f"{verb} {r[0]}/{r[2]}{sub} {request.namespace or ''}")
         if request.action == kmock.action.LIST and r[2]:  # not discovery (/apis/apps/v1)
             response: Any = await self._serve_list(request)
             return response  # prebuilt bytes: objects encoded once per resourceVersion
