@@ -25,7 +25,7 @@ EXPECTED = {
         "connect_timeout:number refill_seconds:number -> mapping"
     ),
     "db.actions.release_connections": (
-        "engine:string host:string port:integer this_run_only:boolean -> mapping"
+        "engine:string host:string port:integer include_dead_runs:boolean -> mapping"
     ),
     "db.probes.connection_headroom": (
         "engine:string host:string port:integer database:string user:string "
@@ -41,8 +41,10 @@ EXPECTED = {
         "pps:integer burst:integer resolvers:list port:integer duration:number target:string -> "
         "mapping"
     ),
-    "dns.actions.release_dnsmasq_tcp": "server:string port:integer -> mapping",
-    "dns.actions.remove_dns_rate_limit": "target:string -> mapping",
+    "dns.actions.release_dnsmasq_tcp": (
+        "server:string port:integer include_dead_runs:boolean -> mapping"
+    ),
+    "dns.actions.remove_dns_rate_limit": "target:string include_dead_runs:boolean -> mapping",
     "dns.actions.saturate_dnsmasq_tcp": (
         "server:string port:integer connections:integer hold_seconds:number query_name:string "
         "connect_timeout:number -> mapping"
@@ -59,7 +61,7 @@ EXPECTED = {
         "profile:string role:string -> mapping"
     ),
     "envoy.probes.overload_state": "job:string selector:mapping -> mapping",
-    "faults.actions.rollback_faults": "this_run_only:boolean -> mapping",
+    "faults.actions.rollback_faults": "include_dead_runs:boolean -> mapping",
     "faults.probes.open_faults": "kind:string -> integer",
     "load.actions.drive_http_load": (
         "urls:string rate:number duration:number ramp:mapping steps:list "
@@ -68,7 +70,9 @@ EXPECTED = {
         "metrics_port:integer metrics_addr:string name:string ca_file:string wait:boolean "
         "replicas:integer kubernetes:mapping -> mapping"
     ),
-    "load.actions.stop_http_load": "load:string include_buckets:boolean -> mapping",
+    "load.actions.stop_http_load": (
+        "load:string include_buckets:boolean include_dead_runs:boolean -> mapping"
+    ),
     "load.probes.load_window_stats": (
         "load:string fault_kind:string fault_target:string from_s:number to_s:number "
         "baseline_urls:list baseline_rate:number baseline_seconds:number "
@@ -78,7 +82,9 @@ EXPECTED = {
         "interface:string delay_ms:number destinations:list ports:list jitter_ms:number "
         "correlation:number loss:number duration:number target:string -> mapping"
     ),
-    "network.actions.remove_latency": "interface:string target:string -> mapping",
+    "network.actions.remove_latency": (
+        "interface:string target:string include_dead_runs:boolean -> mapping"
+    ),
     "network.probes.latency_supported": "interface:string target:string -> mapping",
     "network.probes.measure_rtt": (
         "host:string port:integer samples:integer timeout:number netns:string -> mapping"
@@ -90,7 +96,7 @@ EXPECTED = {
         "timeout_s:number parallel:integer backoff_initial_s:number backoff_max_s:number "
         "wait_for_deletion:boolean grace_period_s:integer uncordon_after_s:number -> mapping"
     ),
-    "node.actions.uncordon_drained_nodes": "this_run_only:boolean -> mapping",
+    "node.actions.uncordon_drained_nodes": "include_dead_runs:boolean -> mapping",
     "node.probes.deployment_ready_ratio": "name:string namespace:string wait_s:number -> number",
     "node.probes.hpa_replicas": "name:string namespace:string wait_s:number -> mapping",
     "node.probes.nodes_ready": "label_selector:string wait_s:number -> mapping",
@@ -286,7 +292,7 @@ def test_chaos_init_from_the_discovery_builds_a_valid_experiment(tmp_path: Path)
         "timeout": 0.5,
         "netns": "",
     }  # fmt: skip  (integers and floats, not the strings typed)
-    assert rollback["provider"]["arguments"] == {"this_run_only": False}
+    assert rollback["provider"]["arguments"] == {"include_dead_runs": False}
     checked = subprocess.run(
         [str(CHAOS), "--settings", str(tmp_path / "settings.yaml"), "validate", str(experiment)],
         capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,

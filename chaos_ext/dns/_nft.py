@@ -42,7 +42,7 @@ _FEATURES = (
     "named counters (CONFIG_NF_TABLES)",
     "named counters (CONFIG_NF_TABLES)",
     "a postrouting filter chain (CONFIG_NF_TABLES_INET)",
-    "a rule matching th dport with a shared named limit",
+    "a rule using the named limit and counters (CONFIG_NFT_OBJREF)",
 )
 
 

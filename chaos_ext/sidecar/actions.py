@@ -7,7 +7,16 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import api_client, call, read_json, status_of
+from chaos_ext._failpoint import failpoint
+from chaos_ext._k8s import (
+    IDENTITY_RULE,
+    api_client,
+    call,
+    cluster_identity,
+    read_json,
+    status_of,
+    undo_api_client,
+)
 from chaos_ext.contract import (
     LEDGER_ID,
     Configuration,
@@ -39,11 +48,6 @@ def _pointer(key: str) -> str:
     return "/data/" + key.replace("~", "~0").replace("/", "~1")
 
 
-def _context(secrets: Mapping[str, Any] | None) -> dict[str, str]:
-    context = (secrets or {}).get("KUBERNETES_CONTEXT")
-    return {"KUBERNETES_CONTEXT": str(context)} if context else {}
-
-
 def _check_change(args: Mapping[str, Any]) -> None:
     require_name(
         "configmap_name", args.get("configmap_name", "istio-sidecar-injector"), max_len=253
@@ -60,7 +64,7 @@ def _check_change(args: Mapping[str, Any]) -> None:
 
 
 @fault_action(rollback="restore_sidecar_template")
-@needs_k8s(Rule("", "configmaps", ("get", "patch")))
+@needs_k8s(Rule("", "configmaps", ("get", "patch")), IDENTITY_RULE)
 @validated_by(_check_change)
 def change_sidecar_template(
     values_patch: dict[str, Any] | None = None,
@@ -83,7 +87,9 @@ def change_sidecar_template(
     before and after, and `ledger_id`.
     """
     _check_change(locals())
-    core = client.CoreV1Api(api_client(secrets))
+    api = api_client(secrets)
+    core = client.CoreV1Api(api)
+    identity = cluster_identity(api, secrets)
     name, ns = configmap_name, configmap_namespace
     where = f"ConfigMap {ns}/{name}"
     cm = read_json(
@@ -97,7 +103,6 @@ def change_sidecar_template(
         "namespace": ns,
         "previous": previous,
         "applied_sha256": {k: _sha(v) for k, v in new.items()},
-        "context": _context(secrets),
     }
     ops: list[dict[str, Any]] = []
     for key, text in new.items():
@@ -106,7 +111,9 @@ def change_sidecar_template(
         else:  # fails if someone changed it since we read it
             ops.append({"op": "test", "path": _pointer(key), "value": previous[key]})
             ops.append({"op": "replace", "path": _pointer(key), "value": text})
-    with fault(kind=TEMPLATE_KIND, target=where, recipe=recipe, module=__name__) as entry:
+    with fault(
+        kind=TEMPLATE_KIND, target=where, recipe=recipe, module=__name__, identity=identity
+    ) as entry:
         call(
             core.patch_namespaced_config_map,
             name,
@@ -116,6 +123,7 @@ def change_sidecar_template(
             error=SidecarError,
             _preload_content=False,
         )
+        failpoint(f"{TEMPLATE_KIND}.mid-apply")  # changed, the action not yet returned
     return {
         "configmap": f"{ns}/{name}",
         "changed_keys": sorted(new),
@@ -128,10 +136,10 @@ def change_sidecar_template(
 
 @undo_handler(TEMPLATE_KIND)
 def _undo_template(entry: Entry) -> str:
-    """Put the previous text of every changed key back, exactly."""
+    """Put the previous text of every changed key back, exactly, in the recorded cluster."""
     recipe = entry.recipe
     name, ns = recipe["name"], recipe["namespace"]
-    core = client.CoreV1Api(api_client(recipe.get("context") or {}))
+    core = client.CoreV1Api(undo_api_client(entry.identity))
     try:
         cm = read_json(
             core.read_namespaced_config_map,
@@ -145,6 +153,29 @@ def _undo_template(entry: Entry) -> str:
             return f"ConfigMap {ns}/{name} is gone: nothing to restore"
         raise
     current = cm.get("data") or {}
+    if all(current.get(key) == text for key, text in recipe["previous"].items()):
+        return f"ConfigMap {ns}/{name} already has its previous text (never changed, or restored)"
+    ops, touched = _restore_ops(recipe, current)
+    failpoint(f"{TEMPLATE_KIND}.mid-undo")
+    call(
+        core.patch_namespaced_config_map,
+        name,
+        ns,
+        ops,
+        what=f"restore ConfigMap {ns}/{name}",
+        error=SidecarError,
+        _preload_content=False,
+    )
+    note = f"restored {', '.join(sorted(recipe['previous']))} of ConfigMap {ns}/{name}"
+    if touched:
+        note += f" (changed again since by someone else: {', '.join(touched)}; overwritten)"
+    return note
+
+
+def _restore_ops(
+    recipe: Mapping[str, Any], current: Mapping[str, str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """JSON patch operations putting the previous text back; keys someone else changed."""
     ops: list[dict[str, Any]] = []
     touched = []
     for key, text in recipe["previous"].items():
@@ -156,20 +187,7 @@ def _undo_template(entry: Entry) -> str:
         else:
             op = "replace" if key in current else "add"
             ops.append({"op": op, "path": _pointer(key), "value": text})
-    if ops:
-        call(
-            core.patch_namespaced_config_map,
-            name,
-            ns,
-            ops,
-            what=f"restore ConfigMap {ns}/{name}",
-            error=SidecarError,
-            _preload_content=False,
-        )
-    note = f"restored {', '.join(sorted(recipe['previous']))} of ConfigMap {ns}/{name}"
-    if touched:
-        note += f" (changed again since by someone else: {', '.join(touched)}; overwritten)"
-    return note
+    return ops, touched
 
 
 def _check_rollout(args: Mapping[str, Any]) -> None:
@@ -224,6 +242,7 @@ def restore_sidecar_template(
     Rule("apps", "deployments", ("get", "patch")),
     Rule("apps", "statefulsets", ("get", "patch")),
     Rule("apps", "daemonsets", ("get", "patch")),
+    IDENTITY_RULE,
 )
 @validated_by(_check_rollout)
 def rollout_drifted_workloads(
@@ -300,7 +319,8 @@ def rollout_drifted_workloads(
     targets = [f"{w.kind}/{w.namespace}/{w.name}" for w in chosen]
     recipe = {"workloads": targets, "annotations": list(keys)}
     target = f"{len(targets)} workload(s)"
-    with fault(kind=ROLLOUT_KIND, target=target, recipe=recipe, module=__name__):
+    identity = cluster_identity(api, secrets)
+    with fault(kind=ROLLOUT_KIND, target=target, recipe=recipe, module=__name__, identity=identity):
         outcomes = _restart.restart_all(
             api,
             chosen,
