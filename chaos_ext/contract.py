@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from chaos_ext.errors import RollbackFailed
-from chaos_ext.ledger import Entry, Ledger, current_run_id, undo
+from chaos_ext.ledger import Entry, Ledger, in_scope, undo
 
 __all__ = [
     "LEDGER_ID",
@@ -129,17 +129,22 @@ def undo_entries(
 def roll_back(
     entries: Iterable[Entry], book: Ledger | None = None, *, include_dead_runs: bool = False
 ) -> dict[str, Any]:
-    """Undo the ``entries`` in a rollback activity's scope; list the others as left alone."""
-    run = current_run_id()
-    mine: list[Entry] = []
-    others: list[dict[str, str]] = []
-    for entry in entries:
-        if entry.run_id == run:
-            mine.append(entry)
-        elif entry.owner_alive():
-            others.append(left_alone(entry, "its runner is alive: that run undoes it itself"))
-        elif include_dead_runs:
-            mine.append(entry)
-        else:
-            others.append(left_alone(entry, "its runner is dead: pass include_dead_runs=true"))
+    """Undo the ``entries`` in a rollback activity's scope; list the others as left alone.
+
+    The scope is the ledger's (:func:`chaos_ext.ledger.in_scope`): this run's
+    entries, plus dead runs' with ``include_dead_runs``, never a live run's.
+    """
+    found = list(entries)
+    mine = in_scope(found, include_dead_runs=include_dead_runs)
+    chosen = {e.id for e in mine}
+    others = [
+        left_alone(
+            e,
+            "its runner is alive: that run undoes it itself"
+            if e.owner_alive()
+            else "its runner is dead: pass include_dead_runs=true",
+        )
+        for e in found
+        if e.id not in chosen
+    ]
     return undo_entries(mine, book, skipped=others)

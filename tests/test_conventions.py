@@ -49,8 +49,6 @@ PENDING: set[str] = {
     "chaos_ext.dns.probes.dns_rate_limit_supported",
     "chaos_ext.dns.probes.dns_resolution_stats",
     "chaos_ext.dns.probes.dnsmasq_child_processes",
-    "chaos_ext.faults.actions.rollback_faults",
-    "chaos_ext.faults.probes.open_faults",
     "chaos_ext.load.actions.drive_http_load",
     "chaos_ext.load.actions.stop_http_load",
     "chaos_ext.load.probes.load_window_stats",

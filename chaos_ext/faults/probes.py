@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from chaos_ext.contract import Configuration, Secrets
 from chaos_ext.ledger import default_ledger
 from chaos_ext.validation import validated_by
 
@@ -9,7 +10,9 @@ __all__ = ["open_faults"]
 
 
 @validated_by()
-def open_faults(kind: str = "") -> int:
+def open_faults(
+    kind: str = "", configuration: Configuration = None, secrets: Secrets = None
+) -> int:
     """Count the faults open in the gameday ledger (all kinds, or one ``kind``).
 
     A steady-state hypothesis "open_faults == 0" checks that a previous run
