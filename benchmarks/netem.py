@@ -27,6 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from chaos_ext._targets.spec import Target  # noqa: E402
 from chaos_ext.network import _local, _spec, _tree, probes  # noqa: E402
 
 CYCLES = 50
@@ -70,7 +71,7 @@ def serve(db: str, stop: threading.Event) -> int:
 
 
 def time_pyroute2(app: str, spec: _spec.LatencySpec) -> list[float]:
-    target = _spec.Target("netns", name=app)
+    target = Target("netns", name=app)
 
     def cycles(ipr: Any) -> list[float]:
         index = _local.interface_index(ipr, target, "eth0")
@@ -105,7 +106,7 @@ def fidelity(app: str, port: int, spec: _spec.LatencySpec) -> float:
         )
 
     base = rtt()
-    _local.apply(_spec.Target("netns", name=app), "eth0", spec)
+    _local.apply(Target("netns", name=app), "eth0", spec)
     delayed = rtt()
     sh("tc", "-n", app, "qdisc", "del", "dev", "eth0", "root")
     print(f"baseline RTT median {base:.2f} ms, with {REQUESTED_MS:g} ms: {delayed:.2f} ms")
@@ -119,8 +120,8 @@ def inside() -> None:
     try:
         port = serve(db, stop)
         spec = _spec.check_latency_arguments(
-            {"interface": "eth0", "delay_ms": REQUESTED_MS, "destinations": ["10.88.0.2/32"],
-             "ports": [port]}
+            {"interface": "eth0", "delay_seconds": REQUESTED_MS / 1000,
+             "destinations": ["10.88.0.2/32"], "ports": [port]}
         )  # fmt: skip
         fid = fidelity(app, port, spec)
         netlink = statistics.median(time_pyroute2(app, spec))

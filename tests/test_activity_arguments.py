@@ -56,7 +56,8 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "stop_http_load": ({"include_buckets": "no"}, "include_buckets: expected bool"),
     "load_window_stats": ({"from_s": "a"}, "from_s: expected float"),
     "add_latency": (
-        {"interface": "lo", "delay_ms": 10, "destinations": ["not-a-cidr"]}, "is not a CIDR"),
+        {"interface": "lo", "delay_seconds": 0.01, "destinations": ["not-a-cidr"]},
+        "is not a CIDR"),
     "remove_latency": ({"interface": "eth0;reboot"}, "is not a valid name"),
     "latency_supported": ({"interface": "eth0;reboot"}, "is not a valid name"),
     "qdisc_state": ({"interface": "eth0;reboot"}, "is not a valid name"),

@@ -79,15 +79,16 @@ EXPECTED = {
         "include_buckets:boolean -> mapping"
     ),
     "network.actions.add_latency": (
-        "interface:string delay_ms:number destinations:list ports:list jitter_ms:number "
-        "correlation:number loss:number duration:number target:string -> mapping"
+        "interface:string delay_seconds:number destinations:list ports:list "
+        "jitter_seconds:number correlation:number loss:number duration_seconds:number "
+        "target:string -> mapping"
     ),
     "network.actions.remove_latency": (
         "interface:string target:string include_dead_runs:boolean -> mapping"
     ),
     "network.probes.latency_supported": "interface:string target:string -> mapping",
     "network.probes.measure_rtt": (
-        "host:string port:integer samples:integer timeout:number netns:string -> mapping"
+        "host:string port:integer samples:integer timeout_seconds:number netns:string -> mapping"
     ),
     "network.probes.qdisc_state": "interface:string target:string -> mapping",
     "node.actions.drain_nodes": (
@@ -260,7 +261,7 @@ def test_chaos_init_from_the_discovery_builds_a_valid_experiment(tmp_path: Path)
         "0",
         "",
         "n",
-        "y",  # a method: measure_rtt(host, port, samples, timeout, netns), then rollback_faults
+        "y",  # a method: measure_rtt(host, port, samples, timeout_seconds, netns), rollback_faults
         _index(activities, "measure_rtt"),
         "y",
         "127.0.0.1",
@@ -289,7 +290,7 @@ def test_chaos_init_from_the_discovery_builds_a_valid_experiment(tmp_path: Path)
         "host": "127.0.0.1",
         "port": 9,
         "samples": 3,
-        "timeout": 0.5,
+        "timeout_seconds": 0.5,
         "netns": "",
     }  # fmt: skip  (integers and floats, not the strings typed)
     assert rollback["provider"]["arguments"] == {"include_dead_runs": False}

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from chaos_ext._targets.remote import open_remote, reopen_remote
-from chaos_ext._targets.spec import LOCAL_KINDS
+from chaos_ext._targets.spec import LOCAL_KINDS, Target, parse_target
 from chaos_ext.network import _local, _remote, _spec
 
 __all__ = ["Executor", "executor_for", "executor_from_recipe"]
@@ -24,7 +24,7 @@ class Executor(Protocol):
 class LocalExecutor:
     """This host or one of its namespaces, over netlink."""
 
-    def __init__(self, target: _spec.Target) -> None:
+    def __init__(self, target: Target) -> None:
         self.target = target
 
     def preflight(self, interface: str) -> dict[str, Any]:
@@ -47,7 +47,7 @@ class LocalExecutor:
 
 @contextlib.contextmanager
 def executor_for(
-    target: _spec.Target,
+    target: Target,
     configuration: Mapping[str, Any] | None,
     secrets: Mapping[str, Any] | None,
 ) -> Iterator[tuple[Executor, dict[str, Any]]]:
@@ -62,7 +62,7 @@ def executor_for(
 @contextlib.contextmanager
 def executor_from_recipe(recipe: Mapping[str, Any]) -> Iterator[Executor]:
     """Reconnect for an undo from what the ledger holds (no Kubernetes call needed)."""
-    target = _spec.parse_target(recipe["target"])
+    target = parse_target(recipe["target"])
     conn = recipe.get("connection", {})
     if "ssh" not in conn:
         yield LocalExecutor(target)

@@ -12,7 +12,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from chaos_ext import _procfs
 from chaos_ext._targets import netns as _netns
-from chaos_ext._targets.spec import netns_path
+from chaos_ext._targets.spec import Target, netns_path
 from chaos_ext.errors import NetworkError, PreflightFailed, TargetGone
 from chaos_ext.network import _spec, _tree
 from chaos_ext.network.kernel import missing_features
@@ -31,7 +31,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-def _netns_path(target: _spec.Target) -> str | None:
+def _netns_path(target: Target) -> str | None:
     path = netns_path(target)
     if path is not None and not Path(path).exists():
         what = (
@@ -42,7 +42,7 @@ def _netns_path(target: _spec.Target) -> str | None:
     return path
 
 
-def with_route(target: _spec.Target, func: Callable[[IPRoute], T]) -> T:
+def with_route(target: Target, func: Callable[[IPRoute], T]) -> T:
     """``func(ipr)`` with an IPRoute inside the target's namespace (never creates one).
 
     Namespaces are entered per thread (see :mod:`chaos_ext._targets.netns`).
@@ -63,7 +63,7 @@ def with_route(target: _spec.Target, func: Callable[[IPRoute], T]) -> T:
     return work() if path is None else _netns.run_in_netns(path, work)
 
 
-def interface_index(ipr: IPRoute, target: _spec.Target, interface: str) -> int:
+def interface_index(ipr: IPRoute, target: Target, interface: str) -> int:
     found = ipr.link_lookup(ifname=interface)
     if not found:
         raise TargetGone(f"interface {interface!r} not found in {target.label(interface)}")
@@ -74,7 +74,7 @@ def _has_net_admin() -> bool:
     return _procfs.has_capability(_procfs.CAP_NET_ADMIN)
 
 
-def preflight(target: _spec.Target) -> dict[str, Any]:
+def preflight(target: Target) -> dict[str, Any]:
     """Raise PreflightFailed naming what is missing; nothing is changed."""
     where = target.label("")[:-1]
     release = os.uname().release
@@ -87,18 +87,18 @@ def preflight(target: _spec.Target) -> dict[str, Any]:
     return {"kernel": release, "target": where, "features": ["sch_htb", "sch_netem", "cls_u32"]}
 
 
-def apply(target: _spec.Target, interface: str, spec: _spec.LatencySpec) -> None:
+def apply(target: Target, interface: str, spec: _spec.LatencySpec) -> None:
     with_route(target, lambda ipr: _tree.apply_tree(ipr, interface_index(ipr, target, interface),
                                                     spec))  # fmt: skip
 
 
-def snapshot(target: _spec.Target, interface: str) -> dict[str, Any]:
+def snapshot(target: Target, interface: str) -> dict[str, Any]:
     return with_route(
         target, lambda ipr: _tree.snapshot(ipr, interface_index(ipr, target, interface))
     )
 
 
-def restore(target: _spec.Target, interface: str, snap: dict[str, Any]) -> str:
+def restore(target: Target, interface: str, snap: dict[str, Any]) -> str:
     """Put the saved tree back (idempotent) and check it; returns what was done."""
     label = target.label(interface)
     now = snapshot(target, interface)
@@ -113,7 +113,7 @@ def restore(target: _spec.Target, interface: str, snap: dict[str, Any]) -> str:
     return f"{label}: previous qdisc tree restored ({previous})"
 
 
-def remove_unrecorded(target: _spec.Target, interface: str) -> str:
+def remove_unrecorded(target: Target, interface: str) -> str:
     """Our latency tree without a ledger entry (ledger lost): delete it, back to the default."""
     label = target.label(interface)
 
@@ -129,6 +129,6 @@ def remove_unrecorded(target: _spec.Target, interface: str) -> str:
     return f"{label}: latency tree without a ledger entry deleted (kernel default root)"
 
 
-def state(target: _spec.Target, interface: str) -> dict[str, Any]:
+def state(target: Target, interface: str) -> dict[str, Any]:
     snap = snapshot(target, interface)
     return {"target": target.label(interface), "latency_active": _tree.is_ours(snap), **snap}

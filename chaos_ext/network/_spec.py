@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chaos_ext._targets.spec import Target, parse_target, require_container_id
+from chaos_ext._targets.spec import Target, parse_target
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.validation import require_cidrs, require_name, require_range
 
@@ -28,13 +28,11 @@ __all__ = [
     "NETEM_HANDLE",
     "ROOT_HANDLE",
     "LatencySpec",
-    "Target",
     "check_latency_arguments",
+    "check_remove_arguments",
     "check_target_arguments",
     "handle_text",
     "netem_kwargs",
-    "parse_target",
-    "require_container_id",
     "tc_apply_argvs",
     "u32_keys",
 ]
@@ -54,8 +52,8 @@ ETH_P_IPV6 = 0x86DD
 class LatencySpec:
     """What to delay and by how much (validated)."""
 
-    delay_ms: float
-    jitter_ms: float
+    delay_seconds: float
+    jitter_seconds: float
     correlation: float
     loss: float
     destinations: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
@@ -63,7 +61,7 @@ class LatencySpec:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms,
+            "delay_seconds": self.delay_seconds, "jitter_seconds": self.jitter_seconds,
             "correlation": self.correlation, "loss": self.loss,
             "destinations": [str(n) for n in self.destinations], "ports": list(self.ports),
         }  # fmt: skip
@@ -71,21 +69,29 @@ class LatencySpec:
 
 def check_target_arguments(arguments: Mapping[str, Any]) -> tuple[Target, str]:
     """Validate ``target`` and ``interface`` (a Linux interface name: at most 15 chars)."""
-    target = parse_target(arguments.get("target", "local"))
+    target = parse_target(arguments.get("target", "local") or "local")
     interface = require_name("interface", arguments.get("interface", ""), max_len=15)
     return target, interface
+
+
+def check_remove_arguments(arguments: Mapping[str, Any]) -> None:
+    """remove_latency's filters: both optional, each valid when given."""
+    if arguments.get("target"):
+        parse_target(arguments["target"])
+    if arguments.get("interface"):
+        require_name("interface", arguments["interface"], max_len=15)
 
 
 def check_latency_arguments(arguments: Mapping[str, Any]) -> LatencySpec:
     """Validate every add_latency argument before anything is touched."""
     check_target_arguments(arguments)
-    delay = require_range("delay_ms", arguments.get("delay_ms", 0), 1, 60_000)
-    jitter = require_range("jitter_ms", arguments.get("jitter_ms", 0), 0, delay)
+    delay = require_range("delay_seconds", arguments.get("delay_seconds", 0), 0.001, 60)
+    jitter = require_range("jitter_seconds", arguments.get("jitter_seconds", 0), 0, delay)
     correlation = require_range("correlation", arguments.get("correlation", 0), 0, 100)
     if correlation and not jitter:
-        raise InvalidArgument("correlation: needs jitter_ms > 0 (it correlates the jitter)")
+        raise InvalidArgument("correlation: needs jitter_seconds > 0 (it correlates the jitter)")
     loss = require_range("loss", arguments.get("loss", 0), 0, 100)
-    require_range("duration", arguments.get("duration", 0), 0, 86_400)
+    require_range("duration_seconds", arguments.get("duration_seconds", 0), 0, 86_400)
     nets = require_cidrs("destinations", arguments.get("destinations") or [])
     ports = arguments.get("ports") or []
     if not isinstance(ports, list):
@@ -139,14 +145,20 @@ def filter_specs(spec: LatencySpec) -> list[tuple[int, list[str]]]:
 
 def netem_kwargs(spec: LatencySpec) -> dict[str, Any]:
     """pyroute2 ``tc("add", "netem", ...)`` keywords (times in microseconds)."""
-    kwargs: dict[str, Any] = {"delay": int(spec.delay_ms * 1000), "limit": 10000}
-    if spec.jitter_ms:
-        kwargs["jitter"] = int(spec.jitter_ms * 1000)
+    kwargs: dict[str, Any] = {"delay": round(spec.delay_seconds * 1e6), "limit": 10000}
+    if spec.jitter_seconds:
+        kwargs["jitter"] = round(spec.jitter_seconds * 1e6)
     if spec.correlation:
         kwargs["delay_corr"] = spec.correlation
     if spec.loss:
         kwargs["loss"] = spec.loss
     return kwargs
+
+
+def _tc_time(seconds: float) -> str:
+    """``0.15`` -> ``150ms``, ``0.0005`` -> ``500us`` (tc's time units)."""
+    micros = round(seconds * 1e6)
+    return f"{micros // 1000}ms" if micros % 1000 == 0 else f"{micros}us"
 
 
 def handle_text(handle: int) -> str:
@@ -158,9 +170,9 @@ def tc_apply_argvs(spec: LatencySpec, interface: str) -> list[list[str]]:
     """The same tree as ``tc`` command argument lists (remote nodes, the benchmark)."""
     dev = ["dev", interface]
     root, default, delayed = (handle_text(h) for h in (ROOT_HANDLE, DEFAULT_CLASS, DELAY_CLASS))
-    netem = ["delay", f"{spec.delay_ms:g}ms"]
-    if spec.jitter_ms:
-        netem += [f"{spec.jitter_ms:g}ms"]
+    netem = ["delay", _tc_time(spec.delay_seconds)]
+    if spec.jitter_seconds:
+        netem += [_tc_time(spec.jitter_seconds)]
         if spec.correlation:
             netem += [f"{spec.correlation:g}%"]
     if spec.loss:

@@ -7,16 +7,17 @@ from typing import Any
 
 from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext._targets.remote import identity_of
-from chaos_ext.errors import NetworkError, TargetGone
-from chaos_ext.ledger import (
-    Entry,
-    default_ledger,
-    fault,
-    in_scope,
-    undo,
-    undo_after,
-    undo_handler,
+from chaos_ext._targets.spec import parse_target
+from chaos_ext.contract import (
+    LEDGER_ID,
+    Configuration,
+    Secrets,
+    fault_action,
+    roll_back,
+    rollback_activity,
 )
+from chaos_ext.errors import NetworkError, TargetGone
+from chaos_ext.ledger import Entry, default_ledger, fault, undo_after, undo_handler
 from chaos_ext.network import _connect, _spec
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import validated_by
@@ -31,23 +32,24 @@ def _check_add(arguments: Mapping[str, Any]) -> None:
 
 
 def _check_remove(arguments: Mapping[str, Any]) -> None:
-    _spec.check_target_arguments(arguments)
+    _spec.check_remove_arguments(arguments)
 
 
+@fault_action(rollback="remove_latency")
 @validated_by(_check_add)
 @needs_k8s(*POD_RULES)
 def add_latency(
     interface: str,
-    delay_ms: float,
+    delay_seconds: float,
     destinations: list[str],
     ports: list[int] | None = None,
-    jitter_ms: float = 0,
+    jitter_seconds: float = 0,
     correlation: float = 0,
     loss: float = 0,
-    duration: float = 0,
+    duration_seconds: float = 0,
     target: str = "local",
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Delay traffic to the given destinations (CIDRs, optional ports) with tc netem.
 
@@ -59,17 +61,19 @@ def add_latency(
     SSH; needs get pods/nodes). The previous root qdisc tree is saved in the
     fault ledger before anything changes and restored exactly by
     ``remove_latency`` (pair it as the rollback) or ``gameday rollback``.
-    With ``duration`` > 0 the delay is removed by itself after that many seconds.
+    ``delay_seconds`` (0.15 for 150 ms) and ``jitter_seconds`` are seconds.
+    With ``duration_seconds`` > 0 the delay is removed by itself after that long.
     A preflight checks the kernel (sch_htb, sch_netem, cls_u32) and
-    CAP_NET_ADMIN first; if it fails nothing is changed.
+    CAP_NET_ADMIN first; if it fails nothing is changed. Returns the target,
+    the delay and ``ledger_id``.
     """
     arguments = {
-        "interface": interface, "delay_ms": delay_ms, "destinations": destinations,
-        "ports": ports, "jitter_ms": jitter_ms, "correlation": correlation, "loss": loss,
-        "duration": duration, "target": target,
+        "interface": interface, "delay_seconds": delay_seconds, "destinations": destinations,
+        "ports": ports, "jitter_seconds": jitter_seconds, "correlation": correlation,
+        "loss": loss, "duration_seconds": duration_seconds, "target": target,
     }  # fmt: skip
     spec = _spec.check_latency_arguments(arguments)
-    where = _spec.parse_target(target)
+    where = parse_target(target)
     label = where.label(interface)
     with _connect.executor_for(where, configuration, secrets) as (executor, connection):
         preflight = executor.preflight(interface)
@@ -85,12 +89,12 @@ def add_latency(
             kind=KIND, target=label, recipe=recipe, module=__name__, identity=identity
         ) as entry:
             executor.apply(interface, spec)
-    if duration:
-        undo_after(entry, duration)
+    if duration_seconds:
+        undo_after(entry, duration_seconds)
     return {
-        "target": label, "ledger_entry": entry.id, "kernel": preflight["kernel"],
+        "target": label, LEDGER_ID: entry.id, "kernel": preflight["kernel"],
         "previous_root": before.get("root_kind") or "kernel default", **spec.as_dict(),
-        "duration": duration,
+        "duration_seconds": duration_seconds,
     }  # fmt: skip
 
 
@@ -101,43 +105,43 @@ def _is_latency_tree(snap: dict[str, Any]) -> bool:
     )
 
 
+@rollback_activity
 @validated_by(_check_remove)
 def remove_latency(
-    interface: str,
-    target: str = "local",
+    interface: str = "",
+    target: str = "",
     include_dead_runs: bool = False,
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
-    """Remove latency added by add_latency and restore the previous qdisc tree exactly.
+    """Remove the latency add_latency added and restore the previous qdisc tree exactly.
 
-    Blast radius: the root qdisc of ``interface`` on ``target``, put back to
-    what the fault ledger saved before the delay, for this run's delays
-    (``include_dead_runs``: also delays left by runs whose runner is dead).
-    A delay that a live run added is never removed. Idempotent: nothing
-    recorded or already restored is fine. This is the rollback for
-    ``add_latency``. If the ledger has no entry at all for the interface (it
-    was lost) but the latency tree is there, the tree is deleted and the
-    kernel's default root comes back.
+    Blast radius: the root qdisc of each delayed interface, put back to what
+    the fault ledger saved before the delay, for this run's delays
+    (``include_dead_runs``: also delays left by runs whose runner is dead);
+    ``interface`` and ``target`` narrow it (empty: any). A delay that a live
+    run added is never removed (listed under ``left_alone``). Idempotent:
+    nothing recorded or already restored is fine. This is the rollback for
+    ``add_latency``. Raises RollbackFailed if a tree could not be restored
+    (the entry stays open for ``gameday rollback``). With both ``interface``
+    and ``target`` given and no ledger entry at all for them (the ledger was
+    lost) but the latency tree there, the tree is deleted and the kernel's
+    default root comes back (``unrecorded`` says what was done).
     """
-    where, _ = _spec.check_target_arguments({"interface": interface, "target": target})
-    label = where.label(interface)
+    where = parse_target(target) if target else None
     book = default_ledger()
-    recorded = [e for e in book.open_entries() if e.kind == KIND and e.target == label]
-    entries = in_scope(recorded, include_dead_runs=include_dead_runs)
-    notes = []
-    for entry in reversed(entries):
-        outcome = undo(entry, book)
-        if not outcome.ok:
-            raise NetworkError(f"could not restore {label}: {outcome.note}")
-        notes.append(outcome.note)
-    others = [e for e in recorded if e not in entries]
-    if others:
-        notes += [f"left {e.id} alone: it belongs to run {e.run_id}" for e in others]
-    elif not entries:
+    recorded = [
+        e
+        for e in book.open_entries()
+        if e.kind == KIND
+        and (not target or e.recipe.get("target") == target)
+        and (not interface or e.recipe.get("interface") == interface)
+    ]
+    result = roll_back(recorded, book, include_dead_runs=include_dead_runs)
+    if where is not None and interface and not recorded:
         with _connect.executor_for(where, configuration, secrets) as (executor, _):
-            notes.append(executor.remove_unrecorded(interface))
-    return {"target": label, "restored": len(entries), "notes": notes}
+            result["unrecorded"] = executor.remove_unrecorded(interface)
+    return result
 
 
 @undo_handler(KIND)

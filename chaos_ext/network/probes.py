@@ -11,6 +11,7 @@ from typing import Any
 from chaos_ext._percentile import LatencyRecorder
 from chaos_ext._targets import netns as _netns
 from chaos_ext._targets.pod import RULES as POD_RULES
+from chaos_ext.contract import Configuration, Secrets
 from chaos_ext.errors import InvalidArgument, NetworkError
 from chaos_ext.network import _connect, _spec
 from chaos_ext.rbac import needs_k8s
@@ -28,8 +29,8 @@ def _check_target(arguments: Mapping[str, Any]) -> None:
 def qdisc_state(
     interface: str,
     target: str = "local",
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Report the root qdisc tree of an interface and whether a latency fault is active.
 
@@ -49,8 +50,8 @@ def qdisc_state(
 def latency_supported(
     interface: str,
     target: str = "local",
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Preflight for add_latency: kernel qdiscs, CAP_NET_ADMIN, the interface; read-only.
 
@@ -66,7 +67,7 @@ def _check_rtt(arguments: Mapping[str, Any]) -> None:
     _spec.require_host(arguments.get("host", ""))
     require_range("port", arguments.get("port", 0), 1, 65535)
     require_range("samples", arguments.get("samples", 20), 1, 1000)
-    require_range("timeout", arguments.get("timeout", 2.0), 0.01, 30)
+    require_range("timeout_seconds", arguments.get("timeout_seconds", 2.0), 0.01, 30)
     if arguments.get("netns"):
         require_name("netns", arguments["netns"])
 
@@ -76,22 +77,24 @@ def measure_rtt(
     host: str,
     port: int,
     samples: int = 20,
-    timeout: float = 2.0,
+    timeout_seconds: float = 2.0,
     netns: str = "",
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Measure TCP connect round-trip time to host:port (median, p95, min, max in ms).
 
     Read-only: opens and closes ``samples`` TCP connections (bounded: at most
-    1000, each with ``timeout``), from this host or from inside network
+    1000, each within ``timeout_seconds``), from this host or from inside network
     namespace ``netns``. Failed connects are counted, not timed.
     """
-    _check_rtt({"host": host, "port": port, "samples": samples, "timeout": timeout,
-                "netns": netns})  # fmt: skip
+    _check_rtt({"host": host, "port": port, "samples": samples,
+                "timeout_seconds": timeout_seconds, "netns": netns})  # fmt: skip
     times: list[float] = []
     errors: list[str] = []
     for _ in range(samples):
         try:
-            times.append(_connect_time(host, port, timeout, netns))
+            times.append(_connect_time(host, port, timeout_seconds, netns))
         except OSError as exc:
             errors.append(str(exc))
     if not times:

@@ -24,7 +24,7 @@ def _figure(value: Any, target: str = "") -> str:
     if isinstance(value, dict) and target in value:  # what the tolerance judged
         return f"{target}={_figure(value[target])}"
     if isinstance(value, dict):
-        keys = ("held", "opened", "refused_at", "delay_ms", "pps", "median_ms", "p95_ms")
+        keys = ("held", "opened", "refused_at", "delay_seconds", "pps", "median_ms", "p95_ms")
         picked = {k: value[k] for k in keys if k in value}
         return ", ".join(f"{k}={v}" for k, v in picked.items()) or "…"
     return str(value)

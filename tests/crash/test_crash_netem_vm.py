@@ -76,7 +76,7 @@ def test_a_crash_in_any_window_leaves_the_tree_as_it_was(
     window: str, node: str, ledger_path: Path
 ) -> None:
     baseline = tc_show(node, "eth0")
-    args = {"interface": "eth0", "delay_ms": 80, "destinations": ["10.78.0.0/24"],
+    args = {"interface": "eth0", "delay_seconds": 0.08, "destinations": ["10.78.0.0/24"],
             "target": f"netns:{node}"}  # fmt: skip
     env = {**os.environ, "GAMEDAY_LEDGER": str(ledger_path), "PYTHONPATH": str(ROOT),
            "GAMEDAY_FAILPOINTS": WINDOWS[window]}  # fmt: skip

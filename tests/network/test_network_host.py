@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from support.netlab import VethNs, kernel_has_netem, sh, tc_show
 
+from chaos_ext._targets.spec import parse_target
 from chaos_ext.errors import PreflightFailed
 from chaos_ext.ledger import Ledger
-from chaos_ext.network import _local, _spec, _tree, actions, probes
+from chaos_ext.network import _local, _tree, actions, probes
 
 HAS_NETEM = kernel_has_netem()
 
@@ -40,14 +41,14 @@ def test_preflight_names_the_missing_netem_and_changes_nothing(
     _shaped(veth_ns)
     before = tc_show(veth_ns.ns, veth_ns.dev)
     with pytest.raises(PreflightFailed, match=r"kernel \S+ on netns:gdn-\w+ has no sch_netem"):
-        actions.add_latency("va", 150, ["10.2.0.0/24"], target=f"netns:{veth_ns.ns}", ports=[5432])
+        actions.add_latency("va", 0.15, ["10.2.0.0/24"], target=f"netns:{veth_ns.ns}", ports=[5432])
     assert tc_show(veth_ns.ns, veth_ns.dev) == before
     assert Ledger(ledger_path).history() == []  # refused before anything was recorded
 
 
 def test_snapshot_and_restore_are_exact_for_a_configured_tree(veth_ns: VethNs) -> None:
     _shaped(veth_ns)
-    target = _spec.parse_target(f"netns:{veth_ns.ns}")
+    target = parse_target(f"netns:{veth_ns.ns}")
     before_cli = tc_show(veth_ns.ns, veth_ns.dev)
     snap = json.loads(json.dumps(_local.snapshot(target, "va")))  # as stored in the ledger
     assert snap["root_kind"] == "htb" and not snap["default_root"]
@@ -61,7 +62,7 @@ def test_snapshot_and_restore_are_exact_for_a_configured_tree(veth_ns: VethNs) -
 
 
 def test_restore_to_the_kernel_default_root(veth_ns: VethNs) -> None:
-    target = _spec.parse_target(f"netns:{veth_ns.ns}")
+    target = parse_target(f"netns:{veth_ns.ns}")
     before_cli = tc_show(veth_ns.ns, veth_ns.dev)
     snap = _local.snapshot(target, "va")
     assert snap["default_root"]
@@ -71,7 +72,7 @@ def test_restore_to_the_kernel_default_root(veth_ns: VethNs) -> None:
 
 
 def test_restore_leaves_a_root_someone_else_changed(veth_ns: VethNs) -> None:
-    target = _spec.parse_target(f"netns:{veth_ns.ns}")
+    target = parse_target(f"netns:{veth_ns.ns}")
     snap = _local.snapshot(target, "va")
     sh("tc", "-n", veth_ns.ns, "qdisc", "replace", "dev", "va", "root", "handle", "7:", "htb")
     assert "left alone" in _local.restore(target, "va", snap)
@@ -80,7 +81,7 @@ def test_restore_leaves_a_root_someone_else_changed(veth_ns: VethNs) -> None:
 
 def test_fingerprint_ignores_counters_but_not_options(veth_ns: VethNs) -> None:
     _shaped(veth_ns)
-    target = _spec.parse_target(f"netns:{veth_ns.ns}")
+    target = parse_target(f"netns:{veth_ns.ns}")
     first = _local.snapshot(target, "va")
     sh("tc", "-n", veth_ns.ns, "class", "change", "dev", "va", "parent", "5:", "classid", "5:20",
        "htb", "rate", "20mbit")  # fmt: skip
@@ -134,7 +135,7 @@ def test_gameday_validate_refuses_bad_network_arguments(
         "type": "action", "name": "latency",
         "provider": {"type": "python", "module": "chaos_ext.network.actions",
                      "func": "add_latency",
-                     "arguments": {"interface": "eth0", "delay_ms": 150,
+                     "arguments": {"interface": "eth0", "delay_seconds": 0.15,
                                    "destinations": ["10.2.0.0/33"], "target": "netns:app"}},
     }  # fmt: skip
     path = write_experiment({"title": "t", "description": "d", "method": [activity]})
@@ -152,7 +153,7 @@ def test_namespaces_are_entered_without_forking_the_runner(
         raise AssertionError("chaos_ext forked the process")
 
     monkeypatch.setattr("os.fork", no_fork)
-    target = _spec.parse_target(f"netns:{veth_ns.ns}")
+    target = parse_target(f"netns:{veth_ns.ns}")
     assert _local.snapshot(target, "va")["default_root"]
     assert isinstance(_local.missing_features(), list)
     assert probes.qdisc_state("va", target=f"netns:{veth_ns.ns}")["latency_active"] is False
@@ -160,12 +161,17 @@ def test_namespaces_are_entered_without_forking_the_runner(
 
 def test_remove_latency_without_a_ledger_entry(veth_ns: VethNs, ledger_path: Path) -> None:
     target = f"netns:{veth_ns.ns}"
-    assert actions.remove_latency("va", target=target)["notes"] == [f"{target}/va: no latency tree"]
+    out = actions.remove_latency("va", target=target)
+    assert out["undone"] == 0 and out["unrecorded"] == f"{target}/va: no latency tree"
     # a latency tree whose ledger was lost: only its handle tells it apart
     sh("tc", "-n", veth_ns.ns, "qdisc", "add", "dev", "va", "root", "handle", "1d1a:", "htb")
     out = actions.remove_latency("va", target=target)
-    assert out["restored"] == 0 and "without a ledger entry deleted" in out["notes"][0]
+    assert out["undone"] == 0 and "without a ledger entry deleted" in out["unrecorded"]
     assert "htb" not in tc_show(veth_ns.ns, "va")
+    # without a target and interface nothing unrecorded is touched: the rollback is safe bare
+    sh("tc", "-n", veth_ns.ns, "qdisc", "add", "dev", "va", "root", "handle", "1d1a:", "htb")
+    assert actions.remove_latency() == {"undone": 0, "faults": [], "left_alone": []}
+    assert "htb" in tc_show(veth_ns.ns, "va")
 
 
 _OTHER_RUN = """
@@ -182,7 +188,7 @@ time.sleep(120)
 def test_remove_latency_leaves_a_live_runs_delay_alone(veth_ns: VethNs, ledger_path: Path) -> None:
     """Issue 22, point 5: another live run's fault on the same interface is not ours to undo."""
     target = f"netns:{veth_ns.ns}"
-    snapshot = _local.snapshot(_spec.parse_target(target), "va")
+    snapshot = _local.snapshot(parse_target(target), "va")
     sh("tc", "-n", veth_ns.ns, "qdisc", "add", "dev", "va", "root", "handle", "1d1a:", "htb")
     recipe = {"target": target, "interface": "va", "spec": {}, "snapshot": snapshot,
               "connection": {}}  # fmt: skip
@@ -193,14 +199,16 @@ def test_remove_latency_leaves_a_live_runs_delay_alone(veth_ns: VethNs, ledger_p
     try:
         assert other.stdout is not None and other.stdout.readline() == "recorded\n"
         out = actions.remove_latency("va", target=target)
-        assert out["restored"] == 0 and "left" in out["notes"][0], out
+        assert out["undone"] == 0 and "unrecorded" not in out, out
+        (alone,) = out["left_alone"]
+        assert alone["reason"] == "its runner is alive: that run undoes it itself"
         assert "htb" in tc_show(veth_ns.ns, "va")  # the live run's tree is untouched
         out = actions.remove_latency("va", target=target, include_dead_runs=True)
-        assert out["restored"] == 0  # alive: still not ours
+        assert out["undone"] == 0  # alive: still not ours
     finally:
         other.kill()
         other.wait(timeout=10)
     out = actions.remove_latency("va", target=target, include_dead_runs=True)
-    assert out["restored"] == 1, out
+    assert out["undone"] == 1 and out["faults"][0]["kind"] == "netem", out
     assert "htb" not in tc_show(veth_ns.ns, "va")
     assert Ledger(ledger_path).open_entries() == []

@@ -34,6 +34,7 @@ pytestmark = [
 
 SAMPLES = 21
 DELAY_MS = 150.0
+DELAY_SECONDS = DELAY_MS / 1000
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ def test_scoped_delay_is_precise_and_remove_restores_everything(
         topo.rtt("10.77.2.2", topo.db_port),
         topo.rtt("10.77.3.2", topo.other_port),
     )
-    out = actions.add_latency("eth0", DELAY_MS, ["10.77.2.0/24"], target=f"netns:{topo.app}")
+    out = actions.add_latency("eth0", DELAY_SECONDS, ["10.77.2.0/24"], target=f"netns:{topo.app}")
     assert out["previous_root"] == "tbf"
     added_db = topo.rtt("10.77.2.2", topo.db_port) - base_db
     added_other = topo.rtt("10.77.3.2", topo.other_port) - base_other
@@ -135,7 +136,7 @@ def test_scoped_delay_is_precise_and_remove_restores_everything(
     assert probes.qdisc_state("eth0", target=f"netns:{topo.app}")["latency_active"]
 
     removed = actions.remove_latency("eth0", target=f"netns:{topo.app}")
-    assert removed["restored"] == 1 and "restored (tbf)" in removed["notes"][0]
+    assert removed["undone"] == 1 and "restored (tbf)" in removed["faults"][0]["note"]
     assert tc_show(topo.app, "eth0") == pre_existing_tbf
     assert topo.rtt("10.77.2.2", topo.db_port) - base_db < 5
     assert Ledger(ledger_path).open_entries() == []
@@ -160,7 +161,7 @@ def test_port_scope_and_ledger_undo_restore_an_htb_tree(topo: Topology, ledger_p
     before = _shaped_htb(topo.app)
     try:
         base = topo.rtt("10.77.2.2", topo.db_port2)
-        actions.add_latency("eth0", DELAY_MS, ["10.77.2.2"], ports=[topo.db_port],
+        actions.add_latency("eth0", DELAY_SECONDS, ["10.77.2.2"], ports=[topo.db_port],
                             target=f"netns:{topo.app}")  # fmt: skip
         assert topo.rtt("10.77.2.2", topo.db_port, samples=7) - base > 0.8 * DELAY_MS
         assert topo.rtt("10.77.2.2", topo.db_port2) - base < 5  # same host, other port
@@ -186,7 +187,7 @@ def test_sigkill_mid_fault_then_gameday_rollback(
             {"type": "action", "name": "delay-db",
              "provider": {"type": "python", "module": "chaos_ext.network.actions",
                           "func": "add_latency",
-                          "arguments": {"interface": "eth0", "delay_ms": DELAY_MS,
+                          "arguments": {"interface": "eth0", "delay_seconds": DELAY_SECONDS,
                                         "destinations": ["10.77.2.0/24"],
                                         "target": f"netns:{topo.app}"}}},
             {"type": "probe", "name": "hold",
@@ -230,7 +231,7 @@ def test_remote_apply_over_ssh_on_a_real_kernel(
         target = f"ssh:{server.host}:{server.port}"
         netns.pushns(topo.app)  # the client's sockets live where the node's sshd listens
         try:
-            out = actions.add_latency("eth0", DELAY_MS, ["10.77.2.0/24"], target=target,
+            out = actions.add_latency("eth0", DELAY_SECONDS, ["10.77.2.0/24"], target=target,
                                       configuration=conf, secrets=sec)  # fmt: skip
         finally:
             netns.popns()
@@ -242,7 +243,7 @@ def test_remote_apply_over_ssh_on_a_real_kernel(
             removed = actions.remove_latency("eth0", target=target)  # ledger has the recipe
         finally:
             netns.popns()
-        assert removed["restored"] == 1, removed
+        assert removed["undone"] == 1, removed
         assert "htb" not in tc_show(topo.app, "eth0")
         # a configured root cannot be replayed exactly with tc: refused, nothing changed
         sh("tc", "-n", topo.app, "qdisc", "add", "dev", "eth0", "root", "handle", "7:", "tbf",
@@ -251,7 +252,7 @@ def test_remote_apply_over_ssh_on_a_real_kernel(
         netns.pushns(topo.app)
         try:
             with pytest.raises(PreflightFailed, match="configured root qdisc \\(tbf\\)"):
-                actions.add_latency("eth0", DELAY_MS, ["10.77.2.0/24"], target=target,
+                actions.add_latency("eth0", DELAY_SECONDS, ["10.77.2.0/24"], target=target,
                                     configuration=conf, secrets=sec)  # fmt: skip
         finally:
             netns.popns()
@@ -262,9 +263,9 @@ def test_remote_apply_over_ssh_on_a_real_kernel(
 
 def test_duration_removes_the_delay_by_itself(topo: Topology, ledger_path: Path) -> None:
     base = topo.rtt("10.77.2.2", topo.db_port, samples=5)
-    out = actions.add_latency("eth0", DELAY_MS, ["10.77.2.0/24"], target=f"netns:{topo.app}",
-                              duration=3)  # fmt: skip
-    assert out["duration"] == 3
+    out = actions.add_latency("eth0", DELAY_SECONDS, ["10.77.2.0/24"], target=f"netns:{topo.app}",
+                              duration_seconds=3)  # fmt: skip
+    assert out["duration_seconds"] == 3
     assert Ledger(ledger_path).open_entries()  # recorded while it lasts
     deadline = time.monotonic() + 60
     while Ledger(ledger_path).open_entries():

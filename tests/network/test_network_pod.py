@@ -14,8 +14,9 @@ import kmock
 import pytest
 
 from chaos_ext._targets import pod as _pod
+from chaos_ext._targets.spec import parse_target, require_container_id
 from chaos_ext.errors import InvalidArgument, KubernetesError, NetworkError
-from chaos_ext.network import _spec, actions
+from chaos_ext.network import actions
 from chaos_ext.rbac import Rule, rbac_of
 
 POD = {
@@ -68,26 +69,26 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
 
 
 def test_pod_resolves_to_node_address_and_container(cluster: dict[str, str]) -> None:
-    placement = _pod.resolve_pod(_spec.parse_target("pod:shop/web-1"), cluster)
+    placement = _pod.resolve_pod(parse_target("pod:shop/web-1"), cluster)
     assert (placement.node, placement.node_address) == ("node-a", "192.0.2.10")
     assert placement.container == "app" and placement.container_id == "ab12" * 16
     assert placement.runtime == "containerd"
-    proxy = _pod.resolve_pod(_spec.parse_target("pod:shop/web-1/proxy"), cluster)
+    proxy = _pod.resolve_pod(parse_target("pod:shop/web-1/proxy"), cluster)
     assert proxy.container_id == "cd34" * 16
 
 
 def test_pod_errors_are_clear(cluster: dict[str, str]) -> None:
     with pytest.raises(KubernetesError, match="read pod shop/nope: HTTP 404"):
-        _pod.resolve_pod(_spec.parse_target("pod:shop/nope"), cluster)
+        _pod.resolve_pod(parse_target("pod:shop/nope"), cluster)
     with pytest.raises(NetworkError, match="not scheduled"):
-        _pod.resolve_pod(_spec.parse_target("pod:shop/web-2"), cluster)
+        _pod.resolve_pod(parse_target("pod:shop/web-2"), cluster)
     with pytest.raises(NetworkError, match="no running container 'db'"):
-        _pod.resolve_pod(_spec.parse_target("pod:shop/web-1/db"), cluster)
+        _pod.resolve_pod(parse_target("pod:shop/web-1/db"), cluster)
 
 
 def test_container_ids_are_checked_before_use() -> None:
     with pytest.raises(InvalidArgument):
-        _spec.require_container_id("abc; reboot")
+        require_container_id("abc; reboot")
 
 
 def test_pod_targets_declare_their_rbac() -> None:
@@ -97,6 +98,8 @@ def test_pod_targets_declare_their_rbac() -> None:
 
 
 def test_unknown_pod_fails_before_any_ssh(cluster: dict[str, str], ledger_path: Path) -> None:
-    args: dict[str, Any] = {"interface": "eth0", "delay_ms": 100, "destinations": ["10.0.0.0/8"]}
+    args: dict[str, Any] = {
+        "interface": "eth0", "delay_seconds": 0.1, "destinations": ["10.0.0.0/8"]
+    }  # fmt: skip
     with pytest.raises(KubernetesError, match="404"):
         actions.add_latency(**args, target="pod:shop/nope", secrets=cluster)

@@ -6,6 +6,7 @@ import ipaddress
 
 import pytest
 
+from chaos_ext._targets.spec import parse_target
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.network import _spec
 
@@ -22,7 +23,7 @@ from chaos_ext.network import _spec
     ],
 )
 def test_targets_parse(text: str, kind: str, label: str) -> None:
-    target = _spec.parse_target(text)
+    target = parse_target(text)
     assert target.kind == kind
     assert target.label("eth0") == label
 
@@ -32,10 +33,10 @@ def test_targets_parse(text: str, kind: str, label: str) -> None:
 )
 def test_bad_targets_are_refused(text: str) -> None:
     with pytest.raises(InvalidArgument, match="target"):
-        _spec.parse_target(text)
+        parse_target(text)
 
 
-GOOD = {"interface": "eth0", "delay_ms": 150, "destinations": ["10.2.0.0/24"]}
+GOOD = {"interface": "eth0", "delay_seconds": 0.15, "destinations": ["10.2.0.0/24"]}
 
 
 @pytest.mark.parametrize(
@@ -43,16 +44,16 @@ GOOD = {"interface": "eth0", "delay_ms": 150, "destinations": ["10.2.0.0/24"]}
     [
         ({"interface": "a-very-long-interface"}, "interface"),
         ({"interface": "eth0; reboot"}, "interface"),
-        ({"delay_ms": 0}, "delay_ms"),
-        ({"delay_ms": "150"}, "delay_ms"),
-        ({"jitter_ms": 200}, "jitter_ms"),
+        ({"delay_seconds": 0}, "delay_seconds"),
+        ({"delay_seconds": "0.15"}, "delay_seconds"),
+        ({"jitter_seconds": 0.2}, "jitter_seconds"),
         ({"correlation": 25}, "correlation: needs jitter"),
         ({"loss": 101}, "loss"),
         ({"destinations": []}, "destinations"),
         ({"destinations": ["10.2.0.0/33"]}, "not a CIDR"),
         ({"ports": [0]}, "ports"),
         ({"ports": [5432] * 3, "destinations": [f"10.{i}.0.0/16" for i in range(30)]}, "exceed"),
-        ({"duration": -1}, "duration"),
+        ({"duration_seconds": -1}, "duration_seconds"),
     ],
 )
 def test_bad_latency_arguments_are_refused(change: dict[str, object], message: str) -> None:
@@ -74,7 +75,7 @@ def test_u32_keys_for_ipv6_skip_wildcard_words() -> None:
 
 def test_tc_cli_form_of_the_tree() -> None:
     spec = _spec.check_latency_arguments(
-        {**GOOD, "jitter_ms": 10, "correlation": 25, "loss": 1.5, "ports": [5432]}
+        {**GOOD, "jitter_seconds": 0.01, "correlation": 25, "loss": 1.5, "ports": [5432]}
     )
     argvs = _spec.tc_apply_argvs(spec, "eth0")
     assert argvs[0] == [

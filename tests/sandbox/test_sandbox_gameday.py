@@ -131,7 +131,7 @@ def test_vm_backend_runs_the_db_latency_fault(tmp_path: Path) -> None:
         delay = next(r for r in journal["run"] if r["activity"]["name"] == "delay-app-to-db-150ms")
         assert delay["status"] == "succeeded", delay
         assert delay["output"]["target"] == "ssh:10.77.0.50:22/eth1"  # on the node, over SSH
-        assert delay["output"]["delay_ms"] == 150
+        assert delay["output"]["delay_seconds"] == 0.15
         rtt = next(r for r in journal["run"] if r["activity"]["name"] == "measured-rtt-to-db")
         assert rtt["output"]["median_ms"] > 140  # netem really delays the app->db path
         # the fragile app pays ~6 round trips per request: its median grows far beyond 300 ms
