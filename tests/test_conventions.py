@@ -36,10 +36,6 @@ ACTIVITIES = [
 ]
 # Not migrated yet: each must start failing the xfail (strict) when it is fixed.
 PENDING: set[str] = {
-    "chaos_ext.db.actions.exhaust_connections",
-    "chaos_ext.db.actions.release_connections",
-    "chaos_ext.db.probes.connection_headroom",
-    "chaos_ext.db.probes.http_readiness",
     "chaos_ext.dns.actions.flood_dns",
     "chaos_ext.dns.actions.limit_dns_rate",
     "chaos_ext.dns.actions.release_dnsmasq_tcp",

@@ -22,16 +22,18 @@ EXPECTED = {
     "db.actions.exhaust_connections": (
         "engine:string host:string port:integer database:string user:string target:string "
         "hold_seconds:number open_concurrency:integer keepalive_seconds:number "
-        "connect_timeout:number refill_seconds:number -> mapping"
+        "connect_timeout_seconds:number refill_seconds:number -> mapping"
     ),
     "db.actions.release_connections": (
         "engine:string host:string port:integer include_dead_runs:boolean -> mapping"
     ),
     "db.probes.connection_headroom": (
         "engine:string host:string port:integer database:string user:string "
-        "connect_timeout:number -> integer"
+        "connect_timeout_seconds:number -> integer"
     ),
-    "db.probes.http_readiness": "url:string timeout:number expect_status:integer -> boolean",
+    "db.probes.http_readiness": (
+        "url:string timeout_seconds:number expect_status:integer -> boolean"
+    ),
     "dns.actions.flood_dns": (
         "server:string names:list port:integer qps:number duration:number protocol:string "
         "search_domains:list ndots:integer qtype:string timeout:number concurrency:integer "

@@ -141,7 +141,7 @@ def _check_connection(arguments: Mapping[str, Any]) -> None:
     engine_of(arguments.get("engine"))
     require_host("host", arguments.get("host", "127.0.0.1"))
     require_range("port", arguments.get("port", 0), 0, 65535)
-    require_range("connect_timeout", arguments.get("connect_timeout", 5.0), 1, 120)
+    require_range("connect_timeout_seconds", arguments.get("connect_timeout_seconds", 5.0), 1, 120)
     database = arguments.get("database", "")
     if database and (not isinstance(database, str) or not _DB_NAME.match(database)):
         raise InvalidArgument(f"database: {database!r} is not a database name")

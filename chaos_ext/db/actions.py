@@ -5,6 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from chaos_ext import _helper
+from chaos_ext.contract import (
+    LEDGER_ID,
+    Configuration,
+    Secrets,
+    fault_action,
+    roll_back,
+    rollback_activity,
+)
 from chaos_ext.db._credentials import connect_params
 from chaos_ext.db._engines import (
     ConnectFailure,
@@ -15,14 +23,12 @@ from chaos_ext.db._engines import (
     server_identity,
 )
 from chaos_ext.db._target import check_exhaust_arguments, engine_of, parse_target
-from chaos_ext.errors import ChaosExtError, DatabaseError, RollbackFailed
+from chaos_ext.errors import ChaosExtError, DatabaseError
 from chaos_ext.ledger import (
     Entry,
     default_ledger,
     fault,
-    in_scope,
     machine_scope,
-    undo,
     undo_after,
     undo_handler,
 )
@@ -35,6 +41,7 @@ OPEN_BUDGET = 120.0  # seconds the helper may spend opening connections
 _STARTUP = 20.0  # helper interpreter start and driver import, generously
 
 
+@fault_action(rollback="release_connections")
 @validated_by(check_exhaust_arguments)
 def exhaust_connections(
     engine: str,
@@ -46,10 +53,10 @@ def exhaust_connections(
     hold_seconds: float = 60.0,
     open_concurrency: int = 16,
     keepalive_seconds: float = 0.0,
-    connect_timeout: float = 5.0,
+    connect_timeout_seconds: float = 5.0,
     refill_seconds: float = 0.0,
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Open and hold database connections until the target or the server's refusal.
 
@@ -68,7 +75,7 @@ def exhaust_connections(
     connection at a time, so ``refused_at`` is the server's real capacity
     (``burst_refused_at`` keeps where the concurrent burst stopped).
     Returns opened, refused_at, the server's error text, max_connections,
-    time to reach the target.
+    time to reach the target and ``ledger_id``.
 
     Blast radius: every client of that server (and only it) that needs a new
     connection while the slots are held. Rollback: ``release_connections``
@@ -79,7 +86,8 @@ def exhaust_connections(
     check_exhaust_arguments(arguments)
     params = connect_params(
         engine=engine, host=host, port=port, database=database, user=user,
-        connect_timeout=connect_timeout, secrets=secrets, application_name="gameday-exhaust",
+        connect_timeout=connect_timeout_seconds, secrets=secrets,
+        application_name="gameday-exhaust",
     )  # fmt: skip
     wanted = str(parse_target(target))
     recipe = {
@@ -97,7 +105,7 @@ def exhaust_connections(
     return {
         "engine": params.engine, "host": params.host, "port": params.port, **ready,
         "hold_seconds": hold_seconds, "keepalive_seconds": keepalive_seconds,
-        "refill_seconds": refill_seconds, "ledger_entry": entry.id,
+        "refill_seconds": refill_seconds, LEDGER_ID: entry.id,
     }  # fmt: skip
 
 
@@ -145,31 +153,33 @@ def _release(entry: Entry) -> str:
     return f"released the connections to {entry.target} (stopped {stopped} holder process)"
 
 
+@rollback_activity
 @validated_by()
 def release_connections(
-    engine: str = "", host: str = "", port: int = 0, include_dead_runs: bool = False
+    engine: str = "",
+    host: str = "",
+    port: int = 0,
+    include_dead_runs: bool = False,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Close the connections held by exhaust_connections (its rollback).
 
     Blast radius: only holders recorded in the gameday ledger by this run;
     ``include_dead_runs`` adds holders left by runs whose runner is dead (a
-    live run's holders are never touched); ``engine``/``host``/``port``
-    narrow it further (empty or 0: any). Idempotent. Raises RollbackFailed if
-    a holder could not be stopped (the ledger entry stays open for
-    ``gameday rollback``).
+    live run's holders are never touched: they are listed under
+    ``left_alone``); ``engine``/``host``/``port`` narrow it further (empty or
+    0: any). Idempotent. Raises RollbackFailed if a holder could not be
+    stopped (the ledger entry stays open for ``gameday rollback``).
     """
     wanted_engine = engine_of(engine) if engine else ""
     book = default_ledger()
     entries = [
         e
-        for e in in_scope(book.open_entries(), include_dead_runs=include_dead_runs)
+        for e in book.open_entries()
         if e.kind == KIND
         and (not wanted_engine or e.recipe.get("engine") == wanted_engine)
         and (not host or e.recipe.get("host") == host)
         and (not port or e.recipe.get("port") == port)
     ]
-    outcomes = [undo(e, book) for e in reversed(entries)]
-    failed = [f"{o.entry.target}: {o.note}" for o in outcomes if not o.ok]
-    if failed:
-        raise RollbackFailed("could not release: " + "; ".join(failed))
-    return {"released": len(outcomes), "notes": [o.note for o in outcomes]}
+    return roll_back(entries, book, include_dead_runs=include_dead_runs)

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from chaos_ext.contract import Configuration, Secrets
 from chaos_ext.db._credentials import connect_params
 from chaos_ext.db._engines import ConnectFailure, capacity, close, connect
 from chaos_ext.db._target import check_headroom_arguments
@@ -25,9 +26,9 @@ def connection_headroom(
     port: int = 0,
     database: str = "",
     user: str = "",
-    connect_timeout: float = 5.0,
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    connect_timeout_seconds: float = 5.0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> int:
     """Count the connections a normal user can still open on the database server.
 
@@ -42,7 +43,8 @@ def connection_headroom(
     check_headroom_arguments(arguments)
     params = connect_params(
         engine=engine, host=host, port=port, database=database, user=user,
-        connect_timeout=connect_timeout, secrets=secrets, application_name="gameday-probe",
+        connect_timeout=connect_timeout_seconds, secrets=secrets,
+        application_name="gameday-probe",
     )  # fmt: skip
     try:
         conn = connect(params)
@@ -66,24 +68,32 @@ def _check_readiness(arguments: Mapping[str, Any]) -> None:
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         raise InvalidArgument(f"url: {url!r} is not an http(s) URL")
-    require_range("timeout", arguments.get("timeout", 2.0), 0.01, 120)
+    require_range("timeout_seconds", arguments.get("timeout_seconds", 2.0), 0.01, 120)
     require_range("expect_status", arguments.get("expect_status", 200), 100, 599)
 
 
 @validated_by(_check_readiness)
-def http_readiness(url: str, timeout: float = 2.0, expect_status: int = 200) -> bool:
+def http_readiness(
+    url: str,
+    timeout_seconds: float = 2.0,
+    expect_status: int = 200,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> bool:
     """Tell whether a readiness endpoint answers with the expected status in time.
 
-    True when a GET of ``url`` returns ``expect_status`` within ``timeout``
-    seconds overall (connect, send, first byte and body); False on another
+    True when a GET of ``url`` returns ``expect_status`` within ``timeout_seconds``
+    overall (connect, send, first byte and body); False on another
     status, a connection error or a slower answer. Redirects are not
     followed. Read-only: one request.
     """
-    _check_readiness({"url": url, "timeout": timeout, "expect_status": expect_status})
+    _check_readiness(
+        {"url": url, "timeout_seconds": timeout_seconds, "expect_status": expect_status}
+    )
     started = time.monotonic()
     try:
-        response = httpx.get(url, timeout=timeout, follow_redirects=False)
+        response = httpx.get(url, timeout=timeout_seconds, follow_redirects=False)
     except httpx.HTTPError:
         return False
     elapsed = time.monotonic() - started
-    return response.status_code == expect_status and elapsed <= timeout
+    return response.status_code == expect_status and elapsed <= timeout_seconds

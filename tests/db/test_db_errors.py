@@ -70,7 +70,7 @@ def test_nothing_listening(db: Db, ledger_path: Path) -> None:
 
 
 def test_unreachable_server_times_out(db: Db, ledger_path: Path, silent_port: int) -> None:
-    args = db.args(target="max", connect_timeout=2) | {"port": silent_port}
+    args = db.args(target="max", connect_timeout_seconds=2) | {"port": silent_port}
     started = time.monotonic()
     with pytest.raises(DatabaseError) as caught:
         exhaust_connections(**args, secrets=db.secrets)

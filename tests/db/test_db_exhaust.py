@@ -100,11 +100,11 @@ def test_numeric_target_with_keepalive_then_undo_returns_to_baseline(db: Db) -> 
     # every held connection ran its keep-alive within the last ~2 s (none idle since opening)
     assert all(idle < 2.5 for _, idle in sessions), sessions
 
-    assert release_connections(engine=db.engine)["released"] == 1
+    assert release_connections(engine=db.engine)["undone"] == 1
     wait_for(lambda: db.client_count() == 1, 10, "the connection count back at its baseline")
-    assert find_helpers(report["ledger_entry"]) == []
+    assert find_helpers(report["ledger_id"]) == []
     # releasing again is a no-op
-    assert release_connections()["released"] == 0
+    assert release_connections()["undone"] == 0
 
 
 def test_without_keepalive_connections_stay_idle(db: Db) -> None:
@@ -120,7 +120,7 @@ def test_the_hold_ends_by_itself_after_hold_seconds(db: Db, ledger_path: Path) -
     report = exhaust_connections(**db.args(target=3, hold_seconds=2), secrets=db.secrets)
     assert db.client_count() == 4
     wait_for(lambda: db.client_count() == 1, 10, "the holder to let go at its time cap")
-    wait_for(lambda: not find_helpers(report["ledger_entry"]), 10, "the holder to exit")
+    wait_for(lambda: not find_helpers(report["ledger_id"]), 10, "the holder to exit")
     # the duration timer closes the ledger entry too
     wait_for(lambda: not Ledger(ledger_path).open_entries(), 5, "the entry closed")
 
@@ -128,7 +128,7 @@ def test_the_hold_ends_by_itself_after_hold_seconds(db: Db, ledger_path: Path) -
 def test_password_stays_out_of_the_helper_and_the_ledger(db: Db, ledger_path: Path) -> None:
     report = exhaust_connections(**db.args(target=2, hold_seconds=60), secrets=db.secrets)
     pid = report["helper_pid"]
-    assert find_helpers(report["ledger_entry"]) == [pid]
+    assert find_helpers(report["ledger_id"]) == [pid]
     secret = PASSWORD.encode()
     assert secret not in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert secret not in Path(f"/proc/{pid}/environ").read_bytes()

@@ -106,6 +106,6 @@ def test_pooled_app_holds_per_request_app_deviates(
         assert after["app-readiness-answers"]["output"] is True
     else:
         assert after["app-error-ratio-below-1-percent"]["output"] > 0.01
-    assert journal["rollbacks"][0]["output"]["released"] == 1
+    assert journal["rollbacks"][0]["output"]["undone"] == 1
     assert Ledger(ledger_path).open_entries() == []
     wait_for(lambda: db.client_count() == 1, 15, "the connection count back at its baseline")

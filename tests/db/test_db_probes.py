@@ -62,24 +62,24 @@ def app_url() -> Iterator[str]:
 
 
 def test_readiness_true_when_answered_in_time(app_url: str) -> None:
-    assert http_readiness(f"{app_url}/ready", timeout=2) is True
+    assert http_readiness(f"{app_url}/ready", timeout_seconds=2) is True
 
 
 def test_readiness_false_on_other_status(app_url: str) -> None:
-    assert http_readiness(f"{app_url}/unready", timeout=2) is False
-    assert http_readiness(f"{app_url}/unready", timeout=2, expect_status=503) is True
+    assert http_readiness(f"{app_url}/unready", timeout_seconds=2) is False
+    assert http_readiness(f"{app_url}/unready", timeout_seconds=2, expect_status=503) is True
 
 
 def test_readiness_false_when_too_slow(app_url: str) -> None:
     started = time.monotonic()
-    assert http_readiness(f"{app_url}/slow", timeout=0.5) is False
+    assert http_readiness(f"{app_url}/slow", timeout_seconds=0.5) is False
     assert time.monotonic() - started < 1.4  # gave up at the timeout, did not wait for it
-    assert http_readiness(f"{app_url}/slow", timeout=3) is True
+    assert http_readiness(f"{app_url}/slow", timeout_seconds=3) is True
 
 
 def test_readiness_false_when_nothing_listens(app_url: str) -> None:
     closed = app_url.rsplit(":", 1)[0] + ":1"
-    assert http_readiness(f"{closed}/ready", timeout=1) is False
+    assert http_readiness(f"{closed}/ready", timeout_seconds=1) is False
 
 
 @pytest.mark.parametrize(
@@ -93,4 +93,4 @@ def test_readiness_false_when_nothing_listens(app_url: str) -> None:
 )
 def test_readiness_arguments(url: str, timeout: float, status: int, expected: str) -> None:
     with pytest.raises(InvalidArgument, match=expected):
-        http_readiness(url, timeout=timeout, expect_status=status)
+        http_readiness(url, timeout_seconds=timeout, expect_status=status)

@@ -103,7 +103,7 @@ def test_run_holds_then_releases_and_keeps_the_password_out(
     assert action["status"] == "succeeded", action
     assert action["output"]["free_after"] == 5
     assert probe["output"] == 5  # seen from a second connection while held
-    assert journal["rollbacks"][0]["output"]["released"] == 1
+    assert journal["rollbacks"][0]["output"]["undone"] == 1
     assert journal["gameday"]["outcome"] == "held"
     # the password is nowhere: journal, CLI output, ledger file
     assert PASSWORD not in journal_text
