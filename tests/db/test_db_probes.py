@@ -87,7 +87,7 @@ def test_readiness_false_when_nothing_listens(app_url: str) -> None:
     [
         ("ftp://x/ready", 1.0, 200, "url: 'ftp://x/ready' is not an http"),
         ("not a url", 1.0, 200, "url: 'not a url'"),
-        ("http://x/ready", 0.0, 200, r"timeout: 0\.0 is outside"),
+        ("http://x/ready", 0.0, 200, r"timeout_seconds: 0\.0 is outside"),
         ("http://x/ready", 1.0, 42, "expect_status: 42 is outside"),
     ],
 )
