@@ -133,7 +133,7 @@ def _drain_once(tmp: Path, tool: str, *, budgets: bool) -> float:
         os.environ["KUBECONFIG"] = str(emulator.kubeconfig)
         t0 = time.monotonic()
         if tool == "drain_nodes":
-            report = drain_nodes("role=eat-workers", count=1, pick="first", timeout_s=600)
+            report = drain_nodes("role=eat-workers", count=1, pick="first", timeout_seconds=600)
             assert report["evicted"] == 200, report
         else:
             done = subprocess.run(

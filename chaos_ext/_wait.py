@@ -16,17 +16,19 @@ def poll(
     fetch: Callable[[], T],
     done: Callable[[T], bool],
     *,
-    wait_s: float,
-    interval_s: float = 1.0,
+    wait_seconds: float,
+    interval_seconds: float = 1.0,
     stop: threading.Event | None = None,
 ) -> T:
-    """Call ``fetch`` until ``done(value)`` or ``wait_s`` elapsed; return the last value.
+    """Call ``fetch`` until ``done(value)`` or ``wait_seconds`` elapsed; return the last value.
 
-    ``wait_s=0`` fetches once. The interval shrinks for short waits (a tenth of
-    ``wait_s``, at least 50 ms) so a short wait still polls several times.
+    ``wait_seconds=0`` fetches once. The interval shrinks for short waits (a tenth of
+    ``wait_seconds``, at least 50 ms) so a short wait still polls several times.
     """
-    deadline = time.monotonic() + max(0.0, wait_s)
-    pause = max(0.05, min(interval_s, wait_s / 10 if wait_s > 0 else interval_s))
+    deadline = time.monotonic() + max(0.0, wait_seconds)
+    pause = max(
+        0.05, min(interval_seconds, wait_seconds / 10 if wait_seconds > 0 else interval_seconds)
+    )
     waiter = stop or threading.Event()
     while True:
         value = fetch()

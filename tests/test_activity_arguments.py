@@ -66,9 +66,9 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
                     "max_fraction"),
     "uncordon_drained_nodes": ({"include_dead_runs": "no"}, "include_dead_runs: expected bool"),
     "deployment_ready_ratio": ({"name": 5}, "name: expected str"),
-    "hpa_replicas": ({"name": "web", "wait_s": "x"}, "wait_s: expected float"),
+    "hpa_replicas": ({"name": "web", "wait_seconds": "x"}, "wait_seconds: expected float"),
     "nodes_ready": ({"label_selector": 3}, "label_selector: expected str"),
-    "pods_pending": ({"min_age_s": "x"}, "min_age_s: expected float"),
+    "pods_pending": ({"min_age_seconds": "x"}, "min_age_seconds: expected float"),
     "catalog_check": ({"name": "no-such-probe"}, "no probe 'no-such-probe'"),
     "catalog_probe": (
         {"name": "http-error-ratio", "parameters": {"job": 'a"b'}}, "double quote"),

@@ -48,12 +48,6 @@ PENDING: set[str] = {
     "chaos_ext.load.actions.drive_http_load",
     "chaos_ext.load.actions.stop_http_load",
     "chaos_ext.load.probes.load_window_stats",
-    "chaos_ext.node.actions.drain_nodes",
-    "chaos_ext.node.actions.uncordon_drained_nodes",
-    "chaos_ext.node.probes.deployment_ready_ratio",
-    "chaos_ext.node.probes.hpa_replicas",
-    "chaos_ext.node.probes.nodes_ready",
-    "chaos_ext.node.probes.pods_pending",
 }
 
 

@@ -96,15 +96,18 @@ EXPECTED = {
     "node.actions.drain_nodes": (
         "label_selector:string count:integer percent:number max_fraction:number "
         "protected_namespaces:list pick:string delete_emptydir_data:boolean force:boolean "
-        "timeout_s:number parallel:integer backoff_initial_s:number backoff_max_s:number "
-        "wait_for_deletion:boolean grace_period_s:integer uncordon_after_s:number -> mapping"
+        "timeout_seconds:number parallel:integer backoff_initial_seconds:number "
+        "backoff_max_seconds:number wait_for_deletion:boolean grace_period_seconds:integer "
+        "uncordon_after_seconds:number -> mapping"
     ),
     "node.actions.uncordon_drained_nodes": "include_dead_runs:boolean -> mapping",
-    "node.probes.deployment_ready_ratio": "name:string namespace:string wait_s:number -> number",
-    "node.probes.hpa_replicas": "name:string namespace:string wait_s:number -> mapping",
-    "node.probes.nodes_ready": "label_selector:string wait_s:number -> mapping",
+    "node.probes.deployment_ready_ratio": (
+        "name:string namespace:string wait_seconds:number -> number"
+    ),
+    "node.probes.hpa_replicas": "name:string namespace:string wait_seconds:number -> mapping",
+    "node.probes.nodes_ready": "label_selector:string wait_seconds:number -> mapping",
     "node.probes.pods_pending": (
-        "namespace:string label_selector:string min_age_s:number -> mapping"
+        "namespace:string label_selector:string min_age_seconds:number -> mapping"
     ),
     "prometheus.probes.alerts_quiet": (
         "rules:list select:list firing:list include_pending:boolean -> boolean"

@@ -174,7 +174,7 @@ def test_a_failed_chaos_ext_rollback_fails_run_and_keeps_the_fault_listed(
              "provider": {"type": "python", "module": "chaos_ext.node.actions",
                           "func": "drain_nodes",
                           "arguments": {"label_selector": "pool=verdicts", "count": 1,
-                                        "max_fraction": 0.34, "timeout_s": 30}}},
+                                        "max_fraction": 0.34, "timeout_seconds": 30}}},
             {"type": "action", "name": "signal-and-wait",
              "provider": {"type": "process", "path": "sh",
                           "arguments": ["-c", f"touch {flag}; sleep 4"], "timeout": 30}},

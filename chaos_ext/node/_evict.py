@@ -31,13 +31,13 @@ class EvictionSettings:
     """How evictions are retried and awaited."""
 
     deadline: float  # time.monotonic() after which nothing is retried
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 8.0
+    backoff_initial_seconds: float = 0.5
+    backoff_max_seconds: float = 8.0
     parallel: int = 8
     force: bool = False
     wait_for_deletion: bool = True
-    grace_period_s: int | None = None
-    poll_s: float = 0.2
+    grace_period_seconds: int | None = None
+    poll_seconds: float = 0.2
 
 
 def evict_pods(
@@ -75,8 +75,8 @@ def _body(pod: PodInfo, settings: EvictionSettings) -> dict[str, Any]:
         "kind": "Eviction",
         "metadata": {"name": pod.name, "namespace": pod.namespace},
     }
-    if settings.grace_period_s is not None:
-        body["deleteOptions"] = {"gracePeriodSeconds": settings.grace_period_s}
+    if settings.grace_period_seconds is not None:
+        body["deleteOptions"] = {"gracePeriodSeconds": settings.grace_period_seconds}
     return body
 
 
@@ -89,8 +89,8 @@ def _evict_one(
 ) -> dict[str, Any]:
     t0 = time.monotonic()
     delays = backoff_delays(
-        settings.backoff_initial_s,
-        settings.backoff_max_s,
+        settings.backoff_initial_seconds,
+        settings.backoff_max_seconds,
         rng=random.Random(index),  # noqa: S311
     )
     attempts = 0
@@ -176,7 +176,7 @@ def _await_deletion(
             return _outcome(
                 pod, outcome, "evicted; the name now belongs to a new pod", attempts, t0
             )
-        stop.wait(settings.poll_s)
+        stop.wait(settings.poll_seconds)
     return _outcome(
         pod, "terminating", "evicted but still terminating at the timeout", attempts, t0
     )

@@ -47,9 +47,9 @@ def node_summary(nodes: Sequence[Manifest]) -> dict[str, Any]:
 
 
 def pending_summary(
-    pods: Sequence[Manifest], *, now: datetime | None = None, min_age_s: float = 0
+    pods: Sequence[Manifest], *, now: datetime | None = None, min_age_seconds: float = 0
 ) -> dict[str, Any]:
-    """Pending pods (older than ``min_age_s``), and those the scheduler cannot place."""
+    """Pending pods (older than ``min_age_seconds``), and those the scheduler cannot place."""
     now = now or datetime.now(UTC)
     found = []
     for pod in pods:
@@ -58,7 +58,7 @@ def pending_summary(
         meta = pod.get("metadata") or {}
         since = parse_time(meta.get("creationTimestamp"))
         age = (now - since).total_seconds() if since else 0.0
-        if age < min_age_s:
+        if age < min_age_seconds:
             continue
         scheduled = condition(pod, "PodScheduled") or {}
         unschedulable = (
@@ -68,7 +68,7 @@ def pending_summary(
             {
                 "namespace": meta.get("namespace", ""),
                 "name": meta.get("name", ""),
-                "age_s": round(age, 1),
+                "age_seconds": round(age, 1),
                 "unschedulable": unschedulable,
                 "message": scheduled.get("message", "") if unschedulable else "",
             }

@@ -17,16 +17,16 @@ from chaos_ext._k8s import (
     status_of,
     undo_api_client,
 )
-from chaos_ext.errors import InvalidArgument, KubernetesError
-from chaos_ext.ledger import (
-    Entry,
-    default_ledger,
-    fault,
-    in_scope,
-    undo,
-    undo_after,
-    undo_handler,
+from chaos_ext.contract import (
+    LEDGER_ID,
+    Configuration,
+    Secrets,
+    fault_action,
+    roll_back,
+    rollback_activity,
 )
+from chaos_ext.errors import InvalidArgument, KubernetesError
+from chaos_ext.ledger import Entry, default_ledger, fault, undo_after, undo_handler
 from chaos_ext.node import _drain_plan as plan
 from chaos_ext.node._evict import EvictionSettings, evict_pods
 from chaos_ext.rbac import Rule, needs_k8s
@@ -57,12 +57,14 @@ def _check_drain(args: Mapping[str, Any]) -> None:
     require_range("max_fraction", args.get("max_fraction", DEFAULT_MAX_FRACTION), 0.01, 1)
     if args.get("pick", "random") not in ("random", "first"):
         raise InvalidArgument(f"pick: {args.get('pick')!r} is not 'random' or 'first'")
-    require_range("timeout_s", args.get("timeout_s", 300), 1, 86_400)
+    require_range("timeout_seconds", args.get("timeout_seconds", 300), 1, 86_400)
     require_range("parallel", args.get("parallel", 8), 1, 64)
-    initial = require_range("backoff_initial_s", args.get("backoff_initial_s", 0.5), 0.01, 60)
-    require_range("backoff_max_s", args.get("backoff_max_s", 8.0), initial, 600)
-    require_range("grace_period_s", args.get("grace_period_s", -1), -1, 3600)
-    require_range("uncordon_after_s", args.get("uncordon_after_s", 0), 0, 86_400)
+    initial = require_range(
+        "backoff_initial_seconds", args.get("backoff_initial_seconds", 0.5), 0.01, 60
+    )
+    require_range("backoff_max_seconds", args.get("backoff_max_seconds", 8.0), initial, 600)
+    require_range("grace_period_seconds", args.get("grace_period_seconds", -1), -1, 3600)
+    require_range("uncordon_after_seconds", args.get("uncordon_after_seconds", 0), 0, 86_400)
     for ns in args.get("protected_namespaces") or []:
         require_name("protected_namespaces", ns)
 
@@ -116,13 +118,15 @@ def _plans(
     return plans
 
 
-def _fail_if_blocked(names: list[str], outcomes: list[dict[str, Any]], timeout_s: float) -> None:
+def _fail_if_blocked(
+    names: list[str], outcomes: list[dict[str, Any]], timeout_seconds: float
+) -> None:
     failed = [o for o in outcomes if o["outcome"] in _FAILED]
     if failed:
         shown = "; ".join(f"{o['namespace']}/{o['name']}: {o['reason']}" for o in failed[:5])
         raise KubernetesError(
             f"drain of {', '.join(names)}: {len(failed)} pod(s) not evicted within"
-            f" timeout_s={timeout_s:g}: {shown}. The nodes were uncordoned"
+            f" timeout_seconds={timeout_seconds:g}: {shown}. The nodes were uncordoned"
         )
 
 
@@ -148,7 +152,7 @@ def _report(
         for k in ("evicted", "gone", "deleted", "skipped", *_FAILED)
     }
     return {
-        "ledger_entry": entry.id,
+        LEDGER_ID: entry.id,
         "nodes": [
             {"name": n.name, "cordoned": True, "pods": [o for o in every if o["node"] == n.name]}
             for n in chosen
@@ -158,6 +162,7 @@ def _report(
     }
 
 
+@fault_action(rollback="uncordon_drained_nodes")
 @needs_k8s(
     Rule("", "nodes", ("get", "list", "patch"), cluster_scoped=True),
     # a node runs pods of every namespace: they are read, evicted (and deleted with force)
@@ -176,20 +181,20 @@ def drain_nodes(
     pick: str = "random",
     delete_emptydir_data: bool = False,
     force: bool = False,
-    timeout_s: float = 300,
+    timeout_seconds: float = 300,
     parallel: int = 8,
-    backoff_initial_s: float = 0.5,
-    backoff_max_s: float = 8.0,
+    backoff_initial_seconds: float = 0.5,
+    backoff_max_seconds: float = 8.0,
     wait_for_deletion: bool = True,
-    grace_period_s: int = -1,
-    uncordon_after_s: float = 0,
-    configuration: Mapping[str, Any] | None = None,
-    secrets: Mapping[str, Any] | None = None,
+    grace_period_seconds: int = -1,
+    uncordon_after_seconds: float = 0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Cordon `count` (or `percent`) nodes matching a selector and evict their pods.
 
     Evictions go through the Eviction API, so PodDisruptionBudgets hold: a
-    refusal (HTTP 429) is retried with exponential backoff until `timeout_s`,
+    refusal (HTTP 429) is retried with exponential backoff until `timeout_seconds`,
     and the pod is only deleted past its budget with `force=true`.
     DaemonSet-managed and mirror pods are skipped; pods with emptyDir volumes
     need `delete_emptydir_data=true`; bare pods need `force=true`.
@@ -197,9 +202,9 @@ def drain_nodes(
     Blast radius: refuses, before changing anything, to leave more than
     `max_fraction` (default 1/3, never all) of the Ready nodes matching
     `label_selector` cordoned, or to evict pods of `protected_namespaces`.
-    Returns per-node and per-pod outcomes. Rollback: the ledger uncordons
+    Returns per-node and per-pod outcomes and `ledger_id`. Rollback: the ledger uncordons
     exactly the nodes this drain cordoned (pair with `uncordon_drained_nodes`
-    or `gameday rollback`); `uncordon_after_s` does it after a delay.
+    or `gameday rollback`); `uncordon_after_seconds` does it after a delay.
     """
     _check_drain(locals())
     t0 = time.monotonic()
@@ -223,20 +228,20 @@ def drain_nodes(
                 failpoint(f"{KIND}.mid-apply")
         plans = _plans(core, chosen, pod_rules, protected)  # again: pods scheduled meanwhile
         settings = EvictionSettings(
-            deadline=t0 + timeout_s,
-            backoff_initial_s=backoff_initial_s,
-            backoff_max_s=backoff_max_s,
+            deadline=t0 + timeout_seconds,
+            backoff_initial_seconds=backoff_initial_seconds,
+            backoff_max_seconds=backoff_max_seconds,
             parallel=parallel,
             force=force,
             wait_for_deletion=wait_for_deletion,
-            grace_period_s=grace_period_s if grace_period_s >= 0 else None,
+            grace_period_seconds=grace_period_seconds if grace_period_seconds >= 0 else None,
         )
         evict = plan.interleave([p.pod for p in plans if p.action == "evict"])
         outcomes = evict_pods(core, evict, settings)
         report = _report(chosen, plans, outcomes, entry, t0)
-        _fail_if_blocked(names, outcomes, timeout_s)
-    if uncordon_after_s > 0:
-        undo_after(entry, uncordon_after_s)
+        _fail_if_blocked(names, outcomes, timeout_seconds)
+    if uncordon_after_seconds > 0:
+        undo_after(entry, uncordon_after_seconds)
     return report
 
 
@@ -270,24 +275,23 @@ def _undo_drain(entry: Entry) -> str:
     return "; ".join(notes)
 
 
+@rollback_activity
 @needs_k8s(Rule("", "nodes", ("get", "patch"), cluster_scoped=True), IDENTITY_RULE)
 @validated_by()
-def uncordon_drained_nodes(include_dead_runs: bool = False) -> dict[str, Any]:
-    """Uncordon the nodes that `drain_nodes` cordoned (use it in "rollbacks").
+def uncordon_drained_nodes(
+    include_dead_runs: bool = False,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """Uncordon the nodes that `drain_nodes` cordoned (its rollback; use it in "rollbacks").
 
     Blast radius: only nodes that still carry a drain's mark, from this run's
     open drains; `include_dead_runs` adds drains left open by runs whose
-    runner is dead. A live run's drains are never touched, nor nodes
-    cordoned by anyone else. Idempotent.
+    runner is dead. A live run's drains are never touched (listed under
+    `left_alone`), nor nodes cordoned by anyone else. Idempotent. Raises
+    RollbackFailed if a node could not be uncordoned (the entry stays open
+    for `gameday rollback`).
     """
     book = default_ledger()
-    entries = [
-        e
-        for e in in_scope(book.open_entries(), include_dead_runs=include_dead_runs)
-        if e.kind == KIND
-    ]
-    outcomes = [undo(e, book) for e in reversed(entries)]
-    failed = [o.note for o in outcomes if not o.ok]
-    if failed:
-        raise KubernetesError("could not uncordon: " + "; ".join(failed))
-    return {"undone": len(outcomes), "notes": [o.note for o in outcomes]}
+    entries = [e for e in book.open_entries() if e.kind == KIND]
+    return roll_back(entries, book, include_dead_runs=include_dead_runs)

@@ -1,12 +1,12 @@
 """Node probes: Ready nodes, pending pods, Deployment readiness and HPA replicas."""
 
-from collections.abc import Mapping
 from typing import Any
 
 from kubernetes import client
 
 from chaos_ext._k8s import api_client, list_items, read_json
 from chaos_ext._wait import poll
+from chaos_ext.contract import Configuration, Secrets
 from chaos_ext.node import _status
 from chaos_ext.rbac import Rule, needs_k8s
 from chaos_ext.validation import require_name, require_range, validated_by
@@ -18,17 +18,17 @@ __all__ = ["deployment_ready_ratio", "hpa_replicas", "nodes_ready", "pods_pendin
 @validated_by()
 def nodes_ready(
     label_selector: str = "",
-    wait_s: float = 0,
-    configuration: Mapping[str, Any] | None = None,
-    secrets: Mapping[str, Any] | None = None,
+    wait_seconds: float = 0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Count the Ready, not Ready and cordoned nodes that match a label selector.
 
-    With `wait_s`, polls until every matching node is Ready and schedulable
+    With `wait_seconds`, polls until every matching node is Ready and schedulable
     (or the wait ends) and returns the last count. Read-only. Use
     `$.all_ready_and_schedulable` in a jsonpath tolerance after a drain's rollback.
     """
-    require_range("wait_s", wait_s, 0, 3600)
+    require_range("wait_seconds", wait_seconds, 0, 3600)
     core = client.CoreV1Api(api_client(secrets))
 
     def fetch() -> dict[str, Any]:
@@ -39,7 +39,7 @@ def nodes_ready(
         )
         return _status.node_summary(nodes)
 
-    return poll(fetch, lambda s: bool(s["all_ready_and_schedulable"]), wait_s=wait_s)
+    return poll(fetch, lambda s: bool(s["all_ready_and_schedulable"]), wait_seconds=wait_seconds)
 
 
 @needs_k8s(Rule("", "pods", ("list",), cluster_scoped=True))
@@ -47,16 +47,16 @@ def nodes_ready(
 def pods_pending(
     namespace: str = "",
     label_selector: str = "",
-    min_age_s: float = 0,
-    configuration: Mapping[str, Any] | None = None,
-    secrets: Mapping[str, Any] | None = None,
+    min_age_seconds: float = 0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Count Pending pods and those the scheduler reports Unschedulable.
 
-    `namespace` empty means every namespace; `min_age_s` ignores pods that
+    `namespace` empty means every namespace; `min_age_seconds` ignores pods that
     were created only moments ago (normal during a rollout). Read-only.
     """
-    require_range("min_age_s", min_age_s, 0, 86_400)
+    require_range("min_age_seconds", min_age_seconds, 0, 86_400)
     core = client.CoreV1Api(api_client(secrets))
     what = f"list pods in {namespace or 'all namespaces'}"
     if namespace:
@@ -75,7 +75,7 @@ def pods_pending(
             field_selector="status.phase=Pending",
             what=what,
         )
-    return _status.pending_summary(pods, min_age_s=min_age_s)
+    return _status.pending_summary(pods, min_age_seconds=min_age_seconds)
 
 
 @needs_k8s(Rule("apps", "deployments", ("get",)))
@@ -83,18 +83,18 @@ def pods_pending(
 def deployment_ready_ratio(
     name: str,
     namespace: str = "default",
-    wait_s: float = 0,
-    configuration: Mapping[str, Any] | None = None,
-    secrets: Mapping[str, Any] | None = None,
+    wait_seconds: float = 0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> float:
     """Ready replicas divided by desired replicas of a Deployment (1.0 = all Ready).
 
-    With `wait_s`, polls until the ratio is 1.0 (or the wait ends): "all pods
-    Ready again within N minutes" is `wait_s=N*60` with a tolerance of 1.0. Read-only.
+    With `wait_seconds`, polls until the ratio is 1.0 (or the wait ends): "all pods
+    Ready again within N minutes" is `wait_seconds=N*60` with a tolerance of 1.0. Read-only.
     """
     require_name("name", name, max_len=253)
     require_name("namespace", namespace)
-    require_range("wait_s", wait_s, 0, 3600)
+    require_range("wait_seconds", wait_seconds, 0, 3600)
     apps = client.AppsV1Api(api_client(secrets))
 
     def fetch() -> float:
@@ -103,7 +103,7 @@ def deployment_ready_ratio(
             read_json(apps.read_namespaced_deployment, name, namespace, what=what)
         )
 
-    return poll(fetch, lambda ratio: ratio >= 1.0, wait_s=wait_s)
+    return poll(fetch, lambda ratio: ratio >= 1.0, wait_seconds=wait_seconds)
 
 
 @needs_k8s(Rule("autoscaling", "horizontalpodautoscalers", ("get",)))
@@ -111,19 +111,19 @@ def deployment_ready_ratio(
 def hpa_replicas(
     name: str,
     namespace: str = "default",
-    wait_s: float = 0,
-    configuration: Mapping[str, Any] | None = None,
-    secrets: Mapping[str, Any] | None = None,
+    wait_seconds: float = 0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Compare an HPA's current and desired replicas and tell whether it is stuck.
 
     Stuck means it cannot scale or has no usable metric (`AbleToScale` or
-    `ScalingActive` False). With `wait_s`, polls until current == desired.
+    `ScalingActive` False). With `wait_seconds`, polls until current == desired.
     Read-only; tolerate with a jsonpath on `$.stuck` (false) or `$.converged`.
     """
     require_name("name", name, max_len=253)
     require_name("namespace", namespace)
-    require_range("wait_s", wait_s, 0, 3600)
+    require_range("wait_seconds", wait_seconds, 0, 3600)
     autoscaling = client.AutoscalingV2Api(api_client(secrets))
 
     def fetch() -> dict[str, Any]:
@@ -135,4 +135,4 @@ def hpa_replicas(
         )
         return _status.hpa_summary(hpa)
 
-    return poll(fetch, lambda s: bool(s["converged"]), wait_s=wait_s)
+    return poll(fetch, lambda s: bool(s["converged"]), wait_seconds=wait_seconds)

@@ -76,7 +76,7 @@ def _restart_one(
             return rollout_status(obj)
 
         left = max(0.0, deadline - time.monotonic())
-        done, status = poll(fetch, lambda s: s[0], wait_s=left, stop=stop)
+        done, status = poll(fetch, lambda s: s[0], wait_seconds=left, stop=stop)
     except SidecarError as exc:
         done, status = False, str(exc)
     return {

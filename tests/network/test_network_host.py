@@ -71,6 +71,19 @@ def test_restore_to_the_kernel_default_root(veth_ns: VethNs) -> None:
     assert tc_show(veth_ns.ns, veth_ns.dev) == before_cli
 
 
+def test_restore_after_an_undo_killed_between_delete_and_replay(veth_ns: VethNs) -> None:
+    """The undo deletes the latency root, then re-creates the saved tree: killed in between,
+    the interface has the kernel's default root, and the retried undo must put the tree back."""
+    _shaped(veth_ns)
+    target = parse_target(f"netns:{veth_ns.ns}")
+    before_cli = tc_show(veth_ns.ns, veth_ns.dev)
+    snap = json.loads(json.dumps(_local.snapshot(target, "va")))
+    sh("tc", "-n", veth_ns.ns, "qdisc", "del", "dev", "va", "root")
+    assert _local.snapshot(target, "va")["default_root"]
+    assert "restored (htb)" in _local.restore(target, "va", snap)
+    assert tc_show(veth_ns.ns, veth_ns.dev) == before_cli
+
+
 def test_restore_leaves_a_root_someone_else_changed(veth_ns: VethNs) -> None:
     target = parse_target(f"netns:{veth_ns.ns}")
     snap = _local.snapshot(target, "va")

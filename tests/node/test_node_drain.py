@@ -17,7 +17,7 @@ from chaos_ext.node._drain_plan import CORDON_ANNOTATION
 from chaos_ext.node.actions import drain_nodes, uncordon_drained_nodes
 
 SELECTOR = "role=eat-workers"
-FAST = {"backoff_initial_s": 0.05, "backoff_max_s": 0.2, "pick": "first"}
+FAST = {"backoff_initial_seconds": 0.05, "backoff_max_seconds": 0.2, "pick": "first"}
 
 
 def _cordoned(emulator: EmulatorHandle) -> set[str]:
@@ -36,7 +36,7 @@ def test_budget_allowing_one_disruption_serialises_evictions(
     emulator.put(o.deployment("shop", "web", replicas=4, nodes=["worker-0"]))
     emulator.put(o.pdb("shop", "web", match_labels={"app": "web"}, max_unavailable=1))
 
-    report = drain_nodes(SELECTOR, count=1, timeout_s=30, **FAST)
+    report = drain_nodes(SELECTOR, count=1, timeout_seconds=30, **FAST)
 
     assert report["evicted"] == 4 and report["blocked"] == 0
     (node,) = report["nodes"]
@@ -54,7 +54,7 @@ def test_budget_allowing_one_disruption_serialises_evictions(
     assert len(replaced) == 4
     assert _cordoned(emulator) == {"worker-0"}
     node0 = emulator.get("Node", None, "worker-0")
-    assert node0 and node0["metadata"]["annotations"][CORDON_ANNOTATION] == report["ledger_entry"]
+    assert node0 and node0["metadata"]["annotations"][CORDON_ANNOTATION] == report["ledger_id"]
     (entry,) = Ledger(ledger_path).open_entries()
     assert entry.recipe["nodes"] == ["worker-0"]
 
@@ -65,8 +65,8 @@ def test_budget_refusal_is_retried_until_the_timeout_never_bypassed(
     emulator.put(o.deployment("shop", "web", replicas=3, nodes=["worker-0"]))
     emulator.put(o.pdb("shop", "web", match_labels={"app": "web"}, min_available=3))
     t0 = time.monotonic()
-    with pytest.raises(KubernetesError, match=r"3 pod\(s\) not evicted within timeout_s=2"):
-        drain_nodes(SELECTOR, count=1, timeout_s=2, **FAST)
+    with pytest.raises(KubernetesError, match=r"3 pod\(s\) not evicted within timeout_seconds=2"):
+        drain_nodes(SELECTOR, count=1, timeout_seconds=2, **FAST)
     assert 1.5 < time.monotonic() - t0 < 10
     assert len(_pods_on(emulator, "worker-0")) == 3  # nothing deleted behind the budget
     assert len(emulator.events("evict-blocked")) > 10  # retried with backoff all along
@@ -79,7 +79,7 @@ def test_force_deletes_past_the_budget_at_the_timeout(
 ) -> None:
     emulator.put(o.deployment("shop", "web", replicas=2, nodes=["worker-0"]))
     emulator.put(o.pdb("shop", "web", match_labels={"app": "web"}, min_available=2))
-    report = drain_nodes(SELECTOR, count=1, timeout_s=1.5, force=True, **FAST)
+    report = drain_nodes(SELECTOR, count=1, timeout_seconds=1.5, force=True, **FAST)
     outcomes = {p["outcome"] for p in report["nodes"][0]["pods"]}
     assert outcomes == {"deleted"}
     assert "budget bypassed" in report["nodes"][0]["pods"][0]["reason"]
@@ -94,7 +94,7 @@ def test_daemonset_and_mirror_pods_are_skipped(emulator: EmulatorHandle, pool: l
                    annotations={"kubernetes.io/config.mirror": "7c1f"})  # fmt: skip
     emulator.put(mirror, o.deployment("shop", "web", replicas=1, nodes=["worker-0"]))
 
-    report = drain_nodes(SELECTOR, count=1, timeout_s=20, **FAST)
+    report = drain_nodes(SELECTOR, count=1, timeout_seconds=20, **FAST)
 
     pods = {p["name"]: p for p in report["nodes"][0]["pods"]}
     skipped = {name for name, p in pods.items() if p["outcome"] == "skipped"}
@@ -120,12 +120,12 @@ def test_pods_needing_a_flag_refuse_before_any_change(
     emulator.put(blocker, o.deployment("shop", "web", replicas=2, nodes=["worker-0"]))
 
     with pytest.raises(PreflightFailed, match=f"pass {flag}=true"):
-        drain_nodes(SELECTOR, count=1, timeout_s=10, **FAST)
+        drain_nodes(SELECTOR, count=1, timeout_seconds=10, **FAST)
     assert _cordoned(emulator) == set()
     assert emulator.events() == []
     assert Ledger(ledger_path).history() == []
 
-    report = drain_nodes(SELECTOR, count=1, timeout_s=10, **{flag: True}, **FAST)
+    report = drain_nodes(SELECTOR, count=1, timeout_seconds=10, **{flag: True}, **FAST)
     assert report["evicted"] == 3
 
 
@@ -143,7 +143,7 @@ def test_blast_radius_refusal_changes_nothing(
 ) -> None:  # fmt: skip
     emulator.put(o.deployment("payments", "api", replicas=1, nodes=["worker-0"]))
     with pytest.raises(PreflightFailed, match=message):
-        drain_nodes(SELECTOR, timeout_s=10, **FAST, **arguments)  # type: ignore[arg-type]
+        drain_nodes(SELECTOR, timeout_seconds=10, **FAST, **arguments)  # type: ignore[arg-type]
     assert _cordoned(emulator) == set()
     assert emulator.events() == []
     assert Ledger(ledger_path).history() == []
@@ -175,15 +175,15 @@ def test_undo_uncordons_exactly_what_the_drain_cordoned(
 
     result = uncordon_drained_nodes()
     assert result["undone"] == 1
-    assert "worker-0: uncordoned" in result["notes"][0]
+    assert "worker-0: uncordoned" in result["faults"][0]["note"]
     assert _cordoned(emulator) == {"worker-9"}  # cordoned by someone else: left alone
     node0 = emulator.get("Node", None, "worker-0")
     assert node0 and CORDON_ANNOTATION not in (node0["metadata"].get("annotations") or {})
-    assert uncordon_drained_nodes() == {"undone": 0, "notes": []}  # idempotent
+    assert uncordon_drained_nodes() == {"undone": 0, "faults": [], "left_alone": []}  # idempotent
     assert Ledger(ledger_path).open_entries() == []
 
 
 def test_uncordon_after_a_duration(emulator: EmulatorHandle, pool: list[str]) -> None:
-    drain_nodes(SELECTOR, count=1, uncordon_after_s=0.5, **FAST)
+    drain_nodes(SELECTOR, count=1, uncordon_after_seconds=0.5, **FAST)
     assert _cordoned(emulator) == {"worker-0"}
     wait_for(lambda: _cordoned(emulator) == set(), 10, "the timed uncordon")

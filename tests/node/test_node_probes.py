@@ -40,7 +40,7 @@ def test_nodes_ready_counts_by_selector_and_waits(
     _later(0.4, lambda: emulator.put(o.node("worker-0", {"role": "eat-workers"})))
     _later(0.4, lambda: emulator.put(o.node("worker-7", {"role": "eat-workers"})))
     t0 = time.monotonic()
-    waited = nodes_ready("role=eat-workers", wait_s=10)
+    waited = nodes_ready("role=eat-workers", wait_seconds=10)
     assert waited["all_ready_and_schedulable"] is True
     assert 0.3 < time.monotonic() - t0 < 5
 
@@ -58,7 +58,7 @@ def test_pods_pending_reports_unschedulable(emulator: EmulatorHandle, pool: list
     assert unschedulable["name"] == "web-x" and "unschedulable" in unschedulable["message"]
     assert pods_pending(namespace="other")["pending"] == 0
     assert pods_pending(namespace="shop", label_selector="app=web")["pending"] == 1
-    assert pods_pending(min_age_s=3600)["pending"] == 0
+    assert pods_pending(min_age_seconds=3600)["pending"] == 0
 
 
 def test_deployment_ready_ratio_waits_for_replacements(
@@ -70,7 +70,7 @@ def test_deployment_ready_ratio_waits_for_replacements(
     victim = emulator.items("Pod", "shop")[0]["metadata"]["name"]
     core.delete_namespaced_pod(victim, "shop", _request_timeout=5)
     assert deployment_ready_ratio("web", "shop") == 0.75  # replacement not Ready yet
-    assert deployment_ready_ratio("web", "shop", wait_s=10) == 1.0
+    assert deployment_ready_ratio("web", "shop", wait_seconds=10) == 1.0
     with pytest.raises(KubernetesError, match="read deployment shop/nope: HTTP 404"):
         deployment_ready_ratio("nope", "shop")
 
@@ -86,7 +86,7 @@ def test_hpa_replicas_tells_stuck_from_converging(emulator: EmulatorHandle) -> N
     assert blind["stuck"] is True and "ScalingActive=False" in blind["why"][0]
     _later(0.3, lambda: emulator.put(o.hpa("shop", "web", target="web", min_replicas=2,
                                            max_replicas=10, current=6, desired=6)))  # fmt: skip
-    assert hpa_replicas("web", "shop", wait_s=10)["converged"] is True
+    assert hpa_replicas("web", "shop", wait_seconds=10)["converged"] is True
 
 
 def test_hpa_summary_at_max() -> None:

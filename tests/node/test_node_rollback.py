@@ -41,7 +41,7 @@ def test_sigkill_mid_drain_then_rollback_uncordons_exactly_the_drained_nodes(
             "provider": {
                 "type": "python", "module": "chaos_ext.node.actions", "func": "drain_nodes",
                 "arguments": {"label_selector": "role=eat-workers", "count": 2, "pick": "first",
-                              "timeout_s": 120, "backoff_max_s": 1},
+                              "timeout_seconds": 120, "backoff_max_seconds": 1},
             },
         }],
     })  # fmt: skip
