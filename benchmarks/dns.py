@@ -69,7 +69,7 @@ def flood_qps(server: dnsmasq.Dnsmasq) -> float:
     from chaos_ext.dns.actions import flood_dns  # noqa: PLC0415
 
     report = flood_dns(
-        server.address, names=[NAME], port=server.port, qps=100_000, duration=SECONDS,
+        server.address, names=[NAME], port=server.port, qps=100_000, duration_seconds=SECONDS,
         timeout=1.0, concurrency=OUTSTANDING, sockets=CLIENTS, workers=WORKERS,
     )  # fmt: skip
     return float(report["achieved_qps"])
@@ -145,7 +145,7 @@ def rate_limit_accuracy() -> float:
     with resolver_pair() as pair:
         limit_dns_rate(pps=LIMIT_PPS, target=pair.target)
         try:
-            report = flood_from(pair, qps=OFFERED_QPS, duration=LIMIT_SECONDS)
+            report = flood_from(pair, qps=OFFERED_QPS, duration_seconds=LIMIT_SECONDS)
             drops = dns_rate_limit_drops(target=pair.target)
         finally:
             remove_dns_rate_limit(target=pair.target)

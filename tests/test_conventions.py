@@ -36,15 +36,6 @@ ACTIVITIES = [
 ]
 # Not migrated yet: each must start failing the xfail (strict) when it is fixed.
 PENDING: set[str] = {
-    "chaos_ext.dns.actions.flood_dns",
-    "chaos_ext.dns.actions.limit_dns_rate",
-    "chaos_ext.dns.actions.release_dnsmasq_tcp",
-    "chaos_ext.dns.actions.remove_dns_rate_limit",
-    "chaos_ext.dns.actions.saturate_dnsmasq_tcp",
-    "chaos_ext.dns.probes.dns_rate_limit_drops",
-    "chaos_ext.dns.probes.dns_rate_limit_supported",
-    "chaos_ext.dns.probes.dns_resolution_stats",
-    "chaos_ext.dns.probes.dnsmasq_child_processes",
     "chaos_ext.load.actions.drive_http_load",
     "chaos_ext.load.actions.stop_http_load",
     "chaos_ext.load.probes.load_window_stats",

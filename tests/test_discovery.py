@@ -35,13 +35,13 @@ EXPECTED = {
         "url:string timeout_seconds:number expect_status:integer -> boolean"
     ),
     "dns.actions.flood_dns": (
-        "server:string names:list port:integer qps:number duration:number protocol:string "
-        "search_domains:list ndots:integer qtype:string timeout:number concurrency:integer "
-        "max_queries:integer sockets:integer workers:integer -> mapping"
+        "server:string names:list port:integer qps:number duration_seconds:number "
+        "protocol:string search_domains:list ndots:integer qtype:string timeout_seconds:number "
+        "concurrency:integer max_queries:integer sockets:integer workers:integer -> mapping"
     ),
     "dns.actions.limit_dns_rate": (
-        "pps:integer burst:integer resolvers:list port:integer duration:number target:string -> "
-        "mapping"
+        "pps:integer burst:integer resolvers:list port:integer duration_seconds:number "
+        "target:string -> mapping"
     ),
     "dns.actions.release_dnsmasq_tcp": (
         "server:string port:integer include_dead_runs:boolean -> mapping"
@@ -49,13 +49,14 @@ EXPECTED = {
     "dns.actions.remove_dns_rate_limit": "target:string include_dead_runs:boolean -> mapping",
     "dns.actions.saturate_dnsmasq_tcp": (
         "server:string port:integer connections:integer hold_seconds:number query_name:string "
-        "connect_timeout:number -> mapping"
+        "connect_timeout_seconds:number -> mapping"
     ),
+    "dns.actions.stop_dns_flood": "server:string port:integer include_dead_runs:boolean -> mapping",
     "dns.probes.dns_rate_limit_drops": "target:string -> mapping",
     "dns.probes.dns_rate_limit_supported": "target:string -> mapping",
     "dns.probes.dns_resolution_stats": (
-        "server:string name:string port:integer protocol:string samples:integer timeout:number "
-        "qtype:string interval:number -> mapping"
+        "server:string name:string port:integer protocol:string samples:integer "
+        "timeout_seconds:number qtype:string interval_seconds:number -> mapping"
     ),
     "dns.probes.dnsmasq_child_processes": "pid:integer pidfile:string port:integer -> mapping",
     "envoy.probes.edge_config_audit": (

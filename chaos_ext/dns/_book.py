@@ -187,7 +187,7 @@ def summarize(tallies: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "queries_sent": total["sent"],
         "responses": responses,
-        "elapsed_s": round(elapsed, 3),
+        "elapsed_seconds": round(elapsed, 3),
         "sent_qps": round(sum(t["sent"] / max(t["send_window"], 1e-9) for t in tallies), 1),
         "achieved_qps": round(responses / active, 1),
         **counts,

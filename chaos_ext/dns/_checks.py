@@ -83,7 +83,7 @@ def check_saturation(args: Mapping[str, Any]) -> None:
     _require_common(args)
     _require_int("connections", args["connections"], 1, MAX_CONNECTIONS)
     require_range("hold_seconds", args["hold_seconds"], 1, MAX_HOLD_SECONDS)
-    require_range("connect_timeout", args["connect_timeout"], 0.1, 60)
+    require_range("connect_timeout_seconds", args["connect_timeout_seconds"], 0.1, 60)
     if args["query_name"]:
         query_wire(args["query_name"])
 
@@ -111,8 +111,8 @@ def check_flood(args: Mapping[str, Any]) -> None:
     """Arguments of ``flood_dns`` (defaults applied): caps on rate, time and count."""
     _require_common(args)
     require_range("qps", args["qps"], 1, MAX_QPS)
-    require_range("duration", args["duration"], 0.1, MAX_DURATION)
-    require_range("timeout", args["timeout"], 0.05, 30)
+    require_range("duration_seconds", args["duration_seconds"], 0.1, MAX_DURATION)
+    require_range("timeout_seconds", args["timeout_seconds"], 0.05, 30)
     _require_int("max_queries", args["max_queries"], 0, MAX_TOTAL_QUERIES)
     _require_int("sockets", args["sockets"], 1, MAX_SOCKETS)
     _require_int("workers", args["workers"], 1, MAX_WORKERS)
@@ -120,10 +120,10 @@ def check_flood(args: Mapping[str, Any]) -> None:
         raise InvalidArgument(f"protocol: {args['protocol']!r} is not 'udp' or 'tcp'")
     limit = MAX_TCP_CONNECTIONS if args["protocol"] == "tcp" else MAX_UDP_CONCURRENCY
     _require_int("concurrency", args["concurrency"], 1, limit)
-    total = args["qps"] * args["duration"]
+    total = args["qps"] * args["duration_seconds"]
     if not args["max_queries"] and total > MAX_TOTAL_QUERIES:
         raise InvalidArgument(
-            f"qps x duration = {total:.0f} queries is more than {MAX_TOTAL_QUERIES};"
+            f"qps x duration_seconds = {total:.0f} queries is more than {MAX_TOTAL_QUERIES};"
             " lower one of them or set max_queries"
         )
     _require_names(args)
@@ -133,14 +133,14 @@ def check_resolution_stats(args: Mapping[str, Any]) -> None:
     """Arguments of ``dns_resolution_stats`` (defaults applied)."""
     _require_common(args)
     samples = _require_int("samples", args["samples"], 1, MAX_SAMPLES)
-    timeout = require_range("timeout", args["timeout"], 0.05, 30)
-    interval = require_range("interval", args["interval"], 0, 10)
+    timeout = require_range("timeout_seconds", args["timeout_seconds"], 0.05, 30)
+    interval = require_range("interval_seconds", args["interval_seconds"], 0, 10)
     if args["protocol"] not in ("udp", "tcp"):
         raise InvalidArgument(f"protocol: {args['protocol']!r} is not 'udp' or 'tcp'")
     if samples * (timeout + interval) > MAX_PROBE_SECONDS:
         raise InvalidArgument(
-            f"samples x (timeout + interval) = {samples * (timeout + interval):.0f} s could"
-            f" exceed {MAX_PROBE_SECONDS} s; take fewer samples or a shorter timeout"
+            f"samples x (timeout_seconds + interval_seconds) = {samples * (timeout + interval):.0f}"
+            f" s could exceed {MAX_PROBE_SECONDS} s; take fewer samples or a shorter timeout"
         )
     if args["qtype"] not in QTYPES:
         raise InvalidArgument(f"qtype: {args['qtype']!r} is not one of {sorted(QTYPES)}")

@@ -114,7 +114,7 @@ def check_limit_arguments(arguments: Mapping[str, Any]) -> RateLimitSpec:
     pps = _require_int("pps", arguments.get("pps", VPC_RESOLVER_PPS), 1, MAX_PPS)
     burst = _require_int("burst", arguments.get("burst", 0), 0, MAX_PPS) or pps
     port = _require_int("port", arguments.get("port", 53), 1, 65_535)
-    require_range("duration", arguments.get("duration", 0), 0, MAX_DURATION)
+    require_range("duration_seconds", arguments.get("duration_seconds", 0), 0, MAX_DURATION)
     return RateLimitSpec(pps, burst, port, _resolvers(arguments.get("resolvers")))
 
 

@@ -148,13 +148,16 @@ def work(
     count = int(payload["connections"])
     raise_fd_limit(count + _FD_SPARE)
     socks, failed = open_connections(
-        str(payload["server"]), int(payload["port"]), count, float(payload["connect_timeout"])
+        str(payload["server"]),
+        int(payload["port"]),
+        count,
+        float(payload["connect_timeout_seconds"]),
     )
     try:
         answered = 0
         if payload.get("query_hex"):
             query = bytes.fromhex(str(payload["query_hex"]))
-            answered = _send_queries(socks, query, float(payload["connect_timeout"]))
+            answered = _send_queries(socks, query, float(payload["connect_timeout_seconds"]))
         held = sum(1 for sock in socks if _discard(sock))
         ready({
             "opened": len(socks), "failed": failed, "held": held, "answered": answered,

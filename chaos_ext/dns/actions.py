@@ -10,7 +10,15 @@ from chaos_ext import _helper
 from chaos_ext._failpoint import failpoint
 from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext._targets.remote import identity_of
-from chaos_ext._targets.spec import parse_target
+from chaos_ext._targets.spec import Target, parse_target
+from chaos_ext.contract import (
+    LEDGER_ID,
+    Configuration,
+    Secrets,
+    fault_action,
+    roll_back,
+    rollback_activity,
+)
 from chaos_ext.dns import _nft, _ratelimit
 from chaos_ext.dns._book import FloodPlan
 from chaos_ext.dns._checks import check_flood, check_saturation, require_server, with_defaults
@@ -20,15 +28,7 @@ from chaos_ext.dns._search import candidates
 from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.errors import ChaosExtError, DnsError, TargetGone
-from chaos_ext.ledger import (
-    Entry,
-    default_ledger,
-    fault,
-    in_scope,
-    undo,
-    undo_after,
-    undo_handler,
-)
+from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import check_types, validated_by
 
@@ -38,6 +38,7 @@ __all__ = [
     "release_dnsmasq_tcp",
     "remove_dns_rate_limit",
     "saturate_dnsmasq_tcp",
+    "stop_dns_flood",
 ]
 
 HOLD_KIND = "dnsmasq-tcp-hold"
@@ -54,6 +55,7 @@ def _check_flood(arguments: Mapping[str, Any]) -> None:
     check_flood(with_defaults(flood_dns, arguments))
 
 
+@fault_action(rollback="release_dnsmasq_tcp")
 @validated_by(_check_saturation)
 def saturate_dnsmasq_tcp(
     server: str,
@@ -61,9 +63,9 @@ def saturate_dnsmasq_tcp(
     connections: int = 25,
     hold_seconds: float = 60,
     query_name: str = "",
-    connect_timeout: float = 3.0,
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    connect_timeout_seconds: float = 3.0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Hold idle TCP connections open to a DNS server so its TCP slots run out.
 
@@ -81,19 +83,20 @@ def saturate_dnsmasq_tcp(
     """
     args = {
         "server": server, "port": port, "connections": connections,
-        "hold_seconds": hold_seconds, "query_name": query_name, "connect_timeout": connect_timeout,
+        "hold_seconds": hold_seconds, "query_name": query_name,
+        "connect_timeout_seconds": connect_timeout_seconds,
     }  # fmt: skip
     check_types(saturate_dnsmasq_tcp, args)
     check_saturation(args)
     server = args["server"] = require_server(server)  # one spelling for release_dnsmasq_tcp
     payload = {**args, "query_hex": query_wire(query_name).hex() if query_name else ""}
-    waves = -(-connections // CONNECT_WAVE)  # each wave of connects may take connect_timeout
+    waves = -(-connections // CONNECT_WAVE)  # each wave of connects may take the timeout
     recipe = {"server": server, "port": port, "connections": connections}
     with fault(kind=HOLD_KIND, target=f"{server}:{port}", recipe=recipe, module=__name__) as entry:
         try:
             handle = _helper.start_helper(
                 module=_HOLDER, payload=payload, token=entry.id,
-                ready_timeout=(waves + 1) * connect_timeout + 10,
+                ready_timeout=(waves + 1) * connect_timeout_seconds + 10,
             )  # fmt: skip
         except ChaosExtError as exc:
             raise DnsError(f"cannot hold TCP connections to {server}:{port}: {exc}") from exc
@@ -101,12 +104,12 @@ def saturate_dnsmasq_tcp(
         if not handle.ready.get("opened"):
             raise DnsError(
                 f"no TCP connection to {server}:{port} could be opened within"
-                f" {connect_timeout} s: is the resolver listening on TCP there?"
+                f" {connect_timeout_seconds} s: is the resolver listening on TCP there?"
             )
     undo_after(entry, float(hold_seconds))
     return {
         "server": server, "port": port, "requested": connections,
-        "hold_seconds": hold_seconds, "ledger_id": entry.id, **handle.ready,
+        "hold_seconds": hold_seconds, LEDGER_ID: entry.id, **handle.ready,
     }  # fmt: skip
 
 
@@ -118,52 +121,59 @@ def _release(entry: Entry) -> str:
     return f"stopped the helper holding TCP connections to {entry.target}; all closed"
 
 
+def _at(entries: list[Entry], server: str, port: int) -> list[Entry]:
+    """The entries whose ``server:port`` target matches (empty server or port 0: any)."""
+    wanted = require_server(server) if server else ""
+    found = []
+    for entry in entries:
+        host, _, entry_port = entry.target.rpartition(":")
+        if (not wanted or host == wanted) and (not port or int(entry_port) == port):
+            found.append(entry)
+    return found
+
+
+@rollback_activity
 @validated_by()
 def release_dnsmasq_tcp(
-    server: str = "", port: int = 0, include_dead_runs: bool = False
+    server: str = "",
+    port: int = 0,
+    include_dead_runs: bool = False,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
-    """Close the TCP connections this run holds with saturate_dnsmasq_tcp (all, or one server:port).
+    """Close the TCP connections this run holds with saturate_dnsmasq_tcp (its rollback).
 
-    Blast radius: only helpers this run started, found through the fault
-    ledger; ``include_dead_runs`` adds holds left by runs whose runner is
-    dead. Another live run's hold on the same server is never released.
-    Idempotent: releasing nothing is fine. Use it in ``rollbacks`` after
-    ``saturate_dnsmasq_tcp``.
+    Blast radius: only helpers this run started (all, or one ``server``
+    / ``port``), found through the fault ledger; ``include_dead_runs`` adds
+    holds left by runs whose runner is dead. Another live run's hold on the
+    same server is never released (listed under ``left_alone``). Idempotent:
+    releasing nothing is fine. Raises RollbackFailed if a helper could not be
+    stopped. Use it in ``rollbacks`` after ``saturate_dnsmasq_tcp``.
     """
-    wanted = require_server(server) if server else ""
     book = default_ledger()
-    released = []
-    for entry in in_scope(book.open_entries(), include_dead_runs=include_dead_runs):
-        host, _, entry_port = entry.target.rpartition(":")
-        if entry.kind != HOLD_KIND or (wanted and host != wanted):
-            continue
-        if port and int(entry_port) != port:
-            continue
-        outcome = undo(entry, book)
-        if not outcome.ok:
-            raise DnsError(f"could not release {entry.target}: {outcome.note}")
-        released.append({"target": entry.target, "note": outcome.note})
-    return {"released": len(released), "holds": released}
+    held = [e for e in book.open_entries() if e.kind == HOLD_KIND]
+    return roll_back(_at(held, server, port), book, include_dead_runs=include_dead_runs)
 
 
+@fault_action(rollback="stop_dns_flood")
 @validated_by(_check_flood)
 def flood_dns(
     server: str,
     names: list[str],
     port: int = 53,
     qps: float = 100,
-    duration: float = 10,
+    duration_seconds: float = 10,
     protocol: str = "udp",
     search_domains: list[str] | None = None,
     ndots: int = 1,
     qtype: str = "A",
-    timeout: float = 1.0,
+    timeout_seconds: float = 1.0,
     concurrency: int = 100,
     max_queries: int = 0,
     sockets: int = 4,
     workers: int = 1,
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Send DNS queries to a resolver at a capped rate for a capped time, and report.
 
@@ -171,37 +181,45 @@ def flood_dns(
     ``ndots`` (``ndots:5`` and a Kubernetes search list turn one lookup into
     several queries, NXDOMAIN counted). ``protocol`` "tcp" reuses connections
     like NodeLocal DNSCache with ``force_tcp``. At most ``qps`` queries/s, for
-    at most ``duration`` s and ``max_queries`` queries (0: qps x duration),
-    with at most ``concurrency`` in flight; it stops by itself. ``workers`` > 1
-    splits the load over helper processes (for tens of thousands of queries/s).
+    at most ``duration_seconds`` and ``max_queries`` queries (0: qps x
+    duration), with at most ``concurrency`` in flight, each answered within
+    ``timeout_seconds`` or counted as a timeout; it stops by itself.
+    ``workers`` > 1 splits the load over helper processes (for tens of
+    thousands of queries/s).
 
-    Blast radius: the named resolver only, for ``duration``. Nothing to roll
-    back (the load ends with the action). Returns achieved QPS, answer,
-    NXDOMAIN, NODATA, SERVFAIL, timeout counts, lookups, and p50/p95/p99 ms.
+    Blast radius: the named resolver only, for ``duration_seconds``. It
+    blocks until the flood is over and then closes its ledger entry; run
+    with ``"background": true``, pair it with ``stop_dns_flood`` (its
+    rollback). Returns achieved QPS, answer, NXDOMAIN, NODATA, SERVFAIL,
+    timeout counts, lookups, p50/p95/p99 ms and ``ledger_id``.
     """
     args = {
-        "server": server, "names": names, "port": port, "qps": qps, "duration": duration,
-        "protocol": protocol, "search_domains": search_domains, "ndots": ndots, "qtype": qtype,
-        "timeout": timeout, "concurrency": concurrency, "max_queries": max_queries,
-        "sockets": sockets, "workers": workers,
+        "server": server, "names": names, "port": port, "qps": qps,
+        "duration_seconds": duration_seconds, "protocol": protocol,
+        "search_domains": search_domains, "ndots": ndots, "qtype": qtype,
+        "timeout_seconds": timeout_seconds, "concurrency": concurrency,
+        "max_queries": max_queries, "sockets": sockets, "workers": workers,
     }  # fmt: skip
     check_types(flood_dns, args)
     check_flood(args)
     search = search_domains or []
     wires = [[query_wire(c, qtype) for c in candidates(n, search, ndots)] for n in names]
     plan = FloodPlan(
-        server=server, port=port, qps=float(qps), duration=float(duration),
-        max_queries=max_queries or int(qps * duration) or 1, protocol=protocol,  # type: ignore[arg-type]
-        timeout=float(timeout), concurrency=concurrency, sockets=sockets,
+        server=server, port=port, qps=float(qps), duration=float(duration_seconds),
+        max_queries=max_queries or int(qps * duration_seconds) or 1, protocol=protocol,  # type: ignore[arg-type]
+        timeout=float(timeout_seconds), concurrency=concurrency, sockets=sockets,
     )  # fmt: skip
-    recipe = {"qps": qps, "duration": duration, "protocol": protocol}
+    recipe = {"qps": qps, "duration_seconds": duration_seconds, "protocol": protocol}
     with fault(kind=FLOOD_KIND, target=f"{server}:{port}", recipe=recipe, module=__name__) as e:
         if workers > 1:
             report = run_parallel(plan, wires, workers, token=e.id)
         else:
             report = run_flood(plan, wires)
     undo(e)
-    return {"server": server, "port": port, "protocol": protocol, "target_qps": qps, **report}
+    return {
+        "server": server, "port": port, "protocol": protocol, "target_qps": qps, **report,
+        LEDGER_ID: e.id,
+    }  # fmt: skip
 
 
 @undo_handler(FLOOD_KIND)
@@ -211,8 +229,33 @@ def _stop_flood(entry: Entry) -> str:
     return f"stopped {stopped} flood worker(s) of {entry.target}" if stopped else "flood over"
 
 
+@rollback_activity
+@validated_by()
+def stop_dns_flood(
+    server: str = "",
+    port: int = 0,
+    include_dead_runs: bool = False,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """Stop the floods this run started with flood_dns that still run (its rollback).
+
+    Useful when ``flood_dns`` runs in the background (``"background": true``)
+    and the experiment ends first. Blast radius: only this run's floods (all,
+    or one ``server`` / ``port``; ``include_dead_runs``: also floods of runs
+    whose runner is dead; never a live run's, listed under ``left_alone``):
+    their worker processes are stopped (a single in-process flood ends at
+    its ``duration_seconds``). Idempotent: a flood that already ended is
+    fine. Raises RollbackFailed if a worker could not be stopped.
+    """
+    book = default_ledger()
+    floods = [e for e in book.open_entries() if e.kind == FLOOD_KIND]
+    return roll_back(_at(floods, server, port), book, include_dead_runs=include_dead_runs)
+
+
 def _check_target(arguments: Mapping[str, Any]) -> None:
-    parse_target(arguments.get("target", "local"))
+    if arguments.get("target", "local"):
+        parse_target(arguments.get("target", "local"))
 
 
 def _check_limit(arguments: Mapping[str, Any]) -> None:
@@ -220,6 +263,7 @@ def _check_limit(arguments: Mapping[str, Any]) -> None:
     _check_target(arguments)
 
 
+@fault_action(rollback="remove_dns_rate_limit")
 @validated_by(_check_limit)
 @needs_k8s(*POD_RULES)
 def limit_dns_rate(
@@ -227,10 +271,10 @@ def limit_dns_rate(
     burst: int = 0,
     resolvers: list[str] | None = None,
     port: int = 53,
-    duration: float = 0,
+    duration_seconds: float = 0,
     target: str = "local",
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Cap the DNS packets per second a target sends, as the VPC resolver's limit does.
 
@@ -246,11 +290,12 @@ def limit_dns_rate(
     gameday_dnsrate_<id>``), loaded in one transaction after a preflight
     (CAP_NET_ADMIN, libnftables or the node's nft, kernel nf_tables + limit)
     and recorded in the fault ledger first. Rollback: ``remove_dns_rate_limit``
-    or ``gameday rollback`` deletes exactly that table; ``duration`` > 0
-    removes it by itself. Probe the drops with ``dns_rate_limit_drops``.
+    or ``gameday rollback`` deletes exactly that table; ``duration_seconds``
+    > 0 removes it by itself. Probe the drops with ``dns_rate_limit_drops``.
+    Returns the table, the limit, what the kernel loaded and ``ledger_id``.
     """
     arguments = {"pps": pps, "burst": burst, "resolvers": resolvers, "port": port,
-                 "duration": duration, "target": target}  # fmt: skip
+                 "duration_seconds": duration_seconds, "target": target}  # fmt: skip
     check_types(limit_dns_rate, arguments)
     spec = _ratelimit.check_limit_arguments(arguments)
     where = parse_target(target)
@@ -275,11 +320,11 @@ def limit_dns_rate(
             runner.run(_ratelimit.ruleset(spec, table))
             failpoint(f"{RATE_KIND}.mid-apply")  # loaded, not yet read back
             loaded = _nft.counters(runner, table)
-    if duration:
-        undo_after(entry, float(duration))
+    if duration_seconds:
+        undo_after(entry, float(duration_seconds))
     return {
-        "target": where.where, "table": f"{_ratelimit.FAMILY} {table}", "ledger_id": entry.id,
-        **spec.as_dict(), "duration": duration, "kernel": preflight["kernel"],
+        "target": where.where, "table": f"{_ratelimit.FAMILY} {table}", LEDGER_ID: entry.id,
+        **spec.as_dict(), "duration_seconds": duration_seconds, "kernel": preflight["kernel"],
         "via": preflight["via"], "loaded_pps": loaded["pps"], "loaded_burst": loaded["burst"],
     }  # fmt: skip
 
@@ -299,46 +344,52 @@ def _undo_rate_limit(entry: Entry) -> str:
     return f"{entry.target}: table {_ratelimit.FAMILY} {recipe['table']} deleted"
 
 
+@rollback_activity
 @validated_by(_check_target)
 @needs_k8s(*POD_RULES)
 def remove_dns_rate_limit(
-    target: str = "local",
+    target: str = "",
     include_dead_runs: bool = False,
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
-    """Remove the DNS packet-rate limit of limit_dns_rate from a target (the rollback).
+    """Remove the DNS packet-rate limit of limit_dns_rate (its rollback).
 
     Blast radius: our tables only (``inet gameday_dnsrate_*``); the rest of
-    the target's ruleset is never read or changed. Deletes the tables this
-    run recorded for ``target`` (``include_dead_runs``: also those of runs
-    whose runner is dead); a live run's table is never removed. If the ledger
-    lost them, deletes any table of ours that no open entry names.
-    Idempotent: nothing to remove is fine.
+    a target's ruleset is never read or changed. Deletes the tables this run
+    recorded (on ``target`` if given; ``include_dead_runs``: also those of
+    runs whose runner is dead); a live run's table is never removed (listed
+    under ``left_alone``). With ``target`` given, a table of ours there that
+    no open entry names (the ledger lost it) is deleted too (``unrecorded``).
+    Idempotent: nothing to remove is fine; a target that is gone took its
+    limit with it. Raises RollbackFailed if a table could not be deleted.
     """
-    where = parse_target(target)
+    where = parse_target(target) if target else None
     book = default_ledger()
-    recorded = [e for e in book.open_entries() if e.kind == RATE_KIND and e.target == where.where]
-    entries = in_scope(recorded, include_dead_runs=include_dead_runs)
+    recorded = [
+        e
+        for e in book.open_entries()
+        if e.kind == RATE_KIND and (where is None or e.target == where.where)
+    ]
+    result = roll_back(recorded, book, include_dead_runs=include_dead_runs)
+    if where is not None:
+        alone = {str(a[LEDGER_ID]) for a in result["left_alone"]}
+        kept = {str(e.recipe.get("table")) for e in recorded if e.id in alone}
+        result["unrecorded"] = _remove_unrecorded(where, kept, configuration, secrets)
+    return result
+
+
+def _remove_unrecorded(
+    where: Target, kept: set[str], configuration: Configuration, secrets: Secrets
+) -> list[str]:
+    """Delete our tables on ``where`` that no open ledger entry names; what was done."""
     notes = []
-    for entry in entries:
-        outcome = undo(entry, book)
-        if not outcome.ok:
-            raise DnsError(f"could not remove the DNS rate limit on {where.where}: {outcome.note}")
-        notes.append(outcome.note)
-    others = {str(e.recipe.get("table")): e for e in recorded if e not in entries}
-    notes += [f"left {t} alone: it belongs to run {e.run_id}" for t, e in others.items()]
-    removed = len(entries)
     try:
         with _nft.runner_for(where, configuration, secrets) as (runner, _):
             for table in _nft.list_ours(runner):
-                if table in others:
-                    continue
-                _nft.delete_table(runner, table)
-                notes.append(f"{where.where}: table {table} without a ledger entry deleted")
-                removed += 1
-    except DnsError as exc:
-        if "does not exist" not in str(exc):
-            raise
+                if table not in kept:
+                    _nft.delete_table(runner, table)
+                    notes.append(f"{where.where}: table {table} without a ledger entry deleted")
+    except TargetGone:
         notes.append(f"{where.where}: the target is gone, and any limit with it")
-    return {"target": where.where, "removed": removed, "notes": notes}
+    return notes

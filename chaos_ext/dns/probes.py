@@ -22,6 +22,7 @@ from chaos_ext import _procfs
 from chaos_ext._percentile import LatencyRecorder
 from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext._targets.spec import parse_target
+from chaos_ext.contract import Configuration, Secrets
 from chaos_ext.dns import _nft
 from chaos_ext.dns._checks import check_resolution_stats, with_defaults
 from chaos_ext.errors import DnsError, InvalidArgument
@@ -66,33 +67,33 @@ def dns_resolution_stats(
     port: int = 53,
     protocol: str = "udp",
     samples: int = 20,
-    timeout: float = 1.0,
+    timeout_seconds: float = 1.0,
     qtype: str = "A",
-    interval: float = 0.0,
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    interval_seconds: float = 0.0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Resolve a name ``samples`` times and report p50/p95/p99 ms, timeout and failure ratios.
 
     Queries go one after another (each TCP sample on a new connection, as a
-    client without a cache does). A timed-out sample counts ``timeout``
-    seconds in the percentiles, so p99 shows the stall. A failure is any
+    client without a cache does), ``interval_seconds`` apart. A timed-out
+    sample counts ``timeout_seconds`` in the percentiles, so p99 shows the stall. A failure is any
     response without an answer (NXDOMAIN, SERVFAIL, REFUSED, NODATA) or a
     transport error. Pair with a tolerance such as
     ``{"type": "range", "target": "p99_ms", "range": [0, 100]}``.
     """
     args = {
         "server": server, "name": name, "port": port, "protocol": protocol, "samples": samples,
-        "timeout": timeout, "qtype": qtype, "interval": interval,
+        "timeout_seconds": timeout_seconds, "qtype": qtype, "interval_seconds": interval_seconds,
     }  # fmt: skip
     check_types(dns_resolution_stats, args)
     check_resolution_stats(args)
     latencies = LatencyRecorder()
     outcomes: dict[str, int] = {}
     for index in range(samples):
-        if index and interval:
-            time.sleep(interval)
-        seconds, outcome = _resolve_once(server, port, name, qtype, protocol, timeout)
+        if index and interval_seconds:
+            time.sleep(interval_seconds)
+        seconds, outcome = _resolve_once(server, port, name, qtype, protocol, timeout_seconds)
         latencies.add(seconds)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     timeouts = outcomes.get("timeout", 0)
@@ -143,7 +144,13 @@ def _root_pid(pid: int, pidfile: str, port: int) -> tuple[int, str]:
 
 
 @validated_by()
-def dnsmasq_child_processes(pid: int = 0, pidfile: str = "", port: int = 0) -> dict[str, Any]:
+def dnsmasq_child_processes(
+    pid: int = 0,
+    pidfile: str = "",
+    port: int = 0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
     """Count the child processes a local dnsmasq forked to serve TCP (max 20 in 2.90).
 
     Select the dnsmasq with exactly one of ``pid``, ``pidfile`` or ``port``
@@ -169,8 +176,8 @@ def _check_target(arguments: Mapping[str, Any]) -> None:
 @needs_k8s(*POD_RULES)
 def dns_rate_limit_drops(
     target: str = "local",
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Report the DNS packets the limit of limit_dns_rate saw and dropped on a target.
 
@@ -198,8 +205,8 @@ def dns_rate_limit_drops(
 @needs_k8s(*POD_RULES)
 def dns_rate_limit_supported(
     target: str = "local",
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Preflight for limit_dns_rate on its own: CAP_NET_ADMIN, nftables, kernel; read-only.
 

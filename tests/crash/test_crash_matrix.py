@@ -88,7 +88,7 @@ KINDS = {
         Kind(
             "dns-flood", "dns_server",
             lambda s: _python("dns.actions", "flood_dns", server=s.address, port=s.port,
-                              names=["www.example.test"], qps=100, duration=3, workers=2),
+                              names=["www.example.test"], qps=100, duration_seconds=3, workers=2),
             None, "helper.started", "undo.before-close", dns_flood_state,
         ),
         Kind(
@@ -106,7 +106,7 @@ KINDS = {
         Kind(
             "http-load", "web",
             lambda s: _python("load.actions", "drive_http_load", urls=[s.url], rate=20,
-                              duration=60, processes=1),
+                              duration_seconds=60, processes=1),
             lambda s: _python("load.actions", "stop_http_load"),
             "helper.started", "helper.stopping", web_state,
         ),

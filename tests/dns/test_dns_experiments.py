@@ -44,7 +44,7 @@ def _saturation_env(server: Dnsmasq, held: int) -> dict[str, str]:
     return {
         "GAMEDAY_DNS_SERVER": server.address, "GAMEDAY_DNS_PORT": str(server.port),
         "GAMEDAY_DNS_PROBE_SERVER": server.address, "GAMEDAY_DNS_PROBE_PORT": str(server.port),
-        "GAMEDAY_DNS_PROBE_SAMPLES": "5", "GAMEDAY_DNS_PROBE_TIMEOUT": "0.3",
+        "GAMEDAY_DNS_PROBE_SAMPLES": "5", "GAMEDAY_DNS_PROBE_TIMEOUT_SECONDS": "0.3",
         "GAMEDAY_DNS_HELD_CONNECTIONS": str(held), "GAMEDAY_DNS_HOLD_SECONDS": "60",
     }  # fmt: skip
 
@@ -58,7 +58,7 @@ def test_saturation_experiment_deviates_only_when_all_20_slots_are_held(
     after = journal["steady_states"]["after"]["probes"][0]["output"]
     assert after["timeout_ratio"] == (1.0 if held == 20 else 0.0)
     assert journal["run"][0]["output"]["held"] == held
-    assert journal["rollbacks"][0]["output"]["released"] == 1
+    assert journal["rollbacks"][0]["output"]["undone"] == 1
     assert tcp_resolves(dns_server)
     assert Ledger(dns_ledger).open_entries() == []
 
@@ -78,7 +78,8 @@ def test_amplification_experiment_reports_seven_queries_per_lookup(
     env = {
         "GAMEDAY_DNS_SERVER": cluster_dns.address, "GAMEDAY_DNS_PORT": str(cluster_dns.port),
         "GAMEDAY_DNS_NAMES": json.dumps(["api.payments.example.com", "db.example.com"]),
-        "GAMEDAY_DNS_QPS": "700", "GAMEDAY_DNS_DURATION": "3", "GAMEDAY_DNS_PROBE_SAMPLES": "10",
+        "GAMEDAY_DNS_QPS": "700", "GAMEDAY_DNS_DURATION_SECONDS": "3",
+        "GAMEDAY_DNS_PROBE_SAMPLES": "10",
     }  # fmt: skip
     code, journal = _run(AMPLIFICATION, dns_ledger, tmp_path, env)
     assert code == 0, journal["gameday"]

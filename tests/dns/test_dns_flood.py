@@ -48,7 +48,7 @@ def test_ndots_search_expansion_sends_the_expected_queries_per_name(
     dns_server: Dnsmasq, dns_ledger: Path
 ) -> None:
     report = _flood(
-        dns_server, names=list(CHAINS), search_domains=SEARCH, ndots=5, qps=150, duration=2,
+        dns_server, names=list(CHAINS), search_domains=SEARCH, ndots=5, qps=150, duration_seconds=2,
     )  # fmt: skip
     logged = _logged(dns_server)
     # a query dropped by an overloaded dnsmasq (a timeout) is neither logged nor followed up
@@ -82,7 +82,7 @@ def test_ndots_search_expansion_sends_the_expected_queries_per_name(
 def test_expansion_matches_the_pure_helper(dns_server: Dnsmasq, dns_ledger: Path) -> None:
     # ndots:1 (the usual Linux default): a dotted name is asked as is first and answers
     report = _flood(dns_server, names=["www.example.test"], search_domains=SEARCH, ndots=1,
-                    qps=100, max_queries=50, duration=5)  # fmt: skip
+                    qps=100, max_queries=50, duration_seconds=5)  # fmt: skip
     assert candidates("www.example.test", SEARCH, 1)[0] == "www.example.test"
     assert _logged(dns_server) == Counter({"www.example.test": 50})
     assert report["queries_per_lookup"] == 1.0 and report["answer"] == 50
@@ -93,7 +93,7 @@ def test_rate_is_held(dns_server: Dnsmasq, dns_ledger: Path, qps: int) -> None:
     started = time.monotonic()
     report = flood_dns(
         dns_server.address, names=["www.example.test"], port=dns_server.port, qps=qps,
-        duration=2, concurrency=2000,
+        duration_seconds=2, concurrency=2000,
     )  # fmt: skip
     wall = time.monotonic() - started
     # never above the rate; the pace of the sends is the target's
@@ -110,7 +110,7 @@ def test_rate_is_held(dns_server: Dnsmasq, dns_ledger: Path, qps: int) -> None:
 def test_query_count_cap_stops_early(dns_server: Dnsmasq, dns_ledger: Path) -> None:
     started = time.monotonic()
     report = flood_dns(dns_server.address, names=["www.example.test"], port=dns_server.port,
-                       qps=1000, duration=30, max_queries=300)  # fmt: skip
+                       qps=1000, duration_seconds=30, max_queries=300)  # fmt: skip
     assert report["queries_sent"] == 300
     assert time.monotonic() - started < 2
     seconds_until(lambda: sum(_logged(dns_server).values()) == 300, 2)
@@ -118,7 +118,7 @@ def test_query_count_cap_stops_early(dns_server: Dnsmasq, dns_ledger: Path) -> N
 
 def test_tcp_flood_reuses_connections(dns_server: Dnsmasq, dns_ledger: Path) -> None:
     report = _flood(dns_server, names=["web"], search_domains=SEARCH, ndots=5, protocol="tcp",
-                    qps=500, duration=1, concurrency=4)  # fmt: skip
+                    qps=500, duration_seconds=1, concurrency=4)  # fmt: skip
     assert report["answer"] == report["queries_sent"] - report["retried"] > 400
     assert report["timeout"] == 0
     # dnsmasq closes a TCP connection after 100 queries; a few more are opened, not one each
@@ -131,8 +131,8 @@ def test_tcp_flood_counts_timeouts_past_dnsmasqs_20_children(
     dns_server: Dnsmasq, dns_ledger: Path
 ) -> None:
     report = flood_dns(dns_server.address, names=["www.example.test"], port=dns_server.port,
-                       protocol="tcp", qps=200, duration=1.5, concurrency=25,
-                       timeout=0.5)  # fmt: skip
+                       protocol="tcp", qps=200, duration_seconds=1.5, concurrency=25,
+                       timeout_seconds=0.5)  # fmt: skip
     assert report["timeout"] >= 5  # 5 connections wait in the accept queue, never served
     assert report["answer"] > 0
 
@@ -147,7 +147,7 @@ def test_flood_records_then_closes_its_ledger_entry(dns_server: Dnsmasq, dns_led
     "bad",
     [
         {"qps": 10_000_000},
-        {"duration": 100_000},
+        {"duration_seconds": 100_000},
         {"names": []},
         {"names": "www.example.test"},
         {"protocol": "doh"},
@@ -174,7 +174,7 @@ def test_two_worker_processes_split_the_load_and_merge_their_counts(
     dns_server: Dnsmasq, dns_ledger: Path
 ) -> None:
     report = _flood(dns_server, names=list(CHAINS), search_domains=SEARCH, ndots=5, qps=400,
-                    duration=1.5, workers=2)  # fmt: skip
+                    duration_seconds=1.5, workers=2)  # fmt: skip
     assert report["workers"] == 2
     assert report["queries_sent"] == sum(_logged(dns_server).values())
     assert report["sent_qps"] == pytest.approx(400, rel=0.05)
@@ -192,7 +192,7 @@ def test_sigkill_runner_then_gameday_rollback_stops_flood_workers(
         "type": "action", "name": "flood",
         "provider": {"type": "python", "module": "chaos_ext.dns.actions", "func": "flood_dns",
                      "arguments": {"server": dns_server.address, "port": dns_server.port,
-                                   "names": ["web"], "qps": 100, "duration": 120,
+                                   "names": ["web"], "qps": 100, "duration_seconds": 120,
                                    "workers": 2}},
     }  # fmt: skip
     path = write_experiment(

@@ -92,8 +92,9 @@ def test_book_walks_the_search_chain_on_nxdomain_and_stops_on_answer() -> None:
 
 
 FLOOD = {
-    "server": "127.0.0.1", "names": ["www.example.test"], "port": 53, "qps": 100, "duration": 10,
-    "protocol": "udp", "search_domains": None, "ndots": 1, "qtype": "A", "timeout": 1.0,
+    "server": "127.0.0.1", "names": ["www.example.test"], "port": 53, "qps": 100,
+    "duration_seconds": 10, "protocol": "udp", "search_domains": None, "ndots": 1, "qtype": "A",
+    "timeout_seconds": 1.0,
     "concurrency": 100, "max_queries": 0, "sockets": 4, "workers": 1,
 }  # fmt: skip
 
@@ -103,8 +104,8 @@ FLOOD = {
     [
         ({"qps": 1e9}, "qps"),
         ({"qps": 0}, "qps"),
-        ({"duration": 86_400}, "duration"),
-        ({"qps": 100_000, "duration": 3_600}, "max_queries"),
+        ({"duration_seconds": 86_400}, "duration_seconds"),
+        ({"qps": 100_000, "duration_seconds": 3_600}, "max_queries"),
         ({"server": "kube-dns.kube-system"}, "not an IP address"),
         ({"port": 70_000}, "port"),
         ({"protocol": "quic"}, "protocol"),
@@ -123,17 +124,18 @@ def test_flood_check_refuses_absurd_values(change: dict[str, Any], message: str)
 
 def test_saturation_and_probe_checks() -> None:
     good = {"server": "10.96.0.10", "port": 53, "connections": 25, "hold_seconds": 60,
-            "query_name": "", "connect_timeout": 3.0}  # fmt: skip
+            "query_name": "", "connect_timeout_seconds": 3.0}  # fmt: skip
     check_saturation(good)
     for change in ({"connections": 0}, {"connections": 50_000}, {"hold_seconds": 7_200},
                    {"query_name": "bad..name"}, {"server": "localhost"}):  # fmt: skip
         with pytest.raises(InvalidArgument):
             check_saturation({**good, **change})
     probe = {"server": "::1", "port": 53, "name": "www.example.test", "protocol": "tcp",
-             "samples": 20, "timeout": 1.0, "qtype": "A", "interval": 0.0}  # fmt: skip
+             "samples": 20, "timeout_seconds": 1.0, "qtype": "A",
+             "interval_seconds": 0.0}  # fmt: skip
     check_resolution_stats(probe)
     with pytest.raises(InvalidArgument, match="fewer samples"):
-        check_resolution_stats({**probe, "samples": 10_000, "timeout": 30})
+        check_resolution_stats({**probe, "samples": 10_000, "timeout_seconds": 30})
 
 
 def test_split_plan_divides_rate_count_and_concurrency() -> None:

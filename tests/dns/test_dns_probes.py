@@ -96,7 +96,7 @@ def test_resolution_stats_times_out_on_a_silent_port() -> None:
         silent.bind(("127.0.0.1", 0))  # bound but never answering
         port = silent.getsockname()[1]
         stats = dns_resolution_stats("127.0.0.1", "www.example.test", port=port, samples=2,
-                                     timeout=0.2)  # fmt: skip
+                                     timeout_seconds=0.2)  # fmt: skip
     # the timeout counts in full, to the histogram's 3 significant digits
     assert stats["timeout_ratio"] == 1.0 and stats["p99_ms"] == pytest.approx(200.0, rel=0.001)
 

@@ -53,7 +53,7 @@ def _rates(report: dict[str, Any]) -> str:
 def test_limit_holds_100_pps_when_1000_qps_are_offered_and_undo_restores(
     pair: ResolverPair, ledger_path: Path
 ) -> None:
-    baseline = flood_from(pair, qps=1000, duration=3)
+    baseline = flood_from(pair, qps=1000, duration_seconds=3)
     assert baseline["achieved_qps"] > 500, _rates(baseline)
 
     applied = limit_dns_rate(pps=100, target=pair.target)
@@ -61,7 +61,7 @@ def test_limit_holds_100_pps_when_1000_qps_are_offered_and_undo_restores(
     assert netns_tables(pair.client_ns) == [applied["table"]]
 
     # 20 s: the full bucket at the start (100 packets) adds 5 % to 100/s
-    limited = flood_from(pair, qps=1000, duration=20)
+    limited = flood_from(pair, qps=1000, duration_seconds=20)
     assert limited["sent_qps"] > 800, f"the flood did not offer ~1000 QPS: {_rates(limited)}"
     assert 90 <= limited["achieved_qps"] <= 110, _rates(limited)
 
@@ -73,9 +73,9 @@ def test_limit_holds_100_pps_when_1000_qps_are_offered_and_undo_restores(
     assert drops["passed"] == limited["answer"]
 
     removed = remove_dns_rate_limit(target=pair.target)
-    assert removed["removed"] == 1
+    assert removed["undone"] == 1 and removed["unrecorded"] == []
     assert netns_tables(pair.client_ns) == []
-    after = flood_from(pair, qps=1000, duration=3)
+    after = flood_from(pair, qps=1000, duration_seconds=3)
     assert after["achieved_qps"] >= 0.9 * baseline["achieved_qps"], (_rates(baseline),
                                                                      _rates(after))  # fmt: skip
     assert after["error"] == 0
@@ -86,14 +86,14 @@ def test_limit_holds_100_pps_when_1000_qps_are_offered_and_undo_restores(
 def test_only_packets_to_the_named_resolvers_count(pair: ResolverPair) -> None:
     limit_dns_rate(pps=10, resolvers=["10.77.0.99", "fd00::53"], target=pair.target)
     try:
-        other = flood_from(pair, qps=300, duration=2)
+        other = flood_from(pair, qps=300, duration_seconds=2)
         assert other["error"] == 0 and other["achieved_qps"] > 200, _rates(other)
         assert dns_rate_limit_drops(target=pair.target)["packets"] == 0
     finally:
         remove_dns_rate_limit(target=pair.target)
     limit_dns_rate(pps=10, resolvers=[SERVER_IP], target=pair.target)
     try:
-        limited = flood_from(pair, qps=300, duration=2)
+        limited = flood_from(pair, qps=300, duration_seconds=2)
         assert limited["answer"] <= 10 + 2 * 10 + 2, _rates(limited)  # burst + 2 s x 10/s
         assert dns_rate_limit_drops(target=pair.target)["dropped"] == limited["error"]
     finally:
@@ -105,14 +105,15 @@ def test_bad_input_is_refused_before_anything_changes(
 ) -> None:
     for bad in ({"pps": 0}, {"pps": "100"}, {"burst": -1}, {"port": 0},
                 {"resolvers": ["kube-dns"]}, {"resolvers": "10.0.0.2"},
-                {"duration": -1}, {"target": "netns:"}, {"target": "host:1.2.3.4"}):  # fmt: skip
+                {"duration_seconds": -1}, {"target": "netns:"},
+                {"target": "host:1.2.3.4"}):  # fmt: skip
         arguments: dict[str, Any] = {"pps": 100, "target": pair.target, **bad}
         with pytest.raises(InvalidArgument):
             limit_dns_rate(**arguments)
     with pytest.raises(TargetGone, match="does not exist"):
         limit_dns_rate(pps=100, target="netns:gdt-no-such-ns")
     gone = remove_dns_rate_limit(target="netns:gdt-no-such-ns")  # a rollback after teardown
-    assert gone["removed"] == 0 and "the target is gone" in gone["notes"][0]
+    assert gone["undone"] == 0 and "the target is gone" in gone["unrecorded"][0]
     assert netns_tables(pair.client_ns) == []
     assert not ledger_path.exists() or Ledger(ledger_path).history() == []
 
@@ -156,7 +157,7 @@ def test_preflight_names_a_missing_nftables_binding(pair: ResolverPair, tmp_path
 
 
 def test_duration_removes_the_limit_by_itself(pair: ResolverPair, ledger_path: Path) -> None:
-    limit_dns_rate(pps=100, duration=1, target=pair.target)
+    limit_dns_rate(pps=100, duration_seconds=1, target=pair.target)
     assert len(netns_tables(pair.client_ns)) == 1
     wait_for(lambda: netns_tables(pair.client_ns) == [], 15, "the limit to expire")
     wait_for(lambda: Ledger(ledger_path).open_entries() == [], 5, "the entry to close")
@@ -195,7 +196,7 @@ def test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_table(
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=10)
     (table,) = netns_tables(pair.client_ns)
-    limited = flood_from(pair, qps=1000, duration=3)
+    limited = flood_from(pair, qps=1000, duration_seconds=3)
     assert limited["achieved_qps"] < 200, _rates(limited)  # still limited with the runner dead
     listed = json.loads(gameday("ledger", "--json").stdout)
     assert [e["kind"] for e in listed] == ["dns-rate-limit"]
@@ -203,7 +204,7 @@ def test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_table(
     result = gameday("rollback")
     assert result.returncode == 0, result.stdout + result.stderr
     assert netns_tables(pair.client_ns) == []
-    after = flood_from(pair, qps=1000, duration=3)
+    after = flood_from(pair, qps=1000, duration_seconds=3)
     assert after["achieved_qps"] > 500 and after["error"] == 0, _rates(after)
     assert Ledger(ledger_path).open_entries() == []
     assert table.split()[1] in Ledger(ledger_path).history()[0].note  # type: ignore[operator]
@@ -228,14 +229,15 @@ def test_remove_leaves_a_live_runs_limit_alone(pair: ResolverPair, ledger_path: 
         assert other.stdout is not None and other.stdout.readline() == "limited\n"
         (table,) = netns_tables(pair.client_ns)
         removed = remove_dns_rate_limit(target=pair.target)
-        assert removed["removed"] == 0 and "left" in removed["notes"][0], removed
+        assert removed["undone"] == 0 and removed["unrecorded"] == [], removed
+        assert len(removed["left_alone"]) == 1, removed
         removed = remove_dns_rate_limit(target=pair.target, include_dead_runs=True)
-        assert removed["removed"] == 0  # alive: still not ours
+        assert removed["undone"] == 0  # alive: still not ours
         assert netns_tables(pair.client_ns) == [table]
     finally:
         other.kill()
         other.wait(timeout=10)
     removed = remove_dns_rate_limit(target=pair.target, include_dead_runs=True)
-    assert removed["removed"] == 1, removed
+    assert removed["undone"] == 1, removed
     assert netns_tables(pair.client_ns) == []
     assert Ledger(ledger_path).open_entries() == []

@@ -71,7 +71,7 @@ def test_every_rule_shares_one_bucket_and_leaves_loopback_alone() -> None:
     "bad",
     [{"pps": 0}, {"pps": 10**8}, {"pps": 1.5}, {"pps": True}, {"burst": -1}, {"port": 70000},
      {"resolvers": ["dns.google"]}, {"resolvers": "10.0.0.2"}, {"resolvers": ["10.0.0.1"] * 33},
-     {"duration": 10**6}],
+     {"duration_seconds": 10**6}],
 )  # fmt: skip
 def test_bad_arguments_are_named(bad: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument, match=next(iter(bad))):

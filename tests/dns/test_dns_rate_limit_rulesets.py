@@ -59,7 +59,7 @@ def test_limit_beside_a_firewall_and_nat_reads_and_deletes_only_its_table(
     before = _stateless_ruleset(pair.client_ns)
     applied = limit_dns_rate(pps=50, target=pair.target)
     # the workstation firewall drops unsolicited input: answers still come back (established)
-    limited = flood_from(pair, qps=400, duration=4)
+    limited = flood_from(pair, qps=400, duration_seconds=4)
     assert limited["answer"] <= 50 + 4 * 50 + 5, limited
     assert limited["answer"] >= 4 * 50 * 0.9, limited
 

@@ -70,13 +70,13 @@ def test_limit_on_a_node_over_ssh_with_the_nodes_nft(
     assert entry.recipe["connection"]["ssh"]["key_file"] == str(server.client_key)
     assert "client_ed25519\n" not in str(entry.recipe)  # the key path only, never the key
 
-    limited = flood_from(pair, qps=300, duration=3)
+    limited = flood_from(pair, qps=300, duration_seconds=3)
     assert limited["answer"] <= 50 + 3 * 50 + 5, limited
     drops = _inside(pair, lambda: dns_rate_limit_drops(**ssh))
     assert drops["dropped"] == limited["error"] and drops["passed"] == limited["answer"]
 
     removed = _inside(pair, lambda: remove_dns_rate_limit(**ssh))
-    assert removed["removed"] == 1
+    assert removed["undone"] == 1
     assert netns_tables(pair.client_ns) == []
     assert Ledger(ledger_path).open_entries() == []
 

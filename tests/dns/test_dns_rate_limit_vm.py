@@ -30,7 +30,7 @@ def test_preflight_and_limit_on_a_distribution_kernel(ledger_path: Path) -> None
         applied = limit_dns_rate(pps=20, target=pair.target)
         try:
             assert netns_tables(pair.client_ns) == [applied["table"]]
-            limited = flood_from(pair, qps=200, duration=5)
+            limited = flood_from(pair, qps=200, duration_seconds=5)
             # the bucket starts full: 20 + 5 s x 20/s at most (emulation only slows sending)
             assert limited["answer"] <= 20 + 5 * 20 + 2, limited
             drops = dns_rate_limit_drops(target=pair.target)

@@ -3,7 +3,7 @@
 ::
 
     with resolver_pair() as pair:          # pair.client_ns, pair.server (a real dnsmasq on :53)
-        flood_from(pair, qps=1000, duration=5)    # flood_dns run inside the client namespace
+        flood_from(pair, qps=1000, duration_seconds=5)  # flood_dns inside the client namespace
 
 DNS packets from the client leave through ``c0`` towards 10.77.0.2:53, the
 way a node's packets leave its network interface towards the VPC resolver.
@@ -73,12 +73,12 @@ def resolver_pair(*, log_queries: bool = False) -> Iterator[ResolverPair]:
 
 def flood_from(pair: ResolverPair, **arguments: Any) -> dict[str, Any]:
     """flood_dns from inside the client namespace (its sockets live there)."""
-    arguments = {"names": ["www.example.test."], "timeout": 0.5, "concurrency": 2000,
+    arguments = {"names": ["www.example.test."], "timeout_seconds": 0.5, "concurrency": 2000,
                  **arguments}  # fmt: skip
     return run_in_netns(
         f"/run/netns/{pair.client_ns}",
         lambda: flood_dns(server=SERVER_IP, **arguments),
-        timeout=float(arguments.get("duration", 10)) + 60,
+        timeout=float(arguments.get("duration_seconds", 10)) + 60,
     )
 
 
