@@ -60,7 +60,10 @@ def test_run_b_releases_only_its_own_hold_and_a_dead_runs_only_when_asked(
                                                                        "b.json.in")))  # fmt: skip
         assert b.returncode == 0, b.stderr
         released = json.loads((tmp_path / "b.json").read_text())["rollbacks"][0]["output"]
-        assert released["released"] == 1
+        assert released["undone"] == 1
+        assert [a["ledger_id"] for a in released["left_alone"]] == [
+            e.id for e in Ledger(dns_ledger).open_entries()
+        ]  # A's hold is listed, not released
         assert established(dns_server.port) == 8  # A's hold is untouched
         (a_entry,) = Ledger(dns_ledger).open_entries()
         assert a_entry.owner_pid == run_a.pid
