@@ -52,9 +52,9 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "overload_state": ({"selector": {"bad label": "x"}}, "is not a Prometheus label name"),
     "rollback_faults": ({"include_dead_runs": "yes"}, "include_dead_runs: expected bool"),
     "open_faults": ({"kind": 3}, "kind: expected str"),
-    "drive_http_load": ({"urls": ["ftp://127.0.0.1/"], "duration": 1}, "ftp"),
+    "drive_http_load": ({"urls": ["ftp://127.0.0.1/"], "duration_seconds": 1}, "ftp"),
     "stop_http_load": ({"include_buckets": "no"}, "include_buckets: expected bool"),
-    "load_window_stats": ({"from_s": "a"}, "from_s: expected float"),
+    "load_window_stats": ({"from_seconds": "a"}, "from_seconds: expected float"),
     "add_latency": (
         {"interface": "lo", "delay_seconds": 0.01, "destinations": ["not-a-cidr"]},
         "is not a CIDR"),

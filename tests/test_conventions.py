@@ -35,11 +35,7 @@ ACTIVITIES = [
     for name in importlib.import_module(module_name).__all__
 ]
 # Not migrated yet: each must start failing the xfail (strict) when it is fixed.
-PENDING: set[str] = {
-    "chaos_ext.load.actions.drive_http_load",
-    "chaos_ext.load.actions.stop_http_load",
-    "chaos_ext.load.probes.load_window_stats",
-}
+PENDING: set[str] = {}
 
 
 def _param(module_name: str, kind: str, name: str) -> Any:

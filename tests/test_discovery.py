@@ -67,18 +67,18 @@ EXPECTED = {
     "faults.actions.rollback_faults": "include_dead_runs:boolean -> mapping",
     "faults.probes.open_faults": "kind:string -> integer",
     "load.actions.drive_http_load": (
-        "urls:string rate:number duration:number ramp:mapping steps:list "
+        "urls:string rate:number duration_seconds:number ramp:mapping steps:list "
         "concurrency_limit:integer method:string headers:mapping body:string http2:boolean "
-        "timeout:number max_rate:number max_duration:number processes:integer "
+        "timeout_seconds:number max_rate:number max_duration_seconds:number processes:integer "
         "metrics_port:integer metrics_addr:string name:string ca_file:string wait:boolean "
         "replicas:integer kubernetes:mapping -> mapping"
     ),
     "load.actions.stop_http_load": (
-        "load:string include_buckets:boolean include_dead_runs:boolean -> mapping"
+        "name:string ledger_id:string include_buckets:boolean include_dead_runs:boolean -> mapping"
     ),
     "load.probes.load_window_stats": (
-        "load:string fault_kind:string fault_target:string from_s:number to_s:number "
-        "baseline_urls:list baseline_rate:number baseline_seconds:number "
+        "name:string ledger_id:string fault_kind:string fault_target:string from_seconds:number "
+        "to_seconds:number baseline_urls:list baseline_rate:number baseline_seconds:number "
         "include_buckets:boolean -> mapping"
     ),
     "network.actions.add_latency": (

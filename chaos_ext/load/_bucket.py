@@ -76,7 +76,7 @@ class BucketAccumulator:
             "answered": self.answered,
             "status": {k: n for k, n in zip(_STATUS_KEYS, self.status, strict=True) if n},
             "lat_sum": round(lat_sum, 6), "max_lag_ms": round(self.max_lag * 1000, 3),
-            "le": le, "last_done_s": round(self.last_done, 6),
+            "le": le, "last_done_seconds": round(self.last_done, 6),
             "hist": _encode(histogram_of(self.latencies)),
             "svc": _encode(histogram_of(self.services)),
         }  # fmt: skip

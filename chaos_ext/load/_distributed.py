@@ -65,7 +65,7 @@ def start_job_load(
     secrets: Mapping[str, Any] | None, module: str,
 ) -> tuple[Entry, dict[str, Any]]:  # fmt: skip
     """Record, then create the Secret and the Job; returns the entry and the load's meta."""
-    start = time.time() + settings.start_delay
+    start = time.time() + settings.start_delay_seconds
     payload = shard_payload(spec, replicas, start)
     target = spec.name or _locate.describe_url(spec.urls[0])
     entry_id = new_entry_id()  # the recipe names its results folder: complete when recorded
@@ -76,7 +76,7 @@ def start_job_load(
         "context": _context(secrets), "start": start, "end": start + spec.duration,
         "results_dir": str(results),
     }  # fmt: skip
-    deadline = math.ceil(settings.start_delay + spec.duration + 2 * spec.timeout + 120)
+    deadline = math.ceil(settings.start_delay_seconds + spec.duration + 2 * spec.timeout + 120)
     api = _k8s.api_client(secrets)
     identity = _k8s.cluster_identity(api, secrets)
     with fault(

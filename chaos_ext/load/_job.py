@@ -55,7 +55,7 @@ RULES = (
 )
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|k|M|G)?$")
-_KEYS = {"namespace", "image", "pushgateway", "pushgateway_read", "start_delay",
+_KEYS = {"namespace", "image", "pushgateway", "pushgateway_read", "start_delay_seconds",
          "service_account", "cpu", "memory", "node_selector"}  # fmt: skip
 
 
@@ -67,7 +67,7 @@ class JobSettings:
     namespace: str = "default"
     image: str = ""
     pushgateway_read: str = ""
-    start_delay: float = 30.0
+    start_delay_seconds: float = 30.0
     service_account: str = ""
     cpu: str = "500m"
     memory: str = "256Mi"
@@ -81,7 +81,7 @@ class JobSettings:
     def as_dict(self) -> dict[str, Any]:
         return {
             "namespace": self.namespace, "image": self.image, "pushgateway": self.pushgateway,
-            "pushgateway_read": self.read_url, "start_delay": self.start_delay,
+            "pushgateway_read": self.read_url, "start_delay_seconds": self.start_delay_seconds,
             "service_account": self.service_account, "cpu": self.cpu, "memory": self.memory,
             "node_selector": dict(self.node_selector),
         }  # fmt: skip
@@ -144,8 +144,11 @@ def settings_from(value: Any, replicas: Any) -> JobSettings:
         image=image,
         pushgateway_read=_url("pushgateway_read", value["pushgateway_read"])
         if value.get("pushgateway_read") else "",
-        start_delay=float(require_range("kubernetes.start_delay", value.get("start_delay", 30.0),
-                                        1, 600)),
+        start_delay_seconds=float(
+            require_range(
+                "kubernetes.start_delay_seconds", value.get("start_delay_seconds", 30.0), 1, 600
+            )
+        ),
         service_account=_name("service_account", value["service_account"])
         if value.get("service_account") else "",
         cpu=_quantity("cpu", value.get("cpu", "500m")),

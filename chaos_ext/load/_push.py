@@ -71,7 +71,7 @@ def registry_of_line(line: Mapping[str, Any]) -> CollectorRegistry:
     scalars = {
         "start_time_seconds": line["t"], "length_seconds": line["s"],
         "max_lag_seconds": line.get("max_lag_ms", 0.0) / 1000,
-        "last_done_seconds": line.get("last_done_s", 0.0),
+        "last_done_seconds": line.get("last_done_seconds", 0.0),
     }  # fmt: skip
     for name, value in scalars.items():
         Gauge(f"{_PREFIX}{name}", name.replace("_", " "), registry=reg).set(value)
@@ -149,7 +149,7 @@ def line_from_group(group: Mapping[str, Any]) -> dict[str, Any]:
         "errors": {k: n for k, n in errors.items() if k in ERROR_KINDS or n},
         "status": _labelled(group.get(f"{_PREFIX}status"), "class"),
         "max_lag_ms": 1000 * (_value(group.get(f"{_PREFIX}max_lag_seconds")) or 0.0),
-        "last_done_s": _value(group.get(f"{_PREFIX}last_done_seconds")) or 0.0,
+        "last_done_seconds": _value(group.get(f"{_PREFIX}last_done_seconds")) or 0.0,
         "hist": hdr.get("scheduled", ""), "svc": hdr.get("service", ""),
     }  # fmt: skip
 

@@ -7,8 +7,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from chaos_ext.contract import (
+    LEDGER_ID,
+    Configuration,
+    Secrets,
+    fault_action,
+    roll_back,
+    rollback_activity,
+)
 from chaos_ext.errors import InvalidArgument, LoadError
-from chaos_ext.ledger import Entry, default_ledger, in_scope, undo, undo_handler
+from chaos_ext.ledger import Entry, current_run_id, default_ledger, undo_handler
 from chaos_ext.load import _distributed, _job, _locate, _push, _recorded
 from chaos_ext.load.driver import load_results, stop_load
 from chaos_ext.load.spec import check_load_arguments, spec_from_arguments
@@ -28,12 +36,13 @@ def _check(arguments: Mapping[str, Any]) -> None:
         _job.settings_from(arguments.get("kubernetes"), arguments.get("replicas", 1))
 
 
+@fault_action(rollback="stop_http_load")
 @validated_by(_check)
 @needs_k8s(*_job.RULES, when=_job.uses_kubernetes)
 def drive_http_load(
     urls: list[str] | str,
     rate: float = 10.0,
-    duration: float = 0.0,
+    duration_seconds: float = 0.0,
     ramp: dict[str, Any] | None = None,
     steps: list[dict[str, Any]] | None = None,
     concurrency_limit: int = 64,
@@ -41,9 +50,9 @@ def drive_http_load(
     headers: dict[str, str] | None = None,
     body: str = "",
     http2: bool = False,
-    timeout: float = 5.0,
+    timeout_seconds: float = 5.0,
     max_rate: float = 0.0,
-    max_duration: float = 0.0,
+    max_duration_seconds: float = 0.0,
     processes: int = 0,
     metrics_port: int = 0,
     metrics_addr: str = "127.0.0.1",
@@ -52,8 +61,8 @@ def drive_http_load(
     wait: bool = False,
     replicas: int = 1,
     kubernetes: dict[str, Any] | None = None,
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Send open-loop HTTP load (constant rate, ramp or steps) to the named URLs.
 
@@ -61,11 +70,12 @@ def drive_http_load(
     latency is measured from the scheduled time (no coordinated omission). At
     most ``concurrency_limit`` requests are in flight (one per connection); an
     arrival that finds them all busy waits for one (the wait counts in its
-    latency) and is counted as ``dropped`` after ``timeout`` s. ``duration`` 0
-    means 30 s for a constant rate, the ramp's ``over`` for a ramp ``{"from":
-    10, "to": 200, "over": 60}``, the steps' total for steps ``[{"rate": 10,
-    "for": 20}, ...]``. Above 500 req/s or 600 s the load is refused unless
-    ``max_rate`` / ``max_duration`` are set to cover it. ``http2`` true speaks
+    latency) and is counted as ``dropped`` after ``timeout_seconds``.
+    ``duration_seconds`` 0 means 30 s for a constant rate, the ramp's
+    ``over_seconds`` for a ramp ``{"from": 10, "to": 200, "over_seconds": 60}``,
+    the steps' total for steps ``[{"rate": 10, "for_seconds": 20}, ...]``.
+    Above 500 req/s or 600 s the load is refused unless ``max_rate`` /
+    ``max_duration_seconds`` are set to cover it. ``http2`` true speaks
     HTTP/2 only (h2c prior knowledge on http://).
 
     Blast radius: only ``urls`` (redirects are not followed), at most the
@@ -73,12 +83,14 @@ def drive_http_load(
     ledger, so it returns at once and keeps going while the next activities
     inject faults (``wait`` true blocks until done and returns the results).
     Pair it with the ``stop_http_load`` rollback, which returns the per-second
-    results; ``load_window_stats`` judges a window. ``metrics_port`` (-1 for a
+    results; ``load_window_stats`` judges a window. Returns ``ledger_id``
+    (also what ``stop_http_load`` and ``load_window_stats`` take), the
+    schedule and where the results are kept. ``metrics_port`` (-1 for a
     free port) serves Prometheus metrics of the load on ``metrics_addr``.
     https certificates are verified (``ca_file``: a PEM bundle to trust).
 
     ``replicas`` > 1 (with ``kubernetes``: ``namespace``, ``pushgateway`` the
-    pods push their per-second results to, optional ``image``, ``start_delay``,
+    pods push their per-second results to, optional ``image``, ``start_delay_seconds``,
     ``cpu``, ``memory``, ``service_account``, ``node_selector``) runs the same
     load from a Kubernetes Indexed Job of that many pods, each taking a 1/N
     share of the schedule from a common start; ``stop_http_load`` and
@@ -93,10 +105,10 @@ def drive_http_load(
         return _drive_job(spec, arguments, secrets)
     entry, load = _recorded.start_recorded(spec, module=__name__)
     started = {
-        "load_id": entry.id, "name": name, "results_dir": str(load.results_dir),
+        LEDGER_ID: entry.id, "name": name, "results_dir": str(load.results_dir),
         "start": load.start, "end": load.end, "processes": load.processes,
         "metrics_port": load.metrics_port, "peak_rate": spec.peak_rate,
-        "duration": spec.duration, "expected_requests": spec.total_requests,
+        "duration_seconds": spec.duration, "expected_requests": spec.total_requests,
     }  # fmt: skip
     if not wait:
         return started
@@ -110,16 +122,17 @@ def _drive_job(
     replicas = int(arguments["replicas"])
     entry, meta = _distributed.start_job_load(spec, replicas, settings, secrets, __name__)
     started = {
-        "load_id": entry.id, "name": spec.name, "results_dir": meta["results_dir"],
+        LEDGER_ID: entry.id, "name": spec.name, "results_dir": meta["results_dir"],
         "start": meta["start"], "end": meta["end"], "processes": meta["processes"],
         "replicas": replicas, "job": f"{settings.namespace}/{meta['job']}",
-        "image": settings.image, "peak_rate": spec.peak_rate, "duration": spec.duration,
+        "image": settings.image, "peak_rate": spec.peak_rate, "duration_seconds": spec.duration,
         "expected_requests": spec.total_requests,
     }  # fmt: skip
     if not arguments.get("wait"):
         return started
     _distributed.wait_done(entry, max(0.0, meta["end"] - time.time()) + 2 * spec.timeout + 60)
-    return {**started, "results": stop_http_load(entry.id)}
+    stopped = stop_http_load(ledger_id=entry.id)
+    return {**started, "results": stopped["results"][entry.id]}
 
 
 @undo_handler(KIND)
@@ -143,47 +156,61 @@ def _undo_load(entry: Entry) -> str:
     return f"stopped the load ({stopped} process(es)){sent}"
 
 
+@rollback_activity
 @validated_by()
 def stop_http_load(
-    load: str = "",
+    name: str = "",
+    ledger_id: str = "",
     include_buckets: bool = True,
     include_dead_runs: bool = False,
-    configuration: dict[str, Any] | None = None,
-    secrets: dict[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
-    """Stop a background HTTP load and return its per-second results (a rollback).
+    """Stop this run's background HTTP loads and return their per-second results (a rollback).
 
-    ``load`` is the ``load_id`` returned by ``drive_http_load`` or its
-    ``name``; empty means this run's latest load. Idempotent: a load that has
-    already finished (or was already stopped) just has its results returned;
-    no load at all returns ``{"stopped": false}``. Blast radius: only this
-    run's loads are stopped (``include_dead_runs``: also loads left by runs
-    whose runner is dead); another live run's load is never stopped, only
-    its results are read.
+    The loads are those ``drive_http_load`` started in this run with that
+    ``name`` or ``ledger_id`` (both empty: all of them). Blast radius: only
+    this run's loads are stopped (``include_dead_runs``: also loads left by
+    runs whose runner is dead); another live run's load is never stopped
+    (listed under ``left_alone``), only its results are read when it is
+    named. Idempotent: a load that has already finished just has its results
+    returned. Raises RollbackFailed if a load could not be stopped. Returns
+    ``undone``, ``faults``, ``left_alone`` and ``results``: per ``ledger_id``,
+    the load's totals, error ratio, percentiles and (``include_buckets``) its
+    per-second buckets, or ``results_error`` when they cannot be read.
     """
-    entry = _locate.find_load(load, required=False)
-    if entry is None:
-        return {"stopped": False, "note": f"no HTTP load {load or 'in this run'} in the ledger"}
-    mine = in_scope([entry], include_dead_runs=include_dead_runs)
-    if entry.state == "open" and not mine:
-        alive = "is still running" if entry.owner_alive() else "is dead (include_dead_runs)"
-        note = f"not stopped: it belongs to run {entry.run_id}, whose runner {alive}"
-        stopped = {"stopped": False, "load_id": entry.id, "note": note}
-    else:
-        outcome = undo(entry)
-        stopped = {"stopped": outcome.ok, "load_id": entry.id, "note": outcome.note}
-    if entry.recipe.get("mode") == "kubernetes" and stopped["stopped"]:
-        try:
-            _collect_pods(entry)
-        except LoadError as exc:
-            return {**stopped, "results": None, "results_error": str(exc)}
+    book = default_ledger()
+    named = bool(name or ledger_id)
+    found = [
+        e
+        for e in book.history(limit=1000)
+        if e.kind == KIND
+        and (not ledger_id or e.id == ledger_id)
+        and (not name or e.recipe.get("name") == name)
+        and (e.state == "open" or e.run_id == current_run_id() or named)
+    ]
+    result = roll_back(
+        [e for e in found if e.state == "open"], book, include_dead_runs=include_dead_runs
+    )
+    alone = {a[LEDGER_ID] for a in result["left_alone"]}
+    result["results"] = {
+        e.id: _results_of(e, include_buckets, collect=e.id not in alone)
+        for e in found
+        if e.id not in alone or named
+    }
+    return result
+
+
+def _results_of(entry: Entry, include_buckets: bool, *, collect: bool) -> dict[str, Any]:
+    """A load's results summary (pods' results gathered first for a stopped Job)."""
     try:
-        summary = load_results(
+        if collect and entry.recipe.get("mode") == "kubernetes":
+            _collect_pods(entry)
+        return load_results(
             Path(entry.recipe.get("results_dir", "")), include_buckets=include_buckets
         )
     except LoadError as exc:
-        return {**stopped, "results": None, "results_error": str(exc)}
-    return {**stopped, **summary}
+        return {"results_error": str(exc)}
 
 
 def _collect_pods(entry: Entry) -> None:

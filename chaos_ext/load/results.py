@@ -63,7 +63,7 @@ class MergedBucket:
     dropped: int = 0
     ok: int = 0
     max_lag_ms: float = 0.0
-    last_done_s: float = 0.0
+    last_done_seconds: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
     status: dict[str, int] = field(default_factory=dict)
     hist: HdrHistogram = field(default_factory=new_latency_histogram, repr=False)
@@ -76,7 +76,7 @@ class MergedBucket:
         self.dropped += line["dropped"]
         self.ok += line["ok"]
         self.max_lag_ms = max(self.max_lag_ms, line["max_lag_ms"])
-        self.last_done_s = max(self.last_done_s, line.get("last_done_s", 0.0))
+        self.last_done_seconds = max(self.last_done_seconds, line.get("last_done_seconds", 0.0))
         for target, source in ((self.errors, line["errors"]), (self.status, line["status"])):
             for key, count in source.items():
                 target[key] = target.get(key, 0) + count
@@ -144,7 +144,7 @@ def _counts(buckets: Sequence[MergedBucket], seconds: float) -> dict[str, Any]:
         "scheduled_rate": round(scheduled / seconds, 3) if seconds else None,
         "achieved_rate": round(answered / seconds, 3) if seconds else None,
         "max_lag_ms": max((b.max_lag_ms for b in buckets), default=0.0),
-        "last_done_s": max((b.last_done_s for b in buckets), default=0.0),
+        "last_done_seconds": max((b.last_done_seconds for b in buckets), default=0.0),
     }  # fmt: skip
 
 
@@ -152,7 +152,7 @@ def bucket_view(bucket: MergedBucket, origin: float) -> dict[str, Any]:
     """One bucket as it goes in a journal (no histogram encoding)."""
     return {
         "t": bucket.start,
-        "offset_s": round(bucket.start - origin, 3),
+        "offset_seconds": round(bucket.start - origin, 3),
         **_counts([bucket], bucket.seconds),
         **_latency(bucket.hist),
         **_service(bucket.svc),

@@ -6,7 +6,7 @@ a ramp is one rising segment (plus a hold), steps are several flat segments.
 
 Safety: a load is refused when its peak rate is above
 :data:`SAFE_RATE` req/s or it lasts longer than :data:`SAFE_DURATION` s,
-unless the caller gives explicit caps (``max_rate``, ``max_duration``) that
+unless the caller gives explicit caps (``max_rate``, ``max_duration_seconds``) that
 cover it. No cap can go above the absolute ceilings.
 """
 
@@ -174,16 +174,18 @@ def check_header_fields(headers: Any) -> dict[str, str]:
 
 
 def _ramp(ramp: Mapping[str, Any], duration: float) -> list[Segment]:
-    missing = {"from", "to", "over"} - set(ramp)
+    missing = {"from", "to", "over_seconds"} - set(ramp)
     if missing:
         raise InvalidArgument(
-            f"ramp: missing {sorted(missing)}; e.g. {{'from': 10, 'to': 200, 'over': 60}}"
+            f"ramp: missing {sorted(missing)}; e.g. {{'from': 10, 'to': 200, 'over_seconds': 60}}"
         )
     start = require_range("ramp.from", ramp["from"], 0, ABSOLUTE_MAX_RATE)
     end = require_range("ramp.to", ramp["to"], 0, ABSOLUTE_MAX_RATE)
-    over = require_range("ramp.over", ramp["over"], 0.001, ABSOLUTE_MAX_DURATION)
+    over = require_range("ramp.over_seconds", ramp["over_seconds"], 0.001, ABSOLUTE_MAX_DURATION)
     if duration and duration < over:
-        raise InvalidArgument(f"duration: {duration:g} s is shorter than the ramp ({over:g} s)")
+        raise InvalidArgument(
+            f"duration_seconds: {duration:g} is shorter than the ramp ({over:g} s)"
+        )
     segments = [Segment(float(over), float(start), float(end))]
     if duration > over:
         segments.append(Segment(float(duration - over), float(end), float(end)))
@@ -193,24 +195,28 @@ def _ramp(ramp: Mapping[str, Any], duration: float) -> list[Segment]:
 def _steps(steps: list[Any], duration: float) -> list[Segment]:
     segments = []
     for i, step in enumerate(steps):
-        if not isinstance(step, Mapping) or set(step) != {"rate", "for"}:
+        if not isinstance(step, Mapping) or set(step) != {"rate", "for_seconds"}:
             raise InvalidArgument(
-                f"steps[{i}]: expected {{'rate': req/s, 'for': seconds}}, got {step!r}"
+                f"steps[{i}]: expected {{'rate': req/s, 'for_seconds': seconds}}, got {step!r}"
             )
         rate = require_range(f"steps[{i}].rate", step["rate"], 0, ABSOLUTE_MAX_RATE)
-        span = require_range(f"steps[{i}].for", step["for"], 0.001, ABSOLUTE_MAX_DURATION)
+        span = require_range(
+            f"steps[{i}].for_seconds", step["for_seconds"], 0.001, ABSOLUTE_MAX_DURATION
+        )
         segments.append(Segment(float(span), float(rate), float(rate)))
     total = sum(s.duration for s in segments)
     if duration and abs(duration - total) > 1e-6:
         raise InvalidArgument(
-            f"duration: {duration:g} s differs from the steps' total ({total:g} s); "
-            "leave duration at 0 with steps"
+            f"duration_seconds: {duration:g} differs from the steps' total ({total:g} s); "
+            "leave duration_seconds at 0 with steps"
         )
     return segments
 
 
 def _segments(arguments: Mapping[str, Any]) -> list[Segment]:
-    duration = require_range("duration", arguments.get("duration", 0.0), 0, ABSOLUTE_MAX_DURATION)
+    duration = require_range(
+        "duration_seconds", arguments.get("duration_seconds", 0.0), 0, ABSOLUTE_MAX_DURATION
+    )
     ramp, steps = arguments.get("ramp"), arguments.get("steps")
     if ramp is not None and steps is not None:
         raise InvalidArgument("ramp and steps: give one profile, not both")
@@ -231,7 +237,7 @@ def _check_caps(segments: list[Segment], arguments: Mapping[str, Any]) -> None:
     total = sum(s.duration for s in segments)
     max_rate = require_range("max_rate", arguments.get("max_rate", 0.0), 0, ABSOLUTE_MAX_RATE)
     max_duration = require_range(
-        "max_duration", arguments.get("max_duration", 0.0), 0, ABSOLUTE_MAX_DURATION
+        "max_duration_seconds", arguments.get("max_duration_seconds", 0.0), 0, ABSOLUTE_MAX_DURATION
     )
     rate_cap = max_rate or SAFE_RATE
     if peak > rate_cap:
@@ -239,8 +245,13 @@ def _check_caps(segments: list[Segment], arguments: Mapping[str, Any]) -> None:
         raise InvalidArgument(f"rate: peak {peak:g} req/s is above the cap {rate_cap:g}{hint}")
     duration_cap = max_duration or SAFE_DURATION
     if total > duration_cap:
-        hint = "" if max_duration else f"; above {SAFE_DURATION:g} s set max_duration explicitly"
-        raise InvalidArgument(f"duration: {total:g} s is above the cap {duration_cap:g} s{hint}")
+        hint = (
+            "" if max_duration
+            else f"; above {SAFE_DURATION:g} s set max_duration_seconds explicitly"
+        )  # fmt: skip
+        raise InvalidArgument(
+            f"duration_seconds: {total:g} is above the cap {duration_cap:g} s{hint}"
+        )
     if peak <= 0:
         raise InvalidArgument("rate: the profile never sends anything (peak rate 0)")
 
@@ -283,7 +294,11 @@ def spec_from_arguments(arguments: Mapping[str, Any]) -> LoadSpec:
         headers=headers,
         body=str(arguments.get("body") or ""),
         http2=bool(arguments.get("http2", False)),
-        timeout=float(require_range("timeout", arguments.get("timeout", 5.0), 0.001, MAX_TIMEOUT)),
+        timeout=float(
+            require_range(
+                "timeout_seconds", arguments.get("timeout_seconds", 5.0), 0.001, MAX_TIMEOUT
+            )
+        ),
         processes=_processes(arguments.get("processes", 0), peak, concurrency),
         bucket_seconds=float(bucket),
         metrics_port=int(

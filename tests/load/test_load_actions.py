@@ -39,7 +39,7 @@ def test_errors_are_classified_by_kind(
     target.set_errors(503, every=5)
     second_target.set_errors(404, every=4)
     slow = second_target  # a third behaviour on its own path would mix counts: use timeouts below
-    common = {"rate": 20.0, "duration": 2.0}
+    common = {"rate": 20.0, "duration_seconds": 2.0}
     started = {
         "5xx": drive_http_load(urls=[target.url], name="five", **common),
         "4xx": drive_http_load(urls=[second_target.url], name="four", **common),
@@ -48,8 +48,11 @@ def test_errors_are_classified_by_kind(
         "dns": drive_http_load(urls="http://-bad-/", **common),
     }
     for load in started.values():
-        assert wait_load(load["load_id"], timeout=20)
-    results = {kind: stop_http_load(load=load["load_id"]) for kind, load in started.items()}
+        assert wait_load(load["ledger_id"], timeout=20)
+    results = {
+        kind: stop_http_load(ledger_id=load["ledger_id"])["results"][load["ledger_id"]]
+        for kind, load in started.items()
+    }
     assert results["5xx"]["errors"]["http_5xx"] == target.stats()["errors"] == 8
     assert results["5xx"]["status"] == {"2xx": 32, "5xx": 8}
     assert results["5xx"]["error_ratio"] == pytest.approx(0.2)
@@ -64,7 +67,9 @@ def test_errors_are_classified_by_kind(
 
 def test_timeouts_are_classified(no_leaked_loads: Path, target: HttpTarget) -> None:
     target.set_latency(1000)
-    result = drive_http_load(urls=[target.url], rate=10, duration=1, timeout=0.2, wait=True)
+    result = drive_http_load(
+        urls=[target.url], rate=10, duration_seconds=1, timeout_seconds=0.2, wait=True
+    )
     assert result["results"]["errors"]["timeout"] == 10
     assert result["results"]["error_ratio"] == 1.0
     assert Ledger(no_leaked_loads).open_entries() == []
@@ -73,29 +78,31 @@ def test_timeouts_are_classified(no_leaked_loads: Path, target: HttpTarget) -> N
 def test_background_load_is_in_the_ledger_and_stopped_by_the_rollback(
     no_leaked_loads: Path, target: HttpTarget
 ) -> None:
-    started = drive_http_load(urls=[target.url], rate=50, duration=30, name="bg")
+    started = drive_http_load(urls=[target.url], rate=50, duration_seconds=30, name="bg")
     assert started["expected_requests"] == 1500
     (entry,) = Ledger(no_leaked_loads).open_entries()
     assert (entry.kind, entry.target) == ("http-load", "bg")
     assert find_helpers(entry.id)
     time.sleep(max(0.0, started["start"] + 2.2 - time.time()))
-    stopped = stop_http_load(load="bg")
-    assert stopped["stopped"] is True
-    assert stopped["load"]["status"] == "stopped"
+    stopped = stop_http_load(name="bg")
+    assert stopped["undone"] == 1 and stopped["faults"][0]["ledger_id"] == entry.id
+    results = stopped["results"][entry.id]
+    assert results["load"]["status"] == "stopped"
     assert not find_helpers(entry.id)
-    assert 100 <= stopped["sent"] <= 140
-    assert [b["sent"] for b in stopped["buckets"]][:2] == [50, 50]
+    assert 100 <= results["sent"] <= 140
+    assert [b["sent"] for b in results["buckets"]][:2] == [50, 50]
     before = target.stats()["requests"]
     time.sleep(1.0)
     assert target.stats()["requests"] == before  # nothing keeps sending
-    assert stop_http_load(load="bg")["note"] == stopped["note"]  # idempotent
-    assert stop_http_load(load="nope") == {
-        "stopped": False, "note": "no HTTP load nope in the ledger",
+    again = stop_http_load(name="bg")  # idempotent: nothing left to stop, the results stay
+    assert again["undone"] == 0 and again["results"][entry.id]["sent"] == results["sent"]
+    assert stop_http_load(name="nope") == {
+        "undone": 0, "faults": [], "left_alone": [], "results": {},
     }  # fmt: skip
 
 
 def test_window_stats_over_a_named_fault(no_leaked_loads: Path, target: HttpTarget) -> None:
-    started = drive_http_load(urls=[target.url], rate=50, duration=6, name="judge")
+    started = drive_http_load(urls=[target.url], rate=50, duration_seconds=6, name="judge")
     book = default_ledger()
     time.sleep(max(0.0, started["start"] + 2.0 - time.time()))
     # a fault recorded as any action would: the target gets slow while it is open
@@ -104,21 +111,21 @@ def test_window_stats_over_a_named_fault(no_leaked_loads: Path, target: HttpTarg
     time.sleep(2.0)
     target.set_latency(0)
     book.close(entry.id, "latency removed")
-    assert wait_load(started["load_id"], timeout=20)
-    during = load_window_stats(load="judge", fault_kind="test-latency", fault_target="app")
+    assert wait_load(started["ledger_id"], timeout=20)
+    during = load_window_stats(name="judge", fault_kind="test-latency", fault_target="app")
     assert 1 <= during["buckets_count"] <= 3
     assert during["p50_ms"] >= 200
     assert during["error_ratio"] == 0
-    before = load_window_stats(load="judge", from_s=0, to_s=2)
+    before = load_window_stats(name="judge", from_seconds=0, to_seconds=2)
     assert before["buckets_count"] == 2
     assert before["p50_ms"] < 100
     assert load_window_stats()["scheduled"] == 300  # this run's latest load, whole
     with pytest.raises(LoadError, match="no fault of kind 'netem'"):
         load_window_stats(fault_kind="netem")
     with pytest.raises(InvalidArgument, match="not both"):
-        load_window_stats(fault_kind="test-latency", from_s=1)
+        load_window_stats(fault_kind="test-latency", from_seconds=1)
     with pytest.raises(LoadError, match="nothing to judge"):
-        load_window_stats(from_s=100, to_s=200)
+        load_window_stats(from_seconds=100, to_seconds=200)
     stop_http_load()
 
 
@@ -136,12 +143,17 @@ def test_baseline_is_measured_when_the_run_has_no_load_yet(
 def test_http2_against_nginx_h2c(no_leaked_loads: Path) -> None:
     with nginx.start(http2=True) as server:
         result = drive_http_load(
-            urls=[server.url], rate=50, duration=2, http2=True, concurrency_limit=500, wait=True
+            urls=[server.url],
+            rate=50,
+            duration_seconds=2,
+            http2=True,
+            concurrency_limit=500,
+            wait=True,
         )
         summary = {k: result["results"][k] for k in ("dropped", "errors", "p99_ms")}
         assert result["results"]["ok"] == 100, summary
         # the same server refuses HTTP/1.1 (it only speaks h2c there): errors, not silence
-        refused = drive_http_load(urls=[server.url], rate=10, duration=1, wait=True)
+        refused = drive_http_load(urls=[server.url], rate=10, duration_seconds=1, wait=True)
         assert refused["results"]["ok"] == 0
         assert refused["results"]["error_ratio"] == 1.0
 
@@ -159,18 +171,20 @@ def _scrape(port: int) -> dict[tuple[str, str], float]:
 
 def test_prometheus_exposition(no_leaked_loads: Path, target: HttpTarget) -> None:
     target.set_errors(500, every=10)
-    started = drive_http_load(urls=[target.url], rate=50, duration=2, metrics_port=-1, name="m")
+    started = drive_http_load(
+        urls=[target.url], rate=50, duration_seconds=2, metrics_port=-1, name="m"
+    )
     port = started["metrics_port"]
     assert port > 0
     time.sleep(max(0.0, started["start"] + 1.5 - time.time()))
     during = _scrape(port)
     assert 25 <= during[("gameday_load_requests_total", "ok")] <= 70, during
     assert during[("gameday_load_target_rate", "")] == pytest.approx(50)
-    assert wait_load(started["load_id"], timeout=20, results_dir=Path(started["results_dir"]))
+    assert wait_load(started["ledger_id"], timeout=20, results_dir=Path(started["results_dir"]))
     samples = _scrape(port)  # the endpoint outlives the load so the final counts are seen
     assert samples[("gameday_load_requests_total", "ok")] == 90
     assert samples[("gameday_load_requests_total", "http_5xx")] == 10
     assert samples[("gameday_load_request_duration_seconds_count", "")] == 100
     assert samples[("gameday_load_request_duration_seconds_bucket", "+Inf")] == 100
     assert samples[("gameday_load_request_duration_seconds_bucket", "1")] == 100
-    stop_http_load(load="m")
+    stop_http_load(name="m")

@@ -45,7 +45,7 @@ def test_achieved_rate_is_within_two_percent_when_the_server_keeps_up(
 ) -> None:
     rate = 300
     results = _run(
-        load_token(), tmp_path, urls=[target.url], rate=rate, duration=6, processes=2,
+        load_token(), tmp_path, urls=[target.url], rate=rate, duration_seconds=6, processes=2,
         concurrency_limit=600,
     )  # fmt: skip
     summary = {k: results[k] for k in ("sent", "dropped", "errors", "max_lag_ms", "p99_ms")}
@@ -73,7 +73,7 @@ def test_a_server_stall_does_not_slow_the_schedule_and_shows_in_latency(
         target.pause(1000)
 
     results = _run(
-        load_token(), tmp_path, stall, urls=[target.url], rate=rate, duration=6,
+        load_token(), tmp_path, stall, urls=[target.url], rate=rate, duration_seconds=6,
         concurrency_limit=1000,
     )  # fmt: skip
     assert results["dropped"] == 0
@@ -101,7 +101,7 @@ def test_a_slower_server_keeps_the_arrival_rate_and_latencies_rise(
         target.set_latency(0)
 
     results = _run(
-        load_token(), tmp_path, slow_down, urls=[target.url], rate=100, duration=6,
+        load_token(), tmp_path, slow_down, urls=[target.url], rate=100, duration_seconds=6,
         concurrency_limit=1000,
     )  # fmt: skip
     buckets = _scheduled(results)
@@ -117,8 +117,8 @@ def test_concurrency_cap_queues_then_drops_without_delaying_the_schedule(
 ) -> None:
     target.set_latency(500)
     results = _run(
-        load_token(), tmp_path, urls=[target.url], rate=50, duration=2, concurrency_limit=5,
-        timeout=1.0,
+        load_token(), tmp_path, urls=[target.url], rate=50, duration_seconds=2, concurrency_limit=5,
+        timeout_seconds=1.0,
     )  # fmt: skip
     assert results["scheduled"] == 100
     # 5 connections busy 500 ms each: ~10 requests/s get one, in arrival order; an arrival
@@ -136,9 +136,11 @@ def test_concurrency_cap_queues_then_drops_without_delaying_the_schedule(
 def test_ramp_follows_its_profile(
     target: HttpTarget, load_token: Callable[[], str], tmp_path: Path
 ) -> None:
-    spec = spec_from_arguments({"urls": [target.url], "ramp": {"from": 20, "to": 300, "over": 5}})
+    spec = spec_from_arguments(
+        {"urls": [target.url], "ramp": {"from": 20, "to": 300, "over_seconds": 5}}
+    )
     results = _run(
-        load_token(), tmp_path, urls=[target.url], ramp={"from": 20, "to": 300, "over": 5},
+        load_token(), tmp_path, urls=[target.url], ramp={"from": 20, "to": 300, "over_seconds": 5},
         concurrency_limit=1000,
     )  # fmt: skip
     assert results["scheduled"] == spec.total_requests == 800

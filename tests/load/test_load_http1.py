@@ -20,7 +20,7 @@ from chaos_ext.load.spec import spec_from_arguments
 
 
 def _run(token: str, results: Path, **arguments: Any) -> dict[str, Any]:
-    spec = spec_from_arguments({"duration": 1, "rate": 40, **arguments})
+    spec = spec_from_arguments({"duration_seconds": 1, "rate": 40, **arguments})
     with background_load(spec, results_dir=results, token=token):
         assert wait_load(token, timeout=20, results_dir=results)
     return load_results(results, include_buckets=False)

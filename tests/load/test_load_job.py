@@ -31,7 +31,7 @@ from chaos_ext.reporting.permissions import permissions_of
 K8S_VERSIONS = ("1.27.0", "1.33.0")
 NS = "loadtest"
 # nothing listens there: these tests are about the Job, not results (test_load_sharded.py)
-KUBE = {"namespace": NS, "pushgateway": "http://127.0.0.1:9", "start_delay": 5}
+KUBE = {"namespace": NS, "pushgateway": "http://127.0.0.1:9", "start_delay_seconds": 5}
 SECRET_HEADER = "Bearer very-secret-token"
 
 pytestmark = pytest.mark.timeout(180)
@@ -48,8 +48,8 @@ def _pods(cluster: EmulatorHandle, load_id: str) -> list[dict[str, Any]]:
 
 def _start(**extra: Any) -> dict[str, Any]:
     return drive_http_load(
-        urls=["http://web.shop.svc:8080/"], rate=90, duration=20, replicas=3, kubernetes=KUBE,
-        headers={"Authorization": SECRET_HEADER}, name="from-pods", **extra,
+        urls=["http://web.shop.svc:8080/"], rate=90, duration_seconds=20, replicas=3,
+        kubernetes=KUBE, headers={"Authorization": SECRET_HEADER}, name="from-pods", **extra,
     )  # fmt: skip
 
 
@@ -57,7 +57,7 @@ def test_the_job_is_indexed_validated_and_carries_no_secret(
     emulator: EmulatorHandle, ledger_path: Path
 ) -> None:
     started = _start()
-    load_id = started["load_id"]
+    load_id = started["ledger_id"]
     job, secret = _job_of(emulator, load_id), emulator.get("Secret", NS, f"gameday-load-{load_id}")
     assert job is not None and secret is not None
     for doc in (job, secret):
@@ -85,8 +85,8 @@ def test_the_job_is_indexed_validated_and_carries_no_secret(
     (entry,) = Ledger(ledger_path).open_entries()
     assert entry.recipe["mode"] == "kubernetes" and SECRET_HEADER not in json.dumps(entry.recipe)
 
-    stopped = stop_http_load(load_id)
-    assert stopped["stopped"] and "foreground" in stopped["note"]
+    stopped = stop_http_load(ledger_id=load_id)
+    assert stopped["undone"] == 1 and "foreground" in stopped["faults"][0]["note"]
     assert ("job-delete", f"{NS}/gameday-load-{load_id} Foreground") in [
         e[1:] for e in emulator.events("job-delete")
     ]
@@ -104,12 +104,12 @@ def test_the_image_is_the_one_gameday_schedule_describes(
 ) -> None:
     monkeypatch.setenv(_job.IMAGE_ENV, "registry.example.com/gameday:0.1.0")
     started = _start()
-    job = _job_of(emulator, started["load_id"])
+    job = _job_of(emulator, started["ledger_id"])
     assert job is not None
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == (
         "registry.example.com/gameday:0.1.0"
     )
-    stop_http_load(started["load_id"])
+    stop_http_load(ledger_id=started["ledger_id"])
 
 
 @pytest.mark.parametrize(
@@ -117,7 +117,8 @@ def test_the_image_is_the_one_gameday_schedule_describes(
     [(3, None, "pushgateway"), (0, KUBE, "replicas"), (501, KUBE, "replicas"),
      (2, {**KUBE, "pushgateway": "pushgateway.monitoring:9091"}, "pushgateway"),
      (2, {**KUBE, "namespace": "Bad_NS"}, "namespace"), (2, {**KUBE, "nodes": 3}, "unknown"),
-     (2, {**KUBE, "cpu": "lots"}, "cpu"), (2, {**KUBE, "start_delay": 0}, "start_delay")],
+     (2, {**KUBE, "cpu": "lots"}, "cpu"),
+     (2, {**KUBE, "start_delay_seconds": 0}, "start_delay_seconds")],
 )  # fmt: skip
 def test_bad_job_settings_are_refused_before_anything_is_created(
     emulator: EmulatorHandle, ledger_path: Path, replicas: int, kubernetes: Any, match: str
@@ -138,7 +139,8 @@ def _experiment() -> dict[str, Any]:
              "provider": {"type": "python", "module": "chaos_ext.load.actions",
                           "func": "drive_http_load",
                           "arguments": {"urls": ["http://web.shop.svc:8080/"], "rate": 30,
-                                        "duration": 60, "replicas": 3, "kubernetes": KUBE}}},
+                                        "duration_seconds": 60, "replicas": 3,
+                                        "kubernetes": KUBE}}},
             {"type": "probe", "name": "wait",
              "provider": {"type": "process", "path": "sleep", "arguments": "90", "timeout": 120}},
         ],
@@ -187,7 +189,7 @@ def test_the_derived_role_permits_every_call_the_load_made_and_only_when_used(
     emulator: EmulatorHandle, ledger_path: Path
 ) -> None:
     started = _start()
-    stop_http_load(started["load_id"])
+    stop_http_load(ledger_id=started["ledger_id"])
     calls = {tuple(call.split()[:2]) for call in emulator.api_calls()}
     assert ("create", "batch/jobs") in calls and ("delete", "batch/jobs") in calls
     perms = permissions_of([_experiment()])

@@ -72,7 +72,9 @@ def test_a_der_ca_file_is_refused_before_anything_is_recorded(
     der_ca: Path, no_leaked_loads: Path
 ) -> None:
     with pytest.raises(InvalidArgument, match="not a PEM certificate bundle"):
-        drive_http_load(urls=["https://127.0.0.1:9/"], rate=5, duration=2, ca_file=str(der_ca))
+        drive_http_load(
+            urls=["https://127.0.0.1:9/"], rate=5, duration_seconds=2, ca_file=str(der_ca)
+        )
     assert Ledger(no_leaked_loads).history() == []
 
 
@@ -81,7 +83,7 @@ def test_the_campaign_steps_leave_later_runs_free(
     gameday: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:  # fmt: skip
     bad = write_experiment(
-        _experiment(urls=["https://127.0.0.1:9/"], rate=5, duration=2, ca_file=str(der_ca))
+        _experiment(urls=["https://127.0.0.1:9/"], rate=5, duration_seconds=2, ca_file=str(der_ca))
     )
     first = gameday("run", "--journal", "j.json", str(bad))
     assert first.returncode == 2, first.stderr
@@ -99,7 +101,7 @@ def test_a_helper_that_fails_after_the_entry_closes_it_at_once(
 ) -> None:  # fmt: skip
     """The same window without the argument check: /metrics cannot bind, before meta.json."""
     with pytest.raises(LoadError, match="did not start"):
-        drive_http_load(urls=[target.url], rate=5, duration=2, metrics_port=taken_port)
+        drive_http_load(urls=[target.url], rate=5, duration_seconds=2, metrics_port=taken_port)
     (entry,) = Ledger(no_leaked_loads).history()
     assert entry.state == "closed"
     assert entry.note is not None and "never started" in entry.note
@@ -117,7 +119,7 @@ def test_a_run_stopped_between_entry_and_start_leaves_a_closable_entry(
     gameday: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:  # fmt: skip
     """SIGKILL or SIGTERM right after the entry is written, before the helper exists."""
-    path = write_experiment(_experiment(urls=[target.url], rate=5, duration=5))
+    path = write_experiment(_experiment(urls=[target.url], rate=5, duration_seconds=5))
     env = {**cli_env(no_leaked_loads), "GAMEDAY_FAILPOINTS": failpoint}
     run = subprocess.run(
         gameday_argv("run", "--journal", "j.json", str(path)), env=env, cwd=tmp_path,

@@ -20,14 +20,14 @@ def _spec(**arguments: Any) -> Any:
 
 
 def test_constant_rate_is_evenly_spaced() -> None:
-    offsets = [t for _, t in arrival_offsets(_spec(rate=50, duration=2).segments)]
+    offsets = [t for _, t in arrival_offsets(_spec(rate=50, duration_seconds=2).segments)]
     assert len(offsets) == 100
     gaps = {round(b - a, 9) for a, b in itertools.pairwise(offsets)}
     assert gaps == {0.02}
 
 
 def test_ramp_follows_the_integral_of_its_rate() -> None:
-    spec = _spec(ramp={"from": 10, "to": 110, "over": 10})
+    spec = _spec(ramp={"from": 10, "to": 110, "over_seconds": 10})
     offsets = [t for _, t in arrival_offsets(spec.segments)]
     assert len(offsets) == 600  # (10 + 110) / 2 * 10
     for second in range(10):
@@ -39,10 +39,16 @@ def test_ramp_follows_the_integral_of_its_rate() -> None:
 
 
 def test_ramp_with_hold_and_steps() -> None:
-    held = _spec(ramp={"from": 0, "to": 100, "over": 2}, duration=5)
+    held = _spec(ramp={"from": 0, "to": 100, "over_seconds": 2}, duration_seconds=5)
     assert [s.duration for s in held.segments] == [2, 3]
     assert held.total_requests == 100 + 300
-    steps = _spec(steps=[{"rate": 10, "for": 2}, {"rate": 0, "for": 1}, {"rate": 40, "for": 1}])
+    steps = _spec(
+        steps=[
+            {"rate": 10, "for_seconds": 2},
+            {"rate": 0, "for_seconds": 1},
+            {"rate": 40, "for_seconds": 1},
+        ]
+    )
     offsets = [t for _, t in arrival_offsets(steps.segments)]
     assert len(offsets) == 60
     assert not [t for t in offsets if 2 <= t < 3]  # the pause step sends nothing
@@ -67,22 +73,34 @@ def test_defaults_are_small() -> None:
     [
         ({"rate": 501}, "above the cap 500; above 500 req/s set max_rate"),
         ({"rate": 600, "max_rate": 550}, "above the cap 550"),
-        ({"duration": 601}, "set max_duration explicitly"),
-        ({"ramp": {"from": 1, "to": 900, "over": 10}}, "peak 900"),
-        ({"ramp": {"from": 1, "to": 9}}, "missing ['over']"),
-        ({"ramp": {"from": 1, "to": 9, "over": 10}, "duration": 5}, "shorter than the ramp"),
-        ({"steps": [{"rate": 1, "for": 2}], "duration": 5}, "differs from the steps"),
+        ({"duration_seconds": 601}, "set max_duration_seconds explicitly"),
+        ({"ramp": {"from": 1, "to": 900, "over_seconds": 10}}, "peak 900"),
+        ({"ramp": {"from": 1, "to": 9}}, "missing ['over_seconds']"),
+        (
+            {"ramp": {"from": 1, "to": 9, "over_seconds": 10}, "duration_seconds": 5},
+            "shorter than the ramp",
+        ),
+        (
+            {"steps": [{"rate": 1, "for_seconds": 2}], "duration_seconds": 5},
+            "differs from the steps",
+        ),
         ({"steps": [{"rate": 1}]}, "steps[0]"),
-        ({"ramp": {"from": 1, "to": 2, "over": 1}, "steps": [{"rate": 1, "for": 1}]}, "not both"),
+        (
+            {
+                "ramp": {"from": 1, "to": 2, "over_seconds": 1},
+                "steps": [{"rate": 1, "for_seconds": 1}],
+            },
+            "not both",
+        ),
         ({"urls": ["ftp://x/"]}, "not an http"),
         ({"urls": ["http://user:pw@x/"]}, "credentials in the URL are refused"),
         ({"urls": []}, "1 to 100 URLs"),
         ({"method": "TRACE"}, "method"),
         ({"concurrency_limit": 0}, "concurrency_limit"),
-        ({"timeout": 500}, "timeout"),
+        ({"timeout_seconds": 500}, "timeout_seconds"),
         ({"metrics_addr": "localhost"}, "not an IP address"),
         ({"rate": 60_000, "max_rate": 60_000}, "outside [0.001, 50000]"),
-        ({"steps": [{"rate": 0, "for": 2}]}, "never sends anything"),
+        ({"steps": [{"rate": 0, "for_seconds": 2}]}, "never sends anything"),
     ],
 )
 def test_refused_arguments(arguments: dict[str, Any], message: str) -> None:
@@ -92,7 +110,7 @@ def test_refused_arguments(arguments: dict[str, Any], message: str) -> None:
 
 
 def test_explicit_caps_allow_bigger_loads() -> None:
-    spec = _spec(rate=2000, duration=900, max_rate=2000, max_duration=900)
+    spec = _spec(rate=2000, duration_seconds=900, max_rate=2000, max_duration_seconds=900)
     assert spec.peak_rate == 2000
     assert spec.duration == 900
     assert spec.public()["body"] == "<0 bytes>"
@@ -107,5 +125,5 @@ def test_headers_and_body_stay_out_of_public_views() -> None:
 
 
 def test_rate_at_follows_the_profile() -> None:
-    spec = _spec(ramp={"from": 10, "to": 110, "over": 10}, duration=12)
+    spec = _spec(ramp={"from": 10, "to": 110, "over_seconds": 10}, duration_seconds=12)
     assert [rate_at(spec.segments, t) for t in (0, 5, 10, 11.9, 12, -1)] == [10, 60, 110, 110, 0, 0]

@@ -79,7 +79,7 @@ def test_sigkill_of_the_runner_then_gameday_rollback_stops_the_load(
     no_leaked_loads: Path, target: HttpTarget, tmp_path: Path,
     write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:  # fmt: skip
-    path = write_experiment(_experiment(target.url, rate=100, duration=60, processes=2))
+    path = write_experiment(_experiment(target.url, rate=100, duration_seconds=60, processes=2))
     proc = _start_run(no_leaked_loads, path, tmp_path)
     wait_for(lambda: bool(_load_running(no_leaked_loads, target)), 30, "the load to run")
     (load_id,) = _load_running(no_leaked_loads, target)
@@ -103,7 +103,7 @@ def test_the_load_stops_at_its_own_cap_without_any_rollback(
     no_leaked_loads: Path, target: HttpTarget, tmp_path: Path,
     write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:  # fmt: skip
-    path = write_experiment(_experiment(target.url, rate=50, duration=3))
+    path = write_experiment(_experiment(target.url, rate=50, duration_seconds=3))
     proc = _start_run(no_leaked_loads, path, tmp_path)
     wait_for(lambda: bool(_load_running(no_leaked_loads, target)), 30, "the load to run")
     (load_id,) = _load_running(no_leaked_loads, target)
@@ -122,7 +122,7 @@ def test_sigterm_rolls_back_and_the_journal_keeps_the_buckets(
     no_leaked_loads: Path, target: HttpTarget, tmp_path: Path,
     write_experiment: Callable[..., Path],
 ) -> None:  # fmt: skip
-    path = write_experiment(_experiment(target.url, rate=40, duration=60))
+    path = write_experiment(_experiment(target.url, rate=40, duration_seconds=60))
     proc = _start_run(no_leaked_loads, path, tmp_path)
     wait_for(lambda: bool(_load_running(no_leaked_loads, target)), 30, "the load to run")
     (load_id,) = _load_running(no_leaked_loads, target)
@@ -134,8 +134,9 @@ def test_sigterm_rolls_back_and_the_journal_keeps_the_buckets(
     assert _quiet(target)
     journal = json.loads((tmp_path / "journal.json").read_text())
     (rollback,) = journal["rollbacks"]
-    stopped = rollback["output"]
-    assert stopped["stopped"] is True and stopped["load"]["status"] == "stopped"
+    assert rollback["output"]["undone"] == 1
+    stopped = rollback["output"]["results"][load_id]
+    assert stopped["load"]["status"] == "stopped"
     assert len(stopped["buckets"]) >= 2
     assert all(b["sent"] == 40 for b in stopped["buckets"][:2])
     assert stopped["sent"] == target.stats()["requests"]
@@ -157,7 +158,7 @@ def test_the_smoke_experiment_holds_and_sees_the_fault(
     during = journal["steady_states"]["after"]["probes"][0]["output"]
     assert during["error_ratio"] == 0
     assert during["p50_ms"] >= 150  # the 150 ms slowdown is in the judged window
-    stopped = journal["rollbacks"][1]["output"]
+    (stopped,) = journal["rollbacks"][1]["output"]["results"].values()
     assert [b["sent"] for b in stopped["buckets"] if b["scheduled"]] == [20] * 12
     assert {e["state"] for e in journal["gameday"]["ledger"]} == {"closed"}
     # a hypothesis that the fault breaks: p99 under 100 ms deviates
@@ -179,7 +180,7 @@ def test_gameday_validate_refuses_an_unbounded_load(
     gameday: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:  # fmt: skip
     assert gameday("validate", str(SMOKE)).returncode == 0
-    path = write_experiment(_experiment(target.url, rate=5000, duration=60))
+    path = write_experiment(_experiment(target.url, rate=5000, duration_seconds=60))
     result = gameday("validate", str(path))
     assert result.returncode == 3
     text = " ".join((result.stdout + result.stderr).split())

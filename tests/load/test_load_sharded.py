@@ -76,27 +76,28 @@ def test_three_shards_merged_match_one_process_at_the_same_total_rate(
     no_leaked_loads: Path, tmp_path: Path,
 ) -> None:  # fmt: skip
     target.set_latency(50, spread_ms=200)
-    single = drive_http_load(urls=[target.url], rate=RATE, duration=SECONDS, wait=True,
+    single = drive_http_load(urls=[target.url], rate=RATE, duration_seconds=SECONDS, wait=True,
                              name="single")["results"]  # fmt: skip
 
-    kube = {"namespace": NS, "pushgateway": gateway.url, "start_delay": 8}
-    started = drive_http_load(urls=[target.url], rate=RATE, duration=SECONDS, replicas=SHARDS,
-                              kubernetes=kube, name="sharded")  # fmt: skip
-    load_id = started["load_id"]
+    kube = {"namespace": NS, "pushgateway": gateway.url, "start_delay_seconds": 8}
+    started = drive_http_load(urls=[target.url], rate=RATE, duration_seconds=SECONDS,
+                              replicas=SHARDS, kubernetes=kube, name="sharded")  # fmt: skip
+    load_id = started["ledger_id"]
     wait_for(lambda: len(emulator.items("Pod", NS)) == SHARDS, 15, "the Job's pods")
     with prometheus.start(targets=[gateway.target],
                           scrape_interval="1s") as prom:  # fmt: skip
         procs = run_pods(emulator, NS, f"gameday.io/load={load_id}", tmp_path)
         # halfway through, the window so far is merged from what the pods published
         time.sleep(max(0.0, started["start"] + SECONDS / 2 - time.time()))
-        partial = load_window_stats(load=load_id, include_buckets=False)
+        partial = load_window_stats(ledger_id=load_id, include_buckets=False)
         assert 0 < partial["sent"] < RATE * SECONDS, partial
         _wait_all(procs, started["start"] - time.time() + SECONDS + 60, tmp_path)
         time.sleep(3)  # two scrapes of the final pushes
         scraped = _prometheus_total(prom, load_id)
 
-    merged = stop_http_load(load_id)
-    assert merged["stopped"], merged
+    stopped = stop_http_load(ledger_id=load_id)
+    assert stopped["undone"] == 1, stopped
+    merged = stopped["results"][load_id]
     assert merged["load"]["status"] == "completed", merged["load"]
     assert scraped == merged["sent"], (scraped, merged["sent"])  # what Prometheus shows
     report = _compare(single, merged)

@@ -80,7 +80,7 @@ def _experiment(
         "controls": controls,
         "steady-state-hypothesis": {"title": "ready", "probes": [{**ready, "tolerance": True}]},
         "method": [py("action", "load", "chaos_ext.load.actions", "drive_http_load",
-                      urls=[target.url], rate=10, duration=2, wait=True)],
+                      urls=[target.url], rate=10, duration_seconds=2, wait=True)],
         "rollbacks": [py("action", "stop-load", "chaos_ext.load.actions", "stop_http_load")],
     }  # fmt: skip
 
