@@ -39,6 +39,7 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "http_readiness": ({"url": "ftp://127.0.0.1/"}, "is not an http(s) URL"),
     "flood_dns": ({"server": "127.0.0.1", "names": ["a.test"], "qps": -5}, "qps"),
     "release_dnsmasq_tcp": ({"port": "53"}, "port: expected int"),
+    "stop_dns_flood": ({"server": 53}, "server: expected str"),
     "saturate_dnsmasq_tcp": ({"server": "127.0.0.1", "connections": 0}, "connections"),
     "dns_resolution_stats": (
         {"server": "127.0.0.1", "name": "a.test", "protocol": "pigeon"}, "protocol"),
