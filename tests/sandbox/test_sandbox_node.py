@@ -12,6 +12,7 @@ from support.harness import ROOT
 
 from chaos_ext._vm.machine import VirtualMachine, VMConfig
 from chaos_ext.sandbox import _control, _node
+from chaos_ext.sandbox._heartbeat import Heartbeat
 from chaos_ext.sandbox._topology import topology
 
 
@@ -91,3 +92,15 @@ def test_progress_speaks_up_while_a_command_is_silent() -> None:
     beats = [line for line in lines if line.startswith("  ... waiting (")]
     assert 1 <= len(beats) <= 3, lines
     assert time.monotonic() - started < 10
+
+
+def test_heartbeat_repeats_the_last_step_after_a_silence() -> None:
+    said: list[str] = []
+    with Heartbeat(said.append, every=0.6) as beat:
+        beat.say("PostgreSQL in gd-db")
+        time.sleep(1.6)
+        beat.say("dnsmasq in gd-dns")
+    assert said[0] == "PostgreSQL in gd-db" and said[-1] == "dnsmasq in gd-dns"
+    beats = said[1:-1]
+    assert 1 <= len(beats) <= 3, said
+    assert all(b.startswith("... still: PostgreSQL in gd-db (") for b in beats)
