@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 app="${1:-fragile}"
 GAMEDAY=".venv/bin/gameday"
-prefix="gd"
+prefix="${GAMEDAY_SANDBOX_PREFIX:-gd}"  # another prefix runs beside a demo already up
 run="gameday-$(date +%Y%m%d-%H%M%S)-$app"
 out="reports/$run"
 started=$(date +%s)
