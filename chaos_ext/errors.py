@@ -12,8 +12,11 @@ leak out of an activity.
     └── ChaosExtError                   anything raised by chaos_ext
         ├── InvalidArgument             bad input: nothing was changed
         ├── PreflightFailed             the target cannot take this fault: nothing was changed
+        ├── TargetGone                  the target (namespace, process, interface) no longer exists
         ├── LedgerError                 the fault ledger cannot be read or written
+        │   ├── LedgerInconsistent      damaged, emptied or missing ledger: lists what may be open
         │   └── RollbackFailed          an undo did not complete; the entry stays open
+        │       └── TargetMismatch      the undo would reach another system than the recorded one
         ├── NetworkError                tc/netem, namespaces, SSH transport
         ├── DnsError                    resolver saturation and floods
         ├── DatabaseError               connection exhaustion, headroom probes
@@ -40,6 +43,8 @@ turns it into exit 3.
 
 from __future__ import annotations
 
+from typing import Any
+
 from chaoslib.exceptions import ActivityFailed
 
 __all__ = [
@@ -51,6 +56,7 @@ __all__ = [
     "InvalidArgument",
     "KubernetesError",
     "LedgerError",
+    "LedgerInconsistent",
     "LoadError",
     "NetworkError",
     "PreflightFailed",
@@ -62,6 +68,8 @@ __all__ = [
     "RunRefused",
     "SandboxError",
     "SidecarError",
+    "TargetGone",
+    "TargetMismatch",
 ]
 
 
@@ -77,12 +85,40 @@ class PreflightFailed(ChaosExtError):
     """The target lacks something the fault needs (kernel feature, capability)."""
 
 
+class TargetGone(ChaosExtError):
+    """The fault's target no longer exists (network namespace, process, interface).
+
+    Undo handlers treat it as "the fault went with its target": they decide on
+    this type, never on an error's text.
+    """
+
+
 class LedgerError(ChaosExtError):
     """The fault ledger cannot be read or written."""
 
 
+class LedgerInconsistent(LedgerError):
+    """The ledger cannot prove what is open: damaged, emptied, missing or out of step.
+
+    ``problems`` says what is wrong; ``suspects`` lists the entries (as
+    ``Entry.as_dict()``) that either copy still shows open: faults that may
+    still be injected. ``gameday ledger --repair`` rebuilds it when it can.
+    """
+
+    def __init__(
+        self, message: str, problems: list[str], suspects: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.problems = problems
+        self.suspects = suspects or []
+
+
 class RollbackFailed(LedgerError):
     """Undoing a ledger entry failed; the entry is left open for a retry."""
+
+
+class TargetMismatch(RollbackFailed):
+    """The undo would act on another system (cluster, host) than the one recorded: refused."""
 
 
 class NetworkError(ChaosExtError):

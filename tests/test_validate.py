@@ -356,3 +356,23 @@ def test_a_control_argument_its_functions_do_not_take_is_refused(
         "controls[0]: control 'strict': invalid: configure_control() takes no argument "
         "'colour' (it takes level)"
     )
+
+
+def test_a_table_in_a_pipe_keeps_its_columns(ledger_path: Path, tmp_path: Path) -> None:
+    """`gameday catalog | cat` in an 80-column CI log: one line per row, nothing folded."""
+    env = {**cli_env(ledger_path), "COLUMNS": "80"}
+    listing = subprocess.run(
+        gameday_argv("catalog", "--json"), capture_output=True, text=True, timeout=120,
+        env=env, cwd=tmp_path, check=True,
+    )  # fmt: skip
+    probes = json.loads(listing.stdout)["probes"]
+    shell = " ".join(shlex.quote(a) for a in gameday_argv("catalog"))
+    table = subprocess.run(
+        ["bash", "-c", f"{shell} | cat"], capture_output=True, text=True, timeout=120,
+        env=env, cwd=tmp_path, check=True,
+    ).stdout  # fmt: skip
+    rows = [line for line in table.splitlines() if line.startswith("│")]
+    assert len(rows) == len(probes)  # a squeezed column would fold rows onto more lines
+    for row, probe in zip(rows, probes, strict=True):
+        assert probe["name"] in row and probe["description"] in row
+    assert max(len(line) for line in table.splitlines()) > 80

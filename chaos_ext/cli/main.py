@@ -47,9 +47,12 @@ envelope: 0 an answer (a boundary, breaks at LOW, holds to HIGH), 1 noisy
   (runs disagree), 2 incomplete, 3 invalid input, 4 never steady
 
 environment:
-  GAMEDAY_LEDGER   path of the fault ledger (SQLite); default
-                   $XDG_STATE_HOME/gameday/ledger.sqlite3
-  NO_COLOR         any non-empty value turns colours off (as --no-color)
+  GAMEDAY_LEDGER           path of the fault ledger (SQLite); default
+                           $XDG_STATE_HOME/gameday/ledger.sqlite3 (its event log
+                           is <ledger>.events.jsonl beside it)
+  GAMEDAY_LEDGER_MARKERS   where ledger markers live (keep it off the ledger's
+                           storage); default $XDG_STATE_HOME/gameday/markers
+  NO_COLOR                 any non-empty value turns colours off (as --no-color)
 
 output: in a terminal, long lines wrap and tables fit its width; in a pipe,
 a file or a CI log, each message stays on one line and tables keep the width

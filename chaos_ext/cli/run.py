@@ -16,11 +16,9 @@ from chaos_ext.cli._common import (
     load_settings_or_none,
     load_valid_experiments,
 )
-from chaos_ext.errors import InvalidArgument
+from chaos_ext.errors import InvalidArgument, LedgerError
 from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.prometheus._abort import AbortPlan, load_sources
-from chaos_ext.prometheus._rules import parse_selector
-from chaos_ext.prometheus.abort import AbortOnBreach
+from chaos_ext.prometheus.abort import AbortOnBreach, AbortPlan, load_sources, parse_selector
 from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
 from chaos_ext.runner.controls import ControlGuard, activate_global_controls
 from chaos_ext.runner.execute import (
@@ -31,17 +29,20 @@ from chaos_ext.runner.execute import (
     run_experiment,
 )
 from chaos_ext.runner.settle import settle_seconds_of
-from chaos_ext.runner.sweep import dead_entries, shielded, sweep
+from chaos_ext.runner.sweep import checked, dead_entries, shielded, sweep
 from chaos_ext.runner.verdict import worst_exit
 
 HELP = """\
 Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
 
 Every experiment is validated first; if any is invalid nothing runs (exit 3).
-Before running, faults left open by a dead run (owner process gone) are undone
-and listed (--no-recover refuses to start instead). During the run, progress is
-shown live. Rollbacks always run (completed, deviated, failed, Ctrl-C,
-SIGTERM), then every fault this run left in the ledger is undone.
+Before running, the fault ledger is checked (a ledger that cannot be trusted
+stops the run, exit 2, listing what may still be injected), then faults left
+open by a dead run (owner process gone) are undone and listed (--no-recover
+refuses to start instead). During the run, progress is shown live. Rollbacks
+always run (completed, deviated, failed, Ctrl-C, SIGTERM), then every fault
+this run left in the ledger is undone. After SIGTERM or Ctrl-C the run exits
+within 10 s, journal written, whatever pause is pending.
 
 The journal of each experiment is written to --journal (one experiment) or to
 JOURNAL_DIR/journal-<experiment file name>.json.
@@ -163,7 +164,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
-    """Undo faults left by dead runs. False when the run must not start."""
+    """Undo faults left by dead runs. False when the run must not start.
+
+    A ledger that fails its full check also stops the run: it could not
+    prove that nothing is left open.
+    """
+    if checked(ledger, console) is None:
+        console.print("[red]not starting: the fault ledger cannot be trusted[/]")
+        return False
     dead = dead_entries(ledger)
     if not dead:
         return True
@@ -257,6 +265,17 @@ def _check_alertmanager(
             )
 
 
+def _recovered_ledger(console: Console, *, refuse: bool) -> Ledger | None:
+    """The ledger, checked and with dead runs' faults undone; None: do not start."""
+    try:
+        ledger = default_ledger()
+    except LedgerError as exc:
+        checked(exc, console)
+        console.print("[red]not starting: the fault ledger cannot be trusted[/]")
+        return None
+    return ledger if recover(ledger, console, refuse=refuse) else None
+
+
 def run_batch(
     args: argparse.Namespace,
     experiments: list[str],
@@ -299,8 +318,8 @@ def run_batch(
         except InvalidArgument as exc:
             console.print(f"[red]{path}: {escape(str(exc))}[/]", highlight=False)
             return EXIT_INVALID
-    ledger = default_ledger()
-    if not recover(ledger, console, refuse=refuse_recover):
+    ledger = _recovered_ledger(console, refuse=refuse_recover)
+    if ledger is None:
         return EXIT_FAILED
     activate_global_controls(settings[0])
     results: list[RunResult] = []

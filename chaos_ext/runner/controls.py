@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
 from chaoslib.control import cleanup_controls, cleanup_global_controls, load_global_controls
 from chaoslib.run import RunEventHandler
 from chaoslib.settings import CHAOSTOOLKIT_CONFIG_PATH, load_settings
@@ -209,9 +210,14 @@ def load_run_settings(path: str | None) -> tuple[dict[str, Any], Path | None]:
         if path:
             raise FileNotFoundError(f"settings file {settings_path} does not exist")
         return {}, None
-    settings = load_settings(str(settings_path)) or {}
-    if not isinstance(settings, dict):
+    try:  # chaoslib logs a YAML error and carries on without the settings: refuse instead
+        parsed = yaml.safe_load(settings_path.read_text())
+    except yaml.YAMLError as exc:
+        problem = " ".join(str(exc).split())
+        raise ValueError(f"settings file {settings_path}: invalid YAML: {problem}") from exc
+    if parsed is not None and not isinstance(parsed, dict):
         raise ValueError(f"settings file {settings_path}: not a mapping")
+    settings = load_settings(str(settings_path)) or {}
     declared = settings.get("controls")
     for control in declared.values() if isinstance(declared, Mapping) else ():
         _resolve_in(control, settings_path.parent.resolve())

@@ -12,7 +12,11 @@ from chaos_ext._vm.lane import run_pytest
 from chaos_ext._vm.machine import VMConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-VM_TESTS = ["tests/network/test_network_netem_vm.py", "tests/dns/test_dns_rate_limit_vm.py"]
+VM_TESTS = [
+    "tests/network/test_network_netem_vm.py",
+    "tests/dns/test_dns_rate_limit_vm.py",
+    "tests/crash/test_crash_netem_vm.py",
+]
 
 pytestmark = [
     pytest.mark.slow,

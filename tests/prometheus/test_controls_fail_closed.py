@@ -46,7 +46,7 @@ SAFEGUARD = {
         }]},
     },
 }  # fmt: skip
-STEADY_PLAN = {"interval": "1s", "conditions": [
+STEADY_PLAN = {"interval_seconds": 1, "conditions": [
     {"name": "always-steady", "promql": "vector(0)", "tolerance": {"op": "<", "threshold": 1}},
 ]}  # fmt: skip
 
@@ -162,6 +162,9 @@ def test_a_control_of_the_settings_is_checked_too(
         assert result.returncode == 3, result.stderr
         (line,) = _problem_lines(result)
         assert line.startswith(f"invalid: {settings}: controls.safeguard: control 'safeguard'")
+    settings.write_text("controls: [\n")  # chaoslib would log it and run without settings
+    result = gameday("run", "--settings", str(settings), str(path))
+    assert result.returncode == 3 and "invalid YAML" in result.stderr
     _assert_untouched(target, ledger_path)
 
 

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import kmock
 import pytest
 
+from support import k8s_objects as objs
 from support.k8s_cluster import KINDS, ClusterState
 from support.k8s_server import ClusterEmulator
 
@@ -89,6 +90,7 @@ class EmulatorHandle:
         try:
             emulator = ClusterEmulator(ready_delay=ready_delay, rollout_delay=rollout)
             async with emulator, kmock.Server(emulator) as server:
+                await _seed_system(emulator)
                 self._emulator = emulator
                 started.set_result(str(server.url))
                 await asyncio.wait_for(self._stop.wait(), _MAX_RUNTIME_S)
@@ -208,6 +210,14 @@ def start_process(
     return ProcessHandle(proc, url, kubeconfig)
 
 
+async def _seed_system(emulator: ClusterEmulator) -> None:
+    """What every real cluster has from its start: the kube-system namespace (with a uid).
+
+    Its uid is the cluster's identity for the fault ledger; each emulator gets its own.
+    """
+    await emulator.apply(lambda c: c.put(objs.namespace("kube-system")) and None)
+
+
 async def _main(args: argparse.Namespace) -> None:
     emulator = ClusterEmulator(ready_delay=args.ready_delay, rollout_delay=args.rollout_delay)
     stop = asyncio.Event()
@@ -215,6 +225,7 @@ async def _main(args: argparse.Namespace) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     async with emulator, kmock.Server(emulator) as server:
+        await _seed_system(emulator)
         if args.seed:
             seeded = json.loads(Path(args.seed).read_text())
             await emulator.apply(lambda c: [c.put(o) for o in seeded] and None)
