@@ -12,6 +12,7 @@ leak out of an activity.
     └── ChaosExtError                   anything raised by chaos_ext
         ├── InvalidArgument             bad input: nothing was changed
         ├── PreflightFailed             the target cannot take this fault: nothing was changed
+        ├── TargetGone                  the target (namespace, process, interface) no longer exists
         ├── LedgerError                 the fault ledger cannot be read or written
         │   ├── LedgerInconsistent      damaged, emptied or missing ledger: lists what may be open
         │   └── RollbackFailed          an undo did not complete; the entry stays open
@@ -67,6 +68,7 @@ __all__ = [
     "RunRefused",
     "SandboxError",
     "SidecarError",
+    "TargetGone",
     "TargetMismatch",
 ]
 
@@ -81,6 +83,14 @@ class InvalidArgument(ChaosExtError):
 
 class PreflightFailed(ChaosExtError):
     """The target lacks something the fault needs (kernel feature, capability)."""
+
+
+class TargetGone(ChaosExtError):
+    """The fault's target no longer exists (network namespace, process, interface).
+
+    Undo handlers treat it as "the fault went with its target": they decide on
+    this type, never on an error's text.
+    """
 
 
 class LedgerError(ChaosExtError):

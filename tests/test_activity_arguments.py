@@ -50,7 +50,7 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "alerts_quiet": ({"firing": ["pagerduty"]}, "alerts.firing ['pagerduty']"),
     "edge_config_audit": ({"source": "gopher://127.0.0.1:15000"}, "gopher"),
     "overload_state": ({"selector": {"bad label": "x"}}, "is not a Prometheus label name"),
-    "rollback_faults": ({"this_run_only": "yes"}, "this_run_only: expected bool"),
+    "rollback_faults": ({"include_dead_runs": "yes"}, "include_dead_runs: expected bool"),
     "open_faults": ({"kind": 3}, "kind: expected str"),
     "drive_http_load": ({"urls": ["ftp://127.0.0.1/"], "duration": 1}, "ftp"),
     "stop_http_load": ({"include_buckets": "no"}, "include_buckets: expected bool"),
@@ -63,7 +63,7 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "measure_rtt": ({"host": "127.0.0.1", "port": 70000}, "port"),
     "drain_nodes": ({"label_selector": "pool=a", "count": 1, "max_fraction": 2.0},
                     "max_fraction"),
-    "uncordon_drained_nodes": ({"this_run_only": "no"}, "this_run_only: expected bool"),
+    "uncordon_drained_nodes": ({"include_dead_runs": "no"}, "include_dead_runs: expected bool"),
     "deployment_ready_ratio": ({"name": 5}, "name: expected str"),
     "hpa_replicas": ({"name": "web", "wait_s": "x"}, "wait_s: expected float"),
     "nodes_ready": ({"label_selector": 3}, "label_selector: expected str"),
@@ -72,13 +72,16 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "catalog_probe": (
         {"name": "http-error-ratio", "parameters": {"job": 'a"b'}}, "double quote"),
     "histogram_quantile": ({"metric": "http_seconds", "quantile": 2.0}, "quantile"),
-    "query_series": ({"expr": "up", "window": "1m", "step": "5m"}, "longer than the window"),
+    "query_series": (
+        {"expr": "up", "window_seconds": 60, "step_seconds": 300}, "longer than window_seconds"
+    ),
     "query_stats": ({"expr": "sum(rate(x[5m]"}, "unclosed left parenthesis"),
     "query_value": ({"expr": "sum(rate(x[5m]"}, "unclosed left parenthesis"),
     "slo_fraction": ({"expr": "up", "op": "~"}, "op"),
     "slo_holds": ({"expr": "up", "min_fraction": 2.0}, "min_fraction"),
     "change_sidecar_template": ({"values_patch": {"a": 1}, "configmap_name": "Bad Name"},
                                 "is not a valid name"),
+    "restore_sidecar_template": ({"include_dead_runs": "yes"}, "include_dead_runs: expected bool"),
     "rollout_drifted_workloads": ({"parallel": 0}, "parallel"),
     "sidecar_drift": ({"template_format": "helm2"}, "template_format"),
 }  # fmt: skip
@@ -197,7 +200,7 @@ def test_plain_chaos_run_refuses_query_series_without_a_request(
         "configuration": {"prometheus_url": f"http://127.0.0.1:{listener.port}"},
         "method": [{"type": "probe", "name": "series", "provider": {
             "type": "python", "module": "chaos_ext.prometheus.probes", "func": "query_series",
-            "arguments": {"expr": "up", "window": "1m", "step": "5m"}}}],
+            "arguments": {"expr": "up", "window_seconds": 60, "step_seconds": 300}}}],
     }  # fmt: skip
     path = tmp_path / "experiment.json"
     path.write_text(json.dumps(experiment))
@@ -210,5 +213,5 @@ def test_plain_chaos_run_refuses_query_series_without_a_request(
     journal = json.loads(journal_path.read_text())
     (run,) = journal["run"]
     assert run["status"] == "failed"
-    assert "step='5m' is longer than the window" in run["exception"][-1]
+    assert "step_seconds=300 is longer than window_seconds=60" in run["exception"][-1]
     assert listener.accepted == 0

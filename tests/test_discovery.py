@@ -38,8 +38,8 @@ EXPECTED = {
         "max_queries:integer sockets:integer workers:integer -> mapping"
     ),
     "dns.actions.limit_dns_rate": (
-        "pps:integer burst:integer resolvers:list port:integer duration:number target:string "
-        "-> mapping"
+        "pps:integer burst:integer resolvers:list port:integer duration:number target:string -> "
+        "mapping"
     ),
     "dns.actions.release_dnsmasq_tcp": (
         "server:string port:integer include_dead_runs:boolean -> mapping"
@@ -49,15 +49,15 @@ EXPECTED = {
         "server:string port:integer connections:integer hold_seconds:number query_name:string "
         "connect_timeout:number -> mapping"
     ),
+    "dns.probes.dns_rate_limit_drops": "target:string -> mapping",
+    "dns.probes.dns_rate_limit_supported": "target:string -> mapping",
     "dns.probes.dns_resolution_stats": (
         "server:string name:string port:integer protocol:string samples:integer timeout:number "
         "qtype:string interval:number -> mapping"
     ),
     "dns.probes.dnsmasq_child_processes": "pid:integer pidfile:string port:integer -> mapping",
-    "dns.probes.dns_rate_limit_drops": "target:string -> mapping",
-    "dns.probes.dns_rate_limit_supported": "target:string -> mapping",
     "envoy.probes.edge_config_audit": (
-        "source:string listener:string rules:list rules_file:string timeout:number "
+        "source:string listener:string rules:list rules_file:string timeout_seconds:number "
         "profile:string role:string -> mapping"
     ),
     "envoy.probes.overload_state": "job:string selector:mapping -> mapping",
@@ -75,8 +75,8 @@ EXPECTED = {
     ),
     "load.probes.load_window_stats": (
         "load:string fault_kind:string fault_target:string from_s:number to_s:number "
-        "baseline_urls:list baseline_rate:number baseline_seconds:number include_buckets:boolean "
-        "-> mapping"
+        "baseline_urls:list baseline_rate:number baseline_seconds:number "
+        "include_buckets:boolean -> mapping"
     ),
     "network.actions.add_latency": (
         "interface:string delay_ms:number destinations:list ports:list jitter_ms:number "
@@ -107,34 +107,43 @@ EXPECTED = {
         "rules:list select:list firing:list include_pending:boolean -> boolean"
     ),
     "prometheus.probes.catalog_check": (
-        "name:string parameters:mapping window:string step:string min_fraction:number -> boolean"
+        "name:string parameters:mapping window_seconds:number step_seconds:number "
+        "min_fraction:number -> boolean"
     ),
     "prometheus.probes.catalog_probe": "name:string parameters:mapping -> number",
     "prometheus.probes.histogram_quantile": (
-        "metric:string quantile:number window:string selector:mapping if_empty:number -> number"
+        "metric:string quantile:number window_seconds:number selector:mapping if_empty:number "
+        "-> number"
     ),
-    "prometheus.probes.query_series": "expr:string window:string step:string -> mapping",
-    "prometheus.probes.query_stats": "expr:string window:string step:string -> mapping",
+    "prometheus.probes.query_series": (
+        "expr:string window_seconds:number step_seconds:number -> mapping"
+    ),
+    "prometheus.probes.query_stats": (
+        "expr:string window_seconds:number step_seconds:number -> mapping"
+    ),
     "prometheus.probes.query_value": (
         "expr:string aggregate:string if_empty:number if_nan:number -> number"
     ),
     "prometheus.probes.slo_fraction": (
-        "expr:string op:string threshold:number window:string step:string -> number"
+        "expr:string op:string threshold:number window_seconds:number step_seconds:number -> number"
     ),
     "prometheus.probes.slo_holds": (
-        "expr:string op:string threshold:number window:string step:string min_fraction:number -> "
-        "boolean"
+        "expr:string op:string threshold:number window_seconds:number step_seconds:number "
+        "min_fraction:number -> boolean"
     ),
     "sidecar.actions.change_sidecar_template": (
         "values_patch:mapping data:mapping configmap_name:string configmap_namespace:string "
         "values_key:string -> mapping"
     ),
+    "sidecar.actions.restore_sidecar_template": (
+        "configmap_name:string configmap_namespace:string include_dead_runs:boolean -> mapping"
+    ),
     "sidecar.actions.rollout_drifted_workloads": (
         "container_name:string configmap_name:string configmap_namespace:string "
         "template_format:string values_key:string config_key:string include_namespaces:list "
-        "exclude_namespaces:list include_daemonsets:boolean only_started_before:string "
-        "parallel:integer dry_run:boolean wait:boolean timeout_s:number annotation_prefix:string "
-        "reason:string max_workloads:integer -> mapping"
+        "exclude_namespaces:list label_selector:string started_before:string "
+        "max_workloads:integer include_daemonsets:boolean parallel:integer dry_run:boolean "
+        "wait:boolean timeout_seconds:number annotation_prefix:string reason:string -> mapping"
     ),
     "sidecar.probes.sidecar_drift": (
         "container_name:string configmap_name:string configmap_namespace:string "

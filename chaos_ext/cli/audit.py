@@ -11,9 +11,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from chaos_ext._console import make_console
-from chaos_ext.envoy._fix_write import FIX_KINDS, write_fix
-from chaos_ext.envoy._pipeline import ROLE_CHOICES, AuditRun, run_audit, summary_line
-from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES
+from chaos_ext.envoy.audit import (
+    DEFAULT_PROFILE,
+    FIX_KINDS,
+    PROFILES,
+    ROLE_CHOICES,
+    AuditRun,
+    run_audit,
+    summary_line,
+    write_fix,
+)
 from chaos_ext.errors import EnvoyError, InvalidArgument
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 
@@ -152,8 +159,8 @@ def handle_envoy(args: argparse.Namespace, console: Console) -> int:
         return EXIT_INVALID
     try:
         run = run_audit(
-            args.source, listener=args.listener, rules_file=args.rules, timeout=args.timeout,
-            profile=args.profile, role=args.role,
+            args.source, listener=args.listener, rules_file=args.rules,
+            timeout_seconds=args.timeout, profile=args.profile, role=args.role,
         )  # fmt: skip
         if args.fix:
             _fix(args, run, console)

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from chaos_ext._console import make_console
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._catalog import (
+from chaos_ext.prometheus.catalogs import (
     CATALOG_ENV,
     CatalogProbe,
     builtin_abort_plans,

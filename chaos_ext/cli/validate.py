@@ -14,8 +14,7 @@ from chaos_ext.cli._common import (
     load_valid_experiments,
 )
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._abort import load_sources
-from chaos_ext.prometheus._rules import parse_selector
+from chaos_ext.prometheus.abort import load_sources, parse_selector
 from chaos_ext.runner.execute import EXIT_HELD, EXIT_INVALID
 
 HELP = """\

@@ -1,7 +1,7 @@
 """Control: continuous Prometheus abort conditions for plain ``chaos run`` (and gameday).
 
 Declare it in an experiment; while the method runs, the conditions are checked
-every ``interval`` and a breach interrupts the experiment (rollbacks still run)::
+every ``interval_seconds`` and a breach interrupts the experiment (rollbacks still run)::
 
     "controls": [{
         "name": "stop-when-checkout-burns",
@@ -9,7 +9,7 @@ every ``interval`` and a breach interrupts the experiment (rollbacks still run):
             "type": "python",
             "module": "chaos_ext.controls.abort",
             "arguments": {
-                "interval": "1s",
+                "interval_seconds": 1,
                 "unreachable_after": 3,
                 "conditions": [
                     {"probe": "http-error-ratio", "parameters": {"job": "checkout"}},
@@ -54,8 +54,14 @@ from chaoslib.exceptions import InterruptExecution
 from chaoslib.settings import get_loaded_settings
 
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._abort import AbortPlan, load_plan, parse_plan, plan_path
-from chaos_ext.prometheus.abort import AbortOnBreach, prometheus_problem
+from chaos_ext.prometheus.abort import (
+    AbortOnBreach,
+    AbortPlan,
+    load_plan,
+    parse_plan,
+    plan_path,
+    prometheus_problem,
+)
 
 __all__ = [
     "before_experiment_control",
@@ -67,7 +73,9 @@ __all__ = [
 
 logger = logging.getLogger("chaostoolkit")
 
-_PLAN_KEYS = ("conditions", "interval", "unreachable_after", "timeout", "probes", "alerts")
+_PLAN_KEYS = (
+    "conditions", "interval_seconds", "unreachable_after", "timeout_seconds", "probes", "alerts",
+)  # fmt: skip
 _ARGUMENT_KEYS = {"plan", *_PLAN_KEYS}
 _active: list[AbortOnBreach] = []
 _not_active: list[str] = []

@@ -19,7 +19,7 @@ from chaos_ext.dns._flood_workers import run_parallel
 from chaos_ext.dns._search import candidates
 from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
-from chaos_ext.errors import ChaosExtError, DnsError
+from chaos_ext.errors import ChaosExtError, DnsError, TargetGone
 from chaos_ext.ledger import (
     Entry,
     default_ledger,
@@ -292,10 +292,8 @@ def _undo_rate_limit(entry: Entry) -> str:
         with _nft.runner_from_recipe(where, recipe.get("connection", {})) as runner:
             failpoint(f"{RATE_KIND}.mid-undo")  # reconnected, the table not yet deleted
             deleted = _nft.delete_table(runner, recipe["table"])
-    except DnsError as exc:
-        if "does not exist" in str(exc):
-            return f"{entry.target}: target gone, and the limit with it ({exc})"
-        raise
+    except TargetGone as exc:
+        return f"{entry.target}: target gone, and the limit with it ({exc})"
     if not deleted:
         return f"{entry.target}: table {recipe['table']} already gone"
     return f"{entry.target}: table {_ratelimit.FAMILY} {recipe['table']} deleted"

@@ -7,7 +7,7 @@ from typing import Any
 
 from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext._targets.remote import identity_of
-from chaos_ext.errors import NetworkError
+from chaos_ext.errors import NetworkError, TargetGone
 from chaos_ext.ledger import (
     Entry,
     default_ledger,
@@ -146,7 +146,5 @@ def _undo_latency(entry: Entry) -> str:
     try:
         with _connect.executor_from_recipe(recipe) as executor:
             return executor.restore(recipe["interface"], recipe["snapshot"])
-    except NetworkError as exc:
-        if "does not exist" in str(exc) or "not found in" in str(exc):
-            return f"{entry.target}: target gone, so is the delay ({exc})"
-        raise
+    except TargetGone as exc:
+        return f"{entry.target}: target gone, so is the delay ({exc})"

@@ -45,9 +45,9 @@ from typing import Any
 
 import yaml
 
+from chaos_ext._prometheus.promql import check_promql
+from chaos_ext._prometheus.results import Condition, parse_duration
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._promql import check_promql
-from chaos_ext.prometheus._results import Condition, parse_duration
 
 __all__ = [
     "BUILTIN_ABORT_DIR",

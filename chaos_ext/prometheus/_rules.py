@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
+from chaos_ext._prometheus.promql import check_promql
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._promql import check_promql
 
 __all__ = [
     "AlertRule",

@@ -13,7 +13,11 @@ the main thread, which chaoslib turns into ``SystemExit(20)`` -> status
 the ``chaos_ext.controls.abort`` control does. A watch that cannot start
 protects nothing: before the steady-state hypothesis, :func:`prometheus_problem`
 asks Prometheus for ``vector(1)``; if it does not answer, the run does not start
-(:class:`~chaos_ext.errors.RunRefused` under gameday).
+(:class:`~chaos_ext.errors.RunRefused` under gameday). This module is also the
+public way to read plans (:func:`load_plan`, :func:`parse_plan`,
+:func:`plan_path`, :func:`load_sources`) and alert selectors
+(:func:`parse_selector`): the runner, the CLI and the controls import them
+from here, never from the private modules behind them.
 """
 
 from __future__ import annotations
@@ -29,15 +33,36 @@ from typing import Any
 
 from chaoslib.run import RunEventHandler
 
+from chaos_ext._prometheus.client import PrometheusClient, client
+from chaos_ext._prometheus.results import parse_instant, parse_range, single_value
 from chaos_ext.errors import ChaosExtError, InvalidArgument, RunRefused
-from chaos_ext.prometheus._abort import AbortCondition, AbortPlan, Tracker, Verdict
+from chaos_ext.prometheus._abort import (
+    AbortCondition,
+    AbortPlan,
+    Tracker,
+    Verdict,
+    load_plan,
+    load_sources,
+    parse_plan,
+    plan_path,
+)
 from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
 from chaos_ext.prometheus._alertstate import RuleState, replay_times
 from chaos_ext.prometheus._alertwatch import RuleOutcome, SourceOutcome
-from chaos_ext.prometheus._client import PrometheusClient, client
-from chaos_ext.prometheus._results import parse_instant, parse_range, single_value
+from chaos_ext.prometheus._rules import parse_selector
 
-__all__ = ["AbortOnBreach", "AbortWatch", "interrupt_main_thread", "prometheus_problem"]
+__all__ = [
+    "AbortOnBreach",
+    "AbortPlan",
+    "AbortWatch",
+    "interrupt_main_thread",
+    "load_plan",
+    "load_sources",
+    "parse_plan",
+    "parse_selector",
+    "plan_path",
+    "prometheus_problem",
+]
 
 logger = logging.getLogger("chaostoolkit")
 
@@ -236,7 +261,7 @@ class AbortWatch:
         if verdict is not None:
             fired = {**verdict.as_dict(), "at": datetime.fromtimestamp(verdict.at, UTC).isoformat()}
         return {
-            "plan": self.plan.source, "interval_s": self.plan.interval,
+            "plan": self.plan.source, "interval_seconds": self.plan.interval,
             "unreachable_after": self.plan.unreachable_after,
             "conditions": self.plan.describe(), "checks": self.tracker.checks,
             "no_data": self.tracker.no_data, "last_values": dict(self.tracker.last),

@@ -24,8 +24,8 @@ from chaoslib.configuration import load_configuration
 from chaoslib.exceptions import ChaosException
 from chaoslib.hypothesis import ensure_hypothesis_tolerance_is_valid as ensure_tolerance
 
+from chaos_ext._prometheus.promql import check_promql
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._promql import check_promql
 from chaos_ext.runner.controls import control_problems
 from chaos_ext.validation import semantic_check, type_problems
 

@@ -30,7 +30,7 @@ from support.harness import ROOT, cli_env, gameday_argv, wait_for
 
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
 from chaos_ext.dns.probes import dns_rate_limit_drops, dns_rate_limit_supported
-from chaos_ext.errors import DnsError, InvalidArgument
+from chaos_ext.errors import DnsError, InvalidArgument, TargetGone
 from chaos_ext.ledger import Ledger
 
 pytestmark = pytest.mark.timeout(240)
@@ -109,7 +109,7 @@ def test_bad_input_is_refused_before_anything_changes(
         arguments: dict[str, Any] = {"pps": 100, "target": pair.target, **bad}
         with pytest.raises(InvalidArgument):
             limit_dns_rate(**arguments)
-    with pytest.raises(DnsError, match="does not exist"):
+    with pytest.raises(TargetGone, match="does not exist"):
         limit_dns_rate(pps=100, target="netns:gdt-no-such-ns")
     gone = remove_dns_rate_limit(target="netns:gdt-no-such-ns")  # a rollback after teardown
     assert gone["removed"] == 0 and "the target is gone" in gone["notes"][0]

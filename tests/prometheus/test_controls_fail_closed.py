@@ -46,7 +46,7 @@ SAFEGUARD = {
         }]},
     },
 }  # fmt: skip
-STEADY_PLAN = {"interval": "1s", "conditions": [
+STEADY_PLAN = {"interval_seconds": 1, "conditions": [
     {"name": "always-steady", "promql": "vector(0)", "tolerance": {"op": "<", "threshold": 1}},
 ]}  # fmt: skip
 

@@ -36,7 +36,7 @@ def _port_open(port: int) -> bool:
 
 def _plan(tmp: Path, metric: str, **extra: Any) -> Path:
     plan = {
-        "interval": "500ms",
+        "interval_seconds": 0.5,
         "unreachable_after": 2,
         "probes": {
             "test-error-ratio": {

@@ -93,7 +93,7 @@ def test_execution_error_is_a_promql_error(config: dict[str, Any]) -> None:
 
 
 def test_unreachable_is_typed_and_fast() -> None:
-    config = {"prometheus_url": f"http://127.0.0.1:{free_port()}", "prometheus_timeout": 2}
+    config = {"prometheus_url": f"http://127.0.0.1:{free_port()}", "prometheus_timeout_seconds": 2}
     with pytest.raises(PrometheusUnreachable, match="unreachable"):
         probes.query_value("up", configuration=config)
 

@@ -129,7 +129,7 @@ def test_sidecar_set_gets_one_role_per_target_namespace_and_nothing_cluster_wide
     sidecar = _activity("patch_sidecar", deployment="web", image="envoy:1.30")
     path = _experiment(tmp_path, "sidecar", [], [sidecar])
     plan = tmp_path / "abort.yaml"
-    plan.write_text("interval: 1s\nconditions:\n  - probe: http-error-ratio\n"
+    plan.write_text("interval_seconds: 1\nconditions:\n  - probe: http-error-ratio\n"
                     "    parameters: {job: checkout}\n")  # fmt: skip
     docs, out = _schedule(tmp_path, str(path), "--cron", "@weekly", "--abort-on", str(plan),
                           "--target-namespace", "shop",

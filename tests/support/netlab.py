@@ -42,7 +42,7 @@ class VethNs:
 
 def kernel_has_netem() -> bool:
     """Whether this kernel can build the latency tree (probed in a scratch namespace)."""
-    from chaos_ext.network._local import missing_features  # noqa: PLC0415
+    from chaos_ext.network.kernel import missing_features  # noqa: PLC0415
 
     return not missing_features()
 

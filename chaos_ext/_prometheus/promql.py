@@ -14,13 +14,14 @@ from collections.abc import Mapping, Sequence
 
 import promql_parser
 
+from chaos_ext._prometheus.results import shown
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._results import parse_duration, shown
 
 __all__ = [
     "check_promql",
     "histogram_quantile_expr",
     "matchers",
+    "promql_duration",
     "quote",
     "require_metric_name",
 ]
@@ -70,10 +71,20 @@ def matchers(selector: Mapping[str, str]) -> str:
     return "{" + ",".join(parts) + "}" if parts else ""
 
 
+def promql_duration(seconds: float, what: str = "window_seconds") -> str:
+    """A number of seconds as a PromQL duration (``300`` -> ``300s``, ``1.5`` -> ``1500ms``)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+        raise InvalidArgument(f"{what}={seconds!r} must be a number of seconds above zero")
+    millis = round(seconds * 1000)
+    if millis < 1:
+        raise InvalidArgument(f"{what}={seconds!r} is shorter than Prometheus's 1 ms")
+    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
+
+
 def histogram_quantile_expr(
     metric: str,
     quantile: float,
-    window: str,
+    window_seconds: float,
     selector: Mapping[str, str] | None = None,
     by: Sequence[str] = (),
 ) -> str:
@@ -84,7 +95,7 @@ def histogram_quantile_expr(
     require_metric_name(metric)
     if not 0 <= quantile <= 1:
         raise InvalidArgument(f"quantile={quantile!r} must be within [0, 1] (0.99 for p99)")
-    parse_duration(window, "window")
+    window = promql_duration(window_seconds)
     for label in by:
         if not _LABEL.match(label) or label == "le":
             raise InvalidArgument(f"by: {label!r} is not a label name to group by")
