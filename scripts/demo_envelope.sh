@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GAMEDAY=".venv/bin/gameday"
-prefix="gd"
+prefix="${GAMEDAY_SANDBOX_PREFIX:-gd}"  # another prefix runs beside a default sandbox
 out="reports/envelope-$(date +%Y%m%d-%H%M%S)"
 started=$(date +%s)
 worst=0
