@@ -84,7 +84,7 @@ def _exhaust(server: PostgresServer) -> float:
     seconds = time.monotonic() - started
     if report["opened"] != TARGET:
         raise SystemExit(f"exhaust_connections opened {report['opened']}, not {TARGET}")
-    release_connections(this_run_only=False)
+    release_connections()  # this process recorded them: its own run
     _wait_baseline(server)
     return seconds
 

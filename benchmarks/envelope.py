@@ -45,8 +45,8 @@ from support.envelope_app import DnsBackedApp, dns_experiment  # noqa: E402
 
 from chaos_ext._servers import dnsmasq  # noqa: E402
 from chaos_ext.ledger import Ledger  # noqa: E402
-from chaos_ext.runner._envelope_spec import apply_magnitude, settings_from  # noqa: E402
 from chaos_ext.runner.envelope import run_envelope  # noqa: E402
+from chaos_ext.runner.envelope_spec import apply_magnitude, settings_from  # noqa: E402
 from chaos_ext.runner.execute import RunOptions, run_experiment  # noqa: E402
 
 LOW, HIGH, RESOLUTION = 1, 64, 1

@@ -9,10 +9,10 @@ method's first action succeeded and the fault ledger has a closed entry for
 it), ``held`` on the tuned app. ``unsteady``, ``failed`` or anything else is
 wrong. Figures: the share of runs with the expected verdict per experiment and
 condition, the game day's wall time (``gameday sandbox run``, all experiments),
-and the baseline noise (the app's 10 s p95 and p50 over the minute before each
-game day, as Prometheus saw it).
+and the baseline noise (the app's 10 s p95 and p50 over the minute of plain
+traffic before each game day, as Prometheus saw it).
 
-    .venv/bin/python benchmarks/sandbox.py               # R=1: 4 game days, ~15 min
+    .venv/bin/python benchmarks/sandbox.py               # R=1: 4 game days, ~12 min
     .venv/bin/python benchmarks/sandbox.py --runs 3 --apps tuned
 
 Anchor: the quiet runs of the same invocation (``game_day_loaded_s`` compares
@@ -43,6 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted((ROOT / "experiments" / "sandbox").glob("*.json"))
 EXPECTED = {"fragile": "deviated", "tuned": "held"}
 HOG_CAP_S = 3600
+OBSERVE_S = 60
+"""Before each game day: a minute of plain traffic (with the hog, if any), whose noise is
+reported; it also lets the previous game day's faults leave Prometheus' windows."""
 BUCKETS = 'rate(http_request_duration_seconds_bucket{job="app"}[10s])'
 
 
@@ -115,15 +118,20 @@ def _noise(prefix: str) -> str:
 
 
 def _game_day(prefix: str, env: dict[str, str], out: Path, app: str, tally: Tally) -> None:
+    print(f"    {OBSERVE_S} s of plain traffic first", flush=True)
+    time.sleep(OBSERVE_S)
     tally.notes.append(_noise(prefix))
     started = time.monotonic()
     _gameday(prefix, env, "run", "--journal-dir", str(out), *map(str, EXPERIMENTS), timeout=1800)
     tally.wall.append(time.monotonic() - started)
     for experiment in EXPERIMENTS:
         path = out / f"journal-{experiment.stem}.json"
-        ok, what = judge(json.loads(path.read_text()), app) if path.exists() else (False, "none")
+        journal = json.loads(path.read_text()) if path.exists() else {}
+        ok, what = judge(journal, app) if journal else (False, "no journal")
         tally.verdicts.setdefault(experiment.stem, []).append(ok)
-        print(f"    {experiment.stem}: {what}", flush=True)
+        settle = (journal.get("gameday") or {}).get("settle") or {}
+        print(f"    {experiment.stem}: {what} (settled after {settle.get('waited_s', '?')} s)",
+              flush=True)  # fmt: skip
 
 
 def _hog() -> subprocess.Popen[bytes]:

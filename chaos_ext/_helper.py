@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext import _procfs
+from chaos_ext._failpoint import failpoint
 from chaos_ext.errors import ChaosExtError
 
 __all__ = [
+    "HELPER_ENV_ALLOWLIST",
     "HelperHandle",
     "find_helpers",
     "helper_environment",
@@ -77,6 +79,7 @@ def start_helper(
     assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - pipes requested
     proc.stdin.write(json.dumps(payload).encode())
     proc.stdin.close()
+    failpoint("helper.started")
     try:
         line = _read_line(proc, ready_timeout)
         report = json.loads(line) if line else {"error": f"helper exited with {proc.poll()}"}
@@ -91,21 +94,22 @@ def start_helper(
     return HelperHandle(pid=proc.pid, token=token, ready=report)
 
 
-_PASS_THROUGH = {"PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+#: Every variable a helper may inherit, by exact name. No prefix is passed through:
+#: operators keep secrets in variables such as GAMEDAY_DB_PASSWORD.
+HELPER_ENV_ALLOWLIST = frozenset(
+    {"PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+)
 
 
 def helper_environment() -> dict[str, str]:
-    """The environment a helper gets: a short allowlist, never the runner's whole one.
+    """The environment a helper gets: :data:`HELPER_ENV_ALLOWLIST`, never the runner's whole one.
 
     A helper outlives the runner and its environment is readable in /proc:
     secrets the runner read from environment variables must not travel there.
-    Secrets a helper needs go in its stdin payload.
+    Secrets a helper needs go in its stdin payload; the token is added by
+    :func:`start_helper`.
     """
-    return {
-        key: value
-        for key, value in os.environ.items()
-        if key in _PASS_THROUGH or key.startswith("GAMEDAY_")
-    }
+    return {key: value for key, value in os.environ.items() if key in HELPER_ENV_ALLOWLIST}
 
 
 def helper_log(token: str) -> Path:
@@ -157,6 +161,7 @@ def stop_helpers(token: str, grace: float = 3.0) -> int:
     pids = find_helpers(token)
     for pid in pids:
         _signal(pid, signal.SIGTERM)
+    failpoint("helper.stopping")
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(_procfs.alive(pid) for pid in pids):
         time.sleep(0.02)

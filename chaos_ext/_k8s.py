@@ -15,6 +15,13 @@ Every call made through :func:`call` (and :func:`read_json` / :func:`list_items`
 which return the API's JSON as dicts, page by page) has :data:`REQUEST_TIMEOUT` and raises
 :class:`chaos_ext.errors.KubernetesError` (or the given subclass) instead of the
 client's own exceptions.
+
+Cluster identity: a fault recorded in the ledger names its cluster by
+:func:`cluster_identity` (the API server URL, the context, and the uid of the
+``kube-system`` namespace: created once with the cluster, never shared by two).
+:func:`undo_api_client` reconnects for an undo and refuses, with
+:class:`chaos_ext.errors.TargetMismatch`, when the credentials at hand reach
+another cluster. ``gameday rollback --kubeconfig/--context`` supplies others.
 """
 
 from __future__ import annotations
@@ -30,25 +37,41 @@ from chaosk8s import create_k8s_api_client
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import incluster_config, kube_config
+from kubernetes.config.config_exception import ConfigException
 
 from chaos_ext._jsonlist import stream_items
-from chaos_ext.errors import ChaosExtError, KubernetesError
+from chaos_ext.errors import ChaosExtError, KubernetesError, TargetMismatch
+from chaos_ext.rbac import Rule
 
 __all__ = [
+    "IDENTITY_RULE",
     "REQUEST_TIMEOUT",
+    "ROLLBACK_CONTEXT",
+    "ROLLBACK_KUBECONFIG",
     "api_client",
     "call",
+    "cluster_identity",
     "iter_items",
     "list_items",
     "parse_time",
     "read_json",
     "status_of",
+    "undo_api_client",
 ]
 
 REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 """(connect, read) seconds for every Kubernetes API call."""
 
 T = TypeVar("T")
+
+IDENTITY_RULE = Rule(
+    "", "namespaces", ("get",), cluster_scoped=True, resource_names=("kube-system",)
+)
+"""What reading the cluster's identity needs (every action recording a Kubernetes fault)."""
+ROLLBACK_CONTEXT = "GAMEDAY_ROLLBACK_CONTEXT"
+"""Set by ``gameday rollback --context``: the context to undo in."""
+ROLLBACK_KUBECONFIG = "GAMEDAY_ROLLBACK_KUBECONFIG"
+"""Set by ``gameday rollback --kubeconfig`` (with ``KUBECONFIG``): given by the operator."""
 
 
 def api_client(secrets: Mapping[str, Any] | None = None) -> client.ApiClient:
@@ -186,3 +209,94 @@ def parse_time(text: str | None) -> datetime | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def _contexts(path: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """(contexts, active context) of a kubeconfig; empty if it cannot be read."""
+    try:
+        found = kube_config.list_kube_config_contexts(path)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError):
+        return [], None
+    return list(found[0] or []), found[1]
+
+
+def _context_name(secrets: Mapping[str, Any] | None) -> str | None:
+    """The kubeconfig context in use (None in a pod or with ``KUBERNETES_HOST``)."""
+    wanted = (secrets or {}).get("KUBERNETES_CONTEXT") or os.environ.get("KUBERNETES_CONTEXT")
+    if wanted:
+        return str(wanted)
+    path = os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config"))
+    if not os.path.exists(path):
+        return None
+    _, active = _contexts(path)
+    return str(active.get("name")) if active else None
+
+
+def _cluster_uid(api: client.ApiClient, what: str) -> str:
+    core = client.CoreV1Api(api)
+    body = read_json(core.read_namespace, "kube-system", what=what)
+    uid = (body.get("metadata") or {}).get("uid")
+    if not uid:
+        raise KubernetesError(f"{what}: the namespace kube-system has no uid")
+    return str(uid)
+
+
+def cluster_identity(api: client.ApiClient, secrets: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ledger identity of the cluster ``api`` reaches (needs :data:`IDENTITY_RULE`).
+
+    Raises KubernetesError, before anything is injected, when it cannot be read.
+    """
+    uid = _cluster_uid(
+        api, "read namespace kube-system (the cluster's identity, recorded before any change)"
+    )
+    kubeconfig = os.environ.get("KUBECONFIG") or None
+    return {
+        "scope": "kubernetes",
+        "cluster": {
+            "server": api.configuration.host,
+            "uid": uid,
+            "context": _context_name(secrets),
+            "kubeconfig": kubeconfig,
+        },
+    }
+
+
+def _known_context(name: str | None) -> bool:
+    if not name:
+        return False
+    contexts, _ = _contexts(os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config")))
+    return any(c.get("name") == name for c in contexts)
+
+
+def undo_api_client(identity: Mapping[str, Any] | None) -> client.ApiClient:
+    """A client for undoing a fault in the cluster ``identity`` names, or TargetMismatch.
+
+    Credentials: ``gameday rollback --context`` if given, else the recorded
+    context if the current kubeconfig has it, else the current default. The
+    cluster they reach must have the recorded kube-system uid.
+    """
+    override = os.environ.get(ROLLBACK_CONTEXT)
+    cluster = (
+        (identity or {}).get("cluster") if (identity or {}).get("scope") == "kubernetes" else None
+    )
+    if cluster is None:
+        if not (override or os.environ.get(ROLLBACK_KUBECONFIG)):
+            raise TargetMismatch(
+                "this entry does not record which cluster it was made in (an older gameday):"
+                " name it with `gameday rollback --kubeconfig FILE --context NAME`"
+            )
+        return api_client({"KUBERNETES_CONTEXT": override} if override else {})
+    recorded = cluster.get("context")
+    context = override or (recorded if _known_context(recorded) else None)
+    api = api_client({"KUBERNETES_CONTEXT": context} if context else {})
+    reached = _cluster_uid(api, f"read namespace kube-system at {api.configuration.host}")
+    if reached != cluster.get("uid"):
+        raise TargetMismatch(
+            f"the fault was made in cluster {cluster.get('server')} (kube-system uid"
+            f" {cluster.get('uid')}, context {recorded!r}, kubeconfig"
+            f" {cluster.get('kubeconfig') or 'default'}), but the credentials at hand (context"
+            f" {context or _context_name(None)!r}) reach {api.configuration.host} (kube-system"
+            f" uid {reached}): refusing to undo it there. Give the recorded cluster's"
+            " credentials: gameday rollback --kubeconfig FILE --context NAME"
+        )
+    return api

@@ -19,6 +19,8 @@ connection, authentication and command has a timeout.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import shlex
 from collections.abc import Mapping, Sequence
@@ -29,9 +31,9 @@ from typing import Any
 
 import paramiko
 
-from chaos_ext.errors import InvalidArgument, NetworkError
+from chaos_ext.errors import InvalidArgument, NetworkError, TargetMismatch
 
-__all__ = ["CommandOutput", "SshSession", "SshSettings"]
+__all__ = ["CommandOutput", "SshSession", "SshSettings", "fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -112,11 +114,25 @@ class _AcceptForThisConnection(paramiko.MissingHostKeyPolicy):
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
-class SshSession:
-    """One SSH connection (context manager)."""
+def fingerprint(key: paramiko.PKey) -> str:
+    """``<type> SHA256:<base64>``, as ``ssh-keygen -lf`` prints it."""
+    digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+    return f"{key.get_name()} SHA256:{digest}"
 
-    def __init__(self, settings: SshSettings) -> None:
+
+class SshSession:
+    """One SSH connection (context manager).
+
+    ``expect_host_key`` (a :func:`fingerprint`) pins the host: the fault
+    ledger records the key seen when a fault was injected, and an undo that
+    meets another key is refused (TargetMismatch) before any command runs,
+    whatever ``known_hosts`` now says.
+    """
+
+    def __init__(self, settings: SshSettings, expect_host_key: str | None = None) -> None:
         self.settings = settings
+        self.expect_host_key = expect_host_key
+        self.host_key = ""
         self._client = paramiko.SSHClient()
 
     def __enter__(self) -> SshSession:
@@ -168,6 +184,20 @@ class SshSession:
             raise NetworkError(f"ssh {s.where}: {exc}") from exc
         except (TimeoutError, OSError) as exc:
             raise NetworkError(f"ssh {s.where}: cannot connect: {exc}") from exc
+        self._pin()
+
+    def _pin(self) -> None:
+        transport = self._client.get_transport()
+        if transport is None:
+            raise NetworkError(f"ssh {self.settings.where}: not connected")
+        self.host_key = fingerprint(transport.get_remote_server_key())
+        if self.expect_host_key and self.host_key != self.expect_host_key:
+            self._client.close()
+            raise TargetMismatch(
+                f"ssh {self.settings.host}:{self.settings.port} presents host key"
+                f" {self.host_key}, but the fault was made on the host with key"
+                f" {self.expect_host_key}: another machine answers there; refusing to undo"
+            )
 
     def run(self, argv: Sequence[str], timeout: float = 30.0) -> CommandOutput:
         """Run one command; NetworkError if it cannot run or exceeds ``timeout``."""

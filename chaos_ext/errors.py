@@ -12,8 +12,11 @@ leak out of an activity.
     └── ChaosExtError                   anything raised by chaos_ext
         ├── InvalidArgument             bad input: nothing was changed
         ├── PreflightFailed             the target cannot take this fault: nothing was changed
+        ├── TargetGone                  the target (namespace, process, interface) no longer exists
         ├── LedgerError                 the fault ledger cannot be read or written
+        │   ├── LedgerInconsistent      damaged, emptied or missing ledger: lists what may be open
         │   └── RollbackFailed          an undo did not complete; the entry stays open
+        │       └── TargetMismatch      the undo would reach another system than the recorded one
         ├── NetworkError                tc/netem, namespaces, SSH transport
         ├── DnsError                    resolver saturation and floods
         ├── DatabaseError               connection exhaustion, headroom probes
@@ -29,9 +32,18 @@ leak out of an activity.
         └── SandboxError                the local sandbox platform
 
 Messages quote the bad value and say what to do next.
+
+One signal stands outside the tree on purpose: :class:`RunRefused` (a
+``BaseException``) stops a run *before anything is injected* when a safety
+control cannot be imported, configured or started. chaoslib catches every
+``Exception`` raised by controls and run-event handlers and carries on
+unprotected; a ``BaseException`` is the only way through, and ``gameday run``
+turns it into exit 3.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
@@ -44,6 +56,7 @@ __all__ = [
     "InvalidArgument",
     "KubernetesError",
     "LedgerError",
+    "LedgerInconsistent",
     "LoadError",
     "NetworkError",
     "PreflightFailed",
@@ -52,8 +65,11 @@ __all__ = [
     "PrometheusHTTPError",
     "PrometheusUnreachable",
     "RollbackFailed",
+    "RunRefused",
     "SandboxError",
     "SidecarError",
+    "TargetGone",
+    "TargetMismatch",
 ]
 
 
@@ -69,12 +85,40 @@ class PreflightFailed(ChaosExtError):
     """The target lacks something the fault needs (kernel feature, capability)."""
 
 
+class TargetGone(ChaosExtError):
+    """The fault's target no longer exists (network namespace, process, interface).
+
+    Undo handlers treat it as "the fault went with its target": they decide on
+    this type, never on an error's text.
+    """
+
+
 class LedgerError(ChaosExtError):
     """The fault ledger cannot be read or written."""
 
 
+class LedgerInconsistent(LedgerError):
+    """The ledger cannot prove what is open: damaged, emptied, missing or out of step.
+
+    ``problems`` says what is wrong; ``suspects`` lists the entries (as
+    ``Entry.as_dict()``) that either copy still shows open: faults that may
+    still be injected. ``gameday ledger --repair`` rebuilds it when it can.
+    """
+
+    def __init__(
+        self, message: str, problems: list[str], suspects: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.problems = problems
+        self.suspects = suspects or []
+
+
 class RollbackFailed(LedgerError):
     """Undoing a ledger entry failed; the entry is left open for a retry."""
+
+
+class TargetMismatch(RollbackFailed):
+    """The undo would act on another system (cluster, host) than the one recorded: refused."""
 
 
 class NetworkError(ChaosExtError):
@@ -127,3 +171,12 @@ class LoadError(ChaosExtError):
 
 class SandboxError(ChaosExtError):
     """The local sandbox platform could not be built or torn down."""
+
+
+class RunRefused(BaseException):
+    """A safety control is not ready: the run must not start (nothing was injected).
+
+    Raised from a run-event handler before the steady-state hypothesis, so it
+    passes through chaoslib (which swallows ``Exception``); ``gameday run``
+    reports it with exit 3.
+    """

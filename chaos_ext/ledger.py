@@ -2,9 +2,15 @@
 
 An action calls :func:`record` (or the :func:`fault` context manager) *before*
 it changes anything. The entry holds the fault kind, its target, a JSON recipe
-for undoing it, the run id, the owner's pid and process start time, and when it
-was written. It is stored in SQLite (WAL, ``synchronous=FULL``: the write is
-fsync'd before ``record`` returns).
+for undoing it, the identity of the system the fault lives in, the run id, the
+owner's pid and process start time, and when it was written.
+
+It is kept three times over (see :mod:`chaos_ext._ledger`): an SQLite database
+(WAL, ``synchronous=FULL``), an append-only event log beside it (written and
+fsync'd first) and a marker in another folder. Every operation checks that they
+agree; a ledger that is damaged, emptied, truncated or deleted raises
+:class:`~chaos_ext.errors.LedgerInconsistent` listing what may still be
+injected, instead of answering "nothing open".
 
 Undo handlers are registered per kind by the module that injects the fault::
 
@@ -13,6 +19,7 @@ Undo handlers are registered per kind by the module that injects the fault::
 
 The handler must be idempotent: undoing a fault that is already gone returns
 normally (and says so). :func:`undo` imports the module named in the entry,
+checks the entry was recorded on this machine when the fault lives here,
 runs its handler and closes the entry; a handler that raises leaves the entry
 open with the error recorded, for ``gameday rollback`` to retry.
 
@@ -23,21 +30,25 @@ sets the variable for one command.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import json
 import logging
 import os
-import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.errors import LedgerError, RollbackFailed
+from chaos_ext._failpoint import failpoint
+from chaos_ext._ledger import check
+from chaos_ext._ledger.book import Book
+from chaos_ext._ledger.entry import Entry, process_start_time
+from chaos_ext._ledger.machine import machine_identity, same_boot, same_machine
+from chaos_ext.errors import LedgerError, RollbackFailed, TargetMismatch
 
 __all__ = [
     "Entry",
@@ -47,82 +58,30 @@ __all__ = [
     "current_run_id",
     "default_ledger",
     "fault",
+    "in_scope",
     "ledger_path",
+    "machine_scope",
+    "new_entry_id",
     "process_start_time",
     "record",
+    "recorded_here",
     "remove_listener",
+    "repair",
     "set_current_run_id",
     "undo",
     "undo_after",
     "undo_handler",
+    "verify",
 ]
 
 UndoHandler = Callable[["Entry"], str | None]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS entries (
-    id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    target TEXT NOT NULL,
-    module TEXT NOT NULL,
-    recipe TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    owner_pid INTEGER NOT NULL,
-    owner_start INTEGER,
-    created_at REAL NOT NULL,
-    state TEXT NOT NULL DEFAULT 'open',
-    closed_at REAL,
-    note TEXT,
-    last_error TEXT
-);
-CREATE INDEX IF NOT EXISTS entries_state ON entries(state, run_id);
-"""
 
 _UNDO_HANDLERS: dict[str, UndoHandler] = {}
 Listener = Callable[[str, "Entry"], None]
 _LISTENERS: list[Listener] = []
 _run_lock = threading.Lock()
 _current_run: str | None = None
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One recorded fault. ``recipe`` is whatever its undo handler needs."""
-
-    id: str
-    kind: str
-    target: str
-    module: str
-    recipe: dict[str, Any] = field(repr=False)
-    run_id: str
-    owner_pid: int
-    owner_start: int | None
-    created_at: float
-    state: str = "open"
-    closed_at: float | None = None
-    note: str | None = None
-    last_error: str | None = None
-
-    def owner_alive(self) -> bool:
-        """True while the process that recorded the entry still runs."""
-        start = process_start_time(self.owner_pid)
-        if start is None:
-            return False
-        return self.owner_start is None or start == self.owner_start
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "target": self.target,
-            "run_id": self.run_id,
-            "owner_pid": self.owner_pid,
-            "created_at": self.created_at,
-            "state": self.state,
-            "closed_at": self.closed_at,
-            "note": self.note,
-            "last_error": self.last_error,
-        }
+_recorded_here: list[Entry] = []  # what this process recorded: undoable even if the file breaks
 
 
 @dataclass(frozen=True)
@@ -141,20 +100,6 @@ def ledger_path() -> Path:
         return Path(explicit)
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "gameday" / "ledger.sqlite3"
-
-
-def process_start_time(pid: int) -> int | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot), None if gone.
-
-    Used with the pid to tell a live owner from a recycled pid.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name may contain spaces and parentheses: split after the last ')'.
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[19])
 
 
 def set_current_run_id(run_id: str | None) -> None:
@@ -192,6 +137,17 @@ def _notify(event: str, entry: Entry) -> None:
             logging.getLogger("chaostoolkit").exception("fault ledger listener failed")
 
 
+def recorded_here(run_id: str) -> list[Entry]:
+    """Entries this process recorded for ``run_id`` (as recorded; state not tracked)."""
+    with _run_lock:
+        return [e for e in _recorded_here if e.run_id == run_id]
+
+
+def new_entry_id() -> str:
+    """A fresh entry id, for a recipe that must name its own entry before it is recorded."""
+    return uuid.uuid4().hex[:16]
+
+
 def undo_handler(kind: str) -> Callable[[UndoHandler], UndoHandler]:
     """Register the idempotent undo for a fault ``kind``."""
 
@@ -203,32 +159,12 @@ def undo_handler(kind: str) -> Callable[[UndoHandler], UndoHandler]:
 
 
 class Ledger:
-    """A ledger file. Each operation opens its own connection: thread and process safe."""
+    """A ledger. Each operation locks, checks and reconnects: thread and process safe."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or ledger_path()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with closing(self._connect()) as db, db:
-                db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise LedgerError(f"cannot open the fault ledger at {self.path}: {exc}") from exc
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        db.row_factory = sqlite3.Row
-        return db
-
-    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
-        try:
-            with closing(self._connect()) as db:
-                db.execute("BEGIN IMMEDIATE")
-                db.execute(sql, params)
-                db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise LedgerError(f"cannot write the fault ledger at {self.path}: {exc}") from exc
+        self._book = Book(self.path)
+        self._book.open()
 
     def record(
         self,
@@ -238,11 +174,15 @@ class Ledger:
         recipe: dict[str, Any],
         module: str,
         run_id: str | None = None,
+        identity: dict[str, Any] | None = None,
+        entry_id: str | None = None,
     ) -> Entry:
-        """Write a new open entry durably and return it."""
+        """Write a new open entry durably (event log, then database) and return it."""
+        failpoint(f"{kind}.before-entry")
         pid = os.getpid()
+        here = {"recorded_on": machine_identity()}
         entry = Entry(
-            id=uuid.uuid4().hex[:16],
+            id=entry_id or new_entry_id(),
             kind=kind,
             target=target,
             module=module,
@@ -251,29 +191,21 @@ class Ledger:
             owner_pid=pid,
             owner_start=process_start_time(pid),
             created_at=time.time(),
+            identity={**(identity or machine_scope()), **here},
         )
-        self._write(
-            "INSERT INTO entries (id, kind, target, module, recipe, run_id, owner_pid,"
-            " owner_start, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                entry.id, entry.kind, entry.target, entry.module, json.dumps(recipe),
-                entry.run_id, entry.owner_pid, entry.owner_start, entry.created_at,
-            ),
-        )  # fmt: skip
+        self._book.write("record", entry.id, entry.to_record())
+        with _run_lock:
+            _recorded_here.append(entry)
         _notify("open", entry)
         return entry
 
     def update_recipe(self, entry_id: str, recipe: dict[str, Any]) -> None:
-        """Replace an open entry's recipe (e.g. once a helper's pid is known)."""
-        self._write("UPDATE entries SET recipe = ? WHERE id = ?", (json.dumps(recipe), entry_id))
+        """Replace an open entry's recipe (e.g. to add a helper's pid, for information)."""
+        self._book.write("recipe", entry_id, {"recipe": recipe})
 
     def close(self, entry_id: str, note: str) -> None:
         """Mark an entry undone."""
-        self._write(
-            "UPDATE entries SET state = 'closed', closed_at = ?, note = ?, last_error = NULL"
-            " WHERE id = ?",
-            (time.time(), note, entry_id),
-        )
+        self._book.write("close", entry_id, {"note": note})
         if _LISTENERS:
             closed = self.get(entry_id)
             if closed is not None:
@@ -281,45 +213,36 @@ class Ledger:
 
     def mark_error(self, entry_id: str, error: str) -> None:
         """Keep an entry open and remember why its undo failed."""
-        self._write("UPDATE entries SET last_error = ? WHERE id = ?", (error, entry_id))
+        self._book.write("undo-failed", entry_id, {"error": error})
 
     def get(self, entry_id: str) -> Entry | None:
-        rows = self._select("SELECT * FROM entries WHERE id = ?", (entry_id,))
+        rows = self._book.select("WHERE id = ?", (entry_id,))
         return rows[0] if rows else None
 
     def open_entries(self, *, run_id: str | None = None) -> list[Entry]:
         """Open entries, oldest first; only one run's when ``run_id`` is given."""
         if run_id is None:
-            return self._select(
-                "SELECT * FROM entries WHERE state = 'open' ORDER BY created_at", ()
-            )
-        return self._select(
-            "SELECT * FROM entries WHERE state = 'open' AND run_id = ? ORDER BY created_at",
-            (run_id,),
-        )
+            return self._book.select("WHERE state = 'open'")
+        return self._book.select("WHERE state = 'open' AND run_id = ?", (run_id,))
 
     def history(self, *, run_id: str | None = None, limit: int = 200) -> list[Entry]:
         """All entries (open and closed), newest last."""
-        where, params = ("WHERE run_id = ?", (run_id,)) if run_id else ("", ())
-        rows = self._select(
-            f"SELECT * FROM entries {where} ORDER BY created_at DESC LIMIT ?",  # noqa: S608 - fixed text
-            (*params, limit),
-        )
-        return list(reversed(rows))
+        rows = self._book.select("WHERE run_id = ?", (run_id,)) if run_id else self._book.select()
+        return rows[-limit:]
 
-    def _select(self, sql: str, params: tuple[Any, ...]) -> list[Entry]:
-        try:
-            with closing(self._connect()) as db:
-                rows = db.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise LedgerError(f"cannot read the fault ledger at {self.path}: {exc}") from exc
-        return [_entry_from_row(row) for row in rows]
+    def verify(self, *, full: bool = False) -> check.Verdict:
+        """The full check: SQLite's own, the event log, the marker, reconciled."""
+        return check.verify(self.path, full=full)
 
 
-def _entry_from_row(row: sqlite3.Row) -> Entry:
-    data = dict(row)
-    data["recipe"] = json.loads(data["recipe"])
-    return Entry(**data)
+def verify(path: Path | None = None, *, full: bool = False) -> check.Verdict:
+    """The full check of the ledger at ``path`` (default: :func:`ledger_path`), even broken."""
+    return check.verify(path or ledger_path(), full=full)
+
+
+def repair(path: Path | None = None, *, accept_loss: bool = False) -> list[str]:
+    """Rebuild a damaged ledger from its intact part (see :mod:`chaos_ext._ledger.check`)."""
+    return check.repair(path or ledger_path(), accept_loss=accept_loss)
 
 
 def default_ledger() -> Ledger:
@@ -327,9 +250,39 @@ def default_ledger() -> Ledger:
     return Ledger(ledger_path())
 
 
-def record(*, kind: str, target: str, recipe: dict[str, Any], module: str) -> Entry:
+def record(
+    *,
+    kind: str,
+    target: str,
+    recipe: dict[str, Any],
+    module: str,
+    identity: dict[str, Any] | None = None,
+    entry_id: str | None = None,
+) -> Entry:
     """Record a fault in the default ledger before injecting it."""
-    return default_ledger().record(kind=kind, target=target, recipe=recipe, module=module)
+    return default_ledger().record(
+        kind=kind, target=target, recipe=recipe, module=module, identity=identity,
+        entry_id=entry_id,
+    )  # fmt: skip
+
+
+def machine_scope(**details: Any) -> dict[str, Any]:
+    """The identity of a fault held on this machine (helpers, namespaces, local qdiscs).
+
+    ``details`` say more about what it acts on (e.g. the database server it
+    holds connections to); the undo is allowed on this machine only.
+    """
+    return {"scope": "machine", "machine": machine_identity(), **details}
+
+
+def in_scope(entries: Sequence[Entry], *, include_dead_runs: bool = False) -> list[Entry]:
+    """The entries a rollback activity may undo: this run's, plus dead runs' if asked.
+
+    Another run's entry whose runner is alive is never included: that run is
+    still using its fault and will undo it itself.
+    """
+    run = current_run_id()
+    return [e for e in entries if e.run_id == run or (include_dead_runs and not e.owner_alive())]
 
 
 def _handler_for(entry: Entry) -> UndoHandler:
@@ -348,40 +301,95 @@ def _handler_for(entry: Entry) -> UndoHandler:
         ) from None
 
 
+def _machine_note(entry: Entry) -> str | None:
+    """For a fault held on the recording machine: refuse elsewhere; after a reboot, gone."""
+    identity = entry.identity or {}
+    machine = identity.get("machine")
+    if identity.get("scope") != "machine" or not machine:
+        return None
+    if not same_machine(machine):
+        here = machine_identity()
+        raise TargetMismatch(
+            f"{entry.kind} on {entry.target} is held on host {machine.get('hostname')!r}"
+            f" (machine-id {machine.get('machine_id') or '?'}), this is {here['hostname']!r}"
+            f" (machine-id {here['machine_id'] or '?'}): run `gameday rollback` there"
+        )
+    if not same_boot(machine):
+        return (
+            f"host {machine.get('hostname')} rebooted since this fault was recorded: the"
+            " processes and kernel state that held it are gone"
+        )
+    return None
+
+
 def undo(entry: Entry, ledger: Ledger | None = None) -> UndoOutcome:
     """Undo one entry and close it; on failure keep it open with the error.
 
-    Never raises for a failing handler: the outcome says what happened.
+    Never raises for a failing handler: the outcome says what happened. If
+    the ledger itself cannot be read or written, the fault is still undone
+    from ``entry`` as given, and the outcome fails: the ledger must be
+    repaired (``gameday ledger --repair``) to show it closed.
     """
-    book = ledger or default_ledger()
-    current = book.get(entry.id)
+    try:
+        book = ledger or default_ledger()
+        current = book.get(entry.id)
+    except LedgerError as exc:
+        return _undo_unrecorded(entry, exc)
     if current is not None and current.state == "closed":
         return UndoOutcome(entry, True, current.note or "already undone")
+    latest = current or entry
     try:
-        note = _handler_for(entry)(entry) or "undone"
+        note = _machine_note(latest) or _handler_for(latest)(latest) or "undone"
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes a sweep
         message = f"{type(exc).__name__}: {exc}"
-        book.mark_error(entry.id, message)
-        return UndoOutcome(entry, False, message)
-    book.close(entry.id, note)
-    return UndoOutcome(entry, True, note)
+        with contextlib.suppress(LedgerError):
+            book.mark_error(entry.id, message)
+        return UndoOutcome(latest, False, message)
+    failpoint("undo.before-close")
+    try:
+        book.close(entry.id, note)
+    except LedgerError as exc:
+        return UndoOutcome(latest, False, f"{note}; but the ledger could not record it: {exc}")
+    return UndoOutcome(latest, True, note)
+
+
+def _undo_unrecorded(entry: Entry, error: LedgerError) -> UndoOutcome:
+    try:
+        note = _machine_note(entry) or _handler_for(entry)(entry) or "undone"
+    except Exception as exc:  # noqa: BLE001 - reported in the outcome
+        return UndoOutcome(entry, False, f"{type(exc).__name__}: {exc}; and the ledger: {error}")
+    return UndoOutcome(entry, False, f"{note}; but the ledger could not record it: {error}")
 
 
 @contextmanager
-def fault(*, kind: str, target: str, recipe: dict[str, Any], module: str) -> Iterator[Entry]:
+def fault(
+    *,
+    kind: str,
+    target: str,
+    recipe: dict[str, Any],
+    module: str,
+    identity: dict[str, Any] | None = None,
+    entry_id: str | None = None,
+) -> Iterator[Entry]:
     """Record a fault, then inject it in the ``with`` body.
 
-    If the body raises (a partial injection), the fault is undone at once and
-    the error propagates; otherwise the entry stays open until its undo.
+    If the body raises (a partial injection, or a signal), the fault is undone
+    at once and the error propagates; otherwise the entry stays open until its
+    undo. The recipe must be complete when recorded: the body may be killed
+    at any point.
     """
     book = default_ledger()
-    entry = book.record(kind=kind, target=target, recipe=recipe, module=module)
+    entry = book.record(
+        kind=kind, target=target, recipe=recipe, module=module, identity=identity,
+        entry_id=entry_id,
+    )  # fmt: skip
     try:
+        failpoint(f"{kind}.after-entry")
         yield entry
     except BaseException:
-        latest = book.get(entry.id) or entry
-        undo(latest, book)
+        undo(entry, book)
         raise
+    failpoint(f"{kind}.after-apply")
 
 
 def undo_after(entry: Entry, seconds: float) -> threading.Timer:

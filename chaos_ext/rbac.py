@@ -35,12 +35,16 @@ _ATTR = "__gameday_rbac__"
 
 @dataclass(frozen=True, order=True)
 class Rule:
-    """One RBAC rule: API group ("" for core), resource (with subresource), verbs."""
+    """One RBAC rule: API group ("" for core), resource (with subresource), verbs.
+
+    ``resource_names`` restricts it to named objects (RBAC ``resourceNames``).
+    """
 
     api_group: str
     resource: str
     verbs: tuple[str, ...]
     cluster_scoped: bool = False
+    resource_names: tuple[str, ...] = ()
 
 
 def needs_k8s(*rules: Rule, when: Condition | None = None) -> Callable[[F], F]:

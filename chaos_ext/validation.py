@@ -5,9 +5,11 @@ Two layers, both pure:
 * :func:`check_types` compares JSON arguments with an activity's annotations
   (str, int, float, bool, list, dict, Optional, Literal), so ``"delay_ms": "abc"``
   is refused before anything runs.
-* :func:`validated_by` attaches a semantic check (CIDRs, names, ranges) to an
-  activity. The activity calls the same check itself when it runs; ``gameday
-  validate`` calls it without running anything.
+* :func:`validated_by` wraps an activity so that every call (``gameday run``,
+  plain ``chaos run``, Python) first runs the type checks and its semantic check
+  (CIDRs, names, ranges, PromQL) on the arguments it was given, and refuses bad
+  ones before anything is touched; ``gameday validate`` runs the very same
+  :func:`check_activity_arguments` without calling the activity.
 
 Checks raise :class:`chaos_ext.errors.InvalidArgument` whose message names the
 argument and quotes the bad value.
@@ -15,6 +17,7 @@ argument and quotes the bad value.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import ipaddress
 import re
@@ -28,9 +31,12 @@ from chaos_ext.errors import InvalidArgument
 __all__ = [
     "check_activity_arguments",
     "check_types",
+    "is_checked",
     "require_cidrs",
     "require_name",
     "require_range",
+    "semantic_check",
+    "type_problems",
     "validated_by",
 ]
 
@@ -40,14 +46,38 @@ _CHECK_ATTR = "__gameday_check__"
 _INJECTED = {"configuration", "secrets"}
 
 
-def validated_by(check: Check) -> Callable[[F], F]:
-    """Attach ``check(arguments)`` to an activity for ``gameday validate``."""
+def validated_by(check: Check | None = None) -> Callable[[F], F]:
+    """Check an activity's arguments on every call, with ``check`` after the type checks.
+
+    ``@validated_by()`` (no semantic check) still checks types. The wrapper binds
+    the call's arguments and runs :func:`check_activity_arguments` on those given
+    (defaults are not checked, exactly as ``gameday validate`` sees an experiment);
+    an :class:`~chaos_ext.errors.InvalidArgument` leaves the activity before its
+    body runs: no ledger entry, no connection.
+    """
 
     def attach(func: F) -> F:
-        setattr(func, _CHECK_ATTR, check)
-        return func
+        signature = inspect.signature(func)
+
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return func(*args, **kwargs)  # Python's own message names the argument
+            given = {k: v for k, v in bound.arguments.items() if k not in _INJECTED}
+            _check(func, check, given, run_time=True)
+            return func(*args, **kwargs)
+
+        setattr(checked, _CHECK_ATTR, check)
+        return checked  # type: ignore[return-value]
 
     return attach
+
+
+def is_checked(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` checks its arguments when called (wrapped by :func:`validated_by`)."""
+    return hasattr(func, _CHECK_ATTR) and hasattr(func, "__wrapped__")
 
 
 def _type_name(tp: Any) -> str:
@@ -88,26 +118,45 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_types(func: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
-    """Raise InvalidArgument when an argument does not fit its annotation.
+def type_problems(
+    func: Callable[..., Any], arguments: Mapping[str, Any], *, run_time: bool = False
+) -> list[str]:
+    """One message per argument that does not fit its annotation.
 
-    Values that still hold a ``${...}`` substitution are not checked here.
+    Before the run, values that still hold a ``${...}`` substitution are not
+    checked (their value is only known then); at run time everything is.
     """
     try:
         hints = typing.get_type_hints(func)
     except (NameError, TypeError):
         hints = {}
     params = inspect.signature(func).parameters
+    problems = []
     for name, value in arguments.items():
         if name in _INJECTED or name not in params:
             continue
-        if isinstance(value, str) and "${" in value:
+        if not run_time and isinstance(value, str) and "${" in value:
             continue
         expected = hints.get(name, params[name].annotation)
         if not _matches(value, expected):
-            raise InvalidArgument(
-                f"{name}: expected {_type_name(expected)}, got {_describe(value)}"
-            )
+            problems.append(f"{name}: expected {_type_name(expected)}, got {_describe(value)}")
+    return problems
+
+
+def check_types(
+    func: Callable[..., Any], arguments: Mapping[str, Any], *, run_time: bool = False
+) -> None:
+    """Raise InvalidArgument for the first argument that does not fit its annotation."""
+    problems = type_problems(func, arguments, run_time=run_time)
+    if problems:
+        raise InvalidArgument(problems[0])
+
+
+def semantic_check(func: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
+    """The activity's own check (no type checks), skipped while a ``${...}`` is left."""
+    check = getattr(func, _CHECK_ATTR, None)
+    if check is not None and not any(_substituted(v) for v in arguments.values()):
+        check(arguments)
 
 
 def _substituted(value: Any) -> bool:
@@ -122,12 +171,22 @@ def _substituted(value: Any) -> bool:
 
 
 def check_activity_arguments(func: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
-    """Type checks, then the activity's own semantic check if it has one."""
-    check_types(func, arguments)
-    check = getattr(func, _CHECK_ATTR, None)
+    """Type checks, then the activity's own semantic check if it has one.
+
+    What ``gameday validate`` runs; a :func:`validated_by` activity runs the same
+    on every call. Before the run, the semantic check is skipped while a value
+    still holds a ``${...}`` substitution.
+    """
+    _check(func, getattr(func, _CHECK_ATTR, None), arguments, run_time=False)
+
+
+def _check(
+    func: Callable[..., Any], check: Check | None, arguments: Mapping[str, Any], *, run_time: bool
+) -> None:
+    check_types(inspect.unwrap(func), arguments, run_time=run_time)
     if check is None:
         return
-    if any(_substituted(v) for v in arguments.values()):
+    if not run_time and any(_substituted(v) for v in arguments.values()):
         return  # semantic checks need the substituted values: they run at run time
     check(arguments)
 

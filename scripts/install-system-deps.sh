@@ -17,7 +17,7 @@ packages=(
 if [ "${1:-all}" != "demo" ]; then
   packages+=(
     mariadb-server prometheus-alertmanager prometheus-pushgateway
-    dnsperf wrk hyperfine nginx openssl stress-ng
+    dnsperf wrk hyperfine nginx openssl ca-certificates stress-ng
     chromium pandoc
   )
   # kubectl: Debian's kubernetes-client, unless a kubectl is already installed

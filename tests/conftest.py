@@ -15,6 +15,15 @@ from support.harness import cli_env, gameday_argv, netns_list, wait_for
 __all__ = ["cli_env", "gameday_argv", "netns_list", "wait_for"]  # re-exported for old imports
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _ledger_markers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Ledger markers of every test go to one temporary folder, not to ~/.local/state."""
+    folder = tmp_path_factory.mktemp("ledger-markers")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GAMEDAY_LEDGER_MARKERS", str(folder))
+        yield folder
+
+
 @pytest.fixture
 def ledger_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh fault ledger for this test (GAMEDAY_LEDGER)."""

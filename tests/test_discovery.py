@@ -25,7 +25,7 @@ EXPECTED = {
         "connect_timeout:number refill_seconds:number -> mapping"
     ),
     "db.actions.release_connections": (
-        "engine:string host:string port:integer this_run_only:boolean -> mapping"
+        "engine:string host:string port:integer include_dead_runs:boolean -> mapping"
     ),
     "db.probes.connection_headroom": (
         "engine:string host:string port:integer database:string user:string "
@@ -38,28 +38,30 @@ EXPECTED = {
         "max_queries:integer sockets:integer workers:integer -> mapping"
     ),
     "dns.actions.limit_dns_rate": (
-        "pps:integer burst:integer resolvers:list port:integer duration:number target:string "
-        "-> mapping"
+        "pps:integer burst:integer resolvers:list port:integer duration:number target:string -> "
+        "mapping"
     ),
-    "dns.actions.release_dnsmasq_tcp": "server:string port:integer -> mapping",
-    "dns.actions.remove_dns_rate_limit": "target:string -> mapping",
+    "dns.actions.release_dnsmasq_tcp": (
+        "server:string port:integer include_dead_runs:boolean -> mapping"
+    ),
+    "dns.actions.remove_dns_rate_limit": "target:string include_dead_runs:boolean -> mapping",
     "dns.actions.saturate_dnsmasq_tcp": (
         "server:string port:integer connections:integer hold_seconds:number query_name:string "
         "connect_timeout:number -> mapping"
     ),
+    "dns.probes.dns_rate_limit_drops": "target:string -> mapping",
+    "dns.probes.dns_rate_limit_supported": "target:string -> mapping",
     "dns.probes.dns_resolution_stats": (
         "server:string name:string port:integer protocol:string samples:integer timeout:number "
         "qtype:string interval:number -> mapping"
     ),
     "dns.probes.dnsmasq_child_processes": "pid:integer pidfile:string port:integer -> mapping",
-    "dns.probes.dns_rate_limit_drops": "target:string -> mapping",
-    "dns.probes.dns_rate_limit_supported": "target:string -> mapping",
     "envoy.probes.edge_config_audit": (
-        "source:string listener:string rules:list rules_file:string timeout:number "
+        "source:string listener:string rules:list rules_file:string timeout_seconds:number "
         "profile:string role:string -> mapping"
     ),
     "envoy.probes.overload_state": "job:string selector:mapping -> mapping",
-    "faults.actions.rollback_faults": "this_run_only:boolean -> mapping",
+    "faults.actions.rollback_faults": "include_dead_runs:boolean -> mapping",
     "faults.probes.open_faults": "kind:string -> integer",
     "load.actions.drive_http_load": (
         "urls:string rate:number duration:number ramp:mapping steps:list "
@@ -68,17 +70,21 @@ EXPECTED = {
         "metrics_port:integer metrics_addr:string name:string ca_file:string wait:boolean "
         "replicas:integer kubernetes:mapping -> mapping"
     ),
-    "load.actions.stop_http_load": "load:string include_buckets:boolean -> mapping",
+    "load.actions.stop_http_load": (
+        "load:string include_buckets:boolean include_dead_runs:boolean -> mapping"
+    ),
     "load.probes.load_window_stats": (
         "load:string fault_kind:string fault_target:string from_s:number to_s:number "
-        "baseline_urls:list baseline_rate:number baseline_seconds:number include_buckets:boolean "
-        "-> mapping"
+        "baseline_urls:list baseline_rate:number baseline_seconds:number "
+        "include_buckets:boolean -> mapping"
     ),
     "network.actions.add_latency": (
         "interface:string delay_ms:number destinations:list ports:list jitter_ms:number "
         "correlation:number loss:number duration:number target:string -> mapping"
     ),
-    "network.actions.remove_latency": "interface:string target:string -> mapping",
+    "network.actions.remove_latency": (
+        "interface:string target:string include_dead_runs:boolean -> mapping"
+    ),
     "network.probes.latency_supported": "interface:string target:string -> mapping",
     "network.probes.measure_rtt": (
         "host:string port:integer samples:integer timeout:number netns:string -> mapping"
@@ -90,7 +96,7 @@ EXPECTED = {
         "timeout_s:number parallel:integer backoff_initial_s:number backoff_max_s:number "
         "wait_for_deletion:boolean grace_period_s:integer uncordon_after_s:number -> mapping"
     ),
-    "node.actions.uncordon_drained_nodes": "this_run_only:boolean -> mapping",
+    "node.actions.uncordon_drained_nodes": "include_dead_runs:boolean -> mapping",
     "node.probes.deployment_ready_ratio": "name:string namespace:string wait_s:number -> number",
     "node.probes.hpa_replicas": "name:string namespace:string wait_s:number -> mapping",
     "node.probes.nodes_ready": "label_selector:string wait_s:number -> mapping",
@@ -101,34 +107,43 @@ EXPECTED = {
         "rules:list select:list firing:list include_pending:boolean -> boolean"
     ),
     "prometheus.probes.catalog_check": (
-        "name:string parameters:mapping window:string step:string min_fraction:number -> boolean"
+        "name:string parameters:mapping window_seconds:number step_seconds:number "
+        "min_fraction:number -> boolean"
     ),
     "prometheus.probes.catalog_probe": "name:string parameters:mapping -> number",
     "prometheus.probes.histogram_quantile": (
-        "metric:string quantile:number window:string selector:mapping if_empty:number -> number"
+        "metric:string quantile:number window_seconds:number selector:mapping if_empty:number "
+        "-> number"
     ),
-    "prometheus.probes.query_series": "expr:string window:string step:string -> mapping",
-    "prometheus.probes.query_stats": "expr:string window:string step:string -> mapping",
+    "prometheus.probes.query_series": (
+        "expr:string window_seconds:number step_seconds:number -> mapping"
+    ),
+    "prometheus.probes.query_stats": (
+        "expr:string window_seconds:number step_seconds:number -> mapping"
+    ),
     "prometheus.probes.query_value": (
         "expr:string aggregate:string if_empty:number if_nan:number -> number"
     ),
     "prometheus.probes.slo_fraction": (
-        "expr:string op:string threshold:number window:string step:string -> number"
+        "expr:string op:string threshold:number window_seconds:number step_seconds:number -> number"
     ),
     "prometheus.probes.slo_holds": (
-        "expr:string op:string threshold:number window:string step:string min_fraction:number -> "
-        "boolean"
+        "expr:string op:string threshold:number window_seconds:number step_seconds:number "
+        "min_fraction:number -> boolean"
     ),
     "sidecar.actions.change_sidecar_template": (
         "values_patch:mapping data:mapping configmap_name:string configmap_namespace:string "
         "values_key:string -> mapping"
     ),
+    "sidecar.actions.restore_sidecar_template": (
+        "configmap_name:string configmap_namespace:string include_dead_runs:boolean -> mapping"
+    ),
     "sidecar.actions.rollout_drifted_workloads": (
         "container_name:string configmap_name:string configmap_namespace:string "
         "template_format:string values_key:string config_key:string include_namespaces:list "
-        "exclude_namespaces:list include_daemonsets:boolean only_started_before:string "
-        "parallel:integer dry_run:boolean wait:boolean timeout_s:number annotation_prefix:string "
-        "reason:string max_workloads:integer -> mapping"
+        "exclude_namespaces:list label_selector:string started_before:string "
+        "max_workloads:integer include_daemonsets:boolean parallel:integer dry_run:boolean "
+        "wait:boolean timeout_seconds:number annotation_prefix:string reason:string -> mapping"
     ),
     "sidecar.probes.sidecar_drift": (
         "container_name:string configmap_name:string configmap_namespace:string "
@@ -277,7 +292,7 @@ def test_chaos_init_from_the_discovery_builds_a_valid_experiment(tmp_path: Path)
         "timeout": 0.5,
         "netns": "",
     }  # fmt: skip  (integers and floats, not the strings typed)
-    assert rollback["provider"]["arguments"] == {"this_run_only": False}
+    assert rollback["provider"]["arguments"] == {"include_dead_runs": False}
     checked = subprocess.run(
         [str(CHAOS), "--settings", str(tmp_path / "settings.yaml"), "validate", str(experiment)],
         capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,

@@ -21,7 +21,9 @@ def test_helper_environment_carries_the_token_but_not_the_runners_secrets(
     monkeypatch: pytest.MonkeyPatch, ledger_path: Path
 ) -> None:
     monkeypatch.setenv("DB_PASSWORD", "hunter2-do-not-leak")
-    monkeypatch.setenv("GAMEDAY_SOMETHING", "kept")
+    # issue 22: a GAMEDAY_-prefixed secret used to be passed through by prefix
+    monkeypatch.setenv("GAMEDAY_DB_PASSWORD", "hunter3-do-not-leak")
+    monkeypatch.setenv("LANG", "C.UTF-8")
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
     handle = _helper.start_helper(
         module="support.port_holder", payload={"port": _free_port(), "seconds": 30},
@@ -30,8 +32,10 @@ def test_helper_environment_carries_the_token_but_not_the_runners_secrets(
     try:
         environ = Path(f"/proc/{handle.pid}/environ").read_bytes().split(b"\0")
         assert b"GAMEDAY_HELPER_TOKEN=unit-token-1" in environ
-        assert b"GAMEDAY_SOMETHING=kept" in environ
-        assert not [item for item in environ if b"hunter2" in item]
+        assert b"LANG=C.UTF-8" in environ  # on the allowlist
+        assert not [item for item in environ if b"hunter" in item]
+        names = {item.split(b"=", 1)[0].decode() for item in environ if item}
+        assert names <= _helper.HELPER_ENV_ALLOWLIST | {"GAMEDAY_HELPER_TOKEN"}
         assert _helper.find_helpers("unit-token-1") == [handle.pid]
     finally:
         assert _helper.stop_helpers("unit-token-1") == 1

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.harness import netns_list, wait_for
 
+from chaos_ext._ledger.entry import process_state
 from chaos_ext.errors import LedgerError
 from chaos_ext.ledger import (
     Entry,
@@ -130,3 +134,35 @@ def test_unwritable_location_is_a_ledger_error(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(LedgerError, match="cannot open the fault ledger"):
         Ledger(blocker / "sub" / "ledger.sqlite3")
+
+
+def test_a_zombie_owner_is_dead_and_the_next_run_recovers_its_fault(
+    ledger_path: Path, tmp_path: Path, netns_name: str,
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:  # fmt: skip
+    """Issue 22, defect 6: a killed runner not yet reaped by its parent is a zombie."""
+    code = (
+        "import os, signal, sys; sys.path.insert(0, sys.argv[2]);"
+        "from support.faultkit import create_netns; create_netns(sys.argv[1]);"
+        "print('injected', flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    tests = str(Path(__file__).parent)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, netns_name, tests], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "injected\n"
+        wait_for(lambda: (process_state(child.pid) or ("?",))[0] == "Z", 10, "a zombie")
+        (entry,) = Ledger(ledger_path).open_entries()
+        assert entry.owner_pid == child.pid
+        assert not entry.owner_alive()
+        listed = gameday("ledger")
+        assert f"{child.pid} (dead)" in listed.stdout
+        quiet = tmp_path / "quiet.json"
+        quiet.write_text(json.dumps({"title": "q", "description": "-", "method": []}))
+        result = gameday("run", "--journal", "q.json", str(quiet))
+        assert result.returncode == 0, result.stderr
+        assert "left open by a dead run" in result.stderr
+        assert netns_name not in netns_list()
+    finally:
+        child.wait(timeout=10)  # reap it only now

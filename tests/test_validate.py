@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 import subprocess
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.harness import netns_list
+from support.harness import cli_env, gameday_argv, netns_list
 
 from chaos_ext.ledger import Ledger
 
@@ -180,3 +181,198 @@ def test_substituted_arguments_are_checked_with_their_configured_values(
     # an environment value with a default is checked with the default
     experiment["configuration"] = {"ns": {"type": "env", "key": "GD_TEST_UNSET", "default": "ok"}}
     assert gameday("validate", str(write_experiment(experiment))).returncode == 0
+
+
+def _probe(label: str, module: str, func: str, **arguments: Any) -> dict[str, Any]:
+    return {"type": "probe", "name": label, "tolerance": True, "provider": {
+        "type": "python", "module": module, "func": func, "arguments": arguments}}  # fmt: skip
+
+
+def _hypothesis(*probes: dict[str, Any]) -> dict[str, Any]:
+    return {"title": "steady", "probes": list(probes)}
+
+
+def _problems(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.strip()]
+
+
+def test_every_problem_of_every_file_is_one_line(
+    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:  # fmt: skip
+    three = _with_provider(arguments={"name": 42})  # a wrong type ...
+    three["title"] = ""  # ... a missing title ...
+    three["rollbacks"] = [{**GOOD_ACTIVITY, "type": "attack"}]  # ... and a bad activity type
+    one = _with_provider(module="chaos_ext.nothing_here")
+    first, second = write_experiment(three, "three.json"), write_experiment(one, "one.json")
+    result = gameday("validate", str(first), str(second))
+    assert result.returncode == 3
+    lines = _problems(result)
+    assert len(lines) == 4, result.stderr
+    assert all(line.startswith("invalid: ") for line in lines)
+    assert sum(line.startswith(f"invalid: {first}: ") for line in lines) == 3
+    assert f"invalid: {first}: title: required" in lines[0]
+    assert "action 'make-namespace' at method[0].provider.arguments: name: expected str" in lines[1]
+    assert "at rollbacks[0].type: must be 'action' or 'probe', got 'attack'" in lines[2]
+    assert lines[3].startswith(f"invalid: {second}: action 'make-namespace' at method[0]")
+
+
+def test_a_promql_syntax_error_names_the_probe_and_the_parser_error(
+    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:  # fmt: skip
+    probe = _probe("error-rate", "chaos_ext.prometheus.probes", "query_value",
+                   expr="sum(rate(x[5m]")  # fmt: skip
+    path = write_experiment(_experiment(**{"steady-state-hypothesis": _hypothesis(probe)}))
+    result = gameday("validate", str(path))
+    assert result.returncode == 3
+    (line,) = _problems(result)
+    assert line == (
+        f"invalid: {path}: probe 'error-rate' at steady-state-hypothesis.probes[0]"
+        ".provider.arguments: expr: invalid PromQL 'sum(rate(x[5m]': unclosed left parenthesis"
+    )
+
+
+def test_promql_is_checked_in_substituted_values_catalog_entries_and_third_party_probes(
+    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    # chaostoolkit-prometheus' README probes (github.com/chaostoolkit-incubator/
+    # chaostoolkit-prometheus, README.md at 164d1b937595c3f125c2bf4d14ae917abfb90334,
+    # Apache-2.0): as published they validate; with the query broken they do not.
+    readme = _probe(
+        "fetch-cpu-just-2mn-ago",
+        "chaosprometheus.probes",
+        "query",
+        query="process_cpu_seconds_total{job='websvc'}",
+        when="2 minutes ago",
+    )
+    interval = _probe("fetch-cpu-over-interval", "chaosprometheus.probes", "query_interval",
+                      query="process_cpu_seconds_total{job='websvc'}", start="2 minutes ago",
+                      end="now", step=5)  # fmt: skip
+    ours = _probe("p99", "chaos_ext.prometheus.probes", "query_value", expr="${p99_query}")
+    experiment = _experiment(**{"steady-state-hypothesis": _hypothesis(readme, interval, ours)})
+    experiment["configuration"] = {"p99_query": "histogram_quantile(0.99, rate(x_bucket[5m]))"}
+    assert gameday("validate", str(write_experiment(experiment))).returncode == 0
+    readme["provider"]["arguments"]["query"] = "process_cpu_seconds_total{job='websvc'"
+    experiment["configuration"]["p99_query"] = "histogram_quantile(0.99 rate(x_bucket[5m]))"
+    result = gameday("validate", str(write_experiment(experiment)))
+    assert result.returncode == 3
+    first, second = _problems(result)
+    assert "probe 'fetch-cpu-just-2mn-ago' at" in first and "query: invalid PromQL" in first
+    assert "probe 'p99' at" in second and "expr: invalid PromQL 'histogram_quantile(0.99 " in second
+    # an environment value only known where it runs is checked there, not here
+    experiment["configuration"]["p99_query"] = {"type": "env", "key": "GD_TEST_UNSET_QUERY"}
+    readme["provider"]["arguments"]["query"] = "up"
+    assert gameday("validate", str(write_experiment(experiment))).returncode == 0
+    # a catalog file whose template is not PromQL is refused wherever it is used
+    catalog = tmp_path / "catalog.yaml"
+    catalog.write_text(
+        "probes:\n  broken-ratio:\n    promql: sum(rate(x_total[${window}])\n"
+        "    parameters: {window: {default: 5m, kind: duration}}\n"
+        "    tolerance: {op: '<', threshold: 1}\n"
+    )
+    uses = _probe("ratio", "chaos_ext.prometheus.probes", "catalog_probe", name="http-error-ratio")
+    path = write_experiment(_experiment(**{"steady-state-hypothesis": _hypothesis(uses)}))
+    env = {"GAMEDAY_PROBE_CATALOG": str(catalog)}
+    result = subprocess.run(
+        gameday_argv("validate", str(path)), capture_output=True, text=True, timeout=120,
+        env={**cli_env(tmp_path / "l.sqlite"), **env}, check=False,
+    )  # fmt: skip
+    assert result.returncode == 3
+    (line,) = _problems(result)
+    assert f"{catalog}: probe broken-ratio: promql: invalid PromQL" in line
+
+
+def test_problems_stay_on_one_line_in_a_pipe_and_colour_follows_no_color(
+    write_experiment: Callable[..., Path], ledger_path: Path, tmp_path: Path,
+) -> None:  # fmt: skip
+    """`gameday validate BAD.json 2>&1 | cat` in an 80-column CI log: one line per problem."""
+    bad = _with_provider(arguments={"name": "x" * 150, "colour": "a-rather-long-value"})
+    bad["title"] = ""
+    path = write_experiment(bad, "BAD.json")
+    env = {**cli_env(ledger_path), "COLUMNS": "80"}
+    env.pop("NO_COLOR", None)
+    command = [*gameday_argv("validate", str(path))]
+
+    def piped(*extra: str, **more_env: str) -> str:
+        shell = " ".join(shlex.quote(a) for a in [*command[:-2], *extra, *command[-2:]])
+        done = subprocess.run(
+            ["bash", "-c", f"{shell} 2>&1 | cat"], capture_output=True, text=True, timeout=120,
+            env={**env, **more_env}, cwd=tmp_path, check=False,
+        )  # fmt: skip
+        return done.stdout
+
+    out = piped()
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    assert all(line.startswith(f"invalid: {path}: ") for line in lines)
+    assert max(len(line) for line in lines) > 80  # they would have wrapped
+    assert "\x1b[" not in out
+    # FORCE_COLOR asks rich for colour off a terminal; NO_COLOR / --no-color win
+    assert "\x1b[" in piped(FORCE_COLOR="1")
+    assert "\x1b[" not in piped(FORCE_COLOR="1", NO_COLOR="1")
+    assert "\x1b[" not in piped("--no-color", FORCE_COLOR="1")
+
+
+def test_a_rule_file_whose_promql_does_not_parse_is_refused(
+    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The real CoreDNS mixin rules (tests/prometheus/fixtures/rules, Apache-2.0) validate;
+    the same file with one expression cut short does not, and the line names the alert."""
+    fixture = Path(__file__).parent / "prometheus" / "fixtures" / "rules"
+    real = fixture / "coredns-mixin-alerts.yaml"
+    path = write_experiment(_experiment())
+    assert gameday("validate", "--abort-on", str(real), str(path)).returncode == 0
+    broken = tmp_path / "coredns-broken.yaml"
+    text = real.read_text()
+    assert 'absent(up{job="kube-dns"} == 1)' in text
+    broken.write_text(
+        text.replace('absent(up{job="kube-dns"} == 1)', 'absent(up{job="kube-dns"} == 1')
+    )
+    result = gameday("validate", "--abort-on", str(broken), str(path))
+    assert result.returncode == 3
+    (line,) = [x for x in _problems(result) if x.startswith("invalid:")]
+    assert "(CoreDNSDown): expr: invalid PromQL" in line and "unclosed left parenthesis" in line
+
+
+def test_a_control_argument_its_functions_do_not_take_is_refused(
+    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:  # fmt: skip
+    control = {
+        "name": "strict",
+        "provider": {
+            "type": "python",
+            "module": "support.strictcontrol",
+            "arguments": {"level": "debug"},
+        },
+    }
+    experiment = _experiment(controls=[control])
+    assert gameday("validate", str(write_experiment(experiment))).returncode == 0
+    control["provider"]["arguments"] = {"level": "debug", "colour": "red"}
+    result = gameday("validate", str(write_experiment(experiment)))
+    assert result.returncode == 3
+    (line,) = _problems(result)
+    assert line.endswith(
+        "controls[0]: control 'strict': invalid: configure_control() takes no argument "
+        "'colour' (it takes level)"
+    )
+
+
+def test_a_table_in_a_pipe_keeps_its_columns(ledger_path: Path, tmp_path: Path) -> None:
+    """`gameday catalog | cat` in an 80-column CI log: one line per row, nothing folded."""
+    env = {**cli_env(ledger_path), "COLUMNS": "80"}
+    listing = subprocess.run(
+        gameday_argv("catalog", "--json"), capture_output=True, text=True, timeout=120,
+        env=env, cwd=tmp_path, check=True,
+    )  # fmt: skip
+    probes = json.loads(listing.stdout)["probes"]
+    shell = " ".join(shlex.quote(a) for a in gameday_argv("catalog"))
+    table = subprocess.run(
+        ["bash", "-c", f"{shell} | cat"], capture_output=True, text=True, timeout=120,
+        env=env, cwd=tmp_path, check=True,
+    ).stdout  # fmt: skip
+    rows = [line for line in table.splitlines() if line.startswith("│")]
+    assert len(rows) == len(probes)  # a squeezed column would fold rows onto more lines
+    for row, probe in zip(rows, probes, strict=True):
+        assert probe["name"] in row and probe["description"] in row
+    assert max(len(line) for line in table.splitlines()) > 80

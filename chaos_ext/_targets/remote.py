@@ -17,7 +17,7 @@ from chaos_ext._ssh import CommandOutput, SshSession, SshSettings
 from chaos_ext._targets import pod
 from chaos_ext._targets.spec import Target
 
-__all__ = ["RemoteShell", "open_remote", "reopen_remote"]
+__all__ = ["RemoteShell", "identity_of", "open_remote", "reopen_remote"]
 
 
 @dataclass
@@ -45,7 +45,7 @@ def open_remote(
     if target.kind == "ssh":
         settings = SshSettings.from_activity(target.host, target.port, configuration, secrets)
         with SshSession(settings) as session:
-            yield RemoteShell(session, target.where), {"ssh": settings.recipe()}
+            yield RemoteShell(session, target.where), {"ssh": _pinned(settings, session)}
         return
     placement = pod.resolve_pod(target, secrets)
     port = int((configuration or {}).get("ssh_node_port", 22))
@@ -55,16 +55,37 @@ def open_remote(
         where = f"pod:{target.namespace}/{target.name}@{placement.node}"
         prefix = ["nsenter", f"--net=/proc/{pid}/ns/net"]
         yield RemoteShell(session, where, prefix), {
-            "ssh": settings.recipe(), "pid": pid, "node": placement.node, "where": where,
+            "ssh": _pinned(settings, session), "pid": pid, "node": placement.node,
+            "where": where,
         }  # fmt: skip
 
 
 @contextlib.contextmanager
 def reopen_remote(target: Target, connection: Mapping[str, Any]) -> Iterator[RemoteShell]:
-    """Reconnect from what :func:`open_remote` recorded (no Kubernetes call)."""
-    with SshSession(SshSettings.from_recipe(connection["ssh"])) as session:
+    """Reconnect from what :func:`open_remote` recorded (no Kubernetes call).
+
+    The host must present the key recorded when the fault was made
+    (TargetMismatch otherwise, before any command runs).
+    """
+    pinned = connection["ssh"].get("host_key") or None
+    settings = SshSettings.from_recipe(connection["ssh"])
+    with SshSession(settings, expect_host_key=pinned) as session:
         if "pid" in connection:
             prefix = ["nsenter", f"--net=/proc/{int(connection['pid'])}/ns/net"]
             yield RemoteShell(session, str(connection["where"]), prefix)
         else:
             yield RemoteShell(session, target.where)
+
+
+def _pinned(settings: SshSettings, session: SshSession) -> dict[str, Any]:
+    """The connection for the ledger (no secrets) with the host key seen now."""
+    return {**settings.recipe(), "host_key": session.host_key}
+
+
+def identity_of(connection: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ledger identity of a connection recipe: the SSH host by its key; None: this machine."""
+    ssh = connection.get("ssh")
+    if not ssh:
+        return None
+    pinned = {"host": ssh.get("host"), "port": ssh.get("port"), "host_key": ssh.get("host_key")}
+    return {"scope": "ssh", "ssh": pinned, "node": connection.get("node")}

@@ -36,6 +36,9 @@ DEFAULT_MODULES: tuple[str, ...] = (
     "9p", "9pnet_virtio", "virtio_pci", "virtio_net", "veth", "bridge",
     "sch_netem", "sch_htb", "sch_tbf", "sch_prio", "sch_sfq", "sch_ingress",
     "cls_u32", "cls_matchall", "cls_flower",
+    # the DNS packet-rate limit (limit_dns_rate); libcrc32c (nf_tables' dependency) asks the
+    # crypto API for crc32c at load time, and nothing can modprobe it here: load it first
+    "crc32c_generic", "nf_tables", "nft_limit", "nft_objref",
 )  # fmt: skip
 """Modules the network lane (and the local sandbox) needs; dependencies are added."""
 

@@ -19,8 +19,8 @@ from chaos_ext.reporting.envelope import (
     parse_floor,
 )
 from chaos_ext.reporting.junit import Case
-from chaos_ext.runner._envelope_doc import envelope_exit_code
-from chaos_ext.runner._envelope_spec import envelope_extension
+from chaos_ext.runner.envelope_doc import envelope_exit_code
+from chaos_ext.runner.envelope_spec import envelope_extension
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.runner.experiments import ExperimentInvalid, load_experiment
 

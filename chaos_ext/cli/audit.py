@@ -10,9 +10,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos_ext.envoy._fix_write import FIX_KINDS, write_fix
-from chaos_ext.envoy._pipeline import ROLE_CHOICES, AuditRun, run_audit, summary_line
-from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES
+from chaos_ext._console import make_console
+from chaos_ext.envoy.audit import (
+    DEFAULT_PROFILE,
+    FIX_KINDS,
+    PROFILES,
+    ROLE_CHOICES,
+    AuditRun,
+    run_audit,
+    summary_line,
+    write_fix,
+)
 from chaos_ext.errors import EnvoyError, InvalidArgument
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 
@@ -151,8 +159,8 @@ def handle_envoy(args: argparse.Namespace, console: Console) -> int:
         return EXIT_INVALID
     try:
         run = run_audit(
-            args.source, listener=args.listener, rules_file=args.rules, timeout=args.timeout,
-            profile=args.profile, role=args.role,
+            args.source, listener=args.listener, rules_file=args.rules,
+            timeout_seconds=args.timeout, profile=args.profile, role=args.role,
         )  # fmt: skip
         if args.fix:
             _fix(args, run, console)
@@ -163,7 +171,7 @@ def handle_envoy(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(report, indent=2))  # noqa: T201 - stdout is the output
     else:
-        out = Console()
+        out = make_console(no_color=args.no_color)
         out.print(report_table(report))
         for note in report["input"]["notes"]:
             out.print(f"note: {escape(note)}", highlight=False)

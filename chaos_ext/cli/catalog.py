@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos_ext._console import make_console
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._catalog import (
+from chaos_ext.prometheus.catalogs import (
     CATALOG_ENV,
     CatalogProbe,
     builtin_abort_plans,
@@ -67,7 +68,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         document = {"probes": [_as_dict(p) for p in probes], "abort_plans": plans}
         print(json.dumps(document, indent=2))  # noqa: T201 - stdout is the output
         return EXIT_HELD
-    out = Console(soft_wrap=True)
+    out = make_console(no_color=args.no_color)
     if args.name:
         out.print_json(json.dumps(_as_dict(probes[0])))
         return EXIT_HELD

@@ -15,10 +15,10 @@ from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.cli.run import _abort_handlers, recover
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import default_ledger
-from chaos_ext.prometheus._abort import AbortPlan, load_plan, plan_path
-from chaos_ext.runner._envelope import fmt
-from chaos_ext.runner._envelope_spec import EnvelopeSettings, apply_magnitude, settings_from
+from chaos_ext.prometheus.abort import AbortPlan, load_plan, plan_path
 from chaos_ext.runner.envelope import EnvelopeResult, run_envelope
+from chaos_ext.runner.envelope_search import fmt
+from chaos_ext.runner.envelope_spec import EnvelopeSettings, apply_magnitude, settings_from
 from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID, RunOptions
 from chaos_ext.runner.experiments import ExperimentInvalid, validate_experiment
 from chaos_ext.runner.settle import settle_seconds_of

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from chaos_ext import __version__
+from chaos_ext._console import make_console
 from chaos_ext.cli import commands
 from chaos_ext.runner.execute import EXIT_INVALID
 
@@ -38,15 +39,24 @@ exit codes (run, gate; the most severe over all experiments: 2 > 1 > 4 > 0):
   1  deviated: the faults ran and a hypothesis was not met
   2  failed, aborted or interrupted run, or rollback-failed: a rollback did not
      complete and a fault may still be injected (`gameday rollback` retries)
-  3  invalid input (experiment file, argument, option, control); nothing injected
+  3  invalid input (experiment file, argument, option, control), or refused: a
+     safety control could not be imported, configured or started; nothing injected
   4  unsteady: the steady state did not hold before the method (or did not
      settle, --settle); nothing was injected, nothing was proven
 envelope: 0 an answer (a boundary, breaks at LOW, holds to HIGH), 1 noisy
   (runs disagree), 2 incomplete, 3 invalid input, 4 never steady
 
 environment:
-  GAMEDAY_LEDGER   path of the fault ledger (SQLite); default
-                   $XDG_STATE_HOME/gameday/ledger.sqlite3
+  GAMEDAY_LEDGER           path of the fault ledger (SQLite); default
+                           $XDG_STATE_HOME/gameday/ledger.sqlite3 (its event log
+                           is <ledger>.events.jsonl beside it)
+  GAMEDAY_LEDGER_MARKERS   where ledger markers live (keep it off the ledger's
+                           storage); default $XDG_STATE_HOME/gameday/markers
+  NO_COLOR                 any non-empty value turns colours off (as --no-color)
+
+output: in a terminal, long lines wrap and tables fit its width; in a pipe,
+a file or a CI log, each message stays on one line and tables keep the width
+they need.
 """
 
 
@@ -65,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show tracebacks and debug logs on errors"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="show chaoslib's info logs")
+    parser.add_argument(
+        "--no-color", action="store_true", help="no colours or styles (also: NO_COLOR=1)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in commands():
         module.register(sub)
@@ -80,7 +93,12 @@ class _QuietForcedRollbacks(logging.Filter):
 
 def _configure_logging(debug: bool, verbose: bool, console: Console) -> None:
     level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
-    handler = RichHandler(console=console, show_path=False, rich_tracebacks=debug)
+    handler: logging.Handler
+    if console.is_terminal:
+        handler = RichHandler(console=console, show_path=False, rich_tracebacks=debug)
+    else:  # CI logs: one record, one line, no columns padded to a width
+        handler = logging.StreamHandler(console.file)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_QuietForcedRollbacks())
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -95,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: 2 for usage errors; ours is 3
         code = exc.code if isinstance(exc.code, int) else 0
         return EXIT_INVALID if code == 2 else code
-    console = Console(stderr=True)
+    console = make_console(stderr=True, no_color=args.no_color)
     if args.ledger:
         os.environ["GAMEDAY_LEDGER"] = args.ledger
     _configure_logging(args.debug, args.verbose, console)

@@ -11,13 +11,16 @@ from chaoslib import convert_vars, merge_vars
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.cli._common import load_valid_experiments
-from chaos_ext.errors import InvalidArgument
+from chaos_ext.cli._common import (
+    add_control_options,
+    load_settings_or_none,
+    load_valid_experiments,
+)
+from chaos_ext.errors import InvalidArgument, LedgerError
 from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.prometheus._abort import AbortPlan, load_sources
-from chaos_ext.prometheus._rules import parse_selector
-from chaos_ext.prometheus.abort import AbortOnBreach
+from chaos_ext.prometheus.abort import AbortOnBreach, AbortPlan, load_sources, parse_selector
 from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
+from chaos_ext.runner.controls import ControlGuard, activate_global_controls
 from chaos_ext.runner.execute import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -26,17 +29,20 @@ from chaos_ext.runner.execute import (
     run_experiment,
 )
 from chaos_ext.runner.settle import settle_seconds_of
-from chaos_ext.runner.sweep import dead_entries, shielded, sweep
+from chaos_ext.runner.sweep import checked, dead_entries, shielded, sweep
 from chaos_ext.runner.verdict import worst_exit
 
 HELP = """\
 Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
 
 Every experiment is validated first; if any is invalid nothing runs (exit 3).
-Before running, faults left open by a dead run (owner process gone) are undone
-and listed (--no-recover refuses to start instead). During the run, progress is
-shown live. Rollbacks always run (completed, deviated, failed, Ctrl-C,
-SIGTERM), then every fault this run left in the ledger is undone.
+Before running, the fault ledger is checked (a ledger that cannot be trusted
+stops the run, exit 2, listing what may still be injected), then faults left
+open by a dead run (owner process gone) are undone and listed (--no-recover
+refuses to start instead). During the run, progress is shown live. Rollbacks
+always run (completed, deviated, failed, Ctrl-C, SIGTERM), then every fault
+this run left in the ledger is undone. After SIGTERM or Ctrl-C the run exits
+within 10 s, journal written, whatever pause is pending.
 
 The journal of each experiment is written to --journal (one experiment) or to
 JOURNAL_DIR/journal-<experiment file name>.json.
@@ -62,7 +68,16 @@ and labels: `severity=critical`, `alertname=~"CoreDNS.*",severity!=info`,
 `KubeAPIDown`. A breach, a firing alert, or Prometheus unreachable too many
 checks in a row interrupts the experiment at once and rolls back. The journal
 records which condition or alert fired and when (gameday.abort). Formats:
-docs/prometheus.md.
+docs/prometheus.md. If Prometheus does not answer when the watch starts, the
+run does not start (exit 3).
+
+Safety controls fail closed: a control declared in an experiment or in the
+Chaos Toolkit settings (--settings, default ~/.chaostoolkit/settings.yaml) that
+cannot be imported, configured or started stops the run before anything is
+injected: exit 3 and one line naming the control and the reason.
+--allow-missing-controls runs without it instead, and says so loudly. File
+arguments of our controls (the abort control's plan) are resolved from the
+experiment file's directory.
 
 --settle SECONDS polls the steady-state hypothesis until it holds, for up to
 SECONDS, before the first check (also the experiment extension
@@ -76,7 +91,8 @@ outcomes and exit codes (the most severe over all experiments: 2 > 1 > 4 > 0):
   2  failed           an action failed, the run was aborted or interrupted, or
      rollback-failed  a rollback did not complete (a fault may still be injected;
                       the summary names it and `gameday rollback` retries)
-  3  invalid input    nothing was injected
+  3  invalid input    nothing was injected (also "refused": a safety control
+     or refused       could not be configured or started)
   4  unsteady         the steady state did not hold before the method (or did not
                       settle): nothing was injected, nothing was proven
 """
@@ -144,10 +160,18 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="wait up to SECONDS for the hypothesis to hold before starting "
         "(default: the experiment's gameday extension settle_seconds, else 0)",
     )  # fmt: skip
+    add_control_options(parser)
 
 
 def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
-    """Undo faults left by dead runs. False when the run must not start."""
+    """Undo faults left by dead runs. False when the run must not start.
+
+    A ledger that fails its full check also stops the run: it could not
+    prove that nothing is left open.
+    """
+    if checked(ledger, console) is None:
+        console.print("[red]not starting: the fault ledger cannot be trusted[/]")
+        return False
     dead = dead_entries(ledger)
     if not dead:
         return True
@@ -175,6 +199,15 @@ def _abort_handlers(plan: AbortPlan | None, console: Console) -> tuple[AbortOnBr
         console.print(f"[bold red]■ {escape(text)}[/]", highlight=False)
 
     return (AbortOnBreach(plan, announce=announce),)
+
+
+def _control_guard(args: argparse.Namespace, console: Console) -> ControlGuard:
+    """Refuses a run whose control failed to configure (first handler: see ControlGuard)."""
+
+    def warn(text: str) -> None:
+        console.print(f"[bold yellow]⚠ {escape(text)}[/]", highlight=False)
+
+    return ControlGuard(allow_missing=args.allow_missing_controls, warn=warn)
 
 
 def _journal_path(args: argparse.Namespace, path: Path) -> Path:
@@ -232,6 +265,17 @@ def _check_alertmanager(
             )
 
 
+def _recovered_ledger(console: Console, *, refuse: bool) -> Ledger | None:
+    """The ledger, checked and with dead runs' faults undone; None: do not start."""
+    try:
+        ledger = default_ledger()
+    except LedgerError as exc:
+        checked(exc, console)
+        console.print("[red]not starting: the fault ledger cannot be trusted[/]")
+        return None
+    return ledger if recover(ledger, console, refuse=refuse) else None
+
+
 def run_batch(
     args: argparse.Namespace,
     experiments: list[str],
@@ -250,8 +294,12 @@ def run_batch(
     except ValueError as exc:
         console.print(f"[red]--var: {escape(str(exc))}[/]")
         return EXIT_INVALID
-    loaded = load_valid_experiments(experiments, console, secret_vars, config_vars)
-    if loaded is None:
+    settings = load_settings_or_none(args, console)
+    loaded = load_valid_experiments(
+        experiments, console, secret_vars, config_vars,
+        allow_missing_controls=args.allow_missing_controls,
+    )  # fmt: skip
+    if loaded is None or settings is None:
         return EXIT_INVALID
     try:
         selectors = [parse_selector(text) for text in args.alerts]
@@ -270,9 +318,10 @@ def run_batch(
         except InvalidArgument as exc:
             console.print(f"[red]{path}: {escape(str(exc))}[/]", highlight=False)
             return EXIT_INVALID
-    ledger = default_ledger()
-    if not recover(ledger, console, refuse=refuse_recover):
+    ledger = _recovered_ledger(console, refuse=refuse_recover)
+    if ledger is None:
         return EXIT_FAILED
+    activate_global_controls(settings[0])
     results: list[RunResult] = []
     for path, experiment in loaded:
         options = RunOptions(
@@ -282,7 +331,7 @@ def run_batch(
             hypothesis_strategy=args.hypothesis_strategy,
             hypothesis_frequency=args.hypothesis_frequency,
             fail_fast=args.fail_fast,
-            extra_handlers=_abort_handlers(abort_plan, console),
+            extra_handlers=(_control_guard(args, console), *_abort_handlers(abort_plan, console)),
             settle_seconds=settle[path],
         )
         result = run_experiment(path, experiment, options, ledger, console)

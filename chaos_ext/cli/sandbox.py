@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from chaos_ext._console import make_console
 from chaos_ext.errors import ChaosExtError
 from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.sandbox import backends
@@ -153,12 +154,12 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(report, indent=2))  # noqa: T201 - stdout is the output
     else:
-        _print_status(report)
+        _print_status(report, args.no_color)
     return EXIT_HELD if report["up"] else EXIT_FAILED
 
 
-def _print_status(report: dict[str, Any]) -> None:
-    console = Console()
+def _print_status(report: dict[str, Any], no_color: bool = False) -> None:
+    console = make_console(no_color=no_color)
     if not report["up"]:
         console.print(f"sandbox {report['prefix']!r} is not running")
         return

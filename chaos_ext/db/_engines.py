@@ -19,7 +19,16 @@ from typing import Any
 
 from chaos_ext.db._target import Capacity
 
-__all__ = ["ConnectFailure", "ConnectParams", "capacity", "close", "connect", "ping", "scrub"]
+__all__ = [
+    "ConnectFailure",
+    "ConnectParams",
+    "capacity",
+    "close",
+    "connect",
+    "ping",
+    "scrub",
+    "server_identity",
+]
 
 _PG_LIMIT = (
     "too many clients",
@@ -226,6 +235,30 @@ def capacity(conn: Any, engine: str) -> Capacity:
         cur.execute("SHOW GLOBAL STATUS LIKE 'Threads_connected'")
         (_, in_use) = cur.fetchone()
     return Capacity(max_connections=int(max_connections), reserved=0, in_use=int(in_use))
+
+
+def server_identity(conn: Any, engine: str) -> dict[str, str]:
+    """What tells this database server from another at the same address.
+
+    PostgreSQL: the cluster's ``system_identifier`` (set by initdb, readable by
+    any user); MySQL: ``@@server_uuid``; MariaDB (which has none):
+    ``@@hostname``, ``@@datadir`` and ``@@server_id``. With the version.
+    """
+    if engine == "postgresql":
+        row = conn.execute(
+            "SELECT system_identifier::text, current_setting('server_version')"
+            " FROM pg_control_system()"
+        ).fetchone()
+        return {"system_identifier": str(row[0]), "version": str(row[1])}
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@version, @@hostname, @@datadir, @@server_id")
+        version, hostname, datadir, server_id = cur.fetchone()
+        found = {"version": str(version), "hostname": str(hostname), "datadir": str(datadir),
+                 "server_id": str(server_id)}  # fmt: skip
+        with contextlib.suppress(Exception):  # MariaDB has no server_uuid
+            cur.execute("SELECT @@server_uuid")
+            found["server_uuid"] = str(cur.fetchone()[0])
+    return found
 
 
 def ping(conn: Any, engine: str) -> None:

@@ -6,14 +6,22 @@ from typing import Any
 
 from chaos_ext import _helper
 from chaos_ext.db._credentials import connect_params
-from chaos_ext.db._engines import ConnectParams, scrub
+from chaos_ext.db._engines import (
+    ConnectFailure,
+    ConnectParams,
+    close,
+    connect,
+    scrub,
+    server_identity,
+)
 from chaos_ext.db._target import check_exhaust_arguments, engine_of, parse_target
 from chaos_ext.errors import ChaosExtError, DatabaseError, RollbackFailed
 from chaos_ext.ledger import (
     Entry,
-    current_run_id,
     default_ledger,
     fault,
+    in_scope,
+    machine_scope,
     undo,
     undo_after,
     undo_handler,
@@ -93,12 +101,31 @@ def exhaust_connections(
     }  # fmt: skip
 
 
+def _identity(params: ConnectParams) -> dict[str, Any]:
+    """The ledger identity: held from this machine, against this server (one connection)."""
+    try:
+        conn = connect(params)
+    except ConnectFailure as exc:
+        raise DatabaseError(scrub(exc.message, params.password)) from None
+    try:
+        server = server_identity(conn, params.engine)
+    except Exception as exc:  # noqa: BLE001 - any driver error: say which server, hold nothing
+        raise DatabaseError(
+            scrub(f"{params.where}: cannot read the server's identity: {exc}", params.password)
+        ) from None
+    finally:
+        close(conn)
+    where = {"engine": params.engine, "host": params.host, "port": params.port}
+    return machine_scope(database={**where, "server": server})
+
+
 def _hold(
     params: ConnectParams, recipe: dict[str, Any], payload: dict[str, Any]
 ) -> tuple[Entry, dict[str, Any]]:
     """Record the fault, then start the holder; the entry and the holder's report."""
     where = f"{params.engine}://{params.host}:{params.port}/{params.database}"
-    with fault(kind=KIND, target=where, recipe=recipe, module=__name__) as entry:
+    identity = _identity(params)
+    with fault(kind=KIND, target=where, recipe=recipe, module=__name__, identity=identity) as entry:
         try:
             handle = _helper.start_helper(
                 module="chaos_ext.db._holder", payload=payload, token=entry.id,
@@ -118,21 +145,24 @@ def _release(entry: Entry) -> str:
     return f"released the connections to {entry.target} (stopped {stopped} holder process)"
 
 
+@validated_by()
 def release_connections(
-    engine: str = "", host: str = "", port: int = 0, this_run_only: bool = True
+    engine: str = "", host: str = "", port: int = 0, include_dead_runs: bool = False
 ) -> dict[str, Any]:
     """Close the connections held by exhaust_connections (its rollback).
 
-    Blast radius: only holders recorded in the gameday ledger, by default
-    this run's; ``engine``/``host``/``port`` narrow it further (empty or 0:
-    any). Idempotent. Raises RollbackFailed if a holder could not be stopped
-    (the ledger entry stays open for ``gameday rollback``).
+    Blast radius: only holders recorded in the gameday ledger by this run;
+    ``include_dead_runs`` adds holders left by runs whose runner is dead (a
+    live run's holders are never touched); ``engine``/``host``/``port``
+    narrow it further (empty or 0: any). Idempotent. Raises RollbackFailed if
+    a holder could not be stopped (the ledger entry stays open for
+    ``gameday rollback``).
     """
     wanted_engine = engine_of(engine) if engine else ""
     book = default_ledger()
     entries = [
         e
-        for e in book.open_entries(run_id=current_run_id() if this_run_only else None)
+        for e in in_scope(book.open_entries(), include_dead_runs=include_dead_runs)
         if e.kind == KIND
         and (not wanted_engine or e.recipe.get("engine") == wanted_engine)
         and (not host or e.recipe.get("host") == host)

@@ -25,7 +25,7 @@ from chaos_ext._targets import netns
 from chaos_ext._targets.remote import RemoteShell, open_remote, reopen_remote
 from chaos_ext._targets.spec import LOCAL_KINDS, Target, netns_path
 from chaos_ext.dns import _ratelimit
-from chaos_ext.errors import DnsError, PreflightFailed
+from chaos_ext.errors import DnsError, PreflightFailed, TargetGone
 
 __all__ = [
     "NftError", "NftRunner", "counters", "delete_table", "list_ours", "runner_for",
@@ -42,7 +42,7 @@ _FEATURES = (
     "named counters (CONFIG_NF_TABLES)",
     "named counters (CONFIG_NF_TABLES)",
     "a postrouting filter chain (CONFIG_NF_TABLES_INET)",
-    "a rule matching th dport with a shared named limit",
+    "a rule using the named limit and counters (CONFIG_NFT_OBJREF)",
 )
 
 
@@ -111,7 +111,7 @@ class LocalNft:
         if path is None:
             return func()
         if not os.path.exists(path):
-            raise DnsError(f"target {self.where} does not exist ({path} is missing)")
+            raise TargetGone(f"target {self.where} does not exist ({path} is missing)")
         return netns.run_in_netns(path, func, timeout=30)
 
     def run(self, batch: Mapping[str, Any]) -> dict[str, Any]:

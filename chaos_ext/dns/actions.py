@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaos_ext import _helper
+from chaos_ext._failpoint import failpoint
 from chaos_ext._targets.pod import RULES as POD_RULES
+from chaos_ext._targets.remote import identity_of
 from chaos_ext._targets.spec import parse_target
 from chaos_ext.dns import _nft, _ratelimit
 from chaos_ext.dns._book import FloodPlan
@@ -17,8 +19,16 @@ from chaos_ext.dns._flood_workers import run_parallel
 from chaos_ext.dns._search import candidates
 from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
-from chaos_ext.errors import ChaosExtError, DnsError
-from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
+from chaos_ext.errors import ChaosExtError, DnsError, TargetGone
+from chaos_ext.ledger import (
+    Entry,
+    default_ledger,
+    fault,
+    in_scope,
+    undo,
+    undo_after,
+    undo_handler,
+)
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import check_types, validated_by
 
@@ -108,17 +118,22 @@ def _release(entry: Entry) -> str:
     return f"stopped the helper holding TCP connections to {entry.target}; all closed"
 
 
-def release_dnsmasq_tcp(server: str = "", port: int = 0) -> dict[str, Any]:
-    """Close the TCP connections held by saturate_dnsmasq_tcp (all, or one server:port).
+@validated_by()
+def release_dnsmasq_tcp(
+    server: str = "", port: int = 0, include_dead_runs: bool = False
+) -> dict[str, Any]:
+    """Close the TCP connections this run holds with saturate_dnsmasq_tcp (all, or one server:port).
 
-    Blast radius: only helpers this extension started, found through the
-    fault ledger. Idempotent: releasing nothing is fine. Use it in
-    ``rollbacks`` after ``saturate_dnsmasq_tcp``.
+    Blast radius: only helpers this run started, found through the fault
+    ledger; ``include_dead_runs`` adds holds left by runs whose runner is
+    dead. Another live run's hold on the same server is never released.
+    Idempotent: releasing nothing is fine. Use it in ``rollbacks`` after
+    ``saturate_dnsmasq_tcp``.
     """
     wanted = require_server(server) if server else ""
     book = default_ledger()
     released = []
-    for entry in book.open_entries():
+    for entry in in_scope(book.open_entries(), include_dead_runs=include_dead_runs):
         host, _, entry_port = entry.target.rpartition(":")
         if entry.kind != HOLD_KIND or (wanted and host != wanted):
             continue
@@ -250,8 +265,15 @@ def limit_dns_rate(
             )
         recipe = {"target": target, "table": table, "spec": spec.as_dict(),
                   "connection": connection}  # fmt: skip
-        with fault(kind=RATE_KIND, target=where.where, recipe=recipe, module=__name__) as entry:
+        with fault(
+            kind=RATE_KIND,
+            target=where.where,
+            recipe=recipe,
+            module=__name__,
+            identity=identity_of(connection),
+        ) as entry:
             runner.run(_ratelimit.ruleset(spec, table))
+            failpoint(f"{RATE_KIND}.mid-apply")  # loaded, not yet read back
             loaded = _nft.counters(runner, table)
     if duration:
         undo_after(entry, float(duration))
@@ -268,11 +290,10 @@ def _undo_rate_limit(entry: Entry) -> str:
     where = parse_target(recipe["target"])
     try:
         with _nft.runner_from_recipe(where, recipe.get("connection", {})) as runner:
+            failpoint(f"{RATE_KIND}.mid-undo")  # reconnected, the table not yet deleted
             deleted = _nft.delete_table(runner, recipe["table"])
-    except DnsError as exc:
-        if "does not exist" in str(exc):
-            return f"{entry.target}: target gone, and the limit with it ({exc})"
-        raise
+    except TargetGone as exc:
+        return f"{entry.target}: target gone, and the limit with it ({exc})"
     if not deleted:
         return f"{entry.target}: table {recipe['table']} already gone"
     return f"{entry.target}: table {_ratelimit.FAMILY} {recipe['table']} deleted"
@@ -282,27 +303,42 @@ def _undo_rate_limit(entry: Entry) -> str:
 @needs_k8s(*POD_RULES)
 def remove_dns_rate_limit(
     target: str = "local",
+    include_dead_runs: bool = False,
     configuration: dict[str, Any] | None = None,
     secrets: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Remove the DNS packet-rate limit of limit_dns_rate from a target (the rollback).
 
     Blast radius: our tables only (``inet gameday_dnsrate_*``); the rest of
-    the target's ruleset is never read or changed. Deletes the tables the
-    fault ledger recorded for ``target``; if the ledger lost them, deletes
-    any table of ours still there. Idempotent: nothing to remove is fine.
+    the target's ruleset is never read or changed. Deletes the tables this
+    run recorded for ``target`` (``include_dead_runs``: also those of runs
+    whose runner is dead); a live run's table is never removed. If the ledger
+    lost them, deletes any table of ours that no open entry names.
+    Idempotent: nothing to remove is fine.
     """
     where = parse_target(target)
     book = default_ledger()
-    entries = [e for e in book.open_entries() if e.kind == RATE_KIND and e.target == where.where]
+    recorded = [e for e in book.open_entries() if e.kind == RATE_KIND and e.target == where.where]
+    entries = in_scope(recorded, include_dead_runs=include_dead_runs)
     notes = []
     for entry in entries:
         outcome = undo(entry, book)
         if not outcome.ok:
             raise DnsError(f"could not remove the DNS rate limit on {where.where}: {outcome.note}")
         notes.append(outcome.note)
-    with _nft.runner_for(where, configuration, secrets) as (runner, _):
-        for table in _nft.list_ours(runner):
-            _nft.delete_table(runner, table)
-            notes.append(f"{where.where}: table {table} without a ledger entry deleted")
-    return {"target": where.where, "removed": len(notes), "notes": notes}
+    others = {str(e.recipe.get("table")): e for e in recorded if e not in entries}
+    notes += [f"left {t} alone: it belongs to run {e.run_id}" for t, e in others.items()]
+    removed = len(entries)
+    try:
+        with _nft.runner_for(where, configuration, secrets) as (runner, _):
+            for table in _nft.list_ours(runner):
+                if table in others:
+                    continue
+                _nft.delete_table(runner, table)
+                notes.append(f"{where.where}: table {table} without a ledger entry deleted")
+                removed += 1
+    except DnsError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        notes.append(f"{where.where}: the target is gone, and any limit with it")
+    return {"target": where.where, "removed": removed, "notes": notes}

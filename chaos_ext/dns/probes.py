@@ -142,6 +142,7 @@ def _root_pid(pid: int, pidfile: str, port: int) -> tuple[int, str]:
     return pid, f"pid {pid}"
 
 
+@validated_by()
 def dnsmasq_child_processes(pid: int = 0, pidfile: str = "", port: int = 0) -> dict[str, Any]:
     """Count the child processes a local dnsmasq forked to serve TCP (max 20 in 2.90).
 

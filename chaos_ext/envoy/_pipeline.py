@@ -38,7 +38,7 @@ __all__ = [
 
 ROLE_CHOICES = ("auto", *ROLES)
 _FIRST_FIELD = re.compile(r"[A-Za-z_]\w*")
-_AUDIT_KEYS = ("source", "listener", "rules", "rules_file", "timeout", "profile", "role")
+_AUDIT_KEYS = ("source", "listener", "rules", "rules_file", "timeout_seconds", "profile", "role")
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def check_audit_arguments(arguments: Mapping[str, Any]) -> None:
     name = arguments.get("listener", "")
     if not isinstance(name, str) or len(name) > 256 or not name.isprintable():
         raise InvalidArgument(f"listener: {name!r} is not a listener name")
-    require_range("timeout", arguments.get("timeout", 30.0), 0.1, 600)
+    require_range("timeout_seconds", arguments.get("timeout_seconds", 30.0), 0.1, 600)
     rules = arguments.get("rules")
     if rules is not None and not isinstance(rules, list):
         raise InvalidArgument(f"rules: expected a list of rule objects, got {rules!r}")
@@ -166,13 +166,13 @@ def check_audit_arguments(arguments: Mapping[str, Any]) -> None:
 
 def run_audit(
     source: str, *, listener: str = "", rules: list[dict[str, Any]] | None = None,
-    rules_file: str = "", timeout: float = 30.0, profile: str = DEFAULT_PROFILE,
+    rules_file: str = "", timeout_seconds: float = 30.0, profile: str = DEFAULT_PROFILE,
     role: str = "auto", secrets: Secrets = None,
 ) -> AuditRun:  # fmt: skip
     """Fetch ``source`` and audit it; the whole run (``gameday audit envoy`` writes fixes)."""
-    given = (source, listener, rules, rules_file, timeout, profile, role)
+    given = (source, listener, rules, rules_file, timeout_seconds, profile, role)
     check_audit_arguments(dict(zip(_AUDIT_KEYS, given, strict=True)))
     chosen, chosen_rules = effective_rules(profile, rules, rules_file)
-    raw, origin = fetch_dump(parse_source(source), timeout=float(timeout), secrets=secrets)
+    raw, origin = fetch_dump(parse_source(source), timeout=float(timeout_seconds), secrets=secrets)
     return audit_raw(raw, origin=origin, profile=chosen, rules=chosen_rules, listener=listener,
                      role=role)  # fmt: skip

@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chaoslib.types import Configuration, Secrets
-
+from chaos_ext._prometheus.client import client
+from chaos_ext._prometheus.promql import check_promql, matchers
+from chaos_ext._prometheus.results import parse_instant, shown
+from chaos_ext.contract import Configuration, Secrets
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
 from chaos_ext.envoy._pipeline import check_audit_arguments, run_audit
 from chaos_ext.envoy._profiles import DEFAULT_PROFILE
 from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.prometheus._client import client
-from chaos_ext.prometheus._promql import matchers
-from chaos_ext.prometheus._results import parse_instant, shown
 from chaos_ext.rbac import Rule, needs_k8s
 from chaos_ext.validation import validated_by
 
@@ -33,7 +32,7 @@ def edge_config_audit(
     listener: str = "",
     rules: list[dict[str, Any]] | None = None,
     rules_file: str = "",
-    timeout: float = 30.0,
+    timeout_seconds: float = 30.0,
     profile: str = DEFAULT_PROFILE,
     role: str = "auto",
     configuration: Configuration = None,
@@ -45,7 +44,7 @@ def edge_config_audit(
     saved dump or bootstrap file (JSON or YAML), ``-`` for stdin, or
     ``pod://NAMESPACE/NAME`` (``pod://NAMESPACE?selector=istio=ingressgateway``),
     which execs ``pilot-agent request GET config_dump`` in the pod's
-    ``istio-proxy`` container. No rollback needed.
+    ``istio-proxy`` container, within ``timeout_seconds``. No rollback needed.
 
     ``profile``: ``envoy-edge`` (Envoy's edge best practices, the default),
     ``hardened`` (stricter) or ``sidecar``. A sidecar's configuration is
@@ -57,7 +56,8 @@ def edge_config_audit(
     and the rule's source. Pair with a ``jsonpath`` tolerance on ``$.passed``.
     """
     return run_audit(
-        source, listener=listener, rules=rules, rules_file=rules_file, timeout=timeout,
+        source, listener=listener, rules=rules, rules_file=rules_file,
+        timeout_seconds=timeout_seconds,
         profile=profile, role=role, secrets=secrets,
     ).report  # fmt: skip
 
@@ -71,7 +71,9 @@ def _labels(job: str, selector: Mapping[str, Any] | None) -> str:
 
 
 def _check_overload(arguments: Mapping[str, Any]) -> None:
-    _labels(str(arguments.get("job", "envoy")), arguments.get("selector"))
+    selected = _labels(str(arguments.get("job", "envoy")), arguments.get("selector"))
+    check_promql(overload_query(selected), "overload_state")
+    check_promql(connections_query(selected), "overload_state")
 
 
 @validated_by(_check_overload)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from chaos_ext.ledger import default_ledger
+from chaos_ext.validation import validated_by
 
 __all__ = ["open_faults"]
 
 
+@validated_by()
 def open_faults(kind: str = "") -> int:
     """Count the faults open in the gameday ledger (all kinds, or one ``kind``).
 

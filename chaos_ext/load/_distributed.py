@@ -25,7 +25,7 @@ from kubernetes import client
 
 from chaos_ext import _k8s
 from chaos_ext.errors import KubernetesError
-from chaos_ext.ledger import Entry, default_ledger, fault
+from chaos_ext.ledger import Entry, fault, new_entry_id
 from chaos_ext.load import _job, _locate, _push
 from chaos_ext.load.spec import RATE_PER_PROCESS, LoadSpec
 
@@ -68,17 +68,26 @@ def start_job_load(
     start = time.time() + settings.start_delay
     payload = shard_payload(spec, replicas, start)
     target = spec.name or _locate.describe_url(spec.urls[0])
+    entry_id = new_entry_id()  # the recipe names its results folder: complete when recorded
+    results = _locate.results_root() / entry_id
     recipe: dict[str, Any] = {
         "mode": "kubernetes", "name": spec.name, "replicas": replicas,
         "urls": [_locate.describe_url(u) for u in spec.urls], "kubernetes": settings.as_dict(),
         "context": _context(secrets), "start": start, "end": start + spec.duration,
+        "results_dir": str(results),
     }  # fmt: skip
     deadline = math.ceil(settings.start_delay + spec.duration + 2 * spec.timeout + 120)
     api = _k8s.api_client(secrets)
-    with fault(kind=_locate.KIND, target=target, recipe=recipe, module=module) as entry:
-        results = _locate.results_root() / entry.id
+    identity = _k8s.cluster_identity(api, secrets)
+    with fault(
+        kind=_locate.KIND,
+        target=target,
+        recipe=recipe,
+        module=module,
+        identity=identity,
+        entry_id=entry_id,
+    ) as entry:
         results.mkdir(parents=True, exist_ok=True)
-        default_ledger().update_recipe(entry.id, {**recipe, "results_dir": str(results)})
         meta = {
             "start": start, "end": start + spec.duration, "label": spec.name or entry.id,
             "processes": replicas * int(payload["processes"]), "replicas": replicas,
@@ -117,7 +126,7 @@ def delete_job(entry: Entry) -> str:
     """Delete the load's Job (foreground: its pods first) and its Secret; idempotent."""
     ns = entry.recipe["kubernetes"]["namespace"]
     name = _job.job_name(entry.id)
-    api = _k8s.api_client(entry.recipe.get("context") or {})
+    api = _k8s.undo_api_client(entry.identity)  # the recorded cluster, or TargetMismatch
     body = client.V1DeleteOptions(propagation_policy="Foreground")
     job = _delete(client.BatchV1Api(api).delete_namespaced_job, name, ns,
                   f"delete Job {ns}/{name}", body=body)  # fmt: skip

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chaos_ext import __version__
+from chaos_ext._k8s import IDENTITY_RULE
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.load import _pod
 from chaos_ext.rbac import Rule
@@ -50,6 +51,7 @@ SPEC_KEY = "spec.json"
 RULES = (
     Rule("batch", "jobs", ("create", "delete", "get")),
     Rule("", "secrets", ("create", "delete")),
+    IDENTITY_RULE,  # the cluster's identity, recorded in the ledger before the Job exists
 )
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|k|M|G)?$")

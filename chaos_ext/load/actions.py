@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext.errors import InvalidArgument, LoadError
-from chaos_ext.ledger import Entry, default_ledger, undo, undo_handler
+from chaos_ext.ledger import Entry, default_ledger, in_scope, undo, undo_handler
 from chaos_ext.load import _distributed, _job, _locate, _push, _recorded
 from chaos_ext.load.driver import load_results, stop_load
 from chaos_ext.load.spec import check_load_arguments, spec_from_arguments
@@ -124,22 +124,30 @@ def _drive_job(
 
 @undo_handler(KIND)
 def _undo_load(entry: Entry) -> str:
+    """Stop the load's processes (or Job); a load that never started (no results) just closes."""
     if entry.recipe.get("mode") == "kubernetes":
         return _distributed.delete_job(entry)
     stopped = stop_load(entry.id)
-    results_dir = entry.recipe.get("results_dir")
-    sent = ""
-    if results_dir and Path(results_dir).exists():
-        summary = load_results(Path(results_dir), include_buckets=False)
+    results_dir = Path(entry.recipe.get("results_dir") or "")
+    if not entry.recipe.get("results_dir") or not (results_dir / "meta.json").exists():
+        if stopped:
+            return f"stopped the load ({stopped} process(es)) before it wrote any results"
+        return "the load never started (no process, no results): nothing to stop"
+    try:
+        summary = load_results(results_dir, include_buckets=False)
         sent = f"; {summary['sent']} requests sent, error ratio {summary['error_ratio']}"
+    except LoadError as exc:
+        sent = f"; its results cannot be read ({exc})"
     if not stopped:
         return f"load had already finished{sent}"
     return f"stopped the load ({stopped} process(es)){sent}"
 
 
+@validated_by()
 def stop_http_load(
     load: str = "",
     include_buckets: bool = True,
+    include_dead_runs: bool = False,
     configuration: dict[str, Any] | None = None,
     secrets: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -148,15 +156,23 @@ def stop_http_load(
     ``load`` is the ``load_id`` returned by ``drive_http_load`` or its
     ``name``; empty means this run's latest load. Idempotent: a load that has
     already finished (or was already stopped) just has its results returned;
-    no load at all returns ``{"stopped": false}``. Blast radius: none, it only
-    ends traffic this extension started.
+    no load at all returns ``{"stopped": false}``. Blast radius: only this
+    run's loads are stopped (``include_dead_runs``: also loads left by runs
+    whose runner is dead); another live run's load is never stopped, only
+    its results are read.
     """
     entry = _locate.find_load(load, required=False)
     if entry is None:
         return {"stopped": False, "note": f"no HTTP load {load or 'in this run'} in the ledger"}
-    outcome = undo(entry)
-    stopped = {"stopped": outcome.ok, "load_id": entry.id, "note": outcome.note}
-    if entry.recipe.get("mode") == "kubernetes":
+    mine = in_scope([entry], include_dead_runs=include_dead_runs)
+    if entry.state == "open" and not mine:
+        alive = "is still running" if entry.owner_alive() else "is dead (include_dead_runs)"
+        note = f"not stopped: it belongs to run {entry.run_id}, whose runner {alive}"
+        stopped = {"stopped": False, "load_id": entry.id, "note": note}
+    else:
+        outcome = undo(entry)
+        stopped = {"stopped": outcome.ok, "load_id": entry.id, "note": outcome.note}
+    if entry.recipe.get("mode") == "kubernetes" and stopped["stopped"]:
         try:
             _collect_pods(entry)
         except LoadError as exc:

@@ -19,6 +19,7 @@ the load runs or after.
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import uuid
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from chaos_ext.load.spec import LoadSpec
 __all__ = [
     "RunningLoad",
     "background_load",
+    "check_ca_file",
     "load_is_running",
     "load_meta",
     "load_results",
@@ -95,6 +97,24 @@ def start_load(
         processes=int(ready["processes"]),
         metrics_port=int(ready["metrics_port"]),
     )
+
+
+def check_ca_file(spec: LoadSpec) -> None:
+    """``ca_file`` must be a PEM bundle Python's ssl can load (InvalidArgument otherwise).
+
+    Checked before anything is recorded or started: a bundle the load helper
+    cannot load would only fail once the helper runs.
+    """
+    if not spec.ca_file:
+        return
+    if not Path(spec.ca_file).is_file():
+        raise InvalidArgument(f"ca_file: {spec.ca_file!r} is not a readable file")
+    try:
+        ssl.create_default_context(cafile=spec.ca_file)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise InvalidArgument(
+            f"ca_file: {spec.ca_file!r} is not a PEM certificate bundle ({exc})"
+        ) from exc
 
 
 def stop_load(token: str) -> int:

@@ -9,6 +9,7 @@ from chaos_ext.errors import InvalidArgument, LoadError
 from chaos_ext.load import _distributed, _locate, _recorded
 from chaos_ext.load.driver import load_meta, load_results
 from chaos_ext.load.spec import spec_from_arguments
+from chaos_ext.validation import validated_by
 
 __all__ = ["load_window_stats"]
 
@@ -38,6 +39,7 @@ def _baseline(urls: list[str], rate: float, seconds: float) -> dict[str, Any]:
     return summary
 
 
+@validated_by()
 def load_window_stats(
     load: str = "",
     fault_kind: str = "",

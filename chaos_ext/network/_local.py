@@ -13,13 +13,13 @@ from pyroute2.netlink.exceptions import NetlinkError
 from chaos_ext import _procfs
 from chaos_ext._targets import netns as _netns
 from chaos_ext._targets.spec import netns_path
-from chaos_ext.errors import NetworkError, PreflightFailed
+from chaos_ext.errors import NetworkError, PreflightFailed, TargetGone
 from chaos_ext.network import _spec, _tree
+from chaos_ext.network.kernel import missing_features
 
 __all__ = [
     "apply",
     "interface_index",
-    "missing_features",
     "preflight",
     "remove_unrecorded",
     "restore",
@@ -38,7 +38,7 @@ def _netns_path(target: _spec.Target) -> str | None:
             f"network namespace {target.name!r}" if target.kind == "netns"
             else f"process {target.pid}"
         )  # fmt: skip
-        raise NetworkError(f"{what} does not exist ({path} is missing)")
+        raise TargetGone(f"{what} does not exist ({path} is missing)")
     return path
 
 
@@ -66,44 +66,12 @@ def with_route(target: _spec.Target, func: Callable[[IPRoute], T]) -> T:
 def interface_index(ipr: IPRoute, target: _spec.Target, interface: str) -> int:
     found = ipr.link_lookup(ifname=interface)
     if not found:
-        raise NetworkError(f"interface {interface!r} not found in {target.label(interface)}")
+        raise TargetGone(f"interface {interface!r} not found in {target.label(interface)}")
     return int(found[0])
 
 
 def _has_net_admin() -> bool:
     return _procfs.has_capability(_procfs.CAP_NET_ADMIN)
-
-
-def missing_features() -> list[str]:
-    """Kernel features the fault needs that this kernel lacks (live probe).
-
-    Builds the same kind of tree (htb root, netem leaf, u32 filter) on the
-    loopback of a fresh anonymous namespace that vanishes afterwards.
-    """
-
-    def probe() -> list[str]:
-        missing: list[str] = []
-        with IPRoute() as ipr:
-            steps: list[tuple[str, Callable[[], Any]]] = [
-                ("sch_htb", lambda: ipr.tc("add", "htb", 1, 0x10000, default=1)),
-                ("sch_htb", lambda: ipr.tc("add-class", "htb", 1, 0x10001, parent=0x10000,
-                                           rate="1gbit")),
-                ("sch_netem", lambda: ipr.tc("add", "netem", 1, 0x20000, parent=0x10001,
-                                             delay=1000)),
-                ("cls_u32", lambda: ipr.tc("add-filter", "u32", 1, parent=0x10000, prio=1,
-                                           protocol=_spec.ETH_P_IP, target=0x10001,
-                                           keys=["0x0/0x0+16"])),
-            ]  # fmt: skip
-            for feature, step in steps:
-                try:
-                    step()
-                except NetlinkError:
-                    missing.append(feature)
-                    if feature == "sch_htb":
-                        return ["cls_u32", "sch_htb", "sch_netem"]
-        return sorted(set(missing))
-
-    return _netns.run_in_netns(None, probe)
 
 
 def preflight(target: _spec.Target) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from pyroute2.netlink.rtnl import (
     TC_H_ROOT,
 )
 
+from chaos_ext._failpoint import failpoint
 from chaos_ext.errors import NetworkError
 from chaos_ext.network import _spec
 
@@ -263,6 +264,7 @@ def replay(ipr: IPRoute, index: int, snap: dict[str, Any]) -> None:
     """
     _request_mode(ipr)
     delete_root(ipr, index)
+    failpoint("netem.mid-undo")  # the latency tree gone, the saved one not yet back
     nodes, filters = _replayable(snap)
     for item in _order(nodes):
         _send(ipr, index, item)
@@ -306,6 +308,7 @@ def apply_tree(ipr: IPRoute, index: int, spec: _spec.LatencySpec) -> None:
             ipr.tc("add-class", "htb", index, classid, parent=_spec.ROOT_HANDLE, **rate)
         ipr.tc("add", "netem", index, _spec.NETEM_HANDLE, parent=_spec.DELAY_CLASS,
                **_spec.netem_kwargs(spec))  # fmt: skip
+        failpoint("netem.mid-apply")  # a tree without its filters: half a fault
         for prio, (protocol, keys) in enumerate(_spec.filter_specs(spec), start=1):
             ipr.tc("add-filter", "u32", index, parent=_spec.ROOT_HANDLE, prio=prio,
                    protocol=protocol, target=_spec.DELAY_CLASS, keys=keys)  # fmt: skip

@@ -6,8 +6,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaos_ext._targets.pod import RULES as POD_RULES
-from chaos_ext.errors import NetworkError
-from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
+from chaos_ext._targets.remote import identity_of
+from chaos_ext.errors import NetworkError, TargetGone
+from chaos_ext.ledger import (
+    Entry,
+    default_ledger,
+    fault,
+    in_scope,
+    undo,
+    undo_after,
+    undo_handler,
+)
 from chaos_ext.network import _connect, _spec
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import validated_by
@@ -71,7 +80,10 @@ def add_latency(
             "target": target, "interface": interface, "spec": spec.as_dict(),
             "snapshot": before, "connection": connection,
         }  # fmt: skip
-        with fault(kind=KIND, target=label, recipe=recipe, module=__name__) as entry:
+        identity = identity_of(connection)
+        with fault(
+            kind=KIND, target=label, recipe=recipe, module=__name__, identity=identity
+        ) as entry:
             executor.apply(interface, spec)
     if duration:
         undo_after(entry, duration)
@@ -93,28 +105,36 @@ def _is_latency_tree(snap: dict[str, Any]) -> bool:
 def remove_latency(
     interface: str,
     target: str = "local",
+    include_dead_runs: bool = False,
     configuration: dict[str, Any] | None = None,
     secrets: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Remove latency added by add_latency and restore the previous qdisc tree exactly.
 
     Blast radius: the root qdisc of ``interface`` on ``target``, put back to
-    what the fault ledger saved before the delay (idempotent: nothing recorded
-    or already restored is fine). This is the rollback for ``add_latency``.
-    If the ledger has no entry (it was lost) but the latency tree is there, the
-    tree is deleted and the kernel's default root comes back.
+    what the fault ledger saved before the delay, for this run's delays
+    (``include_dead_runs``: also delays left by runs whose runner is dead).
+    A delay that a live run added is never removed. Idempotent: nothing
+    recorded or already restored is fine. This is the rollback for
+    ``add_latency``. If the ledger has no entry at all for the interface (it
+    was lost) but the latency tree is there, the tree is deleted and the
+    kernel's default root comes back.
     """
     where, _ = _spec.check_target_arguments({"interface": interface, "target": target})
     label = where.label(interface)
     book = default_ledger()
-    entries = [e for e in book.open_entries() if e.kind == KIND and e.target == label]
+    recorded = [e for e in book.open_entries() if e.kind == KIND and e.target == label]
+    entries = in_scope(recorded, include_dead_runs=include_dead_runs)
     notes = []
     for entry in reversed(entries):
         outcome = undo(entry, book)
         if not outcome.ok:
             raise NetworkError(f"could not restore {label}: {outcome.note}")
         notes.append(outcome.note)
-    if not entries:
+    others = [e for e in recorded if e not in entries]
+    if others:
+        notes += [f"left {e.id} alone: it belongs to run {e.run_id}" for e in others]
+    elif not entries:
         with _connect.executor_for(where, configuration, secrets) as (executor, _):
             notes.append(executor.remove_unrecorded(interface))
     return {"target": label, "restored": len(entries), "notes": notes}
@@ -126,7 +146,5 @@ def _undo_latency(entry: Entry) -> str:
     try:
         with _connect.executor_from_recipe(recipe) as executor:
             return executor.restore(recipe["interface"], recipe["snapshot"])
-    except NetworkError as exc:
-        if "does not exist" in str(exc) or "not found in" in str(exc):
-            return f"{entry.target}: target gone, so is the delay ({exc})"
-        raise
+    except TargetGone as exc:
+        return f"{entry.target}: target gone, so is the delay ({exc})"

@@ -61,6 +61,7 @@ class NodeInfo:
     ready: bool
     unschedulable: bool
     cordoned_by: str | None = None
+    unschedulable_field: bool | None = None  # spec.unschedulable as written; None: absent
 
     @classmethod
     def from_manifest(cls, node: Mapping[str, Any]) -> NodeInfo:
@@ -72,6 +73,7 @@ class NodeInfo:
             ready=ready,
             unschedulable=bool((node.get("spec") or {}).get("unschedulable")),
             cordoned_by=(meta.get("annotations") or {}).get(CORDON_ANNOTATION),
+            unschedulable_field=(node.get("spec") or {}).get("unschedulable"),
         )
 
 

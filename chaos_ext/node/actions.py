@@ -6,13 +6,23 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import api_client, call, list_items, read_json, status_of
+from chaos_ext._failpoint import failpoint
+from chaos_ext._k8s import (
+    IDENTITY_RULE,
+    api_client,
+    call,
+    cluster_identity,
+    list_items,
+    read_json,
+    status_of,
+    undo_api_client,
+)
 from chaos_ext.errors import InvalidArgument, KubernetesError
 from chaos_ext.ledger import (
     Entry,
-    current_run_id,
     default_ledger,
     fault,
+    in_scope,
     undo,
     undo_after,
     undo_handler,
@@ -55,12 +65,6 @@ def _check_drain(args: Mapping[str, Any]) -> None:
     require_range("uncordon_after_s", args.get("uncordon_after_s", 0), 0, 86_400)
     for ns in args.get("protected_namespaces") or []:
         require_name("protected_namespaces", ns)
-
-
-def _context(secrets: Mapping[str, Any] | None) -> dict[str, str]:
-    """Which kubeconfig context to undo in (a name, never a credential)."""
-    context = (secrets or {}).get("KUBERNETES_CONTEXT")
-    return {"KUBERNETES_CONTEXT": str(context)} if context else {}
 
 
 def _pods_on(core: client.CoreV1Api, nodes: list[plan.NodeInfo]) -> list[plan.PodInfo]:
@@ -160,6 +164,7 @@ def _report(
     # wherever they are
     Rule("", "pods", ("delete", "get", "list"), cluster_scoped=True),
     Rule("", "pods/eviction", ("create",), cluster_scoped=True),
+    IDENTITY_RULE,
 )
 @validated_by(_check_drain)
 def drain_nodes(
@@ -198,17 +203,24 @@ def drain_nodes(
     """
     _check_drain(locals())
     t0 = time.monotonic()
-    core = client.CoreV1Api(api_client(secrets))
+    api = api_client(secrets)
+    core = client.CoreV1Api(api)
+    identity = cluster_identity(api, secrets)
     chosen = _choose(core, label_selector, count, percent, pick, max_fraction)
     pod_rules = {"delete_emptydir_data": delete_emptydir_data, "force": force}
     protected = protected_namespaces or []
     _plans(core, chosen, pod_rules, protected)  # refuse before any change
     names = [n.name for n in chosen]
-    recipe = {"nodes": names, "context": _context(secrets)}
+    # spec.unschedulable exactly as it was (false, or absent: null), restored by the undo
+    recipe = {"nodes": names, "unschedulable": {n.name: n.unschedulable_field for n in chosen}}
     target = f"nodes {','.join(names)}"
-    with fault(kind=KIND, target=target, recipe=recipe, module=__name__) as entry:
-        for name in names:
+    with fault(
+        kind=KIND, target=target, recipe=recipe, module=__name__, identity=identity
+    ) as entry:
+        for number, name in enumerate(names):
             _cordon(core, name, entry.id)
+            if number == 0:
+                failpoint(f"{KIND}.mid-apply")
         plans = _plans(core, chosen, pod_rules, protected)  # again: pods scheduled meanwhile
         settings = EvictionSettings(
             deadline=t0 + timeout_s,
@@ -230,10 +242,11 @@ def drain_nodes(
 
 @undo_handler(KIND)
 def _undo_drain(entry: Entry) -> str:
-    """Uncordon the nodes that still carry this drain's mark; leave the others alone."""
-    core = client.CoreV1Api(api_client(entry.recipe.get("context") or {}))
+    """Uncordon the nodes that still carry this drain's mark, as they were; leave the others."""
+    core = client.CoreV1Api(undo_api_client(entry.identity))
+    before = entry.recipe.get("unschedulable") or {}
     notes = []
-    for name in entry.recipe["nodes"]:
+    for number, name in enumerate(entry.recipe["nodes"]):
         try:
             node = read_json(core.read_node, name, what=f"read node {name}")
         except KubernetesError as exc:
@@ -245,27 +258,32 @@ def _undo_drain(entry: Entry) -> str:
         if marks.get(plan.CORDON_ANNOTATION) != entry.id:
             notes.append(f"{name}: not cordoned by this drain, left as is")
             continue
+        previous = before.get(name)  # None: the field was absent, so it is removed
         patch = {
-            "spec": {"unschedulable": None},
+            "spec": {"unschedulable": previous},
             "metadata": {"annotations": {plan.CORDON_ANNOTATION: None}},
         }
         call(core.patch_node, name, patch, what=f"uncordon node {name}", _preload_content=False)
         notes.append(f"{name}: uncordoned")
+        if number == 0:
+            failpoint(f"{KIND}.mid-undo")
     return "; ".join(notes)
 
 
-@needs_k8s(Rule("", "nodes", ("get", "patch"), cluster_scoped=True))
-def uncordon_drained_nodes(this_run_only: bool = True) -> dict[str, Any]:
+@needs_k8s(Rule("", "nodes", ("get", "patch"), cluster_scoped=True), IDENTITY_RULE)
+@validated_by()
+def uncordon_drained_nodes(include_dead_runs: bool = False) -> dict[str, Any]:
     """Uncordon the nodes that `drain_nodes` cordoned (use it in "rollbacks").
 
     Blast radius: only nodes that still carry a drain's mark, from this run's
-    open drains (or every open drain with `this_run_only=false`); nodes
-    cordoned by anyone else stay cordoned. Idempotent.
+    open drains; `include_dead_runs` adds drains left open by runs whose
+    runner is dead. A live run's drains are never touched, nor nodes
+    cordoned by anyone else. Idempotent.
     """
     book = default_ledger()
     entries = [
         e
-        for e in book.open_entries(run_id=current_run_id() if this_run_only else None)
+        for e in in_scope(book.open_entries(), include_dead_runs=include_dead_runs)
         if e.kind == KIND
     ]
     outcomes = [undo(e, book) for e in reversed(entries)]

@@ -9,12 +9,13 @@ from chaos_ext._k8s import api_client, list_items, read_json
 from chaos_ext._wait import poll
 from chaos_ext.node import _status
 from chaos_ext.rbac import Rule, needs_k8s
-from chaos_ext.validation import require_name, require_range
+from chaos_ext.validation import require_name, require_range, validated_by
 
 __all__ = ["deployment_ready_ratio", "hpa_replicas", "nodes_ready", "pods_pending"]
 
 
 @needs_k8s(Rule("", "nodes", ("list",), cluster_scoped=True))
+@validated_by()
 def nodes_ready(
     label_selector: str = "",
     wait_s: float = 0,
@@ -42,6 +43,7 @@ def nodes_ready(
 
 
 @needs_k8s(Rule("", "pods", ("list",), cluster_scoped=True))
+@validated_by()
 def pods_pending(
     namespace: str = "",
     label_selector: str = "",
@@ -77,6 +79,7 @@ def pods_pending(
 
 
 @needs_k8s(Rule("apps", "deployments", ("get",)))
+@validated_by()
 def deployment_ready_ratio(
     name: str,
     namespace: str = "default",
@@ -104,6 +107,7 @@ def deployment_ready_ratio(
 
 
 @needs_k8s(Rule("autoscaling", "horizontalpodautoscalers", ("get",)))
+@validated_by()
 def hpa_replicas(
     name: str,
     namespace: str = "default",

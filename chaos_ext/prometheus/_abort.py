@@ -3,9 +3,9 @@
 An abort plan (the file given to ``gameday run --abort-on``, or the arguments of
 the ``chaos_ext.controls.abort`` control)::
 
-    interval: 1s            # evaluate every condition this often while the method runs
+    interval_seconds: 1     # evaluate every condition this often while the method runs
     unreachable_after: 3    # abort when Prometheus failed this many checks in a row
-    timeout: 2s             # per query (default: the interval, at most 5 s)
+    timeout_seconds: 2      # per query (default: the interval, at most 5 s)
     conditions:
       - probe: http-error-ratio          # a catalog name: its PromQL and tolerance
         parameters: {job: checkout}
@@ -41,6 +41,8 @@ from typing import Any
 
 import yaml
 
+from chaos_ext._prometheus.promql import check_promql
+from chaos_ext._prometheus.results import Condition
 from chaos_ext.errors import (
     EmptyResult,
     InvalidArgument,
@@ -64,7 +66,6 @@ from chaos_ext.prometheus._catalog import (
     default_catalog,
     parse_entries,
 )
-from chaos_ext.prometheus._results import Condition, parse_duration
 from chaos_ext.prometheus._rules import Selector, is_rule_document
 
 __all__ = [
@@ -72,7 +73,9 @@ __all__ = [
     "merge_plans", "parse_plan", "plan_path",
 ]  # fmt: skip
 
-_PLAN_KEYS = {"interval", "unreachable_after", "timeout", "conditions", "probes", "alerts"}
+_PLAN_KEYS = {
+    "interval_seconds", "unreachable_after", "timeout_seconds", "conditions", "probes", "alerts",
+}  # fmt: skip
 _CONDITION_KEYS = {
     "probe", "parameters", "tolerance", "breaches", "name", "promql", "if_empty", "if_nan",
 }  # fmt: skip
@@ -164,7 +167,8 @@ def _condition(spec: Any, index: int, catalog: Catalog, source: str) -> AbortCon
     if not spec.get("promql") or "tolerance" not in spec:
         raise InvalidArgument(f"{where}: give 'probe' (a catalog name) or 'promql' + 'tolerance'")
     return AbortCondition(
-        name=str(spec.get("name") or f"condition-{index}"), expr=str(spec["promql"]).strip(),
+        name=str(spec.get("name") or f"condition-{index}"),
+        expr=check_promql(str(spec["promql"]).strip(), f"{where}: promql"),
         tolerance=Condition.from_spec(spec["tolerance"], where),
         breaches=_number(spec.get("breaches", 1), f"{where}: breaches"),
         if_empty=_optional(spec.get("if_empty")), if_nan=_optional(spec.get("if_nan")),
@@ -194,16 +198,25 @@ def parse_plan(
     conditions: Sequence[Any] = document.get("conditions") or []
     if not isinstance(conditions, list) or not (conditions or alerts.rules or alerts.firing):
         raise InvalidArgument(f"{source}: 'conditions' must be a non-empty list (or give alerts)")
-    interval = parse_duration(document.get("interval", "1s"), f"{source}: interval")
-    timeout = document.get("timeout")
+    interval = _seconds(document.get("interval_seconds", 1), f"{source}: interval_seconds")
+    timeout = document.get("timeout_seconds")
     return AbortPlan(
         conditions=tuple(_condition(c, i, book, source) for i, c in enumerate(conditions)),
         interval=interval,
         unreachable_after=_number(document.get("unreachable_after", 3), "unreachable_after"),
-        timeout=min(interval, 5.0) if timeout is None else parse_duration(timeout, "timeout"),
+        timeout=min(interval, 5.0)
+        if timeout is None
+        else _seconds(timeout, f"{source}: timeout_seconds"),
         source=source,
         alerts=alerts,
     )
+
+
+def _seconds(value: Any, where: str) -> float:
+    """A plan's time setting: a number of seconds above zero (docs/conventions.md)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise InvalidArgument(f"{where}: {value!r} must be a number of seconds above zero")
+    return float(value)
 
 
 def plan_path(text: str) -> Path:
@@ -228,8 +241,11 @@ def load_plan(path: Path, selectors: Sequence[Selector] = ()) -> AbortPlan:
         documents = [json.loads(text)] if path.suffix == ".json" else list(
             yaml.safe_load_all(text)
         )  # fmt: skip
+    except FileNotFoundError:
+        raise InvalidArgument(f"abort plan {path}: no such file") from None
     except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise InvalidArgument(f"abort plan {path}: {exc}") from exc
+        problem = " ".join(str(exc).split())
+        raise InvalidArgument(f"abort plan {path}: not valid YAML/JSON: {problem}") from exc
     present = [d for d in documents if d is not None]
     if present and is_rule_document(present[0]):
         rules = resolve_rules([str(path)], selectors, None, required=False)

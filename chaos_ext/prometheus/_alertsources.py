@@ -7,7 +7,7 @@ like Prometheus's:
 configuration key              meaning
 =============================  ==============================================
 ``alertmanager_url``           base URL, e.g. ``http://alertmanager.monitoring:9093``
-``alertmanager_timeout``       seconds per request (default: the watch's timeout)
+``alertmanager_timeout_seconds``       seconds per request (default: the watch's timeout)
 ``alertmanager_verify_tls``    ``false`` to skip certificate checks (default true)
 ``alertmanager_ca_file``       CA bundle for the server certificate
 =============================  ==============================================
@@ -30,9 +30,9 @@ from typing import Any
 
 import requests
 
+from chaos_ext._prometheus.client import PrometheusClient
 from chaos_ext.errors import InvalidArgument, PrometheusHTTPError, PrometheusUnreachable
 from chaos_ext.prometheus._alertwatch import ExternalAlert
-from chaos_ext.prometheus._client import PrometheusClient
 
 __all__ = ["alertmanager_alerts", "alertmanager_url", "prometheus_alerts"]
 
@@ -92,7 +92,7 @@ def alertmanager_alerts(
     """Active alerts in Alertmanager that no silence or inhibition suppresses."""
     url = alertmanager_url(configuration)
     params = {"active": "true", "silenced": "false", "inhibited": "false"}
-    seconds = float(_setting(configuration, "alertmanager_timeout") or timeout)
+    seconds = float(_setting(configuration, "alertmanager_timeout_seconds") or timeout)
     options = _request_options(configuration, secrets)
     try:
         response = requests.get(f"{url}/api/v2/alerts", params=params, timeout=seconds, **options)

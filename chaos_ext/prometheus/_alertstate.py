@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from chaos_ext.prometheus._results import Sample, Series
+from chaos_ext._prometheus.results import Sample, Series
 from chaos_ext.prometheus._rules import AlertRule
 
 __all__ = ["ActiveAlert", "RuleState", "replay_times"]

@@ -45,8 +45,9 @@ from typing import Any
 
 import yaml
 
+from chaos_ext._prometheus.promql import check_promql
+from chaos_ext._prometheus.results import Condition, parse_duration
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._results import Condition, parse_duration
 
 __all__ = [
     "BUILTIN_ABORT_DIR",
@@ -67,6 +68,8 @@ BUILTIN_ABORT_DIR = BUILTIN_DIR / "abort"
 CATALOG_ENV = "GAMEDAY_PROBE_CATALOG"
 
 _KINDS = ("label", "regex", "duration", "number", "name")
+# what stands for a required parameter when an entry's PromQL is parsed at load time
+_SAMPLE = {"label": "x", "regex": ".*", "duration": "5m", "number": "1", "name": "x"}
 _NAME = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
 _PROBE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _ENTRY_KEYS = {
@@ -134,7 +137,8 @@ class CatalogProbe:
             if value is None:
                 raise InvalidArgument(f"probe {self.name}: parameter {name} is required")
             filled[name] = param.check(value, self.name)
-        return string.Template(self.promql).substitute(filled).strip()
+        expr = string.Template(self.promql).substitute(filled).strip()
+        return check_promql(expr, f"probe {self.name}: promql")
 
 
 class Catalog:
@@ -199,13 +203,19 @@ def _entry(name: str, spec: Any, source: str) -> CatalogProbe:
     used = set(template.get_identifiers()) if template.is_valid() else None
     if used is None or used - set(params):
         raise InvalidArgument(f"{where}: placeholders {used} need a parameters entry each")
-    return CatalogProbe(
+    probe = CatalogProbe(
         name=name, promql=str(spec["promql"]), description=str(spec.get("description", "")),
         watches=str(spec.get("watches", "")),
         tolerance=Condition.from_spec(spec["tolerance"], where), parameters=params,
         unit=str(spec.get("unit", "")), if_empty=_optional_float(spec.get("if_empty"), where),
         if_nan=_optional_float(spec.get("if_nan"), where), source=source,
     )  # fmt: skip
+    samples = {n: _SAMPLE[p.kind] for n, p in params.items() if p.default is None}
+    try:
+        probe.render(samples)  # the template, filled with defaults, must be valid PromQL
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{source}: {exc}") from None
+    return probe
 
 
 def parse_entries(document: Any, source: str) -> dict[str, CatalogProbe]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from chaos_ext._prometheus.promql import check_promql
 from chaos_ext.errors import InvalidArgument
 
 __all__ = [
@@ -102,12 +103,14 @@ def _rule(spec: Any, where: str, group: str, source: str) -> AlertRule | None:
     if extra:
         raise InvalidArgument(f"{where}: unknown key(s) {extra}; allowed: {sorted(_RULE_KEYS)}")
     if "record" in spec:
+        check_promql(str(spec.get("expr") or ""), f"{where} ({spec['record']}): expr")
         return None
     name, expr = spec.get("alert"), spec.get("expr")
     if not isinstance(name, str) or not _LABEL.match(name.replace(":", "_")):
         raise InvalidArgument(f"{where}: 'alert' must be an alert name, got {name!r}")
     if expr is None or not str(expr).strip():
         raise InvalidArgument(f"{where} ({name}): 'expr' is required")
+    check_promql(str(expr), f"{where} ({name}): expr")
     return AlertRule(
         name=name, expr=str(expr).strip(), for_s=prom_duration(spec.get("for"), f"{where}.for"),
         keep_firing_for_s=prom_duration(spec.get("keep_firing_for"), f"{where}.keep_firing_for"),

@@ -10,7 +10,14 @@ the main thread, which chaoslib turns into ``SystemExit(20)`` -> status
 ``interrupted``, rollbacks run (then gameday's ledger sweep).
 
 ``gameday run --abort-on plan.yaml`` registers it; under plain ``chaos run``
-the ``chaos_ext.controls.abort`` control does.
+the ``chaos_ext.controls.abort`` control does. A watch that cannot start
+protects nothing: before the steady-state hypothesis, :func:`prometheus_problem`
+asks Prometheus for ``vector(1)``; if it does not answer, the run does not start
+(:class:`~chaos_ext.errors.RunRefused` under gameday). This module is also the
+public way to read plans (:func:`load_plan`, :func:`parse_plan`,
+:func:`plan_path`, :func:`load_sources`) and alert selectors
+(:func:`parse_selector`): the runner, the CLI and the controls import them
+from here, never from the private modules behind them.
 """
 
 from __future__ import annotations
@@ -26,15 +33,36 @@ from typing import Any
 
 from chaoslib.run import RunEventHandler
 
-from chaos_ext.errors import ChaosExtError, InvalidArgument
-from chaos_ext.prometheus._abort import AbortCondition, AbortPlan, Tracker, Verdict
+from chaos_ext._prometheus.client import PrometheusClient, client
+from chaos_ext._prometheus.results import parse_instant, parse_range, single_value
+from chaos_ext.errors import ChaosExtError, InvalidArgument, RunRefused
+from chaos_ext.prometheus._abort import (
+    AbortCondition,
+    AbortPlan,
+    Tracker,
+    Verdict,
+    load_plan,
+    load_sources,
+    parse_plan,
+    plan_path,
+)
 from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
 from chaos_ext.prometheus._alertstate import RuleState, replay_times
 from chaos_ext.prometheus._alertwatch import RuleOutcome, SourceOutcome
-from chaos_ext.prometheus._client import PrometheusClient, client
-from chaos_ext.prometheus._results import parse_instant, parse_range, single_value
+from chaos_ext.prometheus._rules import parse_selector
 
-__all__ = ["AbortOnBreach", "AbortWatch", "interrupt_main_thread"]
+__all__ = [
+    "AbortOnBreach",
+    "AbortPlan",
+    "AbortWatch",
+    "interrupt_main_thread",
+    "load_plan",
+    "load_sources",
+    "parse_plan",
+    "parse_selector",
+    "plan_path",
+    "prometheus_problem",
+]
 
 logger = logging.getLogger("chaostoolkit")
 
@@ -64,6 +92,39 @@ def _prometheus_secrets(secrets: Mapping[str, Any] | None) -> dict[str, Any]:
         if isinstance(value, Mapping):
             merged.update(value)
     return merged
+
+
+START_TIMEOUT = 5.0
+"""Seconds Prometheus has to answer before a watch starts (a busy 2-core CI box
+answers ``vector(1)`` in milliseconds; 5 s is a dead or unreachable server)."""
+
+
+def _needs(plan: AbortPlan) -> tuple[bool, bool]:
+    """Whether the plan reads Prometheus, and whether it reads Alertmanager."""
+    firing = {watch.source for watch in plan.alerts.firing}
+    prometheus = bool(plan.conditions or plan.alerts.rules or "prometheus" in firing)
+    return prometheus, "alertmanager" in firing
+
+
+def prometheus_problem(
+    plan: AbortPlan, configuration: Mapping[str, Any] | None, secrets: Mapping[str, Any] | None
+) -> str | None:
+    """Why the watch could not start (Prometheus, or the Alertmanager it watches, does not
+    answer), or None when it can."""
+    timeout = max(plan.timeout, START_TIMEOUT)
+    prometheus, alertmanager = _needs(plan)
+    try:
+        if prometheus:
+            prom = client(configuration, _prometheus_secrets(secrets), timeout=timeout, retries=0)
+            parse_instant(prom.instant("vector(1)"), "vector(1)")
+    except ChaosExtError as exc:
+        return f"abort watch {plan.source or 'plan'}: Prometheus does not answer: {exc}"
+    try:
+        if alertmanager:
+            alertmanager_alerts(configuration, secrets, timeout)
+    except ChaosExtError as exc:
+        return f"abort watch {plan.source or 'plan'}: Alertmanager does not answer: {exc}"
+    return None
 
 
 def _evaluate(prom: PrometheusClient, condition: AbortCondition) -> float | Exception:
@@ -200,7 +261,7 @@ class AbortWatch:
         if verdict is not None:
             fired = {**verdict.as_dict(), "at": datetime.fromtimestamp(verdict.at, UTC).isoformat()}
         return {
-            "plan": self.plan.source, "interval_s": self.plan.interval,
+            "plan": self.plan.source, "interval_seconds": self.plan.interval,
             "unreachable_after": self.plan.unreachable_after,
             "conditions": self.plan.describe(), "checks": self.tracker.checks,
             "no_data": self.tracker.no_data, "last_values": dict(self.tracker.last),
@@ -211,10 +272,14 @@ class AbortWatch:
 class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
     """Runs an :class:`AbortWatch` while the method runs; records it in the journal."""
 
-    def __init__(self, plan: AbortPlan, announce: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, plan: AbortPlan, announce: Callable[[str], None] | None = None,
+        *, check_on_start: bool = True,
+    ) -> None:  # fmt: skip
         if plan.empty:
             raise InvalidArgument("an abort plan needs at least one condition or alert")
         self.plan = plan
+        self.check_on_start = check_on_start
         self.announce = announce or logger.warning
         self.watch: AbortWatch | None = None
         self._journal: dict[str, Any] | None = None
@@ -226,6 +291,11 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         secrets: Mapping[str, Any] | None, schedule: Any, settings: Any,
     ) -> None:  # fmt: skip
         self._journal, self._configuration, self._secrets = journal, configuration, secrets
+        problem = (
+            prometheus_problem(self.plan, configuration, secrets) if self.check_on_start else None
+        )
+        if problem is not None:
+            raise RunRefused(problem)  # before the hypothesis: nothing has run yet
 
     def start_method(self, experiment: Any) -> None:
         self.watch = AbortWatch(self.plan, self._configuration, self._secrets, self._fire)

@@ -14,25 +14,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
-from chaos_ext.prometheus._alertstate import RuleState
-from chaos_ext.prometheus._alertwatch import AlertSpec, firing_alerts, parse_alerts_section
-from chaos_ext.prometheus._catalog import default_catalog
-from chaos_ext.prometheus._client import client
-from chaos_ext.prometheus._promql import histogram_quantile_expr
-from chaos_ext.prometheus._results import (
+from chaos_ext._prometheus.client import client
+from chaos_ext._prometheus.promql import check_promql, histogram_quantile_expr
+from chaos_ext._prometheus.results import (
     AGGREGATES,
     Condition,
     aggregate,
     fraction_holding,
-    parse_duration,
     parse_instant,
     parse_range,
     shown,
     single_value,
     summarize,
 )
+from chaos_ext.contract import Configuration, Secrets
+from chaos_ext.errors import EmptyResult, InvalidArgument
+from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
+from chaos_ext.prometheus._alertstate import RuleState
+from chaos_ext.prometheus._alertwatch import AlertSpec, firing_alerts, parse_alerts_section
+from chaos_ext.prometheus._catalog import default_catalog
 from chaos_ext.prometheus.abort import restore
 from chaos_ext.validation import require_range, validated_by
 
@@ -50,21 +50,27 @@ __all__ = [
 
 logger = logging.getLogger("chaostoolkit")
 
-Configuration = dict[str, Any] | None
-Secrets = dict[str, Any] | None
+
+def _check_expr(arguments: Mapping[str, Any]) -> None:
+    if "expr" in arguments:
+        check_promql(arguments["expr"], "expr")
 
 
 def _check_value_args(arguments: Mapping[str, Any]) -> None:
+    _check_expr(arguments)
     how = arguments.get("aggregate", "single")
     if how != "single" and how not in AGGREGATES:
         raise InvalidArgument(f"aggregate={how!r} is not one of single, {', '.join(AGGREGATES)}")
 
 
 def _check_window_args(arguments: Mapping[str, Any]) -> None:
-    window = parse_duration(arguments.get("window", "5m"), "window")
-    step = parse_duration(arguments.get("step", "15s"), "step")
+    _check_expr(arguments)
+    window = require_range(
+        "window_seconds", arguments.get("window_seconds", 300), 0.001, 31 * 86_400
+    )
+    step = require_range("step_seconds", arguments.get("step_seconds", 15), 0.001, 86_400)
     if step > window:
-        raise InvalidArgument(f"step={arguments.get('step')!r} is longer than the window")
+        raise InvalidArgument(f"step_seconds={step!r} is longer than window_seconds={window!r}")
     if "op" in arguments or "threshold" in arguments:
         Condition(str(arguments.get("op", "<")), float(arguments.get("threshold", 0.0)))
     require_range("min_fraction", arguments.get("min_fraction", 1.0), 0.0, 1.0)
@@ -73,7 +79,7 @@ def _check_window_args(arguments: Mapping[str, Any]) -> None:
 def _check_catalog_args(arguments: Mapping[str, Any]) -> None:
     probe = default_catalog().get(str(arguments.get("name")))
     probe.render(arguments.get("parameters") or {})
-    if arguments.get("window"):
+    if arguments.get("window_seconds"):
         _check_window_args(arguments)
 
 
@@ -86,11 +92,10 @@ def _value(
 
 
 def _window_series(
-    expr: str, window: str, step: str, configuration: Configuration, secrets: Secrets
+    expr: str, window_s: float, step_s: float, configuration: Configuration, secrets: Secrets
 ) -> tuple[list[tuple[float, float]], int]:
     """Points at step-aligned times over the window (as ``(expr)[window:step]``) of the
     query's one series, and how many slots the window has."""
-    window_s, step_s = parse_duration(window, "window"), parse_duration(step, "step")
     step_ms = round(step_s * 1000)
     end = (int(time.time() * 1000) // step_ms) * step_ms / 1000
     start = end - window_s
@@ -103,10 +108,10 @@ def _window_series(
 
 
 def _window_values(
-    expr: str, window: str, step: str, configuration: Configuration, secrets: Secrets
+    expr: str, window_s: float, step_s: float, configuration: Configuration, secrets: Secrets
 ) -> tuple[list[float], int]:
     """The values of :func:`_window_series`, and how many slots the window has."""
-    points, slots = _window_series(expr, window, step, configuration, secrets)
+    points, slots = _window_series(expr, window_s, step_s, configuration, secrets)
     return [v for _, v in points], slots
 
 
@@ -132,8 +137,8 @@ def query_value(
 @validated_by(_check_window_args)
 def query_series(
     expr: str,
-    window: str = "2m",
-    step: str = "1s",
+    window_seconds: float = 120,
+    step_seconds: float = 1,
     configuration: Configuration = None,
     secrets: Secrets = None,
 ) -> dict[str, Any]:
@@ -144,7 +149,7 @@ def query_series(
     ``gameday report`` charts the series with the fault windows shaded, and
     ``gameday compare`` compares their distributions. Read-only.
     """
-    points, _ = _window_series(expr, window, step, configuration, secrets)
+    points, _ = _window_series(expr, window_seconds, step_seconds, configuration, secrets)
     return {
         "expr": expr,
         "series": [[t, v] for t, v in points],
@@ -155,8 +160,8 @@ def query_series(
 @validated_by(_check_window_args)
 def query_stats(
     expr: str,
-    window: str = "5m",
-    step: str = "15s",
+    window_seconds: float = 300,
+    step_seconds: float = 15,
     configuration: Configuration = None,
     secrets: Secrets = None,
 ) -> dict[str, float]:
@@ -166,10 +171,10 @@ def query_stats(
     subquery ``(expr)[window:step]`` would, so the figures equal PromQL's
     ``min_over_time``/``quantile_over_time`` on it. One series only. Read-only.
     """
-    values, _ = _window_values(expr, window, step, configuration, secrets)
+    values, _ = _window_values(expr, window_seconds, step_seconds, configuration, secrets)
     stats = summarize(values)
     if not stats["count"]:
-        raise EmptyResult(f"{shown(expr)} has no sample in the last {window}")
+        raise EmptyResult(f"{shown(expr)} has no sample in the last {window_seconds:g} s")
     return stats
 
 
@@ -178,8 +183,8 @@ def slo_fraction(
     expr: str,
     op: str = "<",
     threshold: float = 0.0,
-    window: str = "5m",
-    step: str = "15s",
+    window_seconds: float = 300,
+    step_seconds: float = 15,
     configuration: Configuration = None,
     secrets: Secrets = None,
 ) -> float:
@@ -188,7 +193,7 @@ def slo_fraction(
     Slots without data, and NaN samples, count as not holding. Read-only.
     """
     condition = Condition(op, float(threshold))
-    values, slots = _window_values(expr, window, step, configuration, secrets)
+    values, slots = _window_values(expr, window_seconds, step_seconds, configuration, secrets)
     return fraction_holding(values, condition, slots)
 
 
@@ -197,8 +202,8 @@ def slo_holds(
     expr: str,
     op: str = "<",
     threshold: float = 0.0,
-    window: str = "5m",
-    step: str = "15s",
+    window_seconds: float = 300,
+    step_seconds: float = 15,
     min_fraction: float = 1.0,
     configuration: Configuration = None,
     secrets: Secrets = None,
@@ -206,17 +211,19 @@ def slo_holds(
     """True when ``expr <op> threshold`` held in at least min_fraction of the window.
 
     "p99 < 0.3 s in 95 % of the last 10 minutes" is ``slo_holds(expr=<p99 query>,
-    op="<", threshold=0.3, window="10m", min_fraction=0.95)``; pair with the
+    op="<", threshold=0.3, window_seconds=600, min_fraction=0.95)``; pair with the
     tolerance ``true``. Gaps and NaN count against the SLO. Read-only.
     """
-    fraction = slo_fraction(expr, op, threshold, window, step, configuration, secrets)
+    fraction = slo_fraction(
+        expr, op, threshold, window_seconds, step_seconds, configuration, secrets
+    )
     return fraction >= float(min_fraction)
 
 
 def _check_histogram_args(arguments: Mapping[str, Any]) -> None:
     histogram_quantile_expr(
         str(arguments.get("metric")), float(arguments.get("quantile", 0.99)),
-        str(arguments.get("window", "5m")), arguments.get("selector"),
+        arguments.get("window_seconds", 300), arguments.get("selector"),
         arguments.get("by") or [],
     )  # fmt: skip
 
@@ -225,7 +232,7 @@ def _check_histogram_args(arguments: Mapping[str, Any]) -> None:
 def histogram_quantile(
     metric: str,
     quantile: float = 0.99,
-    window: str = "5m",
+    window_seconds: float = 300,
     selector: dict[str, str] | None = None,
     if_empty: float | None = None,
     configuration: Configuration = None,
@@ -238,7 +245,7 @@ def histogram_quantile(
     No traffic in the window (NaN) raises EmptyResult unless ``if_empty`` is given.
     Read-only.
     """
-    expr = histogram_quantile_expr(metric, float(quantile), window, selector)
+    expr = histogram_quantile_expr(metric, float(quantile), window_seconds, selector)
     return _value(expr, "single", if_empty, if_empty, configuration, secrets)
 
 
@@ -264,24 +271,24 @@ def catalog_probe(
 def catalog_check(
     name: str,
     parameters: dict[str, Any] | None = None,
-    window: str = "",
-    step: str = "15s",
+    window_seconds: float = 0,
+    step_seconds: float = 15,
     min_fraction: float = 1.0,
     configuration: Configuration = None,
     secrets: Secrets = None,
 ) -> bool:
     """True when a named catalog probe is within the tolerance the catalog gives it.
 
-    Without ``window`` the current value is judged; with ``window`` the probe
+    Without ``window_seconds`` the current value is judged; with it the probe
     must have held in at least ``min_fraction`` of it (see slo_holds). Pair
     with the tolerance ``true``. Read-only.
     """
     probe = default_catalog().get(name)
-    if not window:
+    if not window_seconds:
         value = catalog_probe(name, parameters, configuration, secrets)
         return probe.tolerance.holds(value)
     expr = probe.render(parameters)
-    values, slots = _window_values(expr, window, step, configuration, secrets)
+    values, slots = _window_values(expr, window_seconds, step_seconds, configuration, secrets)
     if probe.if_nan is not None:
         values = [probe.if_nan if math.isnan(v) else v for v in values]
     return fraction_holding(values, probe.tolerance, slots) >= float(min_fraction)

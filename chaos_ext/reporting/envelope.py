@@ -1,7 +1,7 @@
 """Envelopes written by ``gameday envelope``: read, compare, and check against a floor (pure).
 
 The conclusion is recomputed from the recorded runs with the search's own
-rules (:func:`chaos_ext.runner._envelope.conclude`); the summary stored in
+rules (:func:`chaos_ext.runner.envelope_search.conclude`); the summary stored in
 ``envelope.json`` is never trusted on its own.
 
 Comparing two envelopes of the same argument says how the breaking point
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.runner._envelope import (
+from chaos_ext.runner.envelope_doc import is_envelope, observations_of, search_of
+from chaos_ext.runner.envelope_search import (
     Envelope,
     Search,
     agreement,
@@ -32,7 +33,6 @@ from chaos_ext.runner._envelope import (
     fmt,
     tallies_of,
 )
-from chaos_ext.runner._envelope_doc import is_envelope, observations_of, search_of
 
 __all__ = [
     "EnvelopeError",

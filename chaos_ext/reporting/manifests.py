@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from chaos_ext.reporting.permissions import Permissions, policy_rules
+from chaos_ext.runner.signals import TERMINATION_GRACE_S
 
 __all__ = [
     "ABORT_KEY",
@@ -145,8 +146,15 @@ def _script(spec: ScheduleSpec) -> str:
         'run="$(date -u +%Y%m%dT%H%M%SZ)"',
         'out="/reports/$run"',
         'mkdir -p "$out/run" /reports/.ledger',
-        f'gameday run --journal-dir "$out/run" {extra} {files}'.replace("  ", " "),
-        "code=$?",
+        # the shell is PID 1: it passes SIGTERM (pod deletion, deadline) on to the runner,
+        # which rolls back and writes its journal within the grace period
+        "term=0 pid=",
+        'trap \'term=1; [ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null\' TERM INT',
+        f'gameday run --journal-dir "$out/run" {extra} {files} &'.replace("  ", " "),
+        'pid=$!; [ "$term" -eq 0 ] || kill -TERM "$pid" 2>/dev/null',
+        'wait "$pid"; code=$?',
+        'while kill -0 "$pid" 2>/dev/null; do wait "$pid"; code=$?; done',
+        '[ "$term" -eq 0 ] || exit "$code"  # stopped: journal written, no time for a report',
         f'gameday report "$out/run" -o "$out" --title "{spec.name} game day $run" '
         '|| [ "$code" -ne 0 ] || code=2',
     ]
@@ -167,6 +175,7 @@ def _container(spec: ScheduleSpec) -> dict[str, Any]:
         "command": ["/bin/sh", "-c", _script(spec)],
         "env": [
             {"name": "GAMEDAY_LEDGER", "value": "/reports/.ledger/ledger.sqlite3"},
+            {"name": "GAMEDAY_LEDGER_MARKERS", "value": "/reports/.ledger-markers"},
             # loads from many pods (drive_http_load replicas > 1) run this same image
             {"name": "GAMEDAY_IMAGE", "value": spec.image},
             {"name": "HOME", "value": _TMP},
@@ -211,6 +220,8 @@ def _cronjob(spec: ScheduleSpec, perms: Permissions) -> dict[str, Any]:
         "serviceAccountName": spec.name,
         "automountServiceAccountToken": bool(perms.rules),
         "restartPolicy": "Never",
+        # SIGTERM to exit: rollback and journal (chaos_ext.runner.signals, docs/ledger.md)
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
         "securityContext": {
             "runAsNonRoot": True, "runAsUser": RUNNER_UID, "runAsGroup": RUNNER_UID,
             "fsGroup": RUNNER_UID, "seccompProfile": {"type": "RuntimeDefault"},

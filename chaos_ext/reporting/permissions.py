@@ -67,15 +67,14 @@ def python_calls(experiment: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapp
 
 
 def merge_rules(rules: Iterable[Rule]) -> tuple[Rule, ...]:
-    """One rule per (API group, resource, scope), verbs united and sorted."""
-    verbs: dict[tuple[str, str, bool], set[str]] = {}
+    """One rule per (API group, resource, scope, resource names), verbs united and sorted."""
+    verbs: dict[tuple[str, str, bool, tuple[str, ...]], set[str]] = {}
     for rule in rules:
-        verbs.setdefault((rule.api_group, rule.resource, rule.cluster_scoped), set()).update(
-            rule.verbs
-        )
+        key = (rule.api_group, rule.resource, rule.cluster_scoped, rule.resource_names)
+        verbs.setdefault(key, set()).update(rule.verbs)
     return tuple(
-        Rule(group, resource, tuple(sorted(found)), cluster_scoped=cluster)
-        for (group, resource, cluster), found in sorted(verbs.items())
+        Rule(group, resource, tuple(sorted(found)), cluster_scoped=cluster, resource_names=names)
+        for (group, resource, cluster, names), found in sorted(verbs.items())
     )
 
 
@@ -99,6 +98,11 @@ def permissions_of(experiments: Iterable[Mapping[str, Any]]) -> Permissions:
 def policy_rules(rules: Iterable[Rule]) -> list[dict[str, Any]]:
     """Kubernetes PolicyRule objects."""
     return [
-        {"apiGroups": [r.api_group], "resources": [r.resource], "verbs": list(r.verbs)}
+        {
+            "apiGroups": [r.api_group],
+            "resources": [r.resource],
+            **({"resourceNames": list(r.resource_names)} if r.resource_names else {}),
+            "verbs": list(r.verbs),
+        }
         for r in rules
     ]

@@ -11,7 +11,7 @@ from typing import Any
 from chaos_ext.reporting.envelope import EnvelopeView, Movement
 from chaos_ext.reporting.envelope_chart import envelope_svg
 from chaos_ext.reporting.model import JournalError, load_journal
-from chaos_ext.runner._envelope import COUNTED, fmt
+from chaos_ext.runner.envelope_search import COUNTED, fmt
 from chaos_ext.runner.redact import Redactor
 
 __all__ = [

@@ -5,7 +5,7 @@ runner ``gameday run`` uses: the fault ledger is written before each fault,
 rollbacks run on every exit path and the run's ledger entries are swept, its
 abort conditions are watched, and with ``settle_seconds`` the hypothesis must
 hold again before the next magnitude is injected. Which magnitude comes next
-is decided by the pure core (:mod:`chaos_ext.runner._envelope`).
+is decided by the pure core (:mod:`chaos_ext.runner.envelope_search`).
 
 ``envelope.json`` is rewritten atomically after every run, so a killed search
 still shows what it found; every run's journal is kept under ``runs/``.
@@ -29,9 +29,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext.ledger import Ledger
-from chaos_ext.runner._envelope import Step, fmt, next_step
-from chaos_ext.runner._envelope_doc import document, hypothesis_values, observations_of
-from chaos_ext.runner._envelope_spec import EnvelopeSettings, apply_magnitude, rendered
+from chaos_ext.runner.envelope_doc import document, hypothesis_values, observations_of
+from chaos_ext.runner.envelope_search import Step, fmt, next_step
+from chaos_ext.runner.envelope_spec import EnvelopeSettings, apply_magnitude, rendered
 from chaos_ext.runner.execute import RunOptions, run_experiment, write_journal
 from chaos_ext.runner.verdict import unsteady_reason
 

@@ -20,7 +20,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from chaoslib.exceptions import ChaosException, InterruptExecution
@@ -28,13 +27,16 @@ from chaoslib.run import RunEventHandler, Runner, initialize_run_journal
 from chaoslib.settings import get_loaded_settings
 from chaoslib.types import Schedule, Strategy
 from rich.console import Console
+from rich.markup import escape
 
-from chaos_ext.errors import ChaosExtError
+from chaos_ext.errors import ChaosExtError, RunRefused
 from chaos_ext.ledger import Ledger, UndoOutcome, set_current_run_id
+from chaos_ext.runner import signals
+from chaos_ext.runner.controls import clean_up_refused_run
 from chaos_ext.runner.progress import ProgressPrinter
 from chaos_ext.runner.redact import Redactor, secret_values
 from chaos_ext.runner.settle import NotSettled, SettleFirst
-from chaos_ext.runner.sweep import shielded, sweep
+from chaos_ext.runner.sweep import run_history, shielded, sweep_run
 from chaos_ext.runner.verdict import (
     EXIT_DEVIATED,
     EXIT_FAILED,
@@ -106,18 +108,11 @@ class _SecretCollector(RunEventHandler):  # type: ignore[misc]
         self.redactor.add(secret_values(secrets))
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    # KeyboardInterrupt, not chaoslib's InterruptExecution: chaoslib wraps every
-    # Exception raised inside a Python activity into a failed activity and goes
-    # on with the method, so a SIGTERM landing in an activity would be lost.
-    raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
-
-
 class _SigtermInterrupts(RunEventHandler):  # type: ignore[misc]
     """Replaces chaoslib's SIGTERM handler, once chaoslib has installed it, by ours."""
 
     def started(self, experiment: dict[str, Any], journal: dict[str, Any]) -> None:
-        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGTERM, signals.interrupt)
 
 
 def _settings() -> dict[str, Any]:
@@ -149,7 +144,7 @@ def run_experiment(
     runner.register_event_handler(ProgressPrinter(console, redactor))
     for handler in options.extra_handlers:
         runner.register_event_handler(handler)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    restore_signals = signals.install()  # SIGTERM/SIGINT: stop now, pauses included
     set_current_run_id(run_id)
     outcomes: list[UndoOutcome] = []
     windows = _fault_windows(experiment, options, run_id, journal, console)
@@ -161,6 +156,11 @@ def run_experiment(
             experiment_vars=(dict(options.config_vars), copy.deepcopy(options.secret_vars)),
             journal=journal,
         )
+    except RunRefused as exc:  # a safety control is not ready; nothing has run yet
+        journal["status"] = "failed"
+        journal.setdefault("gameday", {})["refused"] = str(exc)
+        console.print(f"[red]✗ refused: {escape(redactor.text(str(exc)))}[/]", highlight=False)
+        clean_up_refused_run(experiment)
     except NotSettled as exc:
         journal["status"] = "completed"  # as chaoslib records a before-method miss
         console.print(f"[bold yellow]⚠ unsteady: {redactor.text(str(exc))}[/]", highlight=False)
@@ -173,17 +173,13 @@ def run_experiment(
         console.print(f"[red]✗ {redactor.text(str(exc))}[/]", highlight=False)
     finally:
         with shielded(console):
-            left = ledger.open_entries(run_id=run_id)
-            faults = [e for e in left if e.kind != WINDOW_KIND]
-            if faults:
-                console.print(f"[bold cyan]▶ ledger sweep[/]: {len(faults)} fault(s) still open")
-                outcomes = sweep(faults, ledger, console)
+            outcomes = sweep_run(ledger, run_id, console, skip=(WINDOW_KIND,))
             if windows is not None:  # after the faults: their 0 is pushed, then the group goes
                 windows.stop()
                 journal.setdefault("gameday", {})["fault_windows"] = windows.record()
-                outcomes += sweep([e for e in left if e.kind == WINDOW_KIND], ledger, console)
+                outcomes += sweep_run(ledger, run_id, console, only=(WINDOW_KIND,))
             set_current_run_id(None)
-            signal.signal(signal.SIGTERM, previous)
+            restore_signals()
     return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
 
 
@@ -215,7 +211,7 @@ def _finish(
     outcomes: list[UndoOutcome],
     redactor: Redactor,
 ) -> RunResult:
-    entries = [entry.as_dict() for entry in ledger.history(run_id=run_id)]
+    entries = run_history(ledger, run_id)
     swept = [
         {"id": o.entry.id, "kind": o.entry.kind, "target": o.entry.target, "ok": o.ok,
          "note": o.note}

@@ -15,9 +15,12 @@ outcome             exit  meaning
 ``interrupted``     2     a signal (Ctrl-C, SIGTERM) stopped the run
 ``rollback-failed`` 2     a rollback activity did not succeed or a ledger undo failed:
                           a fault may still be injected (takes precedence over all)
+``refused``         3     a safety control could not be configured or started (the
+                          abort watch's Prometheus did not answer): the run stopped
+                          before the hypothesis; nothing was injected
 ==================  ====  ==========================================================
 
-Exit code 3 (invalid input) never comes from a journal: nothing ran.
+Exit code 3 (invalid input) comes from a journal only as ``refused``: nothing ran.
 
 Several experiments give the most severe exit code, in the order
 2 (failed) > 1 (deviated) > 4 (unsteady) > 0 (held); 3 stops a batch before it runs.
@@ -59,6 +62,7 @@ OUTCOMES: Mapping[str, int] = {
     "aborted": EXIT_FAILED,
     "interrupted": EXIT_FAILED,
     "rollback-failed": EXIT_FAILED,
+    "refused": EXIT_INVALID,
 }
 
 OUTCOME_TEXT: Mapping[str, str] = {
@@ -69,6 +73,7 @@ OUTCOME_TEXT: Mapping[str, str] = {
     "aborted": "the run was aborted before it completed",
     "interrupted": "the run was interrupted (signal); rollbacks ran",
     "rollback-failed": ("a rollback did not complete: a fault may still be injected"),
+    "refused": "a safety control was not ready: the run did not start; nothing was injected",
 }
 
 RETRY_COMMAND = "gameday rollback"
@@ -113,8 +118,19 @@ def _action_failed(journal: Mapping[str, Any]) -> bool:
     )
 
 
+def _stopped_before_start(journal: Mapping[str, Any]) -> str | None:
+    """``refused`` (a safety control was not ready) or ``unsteady`` (did not settle)."""
+    gameday = journal.get("gameday") or {}
+    if gameday.get("refused"):
+        return "refused"
+    settle = gameday.get("settle")
+    if isinstance(settle, Mapping) and settle.get("settled") is False:
+        return "unsteady"
+    return None
+
+
 def hypothesis_outcome(journal: Mapping[str, Any]) -> str:
-    """held | deviated | unsteady | failed | aborted | interrupted (rollbacks aside).
+    """held | deviated | unsteady | failed | aborted | interrupted | refused (rollbacks aside).
 
     ``unsteady`` when the before-method hypothesis was not met (chaoslib then
     skips the method: nothing was injected) or settling ran out of time
@@ -124,10 +140,10 @@ def hypothesis_outcome(journal: Mapping[str, Any]) -> str:
     configuration audit) has nothing to inject: its hypothesis *is* the test,
     so a miss before the (empty) method is ``deviated``, not ``unsteady``.
     """
+    before_start = _stopped_before_start(journal)
+    if before_start is not None:
+        return before_start
     status = journal.get("status")
-    settle = (journal.get("gameday") or {}).get("settle")
-    if isinstance(settle, Mapping) and settle.get("settled") is False:
-        return "unsteady"
     if status in ("aborted", "interrupted"):
         return str(status)
     if _before_met(journal) is False and not journal.get("run"):

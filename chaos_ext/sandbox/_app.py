@@ -8,7 +8,17 @@ the tuned variant (``--tuned``) caches DNS answers (and serves the last good
 one when a lookup fails, as NodeLocal DNSCache's serve_stale does), pools
 connections and retries a failed lookup once.
 
-Endpoints: ``/`` (the work), ``/healthz`` (process alive), ``/readiness``
+``/search`` does the same work but finds the database the way a pod does:
+``getaddrinfo`` (glibc) on its short name with the pod's resolv.conf
+(``--resolv-conf``: the search list and ``ndots:5``, so every lookup asks
+each search domain first, A and AAAA: the amplification that ran into the
+VPC resolver's packet limit). The file is bind-mounted over
+``/etc/resolv.conf`` in the app's own mount namespace (nothing else sees
+it). It points at the sandbox's dnsmasq for the fragile app and at a
+node-local caching dnsmasq (as NodeLocal DNSCache) for the tuned one.
+Failed lookups count in ``app_getaddrinfo_errors_total{error}``.
+
+Endpoints: ``/`` (the work), ``/search`` (see above), ``/healthz`` (process alive), ``/readiness``
 (``SELECT 1`` within 1 s), ``/metrics`` (Prometheus: request latency
 histogram, requests by code, errors by cause: dns, db-connect, db-query),
 also served on ``--metrics-port`` by its own thread (what Prometheus scrapes).
@@ -19,9 +29,12 @@ Run: ``python -m chaos_ext.sandbox._app --listen 0.0.0.0:8080 ...``.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import os
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -69,6 +82,7 @@ class AppConfig:
     db_timeout: float = 2.0
     query: str = "SELECT count(*) FROM pg_stat_activity"
     workers: int = 32
+    search_name: str = ""  # the short name /search resolves with getaddrinfo ("" = no /search)
 
 
 class StageError(Exception):
@@ -99,6 +113,10 @@ class Metrics:
         )  # fmt: skip
         for cause in ("dns", "db-connect", "db-query"):
             self.errors.labels(cause)
+        self.gai_errors = Counter(
+            "app_getaddrinfo_errors", "Failed getaddrinfo lookups of /search by error",
+            ["error"], registry=self.registry,
+        )  # fmt: skip
 
 
 class Backend:
@@ -177,8 +195,21 @@ class Backend:
         with conn:
             yield conn
 
-    def work(self, metrics: Metrics) -> str:
-        address = self.resolve(metrics)
+    def getaddrinfo(self, metrics: Metrics) -> str:
+        """The database's address through glibc, the search list and ndots (no app cache)."""
+        started = time.monotonic()
+        try:
+            infos = socket.getaddrinfo(self.config.search_name, self.config.db_port,
+                                       type=socket.SOCK_STREAM)  # fmt: skip
+        except socket.gaierror as exc:
+            name = _GAI_NAMES.get(exc.errno, f"EAI_{exc.errno}")
+            metrics.gai_errors.labels(name).inc()
+            raise StageError("dns", f"getaddrinfo({self.config.search_name}): {exc}") from exc
+        metrics.dns.observe(time.monotonic() - started)
+        return str(next(i[4][0] for i in infos if i[0] == socket.AF_INET))
+
+    def work(self, metrics: Metrics, *, search: bool = False) -> str:
+        address = self.getaddrinfo(metrics) if search else self.resolve(metrics)
         with self.connection(address) as conn:
             try:
                 row = conn.execute(self.config.query).fetchone()
@@ -225,19 +256,21 @@ def _handler(backend: Backend, metrics: Metrics) -> type[BaseHTTPRequestHandler]
                 ok = backend.ready()
                 self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
             elif path == "/":
-                self._work()
+                self._work("/")
+            elif path == "/search" and backend.config.search_name:
+                self._work("/search")
             else:
                 self._send(404, b"not found\n")
 
-        def _work(self) -> None:
+        def _work(self, handler: str) -> None:
             started = time.monotonic()
             try:
-                body, code = backend.work(metrics).encode(), 200
+                body, code = backend.work(metrics, search=handler == "/search").encode(), 200
             except StageError as exc:
                 metrics.errors.labels(exc.cause).inc()
                 body, code = f"{exc.cause}: {exc}\n".encode(), 503
-            metrics.latency.labels("/").observe(time.monotonic() - started)
-            metrics.requests.labels("/", str(code)).inc()
+            metrics.latency.labels(handler).observe(time.monotonic() - started)
+            metrics.requests.labels(handler, str(code)).inc()
             self._send(code, body)
 
     return Handler
@@ -262,6 +295,28 @@ class PooledHTTPServer(HTTPServer):
             self.shutdown_request(request)
 
 
+_GAI_NAMES = {
+    getattr(socket, n): n for n in dir(socket) if n.startswith("EAI_") and isinstance(
+        getattr(socket, n), int)
+}  # fmt: skip
+_CLONE_NEWNS = 0x00020000
+_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+
+
+def use_resolv_conf(path: Path) -> None:
+    """Bind-mount ``path`` over /etc/resolv.conf in a mount namespace of this process only."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    steps: tuple[tuple[str, Callable[[], int]], ...] = (
+        ("unshare", lambda: libc.unshare(_CLONE_NEWNS)),
+        ("make / private", lambda: libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None)),
+        ("bind resolv.conf", lambda: libc.mount(str(path).encode(), b"/etc/resolv.conf",
+                                                None, _MS_BIND, None)),
+    )  # fmt: skip
+    for what, step in steps:
+        if step() != 0:
+            raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
 def _parse(argv: list[str] | None) -> tuple[str, int, int, AppConfig]:
     p = argparse.ArgumentParser(prog="sandbox-app", description=__doc__)
     p.add_argument("--listen", default="0.0.0.0:8080")
@@ -275,6 +330,12 @@ def _parse(argv: list[str] | None) -> tuple[str, int, int, AppConfig]:
     p.add_argument("--dns-port", type=int, default=53)
     p.add_argument("--dns-protocol", choices=("tcp", "udp"), default="tcp")
     p.add_argument(
+        "--resolv-conf",
+        type=Path,
+        help="the pod's resolv.conf for /search (getaddrinfo of --search-name)",
+    )
+    p.add_argument("--search-name", default="db", help="the short name /search looks up")
+    p.add_argument(
         "--tuned", action="store_true",
         help="DNS cache 30 s serving stale answers on failure, 1 retry, a pool of 2-5 connections",
     )  # fmt: skip
@@ -287,7 +348,10 @@ def _parse(argv: list[str] | None) -> tuple[str, int, int, AppConfig]:
         dns_cache_seconds=30.0 if a.tuned else 0.0, dns_retries=1 if a.tuned else 0,
         dns_serve_stale=a.tuned,
         pool_size=5 if a.tuned else 0,
+        search_name=a.search_name if a.resolv_conf else "",
     )  # fmt: skip
+    if a.resolv_conf:
+        use_resolv_conf(a.resolv_conf)
     return host, int(port), a.metrics_port, config
 
 

@@ -97,6 +97,11 @@ def write_vars(
             "dns_port": _services.PORTS["dns"],
             "dns_name": _services.DB_NAME,
             **_latency_target(topo, ssh),
+            # 04-dns-rate-limit: the VPC resolver's limit scaled to the sandbox, and the
+            # load on /search (6 DNS packets a request with ndots:5 for the fragile app)
+            "search_url": f"http://{app.address}:{_services.PORTS['app']}/search",
+            "dns_rate_pps": 50,
+            "search_rate": 15.0,
         },
         "secrets": {"db": {"password": (work / "db-password").read_text()}},
     }

@@ -6,7 +6,9 @@ queries work unchanged against the sandbox:
 * ``container_processes{container="dnsmasq", namespace="sandbox"}`` (cAdvisor): dnsmasq processes,
   i.e. the main process plus the children it forks for TCP queries;
 * ``pg_stat_activity_count{datname,state}`` and ``pg_settings_max_connections``
-  (postgres_exporter).
+  (postgres_exporter);
+* with ``--limit-netns``, the DNS packet-rate limit's counters
+  (:mod:`chaos_ext.sandbox._limiter_metrics`).
 
 Run: ``python -m chaos_ext.sandbox._exporter --listen 0.0.0.0:9187 --dnsmasq-pidfile F ...``.
 """
@@ -87,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--db-user", default="app")
     p.add_argument("--db-name", default="app")
     p.add_argument("--db-password-file", type=Path, required=True)
+    p.add_argument("--limit-netns", default="",
+                   help="expose the DNS rate limit's counters of this namespace")  # fmt: skip
     a = p.parse_args(argv)
     dsn = {
         "host": a.db_host, "port": a.db_port, "user": a.db_user, "dbname": a.db_name,
@@ -94,6 +98,10 @@ def main(argv: list[str] | None = None) -> None:
     }  # fmt: skip
     registry = CollectorRegistry()
     registry.register(SandboxCollector(a.dnsmasq_pidfile, dsn))
+    if a.limit_netns:
+        from chaos_ext.sandbox._limiter_metrics import RateLimitCollector  # noqa: PLC0415
+
+        registry.register(RateLimitCollector(a.limit_netns))
     host, _, port = a.listen.rpartition(":")
     start_http_server(int(port), addr=host, registry=registry)
     while True:

@@ -32,8 +32,8 @@ from pathlib import Path
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
+from chaos_ext._targets.netns import run_in_netns
 from chaos_ext.errors import SandboxError
-from chaos_ext.network._netns import run_in_netns
 from chaos_ext.sandbox._netns import ns_path
 from chaos_ext.sandbox._topology import Topology
 

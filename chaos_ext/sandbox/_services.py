@@ -23,7 +23,7 @@ from typing import Any
 from chaos_ext import _helper
 from chaos_ext._servers import dnsmasq, postgres, prometheus
 from chaos_ext.errors import SandboxError
-from chaos_ext.sandbox import _nsexec
+from chaos_ext.sandbox import _nodelocal, _nsexec
 from chaos_ext.sandbox._state import SandboxState
 from chaos_ext.sandbox._topology import Topology
 
@@ -168,8 +168,13 @@ def start_all(
     state.services["dnsmasq"] = {"pid": dm.pid, "netns": dns.netns, "address": dns.address,
                                  "port": dm.port, "pidfile": str(dm.pidfile)}  # fmt: skip
 
+    resolv, cache = _nodelocal.prepare(app.netns, app_mode, dns.address, work, READY_TIMEOUT)
+    if cache is not None:
+        say(f"node-local DNS cache in {app.netns} ({_nodelocal.NODELOCAL_ADDRESS}:53)")
+        state.services["nodelocal-dns"] = cache
     say(f"demo app in {app.netns} ({app.address}:8080, {app_mode})")
     app_args = [
+        "--resolv-conf", str(resolv),
         "--listen", f"0.0.0.0:{PORTS['app']}", "--metrics-port", str(PORTS["app_metrics"]),
         "--db-host", DB_NAME, "--db-port",
         str(PORTS["postgres"]), "--db-password-file", str(password_file),
@@ -186,7 +191,7 @@ def start_all(
     exp_args = [
         "--listen", f"0.0.0.0:{PORTS['exporter']}", "--dnsmasq-pidfile", str(dm.pidfile),
         "--db-host", db.address, "--db-port", str(PORTS["postgres"]),
-        "--db-password-file", str(password_file),
+        "--db-password-file", str(password_file), "--limit-netns", app.netns,
     ]  # fmt: skip
     state.services["exporter"] = {
         **_python_service(topo, "mon", "chaos_ext.sandbox._exporter", exp_args, work,

@@ -23,7 +23,7 @@ Progress = Callable[[str], None]
 
 
 def _host_missing_features() -> list[str]:
-    from chaos_ext.network._local import missing_features  # noqa: PLC0415 - pyroute2 probe
+    from chaos_ext.network.kernel import missing_features  # noqa: PLC0415 - pyroute2 probe
 
     return list(missing_features())
 

@@ -11,17 +11,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
+
+from chaos_ext._console import make_console
 
 __all__ = ["main", "rows"]
 
 
-def _figure(value: Any) -> str:
+def _figure(value: Any, target: str = "") -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
+    if isinstance(value, dict) and target in value:  # what the tolerance judged
+        return f"{target}={_figure(value[target])}"
     if isinstance(value, dict):
-        keys = ("held", "opened", "refused_at", "delay_ms", "median_ms", "p95_ms")
+        keys = ("held", "opened", "refused_at", "delay_ms", "pps", "median_ms", "p95_ms")
         picked = {k: value[k] for k in keys if k in value}
         return ", ".join(f"{k}={v}" for k, v in picked.items()) or "…"
     return str(value)
@@ -38,7 +41,9 @@ def rows(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
             ok = probe.get("tolerance_met")
             # failing before the method: nothing was injected, the system was not steady
             missed = "NOT STEADY" if phase == "before" else "DEVIATED"
-            found.append((f"{name} ({phase})", _figure(probe.get("output")),
+            tolerance = probe.get("activity", {}).get("tolerance")
+            target = tolerance.get("target", "") if isinstance(tolerance, dict) else ""
+            found.append((f"{name} ({phase})", _figure(probe.get("output"), target),
                           "held" if ok else missed))  # fmt: skip
     for run in journal.get("run") or []:
         activity = run.get("activity", {})
@@ -57,7 +62,7 @@ def rows(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def main(argv: list[str] | None = None) -> None:
     args = argv if argv is not None else sys.argv[1:]
-    console = Console(width=140)
+    console = make_console()
     for path in sorted(Path(args[0]).glob("*.json")):
         journal = json.loads(path.read_text())
         outcome = journal.get("gameday", {}).get("outcome", journal.get("status"))

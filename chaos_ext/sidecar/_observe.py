@@ -15,7 +15,15 @@ from chaos_ext.sidecar import _drift
 from chaos_ext.sidecar._template import SidecarTemplate, template_from_configmap
 from chaos_ext.validation import require_name, require_range
 
-__all__ = ["DriftQuery", "check_query", "measure", "read_template"]
+__all__ = ["QUERY_ARGUMENTS", "DriftQuery", "check_query", "measure", "read_template"]
+
+QUERY_ARGUMENTS = (
+    "container_name", "configmap_name", "configmap_namespace", "template_format", "values_key",
+    "config_key", "include_namespaces", "exclude_namespaces", "label_selector", "started_before",
+    "max_workloads",
+)  # fmt: skip
+"""The drift query's arguments: the first ones of sidecar_drift and rollout_drifted_workloads,
+with the same names, defaults and meaning (tests/sidecar check they stay the same)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,7 @@ def check_query(args: Mapping[str, Any]) -> DriftQuery:
     exclude = tuple(args.get("exclude_namespaces") or ())
     for ns in (*include, *exclude):
         require_name("namespace", ns)
-    started_text = args.get("started_before", "") or args.get("only_started_before", "") or ""
+    started_text = args.get("started_before", "") or ""
     started = parse_time(started_text)
     if started_text and (started is None or started.tzinfo is None):
         raise InvalidArgument(

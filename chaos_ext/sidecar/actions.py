@@ -1,26 +1,39 @@
 """Sidecar actions: change the injector template (undoable), roll out drifted workloads."""
 
 import hashlib
-import threading
-import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import api_client, call, read_json, status_of
-from chaos_ext._wait import poll
+from chaos_ext._failpoint import failpoint
+from chaos_ext._k8s import (
+    IDENTITY_RULE,
+    api_client,
+    call,
+    cluster_identity,
+    read_json,
+    status_of,
+    undo_api_client,
+)
+from chaos_ext.contract import (
+    LEDGER_ID,
+    Configuration,
+    Secrets,
+    fault_action,
+    remedy_action,
+    roll_back,
+    rollback_activity,
+)
 from chaos_ext.errors import InvalidArgument, SidecarError
-from chaos_ext.ledger import Entry, fault, undo_handler
+from chaos_ext.ledger import Entry, default_ledger, fault, undo_handler
 from chaos_ext.rbac import Rule, needs_k8s
-from chaos_ext.sidecar import _observe, _rollout
-from chaos_ext.sidecar._drift import WorkloadDrift
+from chaos_ext.sidecar import _observe, _restart, _rollout
 from chaos_ext.sidecar._template import changed_data
 from chaos_ext.validation import require_name, require_range, validated_by
 
-__all__ = ["change_sidecar_template", "rollout_drifted_workloads"]
+__all__ = ["change_sidecar_template", "restore_sidecar_template", "rollout_drifted_workloads"]
 
 TEMPLATE_KIND = "sidecar-template"
 ROLLOUT_KIND = "sidecar-rollout"
@@ -33,11 +46,6 @@ def _sha(text: str | None) -> str | None:
 
 def _pointer(key: str) -> str:
     return "/data/" + key.replace("~", "~0").replace("/", "~1")
-
-
-def _context(secrets: Mapping[str, Any] | None) -> dict[str, str]:
-    context = (secrets or {}).get("KUBERNETES_CONTEXT")
-    return {"KUBERNETES_CONTEXT": str(context)} if context else {}
 
 
 def _check_change(args: Mapping[str, Any]) -> None:
@@ -55,7 +63,8 @@ def _check_change(args: Mapping[str, Any]) -> None:
         )
 
 
-@needs_k8s(Rule("", "configmaps", ("get", "patch")))
+@fault_action(rollback="restore_sidecar_template")
+@needs_k8s(Rule("", "configmaps", ("get", "patch")), IDENTITY_RULE)
 @validated_by(_check_change)
 def change_sidecar_template(
     values_patch: dict[str, Any] | None = None,
@@ -63,8 +72,8 @@ def change_sidecar_template(
     configmap_name: str = "istio-sidecar-injector",
     configmap_namespace: str = "istio-system",
     values_key: str = "values",
-    configuration: Mapping[str, Any] | None = None,
-    secrets: Mapping[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Change the sidecar injector's template/values; the previous text is kept for undo.
 
@@ -72,12 +81,15 @@ def change_sidecar_template(
     `values_key` key (Istio: `values`, e.g. `{"global": {"tag": "1.23.1"}}`);
     `data` replaces whole keys. Blast radius: only pods created from now on
     get the new sidecar; running pods drift until restarted (see
-    `sidecar_drift`, `rollout_drifted_workloads`). Rollback: the ledger
-    restores the changed keys byte for byte (`gameday rollback`, or
-    `chaos_ext.faults.actions.rollback_faults` in "rollbacks").
+    `sidecar_drift`, `rollout_drifted_workloads`). Rollback:
+    `restore_sidecar_template` puts the changed keys back byte for byte
+    (`gameday rollback` does too). Returns the changed keys, their hashes
+    before and after, and `ledger_id`.
     """
     _check_change(locals())
-    core = client.CoreV1Api(api_client(secrets))
+    api = api_client(secrets)
+    core = client.CoreV1Api(api)
+    identity = cluster_identity(api, secrets)
     name, ns = configmap_name, configmap_namespace
     where = f"ConfigMap {ns}/{name}"
     cm = read_json(
@@ -91,7 +103,6 @@ def change_sidecar_template(
         "namespace": ns,
         "previous": previous,
         "applied_sha256": {k: _sha(v) for k, v in new.items()},
-        "context": _context(secrets),
     }
     ops: list[dict[str, Any]] = []
     for key, text in new.items():
@@ -100,7 +111,9 @@ def change_sidecar_template(
         else:  # fails if someone changed it since we read it
             ops.append({"op": "test", "path": _pointer(key), "value": previous[key]})
             ops.append({"op": "replace", "path": _pointer(key), "value": text})
-    with fault(kind=TEMPLATE_KIND, target=where, recipe=recipe, module=__name__) as entry:
+    with fault(
+        kind=TEMPLATE_KIND, target=where, recipe=recipe, module=__name__, identity=identity
+    ) as entry:
         call(
             core.patch_namespaced_config_map,
             name,
@@ -110,22 +123,23 @@ def change_sidecar_template(
             error=SidecarError,
             _preload_content=False,
         )
+        failpoint(f"{TEMPLATE_KIND}.mid-apply")  # changed, the action not yet returned
     return {
         "configmap": f"{ns}/{name}",
         "changed_keys": sorted(new),
         "previous_sha256": {k: _sha(v) for k, v in previous.items()},
         "new_sha256": recipe["applied_sha256"],
         "changed_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "ledger_entry": entry.id,
+        LEDGER_ID: entry.id,
     }
 
 
 @undo_handler(TEMPLATE_KIND)
 def _undo_template(entry: Entry) -> str:
-    """Put the previous text of every changed key back, exactly."""
+    """Put the previous text of every changed key back, exactly, in the recorded cluster."""
     recipe = entry.recipe
     name, ns = recipe["name"], recipe["namespace"]
-    core = client.CoreV1Api(api_client(recipe.get("context") or {}))
+    core = client.CoreV1Api(undo_api_client(entry.identity))
     try:
         cm = read_json(
             core.read_namespaced_config_map,
@@ -139,6 +153,29 @@ def _undo_template(entry: Entry) -> str:
             return f"ConfigMap {ns}/{name} is gone: nothing to restore"
         raise
     current = cm.get("data") or {}
+    if all(current.get(key) == text for key, text in recipe["previous"].items()):
+        return f"ConfigMap {ns}/{name} already has its previous text (never changed, or restored)"
+    ops, touched = _restore_ops(recipe, current)
+    failpoint(f"{TEMPLATE_KIND}.mid-undo")
+    call(
+        core.patch_namespaced_config_map,
+        name,
+        ns,
+        ops,
+        what=f"restore ConfigMap {ns}/{name}",
+        error=SidecarError,
+        _preload_content=False,
+    )
+    note = f"restored {', '.join(sorted(recipe['previous']))} of ConfigMap {ns}/{name}"
+    if touched:
+        note += f" (changed again since by someone else: {', '.join(touched)}; overwritten)"
+    return note
+
+
+def _restore_ops(
+    recipe: Mapping[str, Any], current: Mapping[str, str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """JSON patch operations putting the previous text back; keys someone else changed."""
     ops: list[dict[str, Any]] = []
     touched = []
     for key, text in recipe["previous"].items():
@@ -150,34 +187,14 @@ def _undo_template(entry: Entry) -> str:
         else:
             op = "replace" if key in current else "add"
             ops.append({"op": op, "path": _pointer(key), "value": text})
-    if ops:
-        call(
-            core.patch_namespaced_config_map,
-            name,
-            ns,
-            ops,
-            what=f"restore ConfigMap {ns}/{name}",
-            error=SidecarError,
-            _preload_content=False,
-        )
-    note = f"restored {', '.join(sorted(recipe['previous']))} of ConfigMap {ns}/{name}"
-    if touched:
-        note += f" (changed again since by someone else: {', '.join(touched)}; overwritten)"
-    return note
-
-
-_APIS = {
-    "Deployment": ("patch_namespaced_deployment", "read_namespaced_deployment"),
-    "StatefulSet": ("patch_namespaced_stateful_set", "read_namespaced_stateful_set"),
-    "DaemonSet": ("patch_namespaced_daemon_set", "read_namespaced_daemon_set"),
-}
+    return ops, touched
 
 
 def _check_rollout(args: Mapping[str, Any]) -> None:
     _observe.check_query(args)
     _rollout.annotation_keys(args.get("annotation_prefix", DEFAULT_PREFIX))
     require_range("parallel", args.get("parallel", 2), 1, 32)
-    require_range("timeout_s", args.get("timeout_s", 600), 1, 86_400)
+    require_range("timeout_seconds", args.get("timeout_seconds", 600), 1, 86_400)
     reason = args.get("reason", "sidecar template drift")
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 200:
         raise InvalidArgument(
@@ -185,90 +202,39 @@ def _check_rollout(args: Mapping[str, Any]) -> None:
         )
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _restart_one(
-    apps: client.AppsV1Api,
-    w: WorkloadDrift,
-    keys: tuple[str, str],
-    reason: str,
-    *,
-    wait: bool,
-    deadline: float,
-    stop: threading.Event,
+@rollback_activity
+@needs_k8s(Rule("", "configmaps", ("get", "patch")))
+@validated_by()
+def restore_sidecar_template(
+    configmap_name: str = "",
+    configmap_namespace: str = "",
+    include_dead_runs: bool = False,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
-    t0 = time.monotonic()
-    patch, read = (getattr(apps, n) for n in _APIS[w.kind])
-    why = f"{reason}: {w.differences[0]}" if w.differences else reason
-    stamp = _now()
-    where = f"{w.kind} {w.namespace}/{w.name}"
-    outcome = {
-        "kind": w.kind,
-        "namespace": w.namespace,
-        "name": w.name,
-        "drifted": w.drifted,
-        "restarted_at": stamp,
-        "reason": why[:250],
-    }
-    try:
-        body = _rollout.restart_patch(keys, timestamp=stamp, reason=why[:250])
-        call(
-            patch,
-            w.name,
-            w.namespace,
-            body,
-            what=f"restart {where}",
-            error=SidecarError,
-            _preload_content=False,
-        )
-        if not wait:
-            return {**outcome, "complete": None, "status": "restarted, not awaited"}
+    """Put back the injector ConfigMap keys that change_sidecar_template changed (its rollback).
 
-        def fetch() -> tuple[bool, str]:
-            obj = read_json(read, w.name, w.namespace, what=f"read {where}", error=SidecarError)
-            return _rollout.rollout_status(obj)
-
-        left = max(0.0, deadline - time.monotonic())
-        done, status = poll(fetch, lambda s: s[0], wait_s=left, stop=stop)
-    except SidecarError as exc:
-        done, status = False, str(exc)
-    return {
-        **outcome,
-        "complete": done,
-        "status": status,
-        "seconds": round(time.monotonic() - t0, 3),
-    }
+    Blast radius: only the keys recorded in the gameday ledger by this run's
+    changes (``include_dead_runs``: also changes left by runs whose runner is
+    dead; another live run's change is never undone, it is listed under
+    ``left_alone``); ``configmap_name`` / ``configmap_namespace`` narrow it
+    (empty: any). Each key gets its previous text back byte for byte, or is
+    removed if it did not exist. Idempotent. Raises RollbackFailed if a
+    ConfigMap could not be restored (the entry stays open for ``gameday
+    rollback``).
+    """
+    book = default_ledger()
+    recorded = [
+        e
+        for e in book.open_entries()
+        if e.kind == TEMPLATE_KIND
+        and (not configmap_name or e.recipe.get("name") == configmap_name)
+        and (not configmap_namespace or e.recipe.get("namespace") == configmap_namespace)
+    ]
+    return roll_back(recorded, book, include_dead_runs=include_dead_runs)
 
 
-def _restart_all(
-    api: client.ApiClient,
-    chosen: list[WorkloadDrift],
-    keys: tuple[str, str],
-    reason: str,
-    *,
-    parallel: int,
-    wait: bool,
-    timeout_s: float,
-) -> list[dict[str, Any]]:
-    apps = client.AppsV1Api(api)
-    deadline = time.monotonic() + timeout_s
-    stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        futures = [
-            pool.submit(
-                _restart_one, apps, w, keys, reason, wait=wait, deadline=deadline, stop=stop
-            )
-            for w in chosen
-        ]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            stop.set()
-            raise
-
-
+@remedy_action(reason="a rollout is the remedy for drift: restarted pods stay restarted")
 @needs_k8s(
     Rule("", "configmaps", ("get",)),
     Rule("", "pods", ("list",), cluster_scoped=True),
@@ -276,6 +242,7 @@ def _restart_all(
     Rule("apps", "deployments", ("get", "patch")),
     Rule("apps", "statefulsets", ("get", "patch")),
     Rule("apps", "daemonsets", ("get", "patch")),
+    IDENTITY_RULE,
 )
 @validated_by(_check_rollout)
 def rollout_drifted_workloads(
@@ -287,17 +254,18 @@ def rollout_drifted_workloads(
     config_key: str = "config",
     include_namespaces: list[str] | None = None,
     exclude_namespaces: list[str] | None = None,
+    label_selector: str = "",
+    started_before: str = "",
+    max_workloads: int = 50,
     include_daemonsets: bool = False,
-    only_started_before: str = "",
     parallel: int = 2,
     dry_run: bool = False,
     wait: bool = True,
-    timeout_s: float = 600,
+    timeout_seconds: float = 600,
     annotation_prefix: str = DEFAULT_PREFIX,
     reason: str = "sidecar template drift",
-    max_workloads: int = 50,
-    configuration: Mapping[str, Any] | None = None,
-    secrets: Mapping[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Restart the workloads whose pods run a sidecar the injector no longer injects.
 
@@ -307,8 +275,10 @@ def rollout_drifted_workloads(
     `<annotation_prefix>.rollout.reason` (the reason and the first
     difference), so whoever looks at a restarted pod sees why. At most
     `parallel` rollouts run at once, each awaited until complete (`wait`,
-    within `timeout_s`). `only_started_before` (RFC 3339) restricts to
-    drifted pods started before that time. `dry_run` lists what would
+    within `timeout_seconds`). The drift query (the arguments up to
+    `max_workloads`) is the same as `sidecar_drift`'s: with `started_before`
+    (RFC 3339) only drifted pods started before that time count, and
+    `label_selector` narrows the pods looked at. `dry_run` lists what would
     restart and changes nothing. Blast radius: at most `max_workloads`
     workloads, in the included namespaces. Not undone: restarted pods stay
     restarted (the ledger records which).
@@ -349,9 +319,16 @@ def rollout_drifted_workloads(
     targets = [f"{w.kind}/{w.namespace}/{w.name}" for w in chosen]
     recipe = {"workloads": targets, "annotations": list(keys)}
     target = f"{len(targets)} workload(s)"
-    with fault(kind=ROLLOUT_KIND, target=target, recipe=recipe, module=__name__):
-        outcomes = _restart_all(
-            api, chosen, keys, reason, parallel=parallel, wait=wait, timeout_s=timeout_s
+    identity = cluster_identity(api, secrets)
+    with fault(kind=ROLLOUT_KIND, target=target, recipe=recipe, module=__name__, identity=identity):
+        outcomes = _restart.restart_all(
+            api,
+            chosen,
+            keys,
+            reason,
+            parallel=parallel,
+            wait=wait,
+            timeout_seconds=timeout_seconds,
         )
     unfinished = [o for o in outcomes if o["complete"] is False]
     if unfinished:
@@ -359,7 +336,7 @@ def rollout_drifted_workloads(
             f"{o['kind']} {o['namespace']}/{o['name']}: {o['status']}" for o in unfinished[:5]
         )
         raise SidecarError(
-            f"{len(unfinished)} rollout(s) not complete within {timeout_s:g} s: {shown}"
+            f"{len(unfinished)} rollout(s) not complete within {timeout_seconds:g} s: {shown}"
         )
     return {**summary, "restarted": outcomes}
 

@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaos_ext._k8s import api_client
+from chaos_ext.contract import Configuration, Secrets
 from chaos_ext.rbac import Rule, needs_k8s
 from chaos_ext.sidecar import _drift, _observe
 from chaos_ext.validation import validated_by
@@ -33,8 +34,8 @@ def sidecar_drift(
     label_selector: str = "",
     started_before: str = "",
     max_workloads: int = 50,
-    configuration: Mapping[str, Any] | None = None,
-    secrets: Mapping[str, Any] | None = None,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
 ) -> dict[str, Any]:
     """Find pods whose injected sidecar differs from what the injector injects today.
 
@@ -43,9 +44,12 @@ def sidecar_drift(
     image, args, env, resources, the revision in `sidecar.istio.io/status`,
     injected annotations; per-pod `sidecar.istio.io/*` overrides honoured),
     per workload (Deployment via its ReplicaSets, StatefulSet, DaemonSet...).
-    With `started_before` (RFC 3339) it also counts pods started before that
-    time. Returns counts (`drifted_pods`, `drifted_workloads`) and the first
-    differences of the most drifted workloads. Read-only.
+    With `started_before` (RFC 3339) it also counts the pods started before
+    that time (`started_before`, `drifted_started_before`); `label_selector`
+    narrows the pods looked at. The same query arguments select what
+    `rollout_drifted_workloads` restarts. Returns counts (`drifted_pods`,
+    `drifted_workloads`) and the first differences of the most drifted
+    workloads. Read-only.
     """
     query = _observe.check_query(locals())
     workloads, without, template = _observe.measure(api_client(secrets), query)

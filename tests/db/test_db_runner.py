@@ -38,7 +38,8 @@ def _experiment(db: Db, method_tail: list[dict[str, Any]], hold: int) -> dict[st
         "secrets": {
             "db": {
                 "user": {"type": "env", "key": "GD_TEST_DB_USER"},
-                "password": {"type": "env", "key": "GD_TEST_DB_PASSWORD"},
+                # a GAMEDAY_ name: such variables were once passed to helpers by prefix
+                "password": {"type": "env", "key": "GAMEDAY_DB_PASSWORD"},
             }
         },
         "steady-state-hypothesis": {
@@ -71,7 +72,7 @@ def _env(ledger: Path, db: Db) -> dict[str, str]:
     return {
         **cli_env(ledger),
         "GD_TEST_DB_USER": db.server.user,
-        "GD_TEST_DB_PASSWORD": db.server.password,
+        "GAMEDAY_DB_PASSWORD": db.server.password,
     }
 
 
@@ -140,7 +141,13 @@ def test_sigkill_of_the_runner_then_gameday_rollback(
     time.sleep(1)
     # the runner is gone; the holder (its own session) still holds every connection
     assert db.client_count() == 1 + expected
-    assert len(find_helpers(entry.id)) == 1
+    (holder,) = find_helpers(entry.id)
+    # issue 22, defect 7: the secret never reaches the holder's environment
+    assert PASSWORD.encode() not in Path(f"/proc/{holder}/environ").read_bytes()
+    # issue 22, point 1: the entry names the server it holds connections to
+    assert entry.identity is not None
+    server = entry.identity["database"]["server"]
+    assert server.get("system_identifier") or server.get("datadir"), server
 
     result = subprocess.run(
         gameday_argv("rollback"), env=cli_env(ledger_path), cwd=tmp_path,

@@ -30,7 +30,7 @@ from support.harness import ROOT, cli_env, gameday_argv, wait_for
 
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
 from chaos_ext.dns.probes import dns_rate_limit_drops, dns_rate_limit_supported
-from chaos_ext.errors import DnsError, InvalidArgument
+from chaos_ext.errors import DnsError, InvalidArgument, TargetGone
 from chaos_ext.ledger import Ledger
 
 pytestmark = pytest.mark.timeout(240)
@@ -109,8 +109,10 @@ def test_bad_input_is_refused_before_anything_changes(
         arguments: dict[str, Any] = {"pps": 100, "target": pair.target, **bad}
         with pytest.raises(InvalidArgument):
             limit_dns_rate(**arguments)
-    with pytest.raises(DnsError, match="does not exist"):
+    with pytest.raises(TargetGone, match="does not exist"):
         limit_dns_rate(pps=100, target="netns:gdt-no-such-ns")
+    gone = remove_dns_rate_limit(target="netns:gdt-no-such-ns")  # a rollback after teardown
+    assert gone["removed"] == 0 and "the target is gone" in gone["notes"][0]
     assert netns_tables(pair.client_ns) == []
     assert not ledger_path.exists() or Ledger(ledger_path).history() == []
 
@@ -205,3 +207,35 @@ def test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_table(
     assert after["achieved_qps"] > 500 and after["error"] == 0, _rates(after)
     assert Ledger(ledger_path).open_entries() == []
     assert table.split()[1] in Ledger(ledger_path).history()[0].note  # type: ignore[operator]
+
+
+_OTHER_RUN = """
+import sys, time
+from chaos_ext.dns.actions import limit_dns_rate
+limit_dns_rate(pps=100, target=sys.argv[1])
+print("limited", flush=True)
+time.sleep(120)
+"""
+
+
+def test_remove_leaves_a_live_runs_limit_alone(pair: ResolverPair, ledger_path: Path) -> None:
+    """Issue 22, point 5: another live run's table is neither ours nor "unrecorded"."""
+    other = subprocess.Popen(
+        [sys.executable, "-c", _OTHER_RUN, pair.target], stdout=subprocess.PIPE, text=True,
+        env=cli_env(ledger_path),
+    )  # fmt: skip
+    try:
+        assert other.stdout is not None and other.stdout.readline() == "limited\n"
+        (table,) = netns_tables(pair.client_ns)
+        removed = remove_dns_rate_limit(target=pair.target)
+        assert removed["removed"] == 0 and "left" in removed["notes"][0], removed
+        removed = remove_dns_rate_limit(target=pair.target, include_dead_runs=True)
+        assert removed["removed"] == 0  # alive: still not ours
+        assert netns_tables(pair.client_ns) == [table]
+    finally:
+        other.kill()
+        other.wait(timeout=10)
+    removed = remove_dns_rate_limit(target=pair.target, include_dead_runs=True)
+    assert removed["removed"] == 1, removed
+    assert netns_tables(pair.client_ns) == []
+    assert Ledger(ledger_path).open_entries() == []

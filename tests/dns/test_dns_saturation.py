@@ -43,7 +43,8 @@ def test_holding_20_connections_fails_tcp_not_udp_and_undo_restores_tcp(
     assert dnsmasq_child_processes(port=dns_server.port)["children"] == 20
 
     tcp = _stats(dns_server, "tcp")
-    assert tcp["timeout_ratio"] == 1.0 and tcp["p50_ms"] == 500.0
+    assert tcp["timeout_ratio"] == 1.0
+    assert tcp["p50_ms"] == pytest.approx(500.0, rel=0.001)  # HdrHistogram: 3 significant digits
     udp = _stats(dns_server, "udp", samples=10)
     assert udp["answered"] == 10 and udp["timeouts"] == 0 and udp["p99_ms"] < 100
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.runner._envelope_spec import (
+from chaos_ext.runner.envelope_spec import (
     apply_magnitude,
     parse_resolution,
     parse_vary,

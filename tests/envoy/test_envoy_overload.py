@@ -14,11 +14,11 @@ import pytest
 from support.envoy_dumps import AdminServer, envoy_stats
 from support.harness import wait_for
 
+from chaos_ext._prometheus import client as _client
 from chaos_ext._servers import prometheus
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
 from chaos_ext.envoy.probes import overload_state
 from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.prometheus import _client
 from chaos_ext.prometheus.probes import catalog_probe
 
 
@@ -35,7 +35,7 @@ def config(gateways: list[AdminServer]) -> Iterator[dict[str, Any]]:
     targets = [pod.url.removeprefix("http://") for pod in gateways]
     with prometheus.start(jobs={"envoy": targets}, scrape_interval="1s") as prom:
         prom.wait_scraped(timeout=30)
-        yield {"prometheus_url": prom.url, "prometheus_timeout": 5}
+        yield {"prometheus_url": prom.url, "prometheus_timeout_seconds": 5}
     _client._cached.cache_clear()
 
 

@@ -82,13 +82,13 @@ def test_unreachable_admin_url(closed_port: int) -> None:
     with pytest.raises(
         EnvoyError, match=f"cannot reach the Envoy admin at http://127.0.0.1:{closed_port}"
     ):
-        edge_config_audit(source=f"http://127.0.0.1:{closed_port}", timeout=2)
+        edge_config_audit(source=f"http://127.0.0.1:{closed_port}", timeout_seconds=2)
 
 
 def test_admin_url_that_never_answers_times_out(silent_port: int) -> None:
     started = time.monotonic()
     with pytest.raises(EnvoyError, match=r"no answer within 0.5 s \(ReadTimeout\)"):
-        edge_config_audit(source=f"http://127.0.0.1:{silent_port}", timeout=0.5)
+        edge_config_audit(source=f"http://127.0.0.1:{silent_port}", timeout_seconds=0.5)
     assert time.monotonic() - started < 5
 
 
@@ -100,8 +100,8 @@ def test_file_source(tmp_path: Path) -> None:
 
 
 def test_probe_arguments_are_checked_before_anything_is_fetched(admin_server: AdminServer) -> None:
-    with pytest.raises(InvalidArgument, match="timeout"):
-        edge_config_audit(source=admin_server.url, timeout=0)
+    with pytest.raises(InvalidArgument, match="timeout_seconds"):
+        edge_config_audit(source=admin_server.url, timeout_seconds=0)
     with pytest.raises(InvalidArgument, match="is not a listener name"):
         edge_config_audit(source=admin_server.url, listener="0.0.0.0_8443\n")
     with pytest.raises(InvalidArgument, match="rule x"):
@@ -168,7 +168,7 @@ def test_pod_exec_that_hangs_hits_the_deadline(k8s_api: RunningEmulator) -> None
     k8s_api.script("istio-system", "gw-1", ExecResult(hang=True))
     started = time.monotonic()
     with pytest.raises(EnvoyError, match="exec config_dump: reading the output failed"):
-        edge_config_audit(source="pod://istio-system/gw-1", timeout=1)
+        edge_config_audit(source="pod://istio-system/gw-1", timeout_seconds=1)
     assert time.monotonic() - started < 6
 
 

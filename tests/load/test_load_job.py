@@ -188,7 +188,7 @@ def test_the_derived_role_permits_every_call_the_load_made_and_only_when_used(
 ) -> None:
     started = _start()
     stop_http_load(started["load_id"])
-    calls = {tuple(e[2].split()[:2]) for e in emulator.events("api")}
+    calls = {tuple(call.split()[:2]) for call in emulator.api_calls()}
     assert ("create", "batch/jobs") in calls and ("delete", "batch/jobs") in calls
     perms = permissions_of([_experiment()])
     for verb, what in calls:

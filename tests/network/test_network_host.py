@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -165,3 +166,41 @@ def test_remove_latency_without_a_ledger_entry(veth_ns: VethNs, ledger_path: Pat
     out = actions.remove_latency("va", target=target)
     assert out["restored"] == 0 and "without a ledger entry deleted" in out["notes"][0]
     assert "htb" not in tc_show(veth_ns.ns, "va")
+
+
+_OTHER_RUN = """
+import json, sys, time
+from chaos_ext.ledger import Ledger
+recipe = json.loads(sys.argv[2])
+Ledger().record(kind="netem", target=sys.argv[1], recipe=recipe,
+                module="chaos_ext.network.actions")
+print("recorded", flush=True)
+time.sleep(120)
+"""
+
+
+def test_remove_latency_leaves_a_live_runs_delay_alone(veth_ns: VethNs, ledger_path: Path) -> None:
+    """Issue 22, point 5: another live run's fault on the same interface is not ours to undo."""
+    target = f"netns:{veth_ns.ns}"
+    snapshot = _local.snapshot(_spec.parse_target(target), "va")
+    sh("tc", "-n", veth_ns.ns, "qdisc", "add", "dev", "va", "root", "handle", "1d1a:", "htb")
+    recipe = {"target": target, "interface": "va", "spec": {}, "snapshot": snapshot,
+              "connection": {}}  # fmt: skip
+    other = subprocess.Popen(
+        [sys.executable, "-c", _OTHER_RUN, f"{target}/va", json.dumps(recipe)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert other.stdout is not None and other.stdout.readline() == "recorded\n"
+        out = actions.remove_latency("va", target=target)
+        assert out["restored"] == 0 and "left" in out["notes"][0], out
+        assert "htb" in tc_show(veth_ns.ns, "va")  # the live run's tree is untouched
+        out = actions.remove_latency("va", target=target, include_dead_runs=True)
+        assert out["restored"] == 0  # alive: still not ours
+    finally:
+        other.kill()
+        other.wait(timeout=10)
+    out = actions.remove_latency("va", target=target, include_dead_runs=True)
+    assert out["restored"] == 1, out
+    assert "htb" not in tc_show(veth_ns.ns, "va")
+    assert Ledger(ledger_path).open_entries() == []

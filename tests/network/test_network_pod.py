@@ -13,8 +13,9 @@ from typing import Any
 import kmock
 import pytest
 
+from chaos_ext._targets import pod as _pod
 from chaos_ext.errors import InvalidArgument, KubernetesError, NetworkError
-from chaos_ext.network import _pod, _spec, actions
+from chaos_ext.network import _spec, actions
 from chaos_ext.rbac import Rule, rbac_of
 
 POD = {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 from pyroute2 import netns
+from support.harness import cli_env, gameday_argv
 from support.netlab import kernel_has_netem, sh
 from support.servers import sshd
 
@@ -120,3 +122,65 @@ def test_remote_preflight_reports_the_missing_netem_and_changes_nothing(
     assert Ledger(ledger_path).history() == []
     # the scratch namespace of the remote probe was removed again
     assert set(sh("ip", "netns", "list").stdout.split()) <= namespaces_before | {"(id:"}
+
+
+def test_an_undo_meeting_another_host_key_is_refused(tmp_path: Path, ledger_path: Path) -> None:
+    """Issue 22, point 1: the ledger pins the node by the host key seen at injection.
+
+    Node A is replaced at the same address by node B, and known_hosts was updated
+    for B: SSH alone would connect. The undo of A's fault must refuse, naming both
+    keys; an entry recorded on B is undone normally.
+    """
+    from chaos_ext.network._remote import RemoteTc  # noqa: PLC0415
+
+    ns = f"gds-{uuid.uuid4().hex[:8]}"
+    sh("ip", "netns", "add", ns)
+    try:
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", ns, "link", "add", "va", "type", "veth", "peer", "name", "vb")
+        prefix = ["ip", "netns", "exec", ns]
+        keys = {}
+        with sshd.start(workdir=tmp_path / "a", netns_prefix=prefix) as a:
+            port = a.port
+            conf, sec = _conf(a)
+            with inside(ns), SshSession(SshSettings.from_activity(a.host, a.port, conf, sec)) as s:
+                keys["a"] = s.host_key
+                snapshot = RemoteTc(s, "a").snapshot("va")
+        with sshd.start(workdir=tmp_path / "b", netns_prefix=prefix, port=port) as b:
+            conf, sec = _conf(b)
+            settings = SshSettings.from_activity(b.host, b.port, conf, sec)
+            with inside(ns), SshSession(settings) as s:
+                keys["b"] = s.host_key
+            assert keys["a"] != keys["b"] and keys["b"].startswith("ssh-ed25519 SHA256:")
+            book = Ledger(ledger_path)
+
+            def record(host_key: str) -> str:
+                connection = {"ssh": {**settings.recipe(), "host_key": host_key}}
+                entry = book.record(
+                    kind="netem", target=f"ssh:{b.host}:{port}/va",
+                    recipe={"target": f"ssh:{b.host}:{port}", "interface": "va", "spec": {},
+                            "snapshot": snapshot, "connection": connection},
+                    module="chaos_ext.network.actions",
+                    identity={"scope": "ssh", "ssh": {"host": b.host, "port": port,
+                                                      "host_key": host_key}},
+                )  # fmt: skip
+                return entry.id
+
+            def rollback() -> subprocess.CompletedProcess[str]:
+                return subprocess.run(
+                    [*prefix, *gameday_argv("rollback")], env=cli_env(ledger_path),
+                    capture_output=True, text=True, timeout=120, check=False,
+                )  # fmt: skip
+
+            record(keys["b"])
+            fine = rollback()
+            assert fine.returncode == 0, fine.stderr
+            assert "qdisc tree already as before" in fine.stderr
+            stale = record(keys["a"])
+            refused = rollback()
+            assert refused.returncode == 2, refused.stderr
+            text = " ".join(refused.stderr.split())
+            assert "TargetMismatch" in text and keys["a"] in text and keys["b"] in text
+            assert [e.id for e in book.open_entries()] == [stale]
+    finally:
+        sh("ip", "netns", "delete", ns, check=False)

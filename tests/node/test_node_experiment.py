@@ -36,8 +36,8 @@ def test_the_node_drain_experiment_holds_and_rolls_back(
     emulator.put(o.hpa("shop", "api", target="api", min_replicas=2, max_replicas=8, current=4,
                        desired=4))  # fmt: skip
     with steady_traffic("api", history_s=8) as prometheus_url, http_target.start() as service:
-        for key, value in {"PROMETHEUS_URL": prometheus_url, "ERROR_WINDOW": "5s",
-                           "ERROR_STEP": "1s", "READY_WITHIN_S": "30",
+        for key, value in {"PROMETHEUS_URL": prometheus_url, "ERROR_WINDOW_SECONDS": "5",
+                           "ERROR_STEP_SECONDS": "1", "READY_WITHIN_S": "30",
                            "GAMEDAY_LOAD_URL": service.url, "GAMEDAY_LOAD_RATE": "50",
                            "GAMEDAY_LOAD_SECONDS": "60"}.items():  # fmt: skip
             monkeypatch.setenv(key, value)

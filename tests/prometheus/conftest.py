@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from support.exporter import Exporter, start_exporter
 
+from chaos_ext._prometheus import client as _client
 from chaos_ext._servers import prometheus
 from chaos_ext._servers.prometheus import PrometheusServer
-from chaos_ext.prometheus import _client
 
 SCRAPE_INTERVAL_S = 1.0
 
@@ -32,7 +32,7 @@ def prom(exporter: Exporter) -> Iterator[PrometheusServer]:
 
 @pytest.fixture
 def config(prom: PrometheusServer) -> dict[str, Any]:
-    return {"prometheus_url": prom.url, "prometheus_timeout": 5}
+    return {"prometheus_url": prom.url, "prometheus_timeout_seconds": 5}
 
 
 @pytest.fixture(autouse=True)

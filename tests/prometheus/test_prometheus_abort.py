@@ -36,7 +36,7 @@ def _port_open(port: int) -> bool:
 
 def _plan(tmp: Path, metric: str, **extra: Any) -> Path:
     plan = {
-        "interval": "500ms",
+        "interval_seconds": 0.5,
         "unreachable_after": 2,
         "probes": {
             "test-error-ratio": {
@@ -192,8 +192,10 @@ def test_a_query_prometheus_rejects_aborts_at_once(
     ledger_path: Path, tmp_path: Path, prom: PrometheusServer
 ) -> None:
     plan = tmp_path / "bad-query.yaml"
+    # valid PromQL syntax (promql-parser accepts it), but Prometheus refuses the regex
+    bad_regex = 'label_replace(vector(1), "a", "$1", "b", "(")'
     plan.write_text(yaml.safe_dump({"conditions": [
-        {"name": "typo", "promql": "sum(rate(x[1m])", "tolerance": {"op": "<", "threshold": 1}},
+        {"name": "typo", "promql": bad_regex, "tolerance": {"op": "<", "threshold": 1}},
     ]}))  # fmt: skip
     experiment = _experiment(tmp_path, prom.url, free_port(), wait_s=30)
     started = time.monotonic()
@@ -202,7 +204,21 @@ def test_a_query_prometheus_rejects_aborts_at_once(
     assert proc.returncode == 2, output
     assert time.monotonic() - started < 20
     fired = journal["gameday"]["abort"]["fired"]
-    assert fired["reason"] == "error" and "unclosed left parenthesis" in fired["detail"]
+    assert fired["reason"] == "error" and "regular expression" in fired["detail"], fired
+
+
+def test_a_plan_with_a_promql_syntax_error_is_refused_before_anything_runs(
+    gameday: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    plan = tmp_path / "typo.yaml"
+    plan.write_text(yaml.safe_dump({"conditions": [
+        {"name": "typo", "promql": "sum(rate(x[1m])", "tolerance": {"op": "<", "threshold": 1}},
+    ]}))  # fmt: skip
+    experiment = _experiment(tmp_path, "http://127.0.0.1:9", free_port(), wait_s=1)
+    result = gameday("run", "--abort-on", str(plan), str(experiment))
+    assert result.returncode == 3, result.stderr
+    assert "invalid PromQL 'sum(rate(x[1m])': unclosed left parenthesis" in result.stderr
+    assert not (tmp_path / "rb").exists()
 
 
 def test_an_invalid_plan_is_refused_before_anything_runs(

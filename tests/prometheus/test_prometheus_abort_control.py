@@ -16,10 +16,10 @@ from support.exporter import Exporter
 from support.harness import cli_env, wait_for
 from support.promquery import wait_value
 
+from chaos_ext._prometheus.results import Condition
 from chaos_ext._servers.prometheus import PrometheusServer, free_port
 from chaos_ext.errors import EmptyResult, InvalidArgument, PrometheusUnreachable, PromQLError
 from chaos_ext.prometheus._abort import AbortCondition, AbortPlan, Tracker, parse_plan
-from chaos_ext.prometheus._results import Condition
 
 CHAOS = Path(sys.executable).with_name("chaos")
 
@@ -41,7 +41,7 @@ def test_control_interrupts_plain_chaos_run_and_rollbacks_run(
         "controls": [{
             "name": "abort-on-errors",
             "provider": {"type": "python", "module": "chaos_ext.controls.abort", "arguments": {
-                "interval": "500ms",
+                "interval_seconds": 0.5,
                 "conditions": [{"name": "errors", "promql": f"max({name})",
                                 "tolerance": {"op": "<", "threshold": 1}}],
             }},
@@ -119,7 +119,7 @@ def test_tracker_fail_safe_on_unreachable_streak_and_errors() -> None:
 
 def test_plan_parsing_uses_the_catalog_and_checks_everything() -> None:
     plan = parse_plan(
-        {"interval": "2s", "conditions": [
+        {"interval_seconds": 2, "conditions": [
             {"probe": "http-error-ratio", "parameters": {"job": "checkout"}},
             {"probe": "nodes-not-ready", "tolerance": {"op": "<=", "threshold": 1}},
         ]}, "test",

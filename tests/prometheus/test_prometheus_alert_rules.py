@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from chaos_ext._prometheus.results import Sample, Series
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import Ledger
 from chaos_ext.prometheus._abort import Tracker, load_plan, load_sources, parse_plan
 from chaos_ext.prometheus._alertstate import RuleState, replay_times
-from chaos_ext.prometheus._results import Sample, Series
 from chaos_ext.prometheus._rules import AlertRule, load_rules, parse_selector
 
 RULES = Path(__file__).parent / "fixtures" / "rules"
@@ -91,7 +91,7 @@ def test_broken_rule_files_are_refused(tmp_path: Path, text: str, message: str) 
 def test_a_plan_file_names_rule_files_relative_to_itself(tmp_path: Path) -> None:
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "dns.yaml").write_text(COREDNS.read_text())
-    document = {"interval": "500ms", "alerts": {"rules": ["rules/dns.yaml"],
+    document = {"interval_seconds": 0.5, "alerts": {"rules": ["rules/dns.yaml"],
                 "select": "severity=warning", "firing": ["alertmanager"]}}  # fmt: skip
     plan = parse_plan(document, "plan.yaml", base=tmp_path)
     assert {r.labels["severity"] for r in plan.alerts.rules} == {"warning"}

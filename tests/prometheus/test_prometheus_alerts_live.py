@@ -30,13 +30,13 @@ from support.promquery import raw_query, wait_result
 from support.servers import monitoring
 from support.servers.monitoring import Alertmanager, Daemon
 
+from chaos_ext._prometheus.client import client
+from chaos_ext._prometheus.results import parse_instant
 from chaos_ext._servers import prometheus
 from chaos_ext._servers.prometheus import PrometheusServer, free_port
 from chaos_ext.ledger import Ledger
 from chaos_ext.prometheus import probes
 from chaos_ext.prometheus._alertstate import RuleState
-from chaos_ext.prometheus._client import client
-from chaos_ext.prometheus._results import parse_instant
 from chaos_ext.prometheus._rules import load_rules, parse_rule_documents
 
 RULES = Path(__file__).parent / "fixtures" / "rules"
@@ -384,7 +384,7 @@ def test_pending_firing_and_keep_firing_for_match_prometheus_itself(
                 if r.name == "GamedayKeepFiring")  # fmt: skip
     registry = CollectorRegistry()
     value = Gauge("gameday_kf_value", "test", registry=registry)
-    prom = client({"prometheus_url": prom_pg.url, "prometheus_timeout": 2})
+    prom = client({"prometheus_url": prom_pg.url, "prometheus_timeout_seconds": 2})
     state = RuleState(rule)
     ours: list[tuple[float, str]] = []
     theirs: list[tuple[float, str]] = []

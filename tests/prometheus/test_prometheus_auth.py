@@ -12,11 +12,11 @@ import pytest
 from support.recording_proxy import start_recording_proxy
 from urllib3.exceptions import InsecureRequestWarning
 
+from chaos_ext._prometheus.client import settings_from
 from chaos_ext._servers import prometheus
 from chaos_ext._servers.prometheus import PrometheusServer
 from chaos_ext.errors import InvalidArgument, PrometheusHTTPError, PrometheusUnreachable
 from chaos_ext.prometheus import probes
-from chaos_ext.prometheus._client import settings_from
 
 
 def test_bearer_token_is_sent_and_never_shown(prom: PrometheusServer) -> None:
@@ -71,7 +71,7 @@ def test_tls_verification_ca_file_and_opt_out(tls_files: tuple[Path, Path]) -> N
     cert, key = tls_files
     with prometheus.start(tls=(cert, key)) as server:
         assert server.url.startswith("https://")
-        base: dict[str, Any] = {"prometheus_url": server.url, "prometheus_timeout": 5}
+        base: dict[str, Any] = {"prometheus_url": server.url, "prometheus_timeout_seconds": 5}
         with pytest.raises(PrometheusUnreachable, match="SSLError"):
             probes.query_value("vector(4)", configuration=base)
         with_ca = {**base, "prometheus_ca_file": str(cert)}

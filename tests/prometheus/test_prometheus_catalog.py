@@ -12,6 +12,7 @@ import pytest
 from support.exporter import Exporter
 from support.promquery import wait_result, wait_value
 
+from chaos_ext._prometheus.client import client
 from chaos_ext._servers.prometheus import PrometheusServer
 from chaos_ext.errors import EmptyResult, InvalidArgument
 from chaos_ext.prometheus import probes
@@ -24,7 +25,6 @@ from chaos_ext.prometheus._catalog import (
     default_catalog,
     load_catalog,
 )
-from chaos_ext.prometheus._client import client
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -38,8 +38,8 @@ def test_range_and_boolean_tolerances_decide_the_hypothesis(
         "configuration": {"prometheus_url": prom.url},
         "steady-state-hypothesis": {"title": "errors low", "probes": [
             _probe("ratio", "query_value", {"type": "range", "range": [0, 0.01]}, expr=name),
-            _probe("slo", "slo_holds", True, expr=name, op="<", threshold=0.01, window="2s",
-                   step="1s", min_fraction=0.5),
+            _probe("slo", "slo_holds", True, expr=name, op="<", threshold=0.01, window_seconds=2,
+                   step_seconds=1, min_fraction=0.5),
         ]},
         "method": [],
     }  # fmt: skip

@@ -65,13 +65,25 @@ def test_empty_and_nan_are_explicit(config: dict[str, Any], metric: Callable[[st
     assert probes.query_value(nan, if_nan=0.0, configuration=config) == 0.0
 
 
-def test_bad_promql_is_one_line_quoting_prometheus(config: dict[str, Any]) -> None:
-    with pytest.raises(PromQLError) as caught:
+def test_a_promql_syntax_error_is_refused_before_any_request(config: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgument) as caught:
         probes.query_value("sum(rate(http_requests_total[5m])", configuration=config)
     message = str(caught.value)
     assert "\n" not in message
     assert "sum(rate(http_requests_total[5m])" in message
-    assert "parse error" in message and "unclosed left parenthesis" in message
+    assert "unclosed left parenthesis" in message
+
+
+def test_a_query_prometheus_rejects_is_one_line_quoting_prometheus(
+    config: dict[str, Any],
+) -> None:
+    # valid syntax for promql-parser; Prometheus refuses the regular expression
+    expr = 'label_replace(vector(1), "a", "$1", "b", "(")'
+    with pytest.raises(PromQLError) as caught:
+        probes.query_value(expr, configuration=config)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert expr in message and "regular expression" in message
 
 
 def test_execution_error_is_a_promql_error(config: dict[str, Any]) -> None:
@@ -81,7 +93,7 @@ def test_execution_error_is_a_promql_error(config: dict[str, Any]) -> None:
 
 
 def test_unreachable_is_typed_and_fast() -> None:
-    config = {"prometheus_url": f"http://127.0.0.1:{free_port()}", "prometheus_timeout": 2}
+    config = {"prometheus_url": f"http://127.0.0.1:{free_port()}", "prometheus_timeout_seconds": 2}
     with pytest.raises(PrometheusUnreachable, match="unreachable"):
         probes.query_value("up", configuration=config)
 

@@ -6,15 +6,15 @@ import math
 
 import pytest
 
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._promql import histogram_quantile_expr, matchers
-from chaos_ext.prometheus._results import (
+from chaos_ext._prometheus.promql import histogram_quantile_expr, matchers
+from chaos_ext._prometheus.results import (
     Condition,
     fraction_holding,
     parse_duration,
     parse_instant,
     summarize,
 )
+from chaos_ext.errors import InvalidArgument
 
 
 @pytest.mark.parametrize(
@@ -61,10 +61,14 @@ def test_histogram_expression_and_matchers() -> None:
     assert matchers({"job": "api", "code": "~5..", "pod": "!x"}) == (
         '{code=~"5..",job="api",pod!="x"}'
     )
-    assert histogram_quantile_expr("lat_seconds", 0.99, "1m", {"job": 'a"b'}) == (
-        'histogram_quantile(0.99, sum by (le) (rate(lat_seconds_bucket{job="a\\"b"}[1m])))'
+    assert histogram_quantile_expr("lat_seconds", 0.99, 60, {"job": 'a"b'}) == (
+        'histogram_quantile(0.99, sum by (le) (rate(lat_seconds_bucket{job="a\\"b"}[60s])))'
     )
+    assert "[1500ms]" in histogram_quantile_expr("lat_seconds", 0.5, 1.5)
     with pytest.raises(InvalidArgument):
-        histogram_quantile_expr("lat seconds", 0.99, "1m")
+        histogram_quantile_expr("lat seconds", 0.99, 60)
     with pytest.raises(InvalidArgument):
-        histogram_quantile_expr("lat", 99, "1m")
+        histogram_quantile_expr("lat", 99, 60)
+    for bad in (0, -5, "1m", True):
+        with pytest.raises(InvalidArgument, match="window_seconds"):
+            histogram_quantile_expr("lat", 0.5, bad)  # type: ignore[arg-type]

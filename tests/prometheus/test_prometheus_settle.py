@@ -27,7 +27,7 @@ def _experiment(prom_url: str, gauge: str, netns: str, **extra: Any) -> dict[str
     return {
         "title": "settle before injecting",
         "description": "the service is healthy only after a while",
-        "configuration": {"prometheus_url": prom_url, "prometheus_timeout": 5},
+        "configuration": {"prometheus_url": prom_url, "prometheus_timeout_seconds": 5},
         "steady-state-hypothesis": {"title": "healthy", "probes": [{
             "type": "probe", "name": "service-healthy",
             "tolerance": {"type": "range", "range": [0.5, 1.5]},

@@ -69,7 +69,7 @@ def test_stats_match_the_served_values_and_prometheus_over_time(
     assert [float(v) for _, v in stored][: len(SERVED)] == SERVED
 
     stats, at = _within_one_second(
-        lambda: probes.query_stats(served, window="40s", step="1s", configuration=config)
+        lambda: probes.query_stats(served, window_seconds=40, step_seconds=1, configuration=config)
     )
     assert stats["min"] == min(SERVED) and stats["max"] == max(SERVED)
     for key, template in OVER_TIME.items():
@@ -81,7 +81,7 @@ def test_series_are_the_stored_samples_at_step_aligned_times(
     served: str, prom: PrometheusServer, config: dict[str, Any]
 ) -> None:
     result, at = _within_one_second(
-        lambda: probes.query_series(served, window="40s", step="1s", configuration=config)
+        lambda: probes.query_series(served, window_seconds=40, step_seconds=1, configuration=config)
     )
     times = [t for t, _ in result["series"]]
     assert times == sorted(times) and all(float(t).is_integer() for t in times)
@@ -97,7 +97,7 @@ def test_slo_fraction_semantics(
     served: str, prom: PrometheusServer, config: dict[str, Any]
 ) -> None:
     fraction, at = _within_one_second(
-        lambda: probes.slo_fraction(served, "<", 300, "40s", "1s", configuration=config)
+        lambda: probes.slo_fraction(served, "<", 300, 40, 1, configuration=config)
     )
     # held slots / all 41 slots of the window (gaps count against the SLO)
     held = _prom_value(prom, f"sum_over_time(({served} < bool 300)[40s:1s])", at)
@@ -105,11 +105,11 @@ def test_slo_fraction_semantics(
     # of the values served, exactly two (310, 450) break "< 300"
     assert sum(1 for v in SERVED if not v < 300) == 2
     assert 0 < fraction < 1
-    assert probes.slo_holds(served, "<", 300, "40s", "1s", fraction, configuration=config)
+    assert probes.slo_holds(served, "<", 300, 40, 1, fraction, configuration=config)
     stricter = min(1.0, fraction + 0.05)
-    assert not probes.slo_holds(served, "<", 300, "40s", "1s", stricter, configuration=config)
-    assert probes.slo_holds(served, "<", 1000, "5s", "1s", 1.0, configuration=config)
-    assert not probes.slo_holds(served, ">", 1000, "5s", "1s", 0.01, configuration=config)
+    assert not probes.slo_holds(served, "<", 300, 40, 1, stricter, configuration=config)
+    assert probes.slo_holds(served, "<", 1000, 5, 1, 1.0, configuration=config)
+    assert not probes.slo_holds(served, ">", 1000, 5, 1, 0.01, configuration=config)
 
 
 def test_histogram_quantiles_match_the_observations(
@@ -128,8 +128,8 @@ def test_histogram_quantiles_match_the_observations(
     # p50: 0 + 0.1 * 50/80; p95: 0.25 + 0.25 * (95-80)/15; p99: 0.5 + 0.5 * (99-95)/5
     expected = {0.5: 0.0625, 0.95: 0.5, 0.99: 0.9}
     for quantile, want in expected.items():
-        got = probes.histogram_quantile(name, quantile, "30s", {"job": "gameday"},
+        got = probes.histogram_quantile(name, quantile, 30, {"job": "gameday"},
                                         configuration=config)  # fmt: skip
         assert got == pytest.approx(want, rel=1e-9), quantile
     with pytest.raises(EmptyResult, match="returned no series"):
-        probes.histogram_quantile(name, 0.99, "30s", {"job": "nobody"}, configuration=config)
+        probes.histogram_quantile(name, 0.99, 30, {"job": "nobody"}, configuration=config)

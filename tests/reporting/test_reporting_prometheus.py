@@ -43,7 +43,7 @@ def _experiment(metric: str) -> dict[str, Any]:
         "method": [
             {"type": "probe", "name": "wait", "provider": {
                 "type": "process", "path": "sleep", "arguments": "5", "timeout": 30}},
-            _prom("window", "query_stats", expr=metric, window="10s", step="1s"),
+            _prom("window", "query_stats", expr=metric, window_seconds=10, step_seconds=1),
         ],
     }  # fmt: skip
 
@@ -148,7 +148,7 @@ def test_gate_with_an_abort_condition_stops_the_run_and_says_why(
     time.sleep(2.5)
     plan = tmp_path / "abort.yaml"
     plan.write_text(json.dumps({
-        "interval": "500ms", "unreachable_after": 3,
+        "interval_seconds": 0.5, "unreachable_after": 3,
         "conditions": [{"name": "latency-ceiling", "promql": metric,
                         "tolerance": {"op": "<", "threshold": 300}}],
     }))  # fmt: skip

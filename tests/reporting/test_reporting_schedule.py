@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +18,11 @@ import kubernetes_validate
 import pytest
 import yaml
 from support.gameday_cli import ROOT, cli_env, run_gameday
+from support.harness import netns_list, wait_for
 from support.kube_api import KubeApi
 
 from chaos_ext.reporting.manifests import ABORT_KEY, RUNNER_UID
+from chaos_ext.runner.signals import SIGNAL_EXIT_BUDGET_S, TERMINATION_GRACE_S
 
 K8S_VERSIONS = ("1.27.0", "1.33.0")  # CronJob timeZone is GA from 1.27
 
@@ -124,7 +129,7 @@ def test_sidecar_set_gets_one_role_per_target_namespace_and_nothing_cluster_wide
     sidecar = _activity("patch_sidecar", deployment="web", image="envoy:1.30")
     path = _experiment(tmp_path, "sidecar", [], [sidecar])
     plan = tmp_path / "abort.yaml"
-    plan.write_text("interval: 1s\nconditions:\n  - probe: http-error-ratio\n"
+    plan.write_text("interval_seconds: 1\nconditions:\n  - probe: http-error-ratio\n"
                     "    parameters: {job: checkout}\n")  # fmt: skip
     docs, out = _schedule(tmp_path, str(path), "--cron", "@weekly", "--abort-on", str(plan),
                           "--target-namespace", "shop",
@@ -258,3 +263,55 @@ def test_literal_secrets_are_refused_env_secrets_accepted(tmp_path: Path) -> Non
         "containers"
     ][0]
     assert container["envFrom"] == [{"secretRef": {"name": "db-credentials"}}]
+
+
+def test_the_job_passes_sigterm_on_and_its_grace_period_covers_the_rollback(
+    tmp_path: Path,
+) -> None:
+    """Issue 22, point 4: the pod's shell (PID 1) forwards SIGTERM; the runner rolls back.
+
+    The CronJob's own script runs here under /bin/sh; the experiment injects a
+    real fault (a network namespace) and then pauses 30 s. SIGTERM to the shell
+    must end the job within the runner's budget, with the journal written and
+    the namespace gone, well inside the pod's terminationGracePeriodSeconds.
+    """
+    ns = f"gdt-{uuid.uuid4().hex[:8]}"
+    fault = {"type": "action", "name": "make-namespace", "pauses": {"after": 30},
+             "provider": {"type": "python", "module": "support.faultkit",
+                          "func": "create_netns", "arguments": {"name": ns}}}  # fmt: skip
+    path = _experiment(tmp_path, "paused", [], [fault])
+    docs, out = _schedule(tmp_path, str(path), "--cron", "@daily")
+    assert out.returncode == 0, out.stderr
+    pod = _by_kind(docs)["CronJob"][0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == TERMINATION_GRACE_S > 3 * SIGNAL_EXIT_BUDGET_S
+    experiments, reports = tmp_path / "experiments", tmp_path / "reports"
+    experiments.mkdir()
+    for key, text in _by_kind(docs)["ConfigMap"][0]["data"].items():
+        (experiments / key).write_text(text)
+    script = pod["containers"][0]["command"][2].replace("/experiments", str(experiments))
+    script = script.replace("/reports", str(reports))
+    env = cli_env(reports / ".ledger" / "ledger.sqlite3")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    shell = subprocess.Popen(
+        ["/bin/sh", "-c", script], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: ns in netns_list(), 60, "the fault")
+        time.sleep(1.0)  # in the pause
+        sent = time.monotonic()
+        shell.send_signal(signal.SIGTERM)
+        output, _ = shell.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait(timeout=10)
+        if ns in netns_list():
+            subprocess.run(["ip", "netns", "delete", ns], check=False, timeout=10)
+    assert took < SIGNAL_EXIT_BUDGET_S, output
+    assert shell.returncode == 2, output
+    assert ns not in netns_list()
+    (journal,) = reports.glob("*/run/journal-*.json")
+    assert json.loads(journal.read_text())["gameday"]["outcome"] == "interrupted"
+    assert not list(reports.glob("*/report.html"))  # stopped: no report, exit code kept

@@ -32,3 +32,13 @@ def test_a_deviation_shows_the_injected_fault_from_the_ledger() -> None:
 def test_a_failed_check_before_the_method_is_not_steady_not_deviated() -> None:
     journal = {"steady_states": {"before": {"probes": [_probe("p50-added", 0.4, False)]}}}
     assert rows(journal) == [("p50-added (before)", "0.4", "NOT STEADY")]
+
+
+def test_a_probe_with_a_tolerance_target_shows_what_was_judged() -> None:
+    """load_window_stats returns a whole summary; the tolerance judges one field of it."""
+    probe = {"activity": {"name": "search-errors", "tolerance": {"type": "range",
+             "target": "error_ratio", "range": [0, 0.01]}},
+             "output": {"p95_ms": 18.3, "error_ratio": 0.968, "sent": 300},
+             "tolerance_met": False}  # fmt: skip
+    journal = {"steady_states": {"after": {"probes": [probe]}}}
+    assert rows(journal) == [("search-errors (after)", "error_ratio=0.968", "DEVIATED")]

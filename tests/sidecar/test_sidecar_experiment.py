@@ -29,8 +29,10 @@ def test_the_sidecar_experiment_rolls_out_and_restores(
 ) -> None:  # fmt: skip
     before = emulator.get("ConfigMap", "istio-system", "istio-sidecar-injector")
     with steady_traffic("api", history_s=8) as prometheus_url:
-        for key, value in {"PROMETHEUS_URL": prometheus_url, "ERROR_WINDOW": "5s",
-                           "ERROR_STEP": "1s", "MESH_NAMESPACE": "shop"}.items():  # fmt: skip
+        for key, value in {
+            "PROMETHEUS_URL": prometheus_url, "ERROR_WINDOW_SECONDS": "5",
+            "ERROR_STEP_SECONDS": "1", "MESH_NAMESPACE": "shop",
+        }.items():  # fmt: skip
             monkeypatch.setenv(key, value)
         result = gameday("run", "--journal", "journal.json", str(EXPERIMENT), timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr

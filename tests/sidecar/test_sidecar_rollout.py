@@ -72,7 +72,10 @@ def test_rollout_annotates_why_and_leaves_no_drift(
     _bump()
     t0 = datetime.now(UTC).replace(microsecond=0)
     result = rollout_drifted_workloads(
-        annotation_prefix=PREFIX, reason="istio 1.23 upgrade", include_daemonsets=True, timeout_s=30
+        annotation_prefix=PREFIX,
+        reason="istio 1.23 upgrade",
+        include_daemonsets=True,
+        timeout_seconds=30,
     )
     assert len(result["restarted"]) == 4 and all(r["complete"] for r in result["restarted"])
     for kind, ns, name in [("Deployment", "shop", "web"), ("DaemonSet", "logging", "fluentbit")]:
@@ -94,17 +97,19 @@ def test_parallel_rollouts(emulator: EmulatorHandle, mesh: dict[str, Any], paral
     emulator.call(lambda c: setattr(c, "rollout_delay", 0.4))
     _bump()
     t0 = time.monotonic()
-    result = rollout_drifted_workloads(parallel=parallel, annotation_prefix=PREFIX, timeout_s=30)
+    result = rollout_drifted_workloads(
+        parallel=parallel, annotation_prefix=PREFIX, timeout_seconds=30
+    )
     took = time.monotonic() - t0
     assert len(result["restarted"]) == 3
     assert emulator.call(lambda c: c.max_parallel_rollouts) == parallel
     assert took >= 0.4 * (3 / parallel) * 0.9
 
 
-def test_only_started_before_and_namespaces(emulator: EmulatorHandle, mesh: dict[str, Any]) -> None:
+def test_started_before_and_namespaces(emulator: EmulatorHandle, mesh: dict[str, Any]) -> None:
     _bump()
     past = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    none = rollout_drifted_workloads(only_started_before=past, annotation_prefix=PREFIX)
+    none = rollout_drifted_workloads(started_before=past, annotation_prefix=PREFIX)
     assert none["selected"] == [] and none["restarted"] == []
     result = rollout_drifted_workloads(include_namespaces=["payments"], annotation_prefix=PREFIX)
     assert [r["name"] for r in result["restarted"]] == ["api"]
@@ -118,4 +123,4 @@ def test_a_rollout_that_does_not_finish_fails_the_action(
     emulator.call(lambda c: setattr(c, "rollout_delay", 30))
     _bump()
     with pytest.raises(SidecarError, match=r"3 rollout\(s\) not complete within 1 s"):
-        rollout_drifted_workloads(timeout_s=1, parallel=3, annotation_prefix=PREFIX)
+        rollout_drifted_workloads(timeout_seconds=1, parallel=3, annotation_prefix=PREFIX)

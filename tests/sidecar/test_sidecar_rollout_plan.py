@@ -1,17 +1,23 @@
-"""Rollout selection, annotation keys and completion checks (pure functions)."""
+"""Rollout selection, annotation keys, completion checks and the shared drift query (pure)."""
 
 from __future__ import annotations
+
+import inspect
 
 import pytest
 
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.sidecar._drift import WorkloadDrift
+from chaos_ext.sidecar._observe import QUERY_ARGUMENTS
 from chaos_ext.sidecar._rollout import (
     annotation_keys,
     restart_patch,
     rollout_status,
     select_workloads,
 )
+from chaos_ext.sidecar.actions import rollout_drifted_workloads
+from chaos_ext.sidecar.probes import sidecar_drift
+from chaos_ext.validation import check_activity_arguments
 
 
 def test_annotation_keys() -> None:
@@ -189,3 +195,19 @@ def test_restart_patch_touches_only_pod_template_annotations() -> None:
 )
 def test_rollout_status(obj: dict[str, object], done: bool) -> None:
     assert rollout_status(obj)[0] is done
+
+
+def test_one_drift_query_for_the_probe_and_the_rollout() -> None:
+    """Same arguments, names, defaults and types, first in both signatures; one check reads them."""
+    probe = inspect.signature(sidecar_drift).parameters
+    action = inspect.signature(rollout_drifted_workloads).parameters
+    count = len(QUERY_ARGUMENTS)
+    assert tuple(probe)[:count] == tuple(action)[:count] == QUERY_ARGUMENTS
+    for name in QUERY_ARGUMENTS:
+        assert (probe[name].default, probe[name].annotation) == (
+            action[name].default, action[name].annotation
+        ), name  # fmt: skip
+    bad = {"started_before": "yesterday"}
+    for activity in (sidecar_drift, rollout_drifted_workloads):
+        with pytest.raises(InvalidArgument, match="started_before: 'yesterday'"):
+            check_activity_arguments(activity, bad)

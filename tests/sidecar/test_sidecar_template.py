@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +19,8 @@ from support.k8s_emulator import EmulatorHandle
 from chaos_ext._k8s import api_client
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.faults.actions import rollback_faults
-from chaos_ext.ledger import Ledger
-from chaos_ext.sidecar.actions import change_sidecar_template
+from chaos_ext.ledger import Ledger, set_current_run_id
+from chaos_ext.sidecar.actions import change_sidecar_template, restore_sidecar_template
 
 CM_PATH = "/api/v1/namespaces/istio-system/configmaps/istio-sidecar-injector"
 
@@ -41,16 +42,18 @@ def test_change_then_undo_restores_the_configmap_byte_for_byte(
         }
     )
     assert result["changed_keys"] == ["values"]
+    (entry,) = Ledger(ledger_path).open_entries()
+    assert result["ledger_id"] == entry.id
     during = _raw_data(emulator)
     values = json.loads(during["values"])
     assert values["global"]["tag"] == "1.23.1"
     assert values["global"]["proxy"]["resources"]["requests"] == {"cpu": "250m", "memory": "128Mi"}
     assert during["config"] == before["config"]
-    (entry,) = Ledger(ledger_path).open_entries()
     assert entry.recipe["previous"]["values"] == before["values"]
 
-    undone = rollback_faults()
+    undone = restore_sidecar_template()
     assert undone["undone"] == 1 and "restored values" in undone["faults"][0]["note"]
+    assert undone["faults"][0]["ledger_id"] == entry.id and undone["left_alone"] == []
     after = _raw_data(emulator)
     assert after == before
     assert {k: v.encode() for k, v in after.items()} == {k: v.encode() for k, v in before.items()}
@@ -137,4 +140,39 @@ def test_sigkill_after_the_change_then_gameday_rollback_restores(
     assert json.loads(_raw_data(emulator)["values"])["global"]["tag"] == "1.23.1"
     result = gameday("rollback")
     assert result.returncode == 0, result.stderr
+    assert _raw_data(emulator) == before
+
+
+def test_restore_leaves_a_live_runs_change_alone_and_takes_a_dead_runs_on_request(
+    emulator: EmulatorHandle, mesh: dict[str, Any], ledger_path: Path
+) -> None:
+    """The rollback scope: this run's by default, dead runs' when asked, never a live run's."""
+    before = _raw_data(emulator)
+    script = (
+        "from chaos_ext.sidecar.actions import change_sidecar_template as c; "
+        "print(c(data={'gameday-dead': 'left by a killed run'})['ledger_id'])"
+    )
+    dead = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.strip()  # that process has exited: its run is dead, its change still open
+    set_current_run_id("another-live-run")  # this process, alive, under another run id
+    try:
+        live = change_sidecar_template(data={"gameday-live": "a live run's"})["ledger_id"]
+    finally:
+        set_current_run_id(None)
+    undone = restore_sidecar_template()
+    assert undone["undone"] == 0
+    assert {a["ledger_id"]: a["reason"] for a in undone["left_alone"]} == {
+        dead: "its runner is dead: pass include_dead_runs=true",
+        live: "its runner is alive: that run undoes it itself",
+    }
+    undone = restore_sidecar_template(include_dead_runs=True)
+    assert [f["ledger_id"] for f in undone["faults"]] == [dead]
+    assert [a["ledger_id"] for a in undone["left_alone"]] == [live]
+    assert "gameday-dead" not in _raw_data(emulator) and "gameday-live" in _raw_data(emulator)
+    set_current_run_id("another-live-run")
+    try:
+        assert restore_sidecar_template()["undone"] == 1
+    finally:
+        set_current_run_id(None)
     assert _raw_data(emulator) == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -40,3 +41,12 @@ def seconds_until(predicate: Callable[[], bool], timeout: float) -> float:
             return time.monotonic() - started
         time.sleep(0.01)
     raise AssertionError(f"still false after {timeout} s")
+
+
+def established(port: int, address: str = "127.0.0.1") -> int:
+    """TCP connections to address:port in state ESTABLISHED, as ``ss`` (the kernel) counts them."""
+    out = subprocess.run(
+        ["ss", "-Htn", "state", "established", "dst", f"{address}:{port}"],
+        capture_output=True, text=True, check=True, timeout=10,
+    ).stdout  # fmt: skip
+    return len([line for line in out.splitlines() if line.strip()])

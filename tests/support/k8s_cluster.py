@@ -119,6 +119,7 @@ class ClusterState:
         self.rollout_delay = rollout_delay
         self.injector = injector
         self.events: list[tuple[float, str, str]] = []
+        self.api_calls: list[str] = []  # "verb group/resource namespace", for RBAC checks
         self.in_rollout: set[str] = set()
         self.max_parallel_rollouts = 0
         self.pdb_min_healthy: dict[str, int] = {}

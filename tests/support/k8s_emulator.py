@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import kmock
 import pytest
 
+from support import k8s_objects as objs
 from support.k8s_cluster import KINDS, ClusterState
 from support.k8s_server import ClusterEmulator
 
@@ -89,6 +90,7 @@ class EmulatorHandle:
         try:
             emulator = ClusterEmulator(ready_delay=ready_delay, rollout_delay=rollout)
             async with emulator, kmock.Server(emulator) as server:
+                await _seed_system(emulator)
                 self._emulator = emulator
                 started.set_result(str(server.url))
                 await asyncio.wait_for(self._stop.wait(), _MAX_RUNTIME_S)
@@ -119,6 +121,10 @@ class EmulatorHandle:
 
     def events(self, what: str | None = None) -> list[tuple[float, str, str]]:
         return self.call(lambda c: [e for e in c.events if what is None or e[1] == what])
+
+    def api_calls(self) -> list[str]:
+        """Every API request served: ``"verb group/resource namespace"``."""
+        return self.call(lambda c: list(c.api_calls))
 
     def set_injector(self, injector: Callable[[Obj, ClusterState], Obj] | None) -> None:
         def assign(cluster: ClusterState) -> None:
@@ -204,6 +210,14 @@ def start_process(
     return ProcessHandle(proc, url, kubeconfig)
 
 
+async def _seed_system(emulator: ClusterEmulator) -> None:
+    """What every real cluster has from its start: the kube-system namespace (with a uid).
+
+    Its uid is the cluster's identity for the fault ledger; each emulator gets its own.
+    """
+    await emulator.apply(lambda c: c.put(objs.namespace("kube-system")) and None)
+
+
 async def _main(args: argparse.Namespace) -> None:
     emulator = ClusterEmulator(ready_delay=args.ready_delay, rollout_delay=args.rollout_delay)
     stop = asyncio.Event()
@@ -211,6 +225,7 @@ async def _main(args: argparse.Namespace) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     async with emulator, kmock.Server(emulator) as server:
+        await _seed_system(emulator)
         if args.seed:
             seeded = json.loads(Path(args.seed).read_text())
             await emulator.apply(lambda c: [c.put(o) for o in seeded] and None)

@@ -139,11 +139,13 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         if request.resource is None:
             return await super()._handle(request)
+        if _is_namespace_get(request):
+            return await self._serve_namespace(request)
         r = _res_of(request)
         if r[2] and request.action is not None:  # what was asked of the API, for RBAC checks
             sub = f"/{request.subresource}" if request.subresource else ""
             verb = _VERB_OF.get(request.action.value, request.action.value.lower())
-            self.cluster.note("api", f"{verb} {r[0]}/{r[2]}{sub} {request.namespace or ''}")
+            self.cluster.api_calls.append(f"{verb} {r[0]}/{r[2]}{sub} {request.namespace or ''}")
         if request.action == kmock.action.LIST and r[2]:  # not discovery (/apis/apps/v1)
             response: Any = await self._serve_list(request)
             return response  # prebuilt bytes: objects encoded once per resourceVersion
@@ -163,6 +165,16 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             job = request.data
             self._schedule([(0.0, lambda: job_created(self.cluster, job))])
         return response
+
+    async def _serve_namespace(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        """GET /api/v1/namespaces/NAME (kmock parses it as a list in namespace NAME)."""
+        name = request.url.path.rsplit("/", 1)[1]
+        self.cluster.api_calls.append(f"get /namespaces  {name}")  # cluster-scoped, by name
+        async with self._lock:
+            obj = self.cluster.get(KINDS["Namespace"], None, name)
+        if obj is None:
+            return _status_response(404, "NotFound", f'namespaces "{name}" not found')
+        return _json_bytes(self._encoded_object(KINDS["Namespace"], obj))
 
     async def _serve_object(self, r: Res, request: rendering.Request) -> aiohttp.web.StreamResponse:
         """GET/PATCH/DELETE of one object, straight on kmock's store.
@@ -254,6 +266,15 @@ def _res_of(request: rendering.Request) -> Res:
     r = request.resource
     assert r is not None
     return (r.group or "", r.version or "", r.plural or "")
+
+
+def _is_namespace_get(request: rendering.Request) -> bool:
+    parts = request.url.path.strip("/").split("/")
+    return (
+        request.method == kmock.method.GET
+        and len(parts) == 4
+        and parts[:3] == ["api", "v1", "namespaces"]
+    )
 
 
 def _propagation(request: rendering.Request) -> str:

@@ -1,4 +1,10 @@
-"""Pure PromQL builders: label matchers and the histogram-quantile expression."""
+"""Pure PromQL helpers: the syntax check, label matchers and the histogram-quantile expression.
+
+:func:`check_promql` parses a query with ``promql-parser`` (a maintained parser,
+the Rust crate GreptimeDB uses, with Python bindings) so a query with a syntax
+error is refused before it reaches Prometheus: by ``gameday validate`` and by
+every activity when it is called.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,35 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._results import parse_duration
+import promql_parser
 
-__all__ = ["histogram_quantile_expr", "matchers", "quote", "require_metric_name"]
+from chaos_ext._prometheus.results import shown
+from chaos_ext.errors import InvalidArgument
+
+__all__ = [
+    "check_promql",
+    "histogram_quantile_expr",
+    "matchers",
+    "promql_duration",
+    "quote",
+    "require_metric_name",
+]
 
 _METRIC = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_promql(expr: object, what: str = "expr") -> str:
+    """``expr`` if it is a syntactically valid PromQL query, else InvalidArgument with the
+    parser's reason (``expr: invalid PromQL 'sum(rate(x[5m]': unclosed left parenthesis``)."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise InvalidArgument(f"{what}: expected a PromQL query, got {expr!r:.60}")
+    try:
+        promql_parser.parse(expr)
+    except ValueError as exc:
+        reason = " ".join(str(exc).split()) or "syntax error"
+        raise InvalidArgument(f"{what}: invalid PromQL {shown(expr)}: {reason}") from None
+    return expr
 
 
 def require_metric_name(value: str, what: str = "metric") -> str:
@@ -43,10 +71,20 @@ def matchers(selector: Mapping[str, str]) -> str:
     return "{" + ",".join(parts) + "}" if parts else ""
 
 
+def promql_duration(seconds: float, what: str = "window_seconds") -> str:
+    """A number of seconds as a PromQL duration (``300`` -> ``300s``, ``1.5`` -> ``1500ms``)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+        raise InvalidArgument(f"{what}={seconds!r} must be a number of seconds above zero")
+    millis = round(seconds * 1000)
+    if millis < 1:
+        raise InvalidArgument(f"{what}={seconds!r} is shorter than Prometheus's 1 ms")
+    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
+
+
 def histogram_quantile_expr(
     metric: str,
     quantile: float,
-    window: str,
+    window_seconds: float,
     selector: Mapping[str, str] | None = None,
     by: Sequence[str] = (),
 ) -> str:
@@ -57,11 +95,12 @@ def histogram_quantile_expr(
     require_metric_name(metric)
     if not 0 <= quantile <= 1:
         raise InvalidArgument(f"quantile={quantile!r} must be within [0, 1] (0.99 for p99)")
-    parse_duration(window, "window")
+    window = promql_duration(window_seconds)
     for label in by:
         if not _LABEL.match(label) or label == "le":
             raise InvalidArgument(f"by: {label!r} is not a label name to group by")
     bucket = metric if metric.endswith("_bucket") else f"{metric}_bucket"
     grouping = ", ".join(["le", *by])
     series = f"{bucket}{matchers(selector or {})}"
-    return f"histogram_quantile({quantile:g}, sum by ({grouping}) (rate({series}[{window}])))"
+    expr = f"histogram_quantile({quantile:g}, sum by ({grouping}) (rate({series}[{window}])))"
+    return check_promql(expr, "histogram_quantile")

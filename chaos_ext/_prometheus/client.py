@@ -3,18 +3,18 @@
 Connection settings come from the Chaos Toolkit ``configuration`` and
 ``secrets`` of the activity (``secrets`` may also hold a ``prometheus`` scope):
 
-==========================  =========================================================
-configuration key           meaning
-==========================  =========================================================
-``prometheus_url``          base URL, e.g. ``http://prometheus.monitoring:9090``
-                            (``prometheus_base_url``, chaostoolkit-prometheus' key,
-                            is accepted too)
-``prometheus_timeout``      seconds per request, also sent as the query ``timeout``
-                            (default 10)
-``prometheus_verify_tls``   ``false`` to skip certificate checks (default true)
-``prometheus_ca_file``      CA bundle used to verify the server certificate
-``prometheus_retries``      retries on connection errors and 502/503/504 (default 1)
-==========================  =========================================================
+================================  =========================================================
+configuration key                 meaning
+================================  =========================================================
+``prometheus_url``                base URL, e.g. ``http://prometheus.monitoring:9090``
+                                  (``prometheus_base_url``, chaostoolkit-prometheus' key,
+                                  is accepted too)
+``prometheus_timeout_seconds``    seconds per request, also sent as the query ``timeout``
+                                  (default 10)
+``prometheus_verify_tls``         ``false`` to skip certificate checks (default true)
+``prometheus_ca_file``            CA bundle used to verify the server certificate
+``prometheus_retries``            retries on connection errors and 502/503/504 (default 1)
+================================  =========================================================
 
 Secrets: ``prometheus_token`` (sent as ``Authorization: Bearer ...``), or
 ``prometheus_username`` + ``prometheus_password`` (basic auth). They never
@@ -45,13 +45,13 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
+from chaos_ext._prometheus.results import shown
 from chaos_ext.errors import (
     InvalidArgument,
     PrometheusHTTPError,
     PrometheusUnreachable,
     PromQLError,
 )
-from chaos_ext.prometheus._results import shown
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -64,7 +64,7 @@ __all__ = [
 logger = logging.getLogger("chaostoolkit")
 
 DEFAULT_TIMEOUT = 10.0
-"""Seconds per request when ``prometheus_timeout`` is not configured."""
+"""Seconds per request when ``prometheus_timeout_seconds`` is not configured."""
 
 _PROMQL_STATUSES = (400, 422)  # bad_data (parse) and execution errors
 
@@ -135,7 +135,9 @@ def settings_from(
         raise InvalidArgument("secrets need both prometheus_username and prometheus_password")
     return PrometheusSettings(
         url=url.rstrip("/"),
-        timeout=_as_number(config.get("prometheus_timeout"), "prometheus_timeout", DEFAULT_TIMEOUT),
+        timeout=_as_number(
+            config.get("prometheus_timeout_seconds"), "prometheus_timeout_seconds", DEFAULT_TIMEOUT
+        ),
         verify=verify,
         retries=int(_as_number(config.get("prometheus_retries"), "prometheus_retries", 1)),
         token=_secret(secret, "prometheus_token"),

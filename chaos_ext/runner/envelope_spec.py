@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.runner._envelope import Search, Space, fmt, worst_case_runs
+from chaos_ext.runner.envelope_search import Search, Space, fmt, worst_case_runs
 from chaos_ext.runner.settle import MAX_SETTLE_SECONDS, gameday_extension
 
 __all__ = [

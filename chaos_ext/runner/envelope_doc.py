@@ -2,7 +2,7 @@
 
 One record per run (magnitude, why it ran, outcome, its journal, the
 hypothesis probes' measured values) and the conclusion, recomputed from the
-records by :func:`chaos_ext.runner._envelope.conclude` whenever it is read,
+records by :func:`chaos_ext.runner.envelope_search.conclude` whenever it is read,
 so a report or a gate never trusts a summary the runs do not support.
 """
 
@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chaos_ext.runner._envelope import (
+from chaos_ext.runner.envelope_search import (
     COUNTED,
     Envelope,
     Observation,
@@ -23,7 +23,7 @@ from chaos_ext.runner._envelope import (
     conclude,
     describe,
 )
-from chaos_ext.runner._envelope_spec import EnvelopeSettings
+from chaos_ext.runner.envelope_spec import EnvelopeSettings
 from chaos_ext.runner.verdict import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_UNSTEADY
 
 __all__ = [

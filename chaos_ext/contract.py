@@ -1,0 +1,145 @@
+"""The shape every activity shares (docs/conventions.md): types, roles, the rollback result.
+
+* :data:`Configuration` and :data:`Secrets` type the two arguments chaoslib
+  injects by name; every activity takes them, last, defaulting to None.
+* Every action has one role, declared where it is defined:
+  :func:`fault_action` (it records a fault in the ledger and names the
+  rollback activity that undoes it), :func:`rollback_activity` (it undoes
+  faults) or :func:`remedy_action` (it changes something on purpose that is
+  not a fault and is not undone, with the reason).
+* :func:`roll_back` is what a rollback activity does once it has found the
+  open entries of its kind: keep those in its scope (this run's; with
+  ``include_dead_runs`` also those of runs whose runner is dead; never a live
+  run's), then :func:`undo_entries`.
+* :func:`undo_entries` undoes ledger entries the way every rollback activity
+  must: each one tried, failures raised together as
+  :class:`~chaos_ext.errors.RollbackFailed` (the entries stay open for
+  ``gameday rollback``), and the result in one shape::
+
+      {"undone": 2,
+       "faults": [{"ledger_id": "...", "kind": "netem", "target": "...", "note": "..."}],
+       "left_alone": [{"ledger_id": "...", "run_id": "...", "reason": "..."}]}
+
+``tests/test_conventions.py`` walks every activity and checks all of this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from chaos_ext.errors import RollbackFailed
+from chaos_ext.ledger import Entry, Ledger, current_run_id, undo
+
+__all__ = [
+    "LEDGER_ID",
+    "ROLE_ATTRIBUTE",
+    "Configuration",
+    "Secrets",
+    "fault_action",
+    "left_alone",
+    "remedy_action",
+    "role_of",
+    "roll_back",
+    "rollback_activity",
+    "undo_entries",
+]
+
+Configuration = Mapping[str, Any] | None
+"""The experiment's configuration block, as chaoslib passes it (None outside chaoslib)."""
+Secrets = Mapping[str, Any] | None
+"""The secrets the provider asked for, as chaoslib passes them; never logged or returned."""
+
+LEDGER_ID = "ledger_id"
+"""The key under which an action returns the id of the ledger entry it recorded."""
+ROLE_ATTRIBUTE = "__gameday_role__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _with_role(role: dict[str, str]) -> Callable[[F], F]:
+    def mark(func: F) -> F:
+        setattr(func, ROLE_ATTRIBUTE, role)
+        return func
+
+    return mark
+
+
+def fault_action(*, rollback: str) -> Callable[[F], F]:
+    """Mark an action that records a fault; ``rollback`` names its rollback activity.
+
+    The rollback activity lives in the same module. Put it in the
+    experiment's ``rollbacks``; ``gameday run`` also sweeps the ledger.
+    """
+    return _with_role({"role": "fault", "rollback": rollback})
+
+
+def rollback_activity(func: F) -> F:
+    """Mark an action that undoes recorded faults (see :func:`undo_entries`)."""
+    return _with_role({"role": "rollback"})(func)
+
+
+def remedy_action(*, reason: str) -> Callable[[F], F]:
+    """Mark an action that changes something on purpose and is not undone, saying why."""
+    return _with_role({"role": "remedy", "reason": reason})
+
+
+def role_of(func: Callable[..., Any]) -> dict[str, str] | None:
+    """The role an action declared (None: undeclared)."""
+    role = getattr(func, ROLE_ATTRIBUTE, None)
+    return dict(role) if isinstance(role, Mapping) else None
+
+
+def left_alone(entry: Entry, reason: str) -> dict[str, str]:
+    """One item of a rollback result's ``left_alone`` list."""
+    return {LEDGER_ID: entry.id, "run_id": entry.run_id, "reason": reason}
+
+
+def undo_entries(
+    entries: Iterable[Entry],
+    book: Ledger | None = None,
+    *,
+    skipped: Iterable[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """Undo ``entries`` newest first; the rollback result, or RollbackFailed naming each failure.
+
+    Every entry is tried even when one fails; the failed ones stay open in
+    the ledger with their error. ``skipped`` are the entries the activity
+    found but may not undo (another live run's), as built by :func:`left_alone`.
+    """
+    ordered = sorted(entries, key=lambda e: e.created_at, reverse=True)
+    outcomes = [undo(entry, book) for entry in ordered]
+    failed = [
+        f"{o.entry.kind} on {o.entry.target} ({o.entry.id}): {o.note}" for o in outcomes if not o.ok
+    ]
+    if failed:
+        raise RollbackFailed(
+            "could not undo: " + "; ".join(failed) + " (left open: run `gameday rollback`)"
+        )
+    return {
+        "undone": len(outcomes),
+        "faults": [
+            {LEDGER_ID: o.entry.id, "kind": o.entry.kind, "target": o.entry.target, "note": o.note}
+            for o in outcomes
+        ],
+        "left_alone": [dict(s) for s in skipped],
+    }
+
+
+def roll_back(
+    entries: Iterable[Entry], book: Ledger | None = None, *, include_dead_runs: bool = False
+) -> dict[str, Any]:
+    """Undo the ``entries`` in a rollback activity's scope; list the others as left alone."""
+    run = current_run_id()
+    mine: list[Entry] = []
+    others: list[dict[str, str]] = []
+    for entry in entries:
+        if entry.run_id == run:
+            mine.append(entry)
+        elif entry.owner_alive():
+            others.append(left_alone(entry, "its runner is alive: that run undoes it itself"))
+        elif include_dead_runs:
+            mine.append(entry)
+        else:
+            others.append(left_alone(entry, "its runner is dead: pass include_dead_runs=true"))
+    return undo_entries(mine, book, skipped=others)

@@ -1,0 +1,17 @@
+"""The named-probe catalogs and the built-in abort plans, as ``gameday catalog`` lists them.
+
+The public face of :mod:`chaos_ext.prometheus._catalog` for the CLI: the
+catalog files shipped in ``chaos_ext/prometheus/catalog/``, the extra ones named
+by ``$GAMEDAY_CATALOG``, and the abort plans shipped beside them.
+"""
+
+from __future__ import annotations
+
+from chaos_ext.prometheus._catalog import (
+    CATALOG_ENV,
+    CatalogProbe,
+    builtin_abort_plans,
+    default_catalog,
+)
+
+__all__ = ["CATALOG_ENV", "CatalogProbe", "builtin_abort_plans", "default_catalog"]

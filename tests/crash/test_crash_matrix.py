@@ -1,0 +1,199 @@
+"""The crash matrix: every fault kind, killed (or failed) in every window, leaves nothing behind.
+
+For each fault kind and each window of its action (before the ledger entry,
+after it, mid-apply, after apply, mid-undo), a real ``gameday run`` is
+SIGKILLed at that point by a failpoint (``GAMEDAY_FAILPOINTS``, see
+:mod:`chaos_ext._failpoint`); its exit by SIGKILL proves the window was
+reached. Then ``gameday rollback`` runs, and what is still injected is read
+through the target's own interface (``ss``, ``pg_stat_activity``, dnsmasq's
+query log, the HTTP server's counters, the Kubernetes API) and must equal
+what it was before. The ledger must then pass ``gameday ledger --verify``.
+The ``raise`` cells fail the action in a window instead: the run must exit 2
+and the fault be gone without any ``gameday rollback``.
+
+netem needs a kernel with sch_netem: its row runs in the VM lane
+(``test_crash_netem_vm.py``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.crashkit import (
+    PASSWORD,
+    configmap_state,
+    dns_flood_state,
+    dns_hold_state,
+    nft_state,
+    node_state,
+    pg_state,
+    web_state,
+)
+from support.harness import cli_env, gameday_argv
+
+from chaos_ext import ledger as fault_ledger
+from chaos_ext._servers import postgres
+from chaos_ext.ledger import Ledger
+
+WINDOWS = ("before-entry", "after-entry", "mid-apply", "after-apply", "mid-undo")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One fault kind in the matrix."""
+
+    name: str
+    fixture: str  # the target's fixture
+    action: Callable[[Any], dict[str, Any]]  # the provider of the injecting action
+    rollback: Callable[[Any], dict[str, Any]] | None  # the provider of its rollback
+    mid_apply: str
+    mid_undo: str
+    state: Callable[[Any], dict[str, Any]]
+    env: Callable[[Any], dict[str, str]] = lambda target: {}
+
+    def failpoint(self, window: str) -> str:
+        special = {"mid-apply": self.mid_apply, "mid-undo": self.mid_undo}
+        return special.get(window, f"{self.name}.{window}")
+
+
+def _python(module: str, func: str, **arguments: Any) -> dict[str, Any]:
+    return {"type": "python", "module": f"chaos_ext.{module}", "func": func,
+            "arguments": arguments}  # fmt: skip
+
+
+def _pg_action(server: postgres.PostgresServer) -> dict[str, Any]:
+    return {
+        **_python("db.actions", "exhaust_connections", engine="postgresql", host=server.host,
+                  port=server.port, database=server.database, target=10, hold_seconds=120),
+        "secrets": ["db"],
+    }  # fmt: skip
+
+
+KINDS = {
+    k.name: k
+    for k in (
+        Kind(
+            "dnsmasq-tcp-hold", "dns_server",
+            lambda s: _python("dns.actions", "saturate_dnsmasq_tcp", server=s.address,
+                              port=s.port, connections=5, hold_seconds=120),
+            lambda s: _python("dns.actions", "release_dnsmasq_tcp"),
+            "helper.started", "helper.stopping", dns_hold_state,
+        ),
+        Kind(
+            "dns-flood", "dns_server",
+            lambda s: _python("dns.actions", "flood_dns", server=s.address, port=s.port,
+                              names=["www.example.test"], qps=100, duration=3, workers=2),
+            None, "helper.started", "undo.before-close", dns_flood_state,
+        ),
+        Kind(
+            "dns-rate-limit", "resolvers",
+            lambda p: _python("dns.actions", "limit_dns_rate", pps=100, target=p.target),
+            lambda p: _python("dns.actions", "remove_dns_rate_limit", target=p.target),
+            "dns-rate-limit.mid-apply", "dns-rate-limit.mid-undo", nft_state,
+        ),
+        Kind(
+            "db-connections", "pg_server", _pg_action,
+            lambda s: _python("db.actions", "release_connections"),
+            "helper.started", "helper.stopping", pg_state,
+            env=lambda s: {"GD_CRASH_DB_USER": s.user, "GD_CRASH_DB_PASSWORD": PASSWORD},
+        ),
+        Kind(
+            "http-load", "web",
+            lambda s: _python("load.actions", "drive_http_load", urls=[s.url], rate=20,
+                              duration=60, processes=1),
+            lambda s: _python("load.actions", "stop_http_load"),
+            "helper.started", "helper.stopping", web_state,
+        ),
+        Kind(
+            "node-drain", "cluster",
+            lambda c: _python("node.actions", "drain_nodes", label_selector="role=eat-workers",
+                              count=2, pick="first", max_fraction=0.5),
+            lambda c: _python("node.actions", "uncordon_drained_nodes"),
+            "node-drain.mid-apply", "node-drain.mid-undo", node_state,
+            env=lambda c: {"KUBECONFIG": str(c.kubeconfig)},
+        ),
+        Kind(
+            "sidecar-template", "cluster",
+            lambda c: _python("sidecar.actions", "change_sidecar_template",
+                              values_patch={"global": {"tag": "1.23.0"}}),
+            lambda c: _python("faults.actions", "rollback_faults"),
+            "sidecar-template.mid-apply", "sidecar-template.mid-undo", configmap_state,
+            env=lambda c: {"KUBECONFIG": str(c.kubeconfig)},
+        ),
+    )
+}  # fmt: skip
+
+
+def _experiment(kind: Kind, target: Any) -> dict[str, Any]:
+    experiment: dict[str, Any] = {
+        "title": f"{kind.name}, crashed on purpose",
+        "description": "the crash matrix (issue 22)",
+        "method": [{"type": "action", "name": "inject", "provider": kind.action(target)}],
+    }  # fmt: skip
+    if kind.name == "db-connections":
+        experiment["secrets"] = {"db": {
+            "user": {"type": "env", "key": "GD_CRASH_DB_USER"},
+            "password": {"type": "env", "key": "GD_CRASH_DB_PASSWORD"},
+        }}  # fmt: skip
+    if kind.rollback:
+        undo = kind.rollback(target)
+        experiment["rollbacks"] = [{"type": "action", "name": "undo", "provider": undo}]
+    return experiment
+
+
+def _settled(kind: Kind, target: Any, baseline: dict[str, Any]) -> dict[str, Any]:
+    """The target's state once it equals ``baseline`` (helpers take a moment to exit), or last."""
+    deadline = time.monotonic() + 15
+    state = kind.state(target)
+    while state != baseline and time.monotonic() < deadline:
+        time.sleep(0.2)
+        state = kind.state(target)
+    return state
+
+
+CELLS = [(k, w, "kill") for k in KINDS for w in WINDOWS]
+CELLS += [(k, w, "raise") for k in KINDS for w in ("after-entry", "mid-apply")]
+
+
+@pytest.mark.parametrize(("kind_name", "window", "how"), CELLS)
+def test_a_crash_in_any_window_leaves_nothing_after_rollback(
+    kind_name: str, window: str, how: str, request: pytest.FixtureRequest, ledger_path: Path,
+    tmp_path: Path, write_experiment: Callable[..., Path],
+) -> None:  # fmt: skip
+    kind = KINDS[kind_name]
+    target = request.getfixturevalue(kind.fixture)
+    baseline = _settled(kind, target, kind.state(target))
+    env = {**cli_env(ledger_path), **kind.env(target),
+           "GAMEDAY_FAILPOINTS": f"{kind.failpoint(window)}={how}"}  # fmt: skip
+    path = write_experiment(_experiment(kind, target))
+    started = time.monotonic()
+    run = subprocess.run(
+        gameday_argv("run", "--journal", "j.json", str(path)), env=env, cwd=tmp_path,
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    ran_s = time.monotonic() - started
+    expected = -9 if how == "kill" else 2  # killed there, or the action failed there
+    assert run.returncode == expected, f"failpoint not reached? {run.stderr[-3000:]}"
+
+    env.pop("GAMEDAY_FAILPOINTS")
+    rollback = subprocess.run(
+        gameday_argv("rollback"), env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=180, check=False,
+    )  # fmt: skip
+    assert rollback.returncode == 0, rollback.stderr
+    rolled_s = time.monotonic() - started
+    if how == "raise":  # the failed action undid its fault at once
+        assert "nothing to roll back" in rollback.stderr, rollback.stderr
+    assert _settled(kind, target, baseline) == baseline, rollback.stderr
+    verdict = fault_ledger.verify(ledger_path, full=True)  # the ledger agrees with itself
+    assert verdict.ok, verdict.problems
+    assert Ledger(ledger_path).open_entries() == []
+    took = time.monotonic() - started
+    cost = f"run {ran_s:.1f} s, rollback at {rolled_s:.1f} s, total {took:.1f} s"
+    print(f"{kind_name} {window} {how}: {cost}")  # noqa: T201 - the matrix's cost, cell by cell

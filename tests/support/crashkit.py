@@ -1,0 +1,70 @@
+"""What is injected right now, read through each target's own interface (crash matrix).
+
+``ss`` for TCP connections, ``pg_stat_activity``, dnsmasq's query log, the
+HTTP server's request counter, the Kubernetes API; never the fault ledger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from chaos_ext._servers import postgres
+from chaos_ext._servers.dnsmasq import Dnsmasq
+from support.dns_checks import established
+from support.dns_netlab import ResolverPair, netns_tables
+from support.k8s_emulator import EmulatorHandle
+from support.servers.http_target import HttpTarget
+
+PASSWORD = "crash-matrix-password-0f3e"
+
+
+def quiet_for(counter: Any, seconds: float = 1.0) -> bool:
+    """Whether ``counter()`` does not move for ``seconds``."""
+    before = counter()
+    time.sleep(seconds)
+    return bool(counter() == before)
+
+
+def dns_hold_state(server: Dnsmasq) -> dict[str, Any]:
+    return {"established": established(server.port)}
+
+
+def dns_flood_state(server: Dnsmasq) -> dict[str, Any]:
+    return {"queries_flowing": not quiet_for(lambda: sum(server.query_counts().values()))}
+
+
+def pg_state(server: postgres.PostgresServer) -> dict[str, Any]:
+    with server.admin_connect() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gameday-exhaust'"
+        ).fetchone()
+    return {"held_connections": int(row[0]) if row else -1}
+
+
+def web_state(server: HttpTarget) -> dict[str, Any]:
+    flowing = not quiet_for(lambda: server.stats()["requests"])
+    return {"requests_flowing": flowing, "established": established(server.port)}
+
+
+def node_state(cluster: EmulatorHandle) -> dict[str, Any]:
+    return {
+        n["metadata"]["name"]: {
+            "spec": n.get("spec") or {},
+            "annotations": (n["metadata"].get("annotations") or {}),
+        }
+        for n in cluster.items("Node")
+    }
+
+
+def configmap_state(cluster: EmulatorHandle) -> dict[str, Any]:
+    cm = cluster.get("ConfigMap", "istio-system", "istio-sidecar-injector") or {}
+    data = json.dumps(cm.get("data"), sort_keys=True).encode()
+    return {"sha256": hashlib.sha256(data).hexdigest()}
+
+
+def nft_state(pair: ResolverPair) -> dict[str, Any]:
+    """Our nftables tables in the client namespace, as ``nft list tables`` shows them."""
+    return {"tables": netns_tables(pair.client_ns)}

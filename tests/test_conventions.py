@@ -1,0 +1,265 @@
+"""Every activity follows docs/conventions.md; and this test fails when one does not.
+
+The walk covers whatever ``chaos_ext.activity_modules()`` finds, so an
+activity added by any domain tomorrow is checked the same way. The second
+half feeds the checker activities that each break one rule, to show that it
+notices.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.conventions import problems_of
+
+from chaos_ext import activity_modules
+from chaos_ext.contract import (
+    LEDGER_ID,
+    Configuration,
+    Secrets,
+    fault_action,
+    remedy_action,
+    role_of,
+    rollback_activity,
+)
+from chaos_ext.validation import validated_by
+
+ACTIVITIES = [
+    (module_name, kind, name)
+    for module_name, kind in activity_modules()
+    for name in importlib.import_module(module_name).__all__
+]
+# Not migrated yet: each must start failing the xfail (strict) when it is fixed.
+PENDING: set[str] = {
+    "chaos_ext.db.actions.exhaust_connections",
+    "chaos_ext.db.actions.release_connections",
+    "chaos_ext.db.probes.connection_headroom",
+    "chaos_ext.db.probes.http_readiness",
+    "chaos_ext.dns.actions.flood_dns",
+    "chaos_ext.dns.actions.limit_dns_rate",
+    "chaos_ext.dns.actions.release_dnsmasq_tcp",
+    "chaos_ext.dns.actions.remove_dns_rate_limit",
+    "chaos_ext.dns.actions.saturate_dnsmasq_tcp",
+    "chaos_ext.dns.probes.dns_rate_limit_drops",
+    "chaos_ext.dns.probes.dns_rate_limit_supported",
+    "chaos_ext.dns.probes.dns_resolution_stats",
+    "chaos_ext.dns.probes.dnsmasq_child_processes",
+    "chaos_ext.faults.actions.rollback_faults",
+    "chaos_ext.faults.probes.open_faults",
+    "chaos_ext.load.actions.drive_http_load",
+    "chaos_ext.load.actions.stop_http_load",
+    "chaos_ext.load.probes.load_window_stats",
+    "chaos_ext.network.actions.add_latency",
+    "chaos_ext.network.actions.remove_latency",
+    "chaos_ext.network.probes.latency_supported",
+    "chaos_ext.network.probes.measure_rtt",
+    "chaos_ext.network.probes.qdisc_state",
+    "chaos_ext.node.actions.drain_nodes",
+    "chaos_ext.node.actions.uncordon_drained_nodes",
+    "chaos_ext.node.probes.deployment_ready_ratio",
+    "chaos_ext.node.probes.hpa_replicas",
+    "chaos_ext.node.probes.nodes_ready",
+    "chaos_ext.node.probes.pods_pending",
+}
+
+
+def _param(module_name: str, kind: str, name: str) -> Any:
+    full = f"{module_name}.{name}"
+    marks = [pytest.mark.xfail(strict=True, reason="not migrated yet")] if full in PENDING else []
+    return pytest.param(module_name, kind, name, id=full, marks=marks)
+
+
+@pytest.mark.parametrize(("module_name", "kind", "name"), [_param(*a) for a in ACTIVITIES])
+def test_activity_follows_the_conventions(module_name: str, kind: str, name: str) -> None:
+    module = importlib.import_module(module_name)
+    assert problems_of(module, name, getattr(module, name), kind=kind) == []
+
+
+def test_every_domain_with_faults_has_actions() -> None:
+    assert len(ACTIVITIES) > 30
+    kinds = {kind for _, kind, _ in ACTIVITIES}
+    assert kinds == {"action", "probe"}
+
+
+ROLLBACKS = [
+    pytest.param(
+        m, n, id=f"{m}.{n}", marks=[pytest.mark.xfail(strict=True)] * (f"{m}.{n}" in PENDING)
+    )
+    for m, k, n in ACTIVITIES
+    if k == "action"
+    and (role_of(getattr(importlib.import_module(m), n)) or {}).get("role") == "rollback"
+]
+
+
+@pytest.mark.parametrize(("module_name", "name"), ROLLBACKS)
+def test_rollback_activities_on_an_empty_ledger_undo_nothing(
+    module_name: str, name: str, ledger_path: Path
+) -> None:
+    """Called with no arguments and nothing recorded, each returns the empty result."""
+    result = getattr(importlib.import_module(module_name), name)()
+    assert {k: result[k] for k in ("undone", "faults", "left_alone")} == {
+        "undone": 0, "faults": [], "left_alone": []
+    }  # fmt: skip
+
+
+# -- the checker notices each kind of break -------------------------------------------
+
+
+def _module(**functions: Callable[..., Any]) -> types.ModuleType:
+    module = types.ModuleType("fake.actions")
+    for name, func in functions.items():
+        setattr(module, name, func)
+    module.__all__ = sorted(functions)
+    return module
+
+
+@fault_action(rollback="undo_it")
+@validated_by()
+def inject(
+    target: str, hold_seconds: float = 60, configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Inject a pretend fault for the checker's own tests; rollback: ``undo_it``."""
+    return {LEDGER_ID: "x", "target": target, "hold_seconds": hold_seconds}
+
+
+@rollback_activity
+@validated_by()
+def undo_it(
+    target: str = "", include_dead_runs: bool = False, configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Undo the pretend fault of this run (the checker's own tests)."""
+    return {"undone": 0, "faults": [], "left_alone": []}
+
+
+@validated_by()
+def probe_it(
+    name: str, timeout_seconds: float = 1.0, configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> float:  # fmt: skip
+    """Measure something pretend for the checker's own tests."""
+    return 1.0
+
+
+def test_the_good_examples_pass() -> None:
+    module = _module(inject=inject, undo_it=undo_it)
+    assert problems_of(module, "inject", inject, kind="action") == []
+    assert problems_of(module, "undo_it", undo_it, kind="action") == []
+    assert problems_of(_module(probe_it=probe_it), "probe_it", probe_it, kind="probe") == []
+
+
+def _time_unit_broken(timeout: float = 1.0, configuration: Configuration = None,
+                      secrets: Secrets = None) -> float:  # fmt: skip
+    """Measure something with a unit-less timeout (broken on purpose)."""
+    return timeout
+
+
+def _time_suffix_broken(wait_s: float = 0, configuration: Configuration = None,
+                        secrets: Secrets = None) -> float:  # fmt: skip
+    """Measure something with a _s suffix (broken on purpose)."""
+    return wait_s
+
+
+def _time_string_broken(window_seconds: str = "5m", configuration: Configuration = None,
+                        secrets: Secrets = None) -> str:  # fmt: skip
+    """Measure something with a window as text (broken on purpose)."""
+    return window_seconds
+
+
+def _untyped_configuration(name: str, configuration: dict[str, Any] | None = None,
+                           secrets: dict[str, Any] | None = None) -> str:  # fmt: skip
+    """Measure something with dict-typed configuration (broken on purpose)."""
+    return name
+
+
+def _no_injected(name: str) -> str:
+    """Measure something without configuration and secrets (broken on purpose)."""
+    return name
+
+
+def _unchecked(name: str, configuration: Configuration = None, secrets: Secrets = None) -> str:
+    """Measure something without checking its arguments when called (broken on purpose)."""
+    return name
+
+
+@pytest.mark.parametrize(
+    ("func", "expected"),
+    [
+        (_time_unit_broken, "timeout: a time argument is named <what>_seconds"),
+        (_time_suffix_broken, "wait_s: a time argument is named <what>_seconds"),
+        (_time_string_broken, "window_seconds: a time argument is a number of seconds"),
+        (_untyped_configuration, "configuration: typed chaos_ext.contract.Configuration"),
+        (_no_injected, "configuration and secrets must be the last two arguments"),
+        (_unchecked, "an activity checks its arguments when called (@validated_by)"),
+    ],
+)
+def test_a_probe_that_breaks_one_rule_fails(func: Callable[..., Any], expected: str) -> None:
+    problems = problems_of(_module(probe=func), "probe", func, kind="probe")
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+def _no_role(configuration: Configuration = None, secrets: Secrets = None) -> dict[str, Any]:
+    """Change something without saying what kind of action this is (broken on purpose)."""
+    return {}
+
+
+@fault_action(rollback="missing_undo")
+def _unpaired(configuration: Configuration = None, secrets: Secrets = None) -> dict[str, Any]:
+    """Inject a fault whose rollback does not exist (broken on purpose)."""
+    return {LEDGER_ID: "x"}
+
+
+@fault_action(rollback="undo_it")
+def _old_ledger_key(configuration: Configuration = None, secrets: Secrets = None) -> dict[str, Any]:
+    """Inject a fault and return its id under the old key; rollback undo_it (broken)."""
+    return {"ledger_entry": "x"}
+
+
+@rollback_activity
+def _unscoped_undo(
+    target: str, this_run_only: bool = True, configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Undo faults with the old scope flag and a required argument (broken on purpose)."""
+    return {}
+
+
+@remedy_action(reason="")
+def _silent_remedy(configuration: Configuration = None, secrets: Secrets = None) -> dict[str, Any]:
+    """Restart things without saying why it is not undone (broken on purpose)."""
+    return {}
+
+
+@pytest.mark.parametrize(
+    ("func", "expected"),
+    [
+        (_no_role, "an action declares its role"),
+        (_unpaired, "its rollback activity 'missing_undo' is not an activity of this module"),
+        (_old_ledger_key, "returns 'ledger_entry': the ledger id key is 'ledger_id'"),
+        (_unscoped_undo, "a rollback activity takes include_dead_runs: bool = False"),
+        (_unscoped_undo, "a rollback activity runs with no arguments; ['target'] are required"),
+        (_silent_remedy, "a remedy action says why it is not undone"),
+    ],
+)
+def test_an_action_that_breaks_one_rule_fails(func: Callable[..., Any], expected: str) -> None:
+    module = _module(action=func, undo_it=undo_it)
+    problems = problems_of(module, "action", func, kind="action")
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_the_walk_itself_fails_on_a_broken_activity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Break one real activity the way a careless change would: the walk's check fails."""
+    module_name, _, name = next(
+        a for a in ACTIVITIES if a[1] == "probe" and f"{a[0]}.{a[2]}" not in PENDING
+    )
+    test_activity_follows_the_conventions(module_name, "probe", name)  # it passes as it is
+    module = importlib.import_module(module_name)
+    monkeypatch.setattr(module, name, _time_unit_broken)
+    with pytest.raises(AssertionError):
+        test_activity_follows_the_conventions(module_name, "probe", name)
