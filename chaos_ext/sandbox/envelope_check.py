@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from chaos_ext.runner._envelope import conclude, describe
-from chaos_ext.runner._envelope_doc import observations_of, search_of
+from chaos_ext.runner.envelope_doc import observations_of, search_of
+from chaos_ext.runner.envelope_search import conclude, describe
 
 __all__ = ["DNSMASQ_TCP_CHILDREN", "TOLERANCE", "main"]
 
