@@ -9,7 +9,7 @@ if [ "$app" = "envelope" ]; then
   exec scripts/demo_envelope.sh
 fi
 GAMEDAY=".venv/bin/gameday"
-prefix="gd"
+prefix="${GAMEDAY_SANDBOX_PREFIX:-gd}"  # another prefix runs beside a demo already up
 run="gameday-$(date +%Y%m%d-%H%M%S)-$app"
 out="reports/$run"
 started=$(date +%s)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from chaos_ext._console import make_console
 from chaos_ext.errors import ChaosExtError
 from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.sandbox import backends
+from chaos_ext.sandbox._heartbeat import Heartbeat
 
 HELP = """\
 A small platform on this machine that fails the way real ones do: network
@@ -124,9 +126,16 @@ def _envelope_argv(args: argparse.Namespace) -> list[str]:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    def say(text: str) -> None:
+    def print_line(text: str) -> None:
         console.print(f"  {text}", highlight=False)
 
+    if args.sandbox_command not in ("up", "down"):  # run streams the runner's own progress
+        return _handle(args, console, print_line)
+    with Heartbeat(print_line) as beat:
+        return _handle(args, console, beat.say)
+
+
+def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], None]) -> int:
     try:
         if args.sandbox_command == "up":
             backend, why = backends.choose(args.backend)

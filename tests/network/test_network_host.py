@@ -204,3 +204,23 @@ def test_remove_latency_leaves_a_live_runs_delay_alone(veth_ns: VethNs, ledger_p
     assert out["restored"] == 1, out
     assert "htb" not in tc_show(veth_ns.ns, "va")
     assert Ledger(ledger_path).open_entries() == []
+
+
+def test_a_restore_cut_short_after_deleting_the_tree_still_brings_the_saved_one_back(
+    veth_ns: VethNs,
+) -> None:
+    """Found by the crash matrix (netem, mid-undo): the undo had deleted the latency tree,
+    was killed before re-creating the saved one, and the next undo left the kernel's
+    default root in place, losing the configured tree from before the fault."""
+    target = _spec.parse_target(f"netns:{veth_ns.ns}")
+    _shaped(veth_ns)
+    saved = _local.snapshot(target, "va")
+    before = tc_show(veth_ns.ns, "va")
+    sh("tc", "-n", veth_ns.ns, "qdisc", "del", "dev", "va", "root")  # where the kill landed
+    assert _local.snapshot(target, "va")["default_root"]
+    note = _local.restore(target, "va", saved)
+    assert "after a restore cut short" in note
+    assert tc_show(veth_ns.ns, "va") == before
+    # someone else's new root is still left alone
+    sh("tc", "-n", veth_ns.ns, "qdisc", "replace", "dev", "va", "root", "handle", "9:", "pfifo")
+    assert "left alone" in _local.restore(target, "va", saved)
