@@ -87,12 +87,13 @@ def judge(journal: dict[str, Any], app: str) -> tuple[bool, str]:
 
 
 def _noise(prefix: str) -> str:
-    """The app's 10 s p95/p50 over the last minute, from the sandbox's Prometheus."""
+    """The app's 10 s p95/p50 over the last 45 s, from the sandbox's Prometheus (the first
+    15 s of the quiet minute still hold the end of the previous game day's faults)."""
     code = (
         "import json,sys,time,urllib.parse,urllib.request\n"
         "out={}\n"
         "for name,q in json.loads(sys.argv[1]).items():\n"
-        " a={'query':q,'start':time.time()-60,'end':time.time(),'step':1}\n"
+        " a={'query':q,'start':time.time()-45,'end':time.time(),'step':1}\n"
         " u=sys.argv[2]+'/api/v1/query_range?'+urllib.parse.urlencode(a)\n"
         " r=json.load(urllib.request.urlopen(u,timeout=10))['data']['result']\n"
         " out[name]=[float(v) for _,v in r[0]['values']] if r else []\n"
@@ -114,7 +115,7 @@ def _noise(prefix: str) -> str:
         clean = sorted(v for v in values if not math.isnan(v))
         if clean:
             parts.append(f"{name} median {statistics.median(clean):.3f} s max {clean[-1]:.3f} s")
-    return "baseline last 60 s: " + ", ".join(parts)
+    return "baseline last 45 s: " + ", ".join(parts)
 
 
 def _game_day(prefix: str, env: dict[str, str], out: Path, app: str, tally: Tally) -> None:

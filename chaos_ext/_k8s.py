@@ -211,10 +211,15 @@ def parse_time(text: str | None) -> datetime | None:
         return None
 
 
-def _contexts(path: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """(contexts, active context) of a kubeconfig; empty if it cannot be read."""
+def _kubeconfig() -> str:
+    """``$KUBECONFIG`` (one path or a list, as kubectl takes it), else ``~/.kube/config``."""
+    return os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+
+
+def _contexts() -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """(contexts, active context) of the kubeconfig in use; empty if it cannot be read."""
     try:
-        found = kube_config.list_kube_config_contexts(path)  # type: ignore[no-untyped-call]
+        found = kube_config.list_kube_config_contexts(_kubeconfig())  # type: ignore[no-untyped-call]
     except (ConfigException, OSError, ValueError):
         return [], None
     return list(found[0] or []), found[1]
@@ -225,10 +230,7 @@ def _context_name(secrets: Mapping[str, Any] | None) -> str | None:
     wanted = (secrets or {}).get("KUBERNETES_CONTEXT") or os.environ.get("KUBERNETES_CONTEXT")
     if wanted:
         return str(wanted)
-    path = os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config"))
-    if not os.path.exists(path):
-        return None
-    _, active = _contexts(path)
+    _, active = _contexts()
     return str(active.get("name")) if active else None
 
 
@@ -264,7 +266,7 @@ def cluster_identity(api: client.ApiClient, secrets: Mapping[str, Any] | None) -
 def _known_context(name: str | None) -> bool:
     if not name:
         return False
-    contexts, _ = _contexts(os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config")))
+    contexts, _ = _contexts()
     return any(c.get("name") == name for c in contexts)
 
 

@@ -47,8 +47,8 @@ from chaos_ext._failpoint import failpoint
 from chaos_ext._ledger import check
 from chaos_ext._ledger.book import Book
 from chaos_ext._ledger.entry import Entry, process_start_time
-from chaos_ext._ledger.machine import machine_identity, same_boot, same_machine
-from chaos_ext.errors import LedgerError, RollbackFailed, TargetMismatch
+from chaos_ext._ledger.machine import machine_identity, machine_note
+from chaos_ext.errors import LedgerError, RollbackFailed
 
 __all__ = [
     "Entry",
@@ -301,27 +301,6 @@ def _handler_for(entry: Entry) -> UndoHandler:
         ) from None
 
 
-def _machine_note(entry: Entry) -> str | None:
-    """For a fault held on the recording machine: refuse elsewhere; after a reboot, gone."""
-    identity = entry.identity or {}
-    machine = identity.get("machine")
-    if identity.get("scope") != "machine" or not machine:
-        return None
-    if not same_machine(machine):
-        here = machine_identity()
-        raise TargetMismatch(
-            f"{entry.kind} on {entry.target} is held on host {machine.get('hostname')!r}"
-            f" (machine-id {machine.get('machine_id') or '?'}), this is {here['hostname']!r}"
-            f" (machine-id {here['machine_id'] or '?'}): run `gameday rollback` there"
-        )
-    if not same_boot(machine):
-        return (
-            f"host {machine.get('hostname')} rebooted since this fault was recorded: the"
-            " processes and kernel state that held it are gone"
-        )
-    return None
-
-
 def undo(entry: Entry, ledger: Ledger | None = None) -> UndoOutcome:
     """Undo one entry and close it; on failure keep it open with the error.
 
@@ -339,7 +318,7 @@ def undo(entry: Entry, ledger: Ledger | None = None) -> UndoOutcome:
         return UndoOutcome(entry, True, current.note or "already undone")
     latest = current or entry
     try:
-        note = _machine_note(latest) or _handler_for(latest)(latest) or "undone"
+        note = machine_note(latest) or _handler_for(latest)(latest) or "undone"
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes a sweep
         message = f"{type(exc).__name__}: {exc}"
         with contextlib.suppress(LedgerError):
@@ -355,7 +334,7 @@ def undo(entry: Entry, ledger: Ledger | None = None) -> UndoOutcome:
 
 def _undo_unrecorded(entry: Entry, error: LedgerError) -> UndoOutcome:
     try:
-        note = _machine_note(entry) or _handler_for(entry)(entry) or "undone"
+        note = machine_note(entry) or _handler_for(entry)(entry) or "undone"
     except Exception as exc:  # noqa: BLE001 - reported in the outcome
         return UndoOutcome(entry, False, f"{type(exc).__name__}: {exc}; and the ledger: {error}")
     return UndoOutcome(entry, False, f"{note}; but the ledger could not record it: {error}")

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # make demo: bring up the local sandbox, run the default game day, write reports/<run>/,
 # take the sandbox down again (also on failure or Ctrl-C). Usage: scripts/demo.sh [fragile|tuned]
+# scripts/demo.sh envelope: the breaking points of the fragile and the tuned app (envelopes), compared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 app="${1:-fragile}"
+if [ "$app" = "envelope" ]; then
+  exec scripts/demo_envelope.sh
+fi
 GAMEDAY=".venv/bin/gameday"
-prefix="gd"
+prefix="${GAMEDAY_SANDBOX_PREFIX:-gd}"  # another prefix runs beside a demo already up
 run="gameday-$(date +%Y%m%d-%H%M%S)-$app"
 out="reports/$run"
 started=$(date +%s)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from support import istio_fixtures as istio
 from support import k8s_objects as o
 from support.harness import cli_env, gameday_argv, wait_for
@@ -150,40 +149,56 @@ def test_rollback_against_the_wrong_cluster_refuses_and_changes_nothing(
     assert Ledger(ledger_path).open_entries() == []
 
 
+def _config_demo(folder: Path, development: str, test: str) -> Path:
+    """The kubeconfig of kubernetes.io's "Configure Access to Multiple Clusters" task.
+
+    Built with kubectl by the page's own commands (kubernetes/website,
+    content/en/docs/tasks/access-application-cluster/configure-access-multiple-clusters.md,
+    commit 00daab9750a0f8394375d997b90124c40d43c46a, CC BY 4.0): clusters
+    ``development`` and ``test``, users ``developer`` and ``experimenter``, contexts
+    ``dev-frontend``, ``dev-storage`` and ``exp-test``. Only the servers (the two
+    emulators instead of https://1.2.3.4 and https://5.6.7.8) and the credentials
+    (the emulators' token instead of certificate files and a password) differ.
+    """
+    path = folder / "config-demo"
+    commands = [
+        ["set-cluster", "development", f"--server={development.rstrip('/')}"],
+        ["set-cluster", "test", f"--server={test.rstrip('/')}"],
+        ["set-credentials", "developer", "--token=emulator-token"],
+        ["set-credentials", "experimenter", "--token=emulator-token"],
+        ["set-context", "dev-frontend", "--cluster=development", "--namespace=frontend",
+         "--user=developer"],
+        ["set-context", "dev-storage", "--cluster=development", "--namespace=storage",
+         "--user=developer"],
+        ["set-context", "exp-test", "--cluster=test", "--namespace=default",
+         "--user=experimenter"],
+        ["use-context", "dev-frontend"],
+    ]  # fmt: skip
+    for args in commands:
+        subprocess.run(["kubectl", "config", f"--kubeconfig={path}", *args], check=True,
+                       capture_output=True, timeout=30)  # fmt: skip
+    return path
+
+
 def test_context_names_the_cluster_in_one_kubeconfig(
     clusters: tuple[EmulatorHandle, EmulatorHandle], ledger_path: Path, tmp_path: Path,
     write_experiment: Callable[..., Path],
 ) -> None:  # fmt: skip
-    """One kubeconfig with contexts for A and B: the recorded context is used, --context wins."""
+    """One kubeconfig with contexts for both: the recorded context is used, --context wins."""
     a, b = clusters
-    both = tmp_path / "both.kubeconfig"
-    config: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [],
-        "users": [],
-        "contexts": [],
-        "current-context": "cluster-a",
-    }
-    for name, handle in (("a", a), ("b", b)):
-        one = yaml.safe_load(handle.kubeconfig.read_text())
-        config["clusters"].append({"name": name, "cluster": one["clusters"][0]["cluster"]})
-        config["users"].append({"name": name, "user": one["users"][0]["user"]})
-        config["contexts"].append({"name": f"cluster-{name}",
-                                   "context": {"cluster": name, "user": name}})  # fmt: skip
-    both.write_text(json.dumps(config))
-    a_before = _digest(a)
+    demo = _config_demo(tmp_path, development=a.url, test=b.url)
+    a_before, b_before = _digest(a), _digest(b)
     _CHANGED["sidecar-template"] = lambda: _digest(a) != a_before
     experiment = write_experiment({
-        "title": "template on A", "description": "-",
+        "title": "template on development", "description": "-",
         "method": [FAULTS["sidecar-template"], {"type": "probe", "name": "wait", "provider": {
             "type": "process", "path": "sleep", "arguments": "120", "timeout": 150}}],
     })  # fmt: skip
-    _inject_and_kill("sidecar-template", both, ledger_path, tmp_path, experiment)
+    _inject_and_kill("sidecar-template", demo, ledger_path, tmp_path, experiment)
     (entry,) = Ledger(ledger_path).open_entries()
     assert entry.identity is not None
-    assert entry.identity["cluster"]["context"] == "cluster-a"
-    env = {**cli_env(ledger_path), "KUBECONFIG": str(both)}
+    assert entry.identity["cluster"]["context"] == "dev-frontend"
+    env = {**cli_env(ledger_path), "KUBECONFIG": str(demo)}
 
     def rollback(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -191,11 +206,12 @@ def test_context_names_the_cluster_in_one_kubeconfig(
             text=True, timeout=120, check=False,
         )  # fmt: skip
 
-    wrong = rollback("--context", "cluster-b")
+    wrong = rollback("--context", "exp-test")
     assert wrong.returncode == 2 and "refusing to undo it there" in " ".join(wrong.stderr.split())
-    assert _digest(a) != a_before
-    config["current-context"] = "cluster-b"  # the operator switched; the entry knows better
-    both.write_text(json.dumps(config))
+    assert _digest(a) != a_before and _digest(b) == b_before  # A faulted, B untouched
+    # the operator switched to the test cluster; the entry still names its own context
+    subprocess.run(["kubectl", "config", f"--kubeconfig={demo}", "use-context", "exp-test"],
+                   check=True, capture_output=True, timeout=30)  # fmt: skip
     right = rollback()
     assert right.returncode == 0, right.stderr
     assert _digest(a) == a_before

@@ -166,3 +166,28 @@ def test_a_zombie_owner_is_dead_and_the_next_run_recovers_its_fault(
         assert netns_name not in netns_list()
     finally:
         child.wait(timeout=10)  # reap it only now
+
+
+def test_a_fault_held_on_another_machine_is_refused_a_rebooted_ones_closes(
+    ledger_path: Path, netns_name: str
+) -> None:
+    """Issue 22, point 1, for faults held by this machine (helpers, namespaces, qdiscs)."""
+    from chaos_ext._ledger.machine import machine_identity  # noqa: PLC0415
+    from chaos_ext.ledger import machine_scope  # noqa: PLC0415
+
+    subprocess.run(["ip", "netns", "add", netns_name], check=True, timeout=10)
+    book = Ledger(ledger_path)
+    here = machine_identity()
+    elsewhere = {**machine_scope(), "machine": {**here, "hostname": "another-host"}}
+    rebooted = {**machine_scope(), "machine": {**here, "boot_id": "0" * 36}}
+    far = book.record(kind="test-netns", target=netns_name, recipe={"name": netns_name},
+                      module="support.faultkit", identity=elsewhere)  # fmt: skip
+    outcome = undo(far, book)
+    assert not outcome.ok and "TargetMismatch" in outcome.note and "another-host" in outcome.note
+    assert netns_name in netns_list()  # the namespace of this host was not touched
+    old = book.record(kind="test-netns", target=netns_name, recipe={"name": netns_name},
+                      module="support.faultkit", identity=rebooted)  # fmt: skip
+    outcome = undo(old, book)
+    assert outcome.ok and "rebooted" in outcome.note
+    assert netns_name in netns_list()  # a fault from before the reboot is gone: nothing run
+    subprocess.run(["ip", "netns", "delete", netns_name], check=True, timeout=10)

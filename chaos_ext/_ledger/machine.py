@@ -15,7 +15,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["machine_identity", "same_boot", "same_machine"]
+from chaos_ext._ledger.entry import Entry
+from chaos_ext.errors import TargetMismatch
+
+__all__ = ["machine_identity", "machine_note", "same_boot", "same_machine"]
 
 
 def _read(path: str) -> str:
@@ -47,3 +50,24 @@ def same_machine(recorded: Mapping[str, Any]) -> bool:
 def same_boot(recorded: Mapping[str, Any]) -> bool:
     """Whether this machine has not rebooted since ``recorded`` was taken."""
     return same_machine(recorded) and recorded.get("boot_id") == machine_identity()["boot_id"]
+
+
+def machine_note(entry: Entry) -> str | None:
+    """For a fault held on the recording machine: refuse elsewhere; after a reboot, gone."""
+    identity = entry.identity or {}
+    machine = identity.get("machine")
+    if identity.get("scope") != "machine" or not machine:
+        return None
+    if not same_machine(machine):
+        here = machine_identity()
+        raise TargetMismatch(
+            f"{entry.kind} on {entry.target} is held on host {machine.get('hostname')!r}"
+            f" (machine-id {machine.get('machine_id') or '?'}), this is {here['hostname']!r}"
+            f" (machine-id {here['machine_id'] or '?'}): run `gameday rollback` there"
+        )
+    if not same_boot(machine):
+        return (
+            f"host {machine.get('hostname')} rebooted since this fault was recorded: the"
+            " processes and kernel state that held it are gone"
+        )
+    return None

@@ -123,7 +123,10 @@ def register(sub: Any) -> None:
         "-o",
         "--out",
         metavar="DIR",
-        help="where envelope.json and runs/ go (default envelope-<stem>)",
+        help="where envelope.json and runs/ go (default JOURNAL_DIR/envelope-<file name>)",
+    )
+    parser.add_argument(
+        "--journal-dir", metavar="DIR", default=".", help="the parent of the default --out"
     )
     parser.add_argument(
         "--dry-run",
@@ -267,7 +270,8 @@ def search_envelope(
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    out = Path(args.out or f"envelope-{Path(args.experiment).stem}")
+    stem = Path(args.experiment).stem
+    out = Path(args.out) if args.out else Path(args.journal_dir) / f"envelope-{stem}"
     result = search_envelope(args, console, args.experiment, _overrides(args), out)
     return result if isinstance(result, int) else result.exit_code
 

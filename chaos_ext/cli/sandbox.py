@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from chaos_ext._console import make_console
 from chaos_ext.errors import ChaosExtError
 from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.sandbox import backends
+from chaos_ext.sandbox._heartbeat import Heartbeat
 
 HELP = """\
 A small platform on this machine that fails the way real ones do: network
@@ -33,6 +35,7 @@ says why.
   gameday sandbox up --app tuned     # DNS cache, connection pool, retries
   gameday sandbox status
   gameday sandbox run experiments/sandbox/*.json --journal-dir reports/today
+  gameday sandbox envelope experiments/sandbox/envelope/dns-tcp-connections.json -o out/dns
   gameday sandbox run --settle 120 experiments/sandbox/01-db-latency.json
   gameday sandbox down               # removes everything; safe to run twice
 
@@ -80,12 +83,59 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     run.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
     run.set_defaults(handler=handle)
+    _register_envelope(actions)
+
+
+_ENVELOPE_OPTIONS = (
+    ("--vary", "ACTIVITY.ARGUMENT=LOW..HIGH"),
+    ("--resolution", "R|P%"),
+    ("--repeats", "K"),
+    ("--max-runs", "N"),
+    ("--settle", "SECONDS"),
+    ("--label", "TEXT"),
+)
+
+
+def _register_envelope(actions: Any) -> None:
+    envelope = actions.add_parser(
+        "envelope", help="find an experiment's breaking point inside the sandbox",
+        description="Run `gameday envelope EXPERIMENT` in the sandbox's monitoring host "
+        "(options as there; the experiment's gameday extension holds the rest).",
+    )  # fmt: skip
+    envelope.add_argument("--prefix", default="gd")
+    envelope.add_argument("--journal-dir", default=".",
+                          help="parent of the envelope's folder (default .)")  # fmt: skip
+    envelope.add_argument("-o", "--out", metavar="DIR", help="the envelope's folder")
+    envelope.add_argument("--timeout", type=float, default=3600,
+                          help="cap in seconds (default 3600)")  # fmt: skip
+    for option, metavar in _ENVELOPE_OPTIONS:
+        envelope.add_argument(option, metavar=metavar, help=f"as in `gameday envelope {option}`")
+    envelope.add_argument("experiment", metavar="EXPERIMENT")
+    envelope.set_defaults(handler=handle)
+
+
+def _envelope_argv(args: argparse.Namespace) -> list[str]:
+    argv = ["envelope"]
+    for option, _ in _ENVELOPE_OPTIONS:
+        value = getattr(args, option.lstrip("-").replace("-", "_"))
+        if value is not None:
+            argv += [option, str(value)]
+    if args.out:
+        argv += ["--out", str(Path(args.out).resolve())]
+    return [*argv, args.experiment]
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    def say(text: str) -> None:
+    def print_line(text: str) -> None:
         console.print(f"  {text}", highlight=False)
 
+    if args.sandbox_command not in ("up", "down"):  # run streams the runner's own progress
+        return _handle(args, console, print_line)
+    with Heartbeat(print_line) as beat:
+        return _handle(args, console, beat.say)
+
+
+def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], None]) -> int:
     try:
         if args.sandbox_command == "up":
             backend, why = backends.choose(args.backend)
@@ -99,6 +149,10 @@ def handle(args: argparse.Namespace, console: Console) -> int:
                 args.prefix, ["run", *settle, *args.experiments], Path(args.journal_dir).resolve(),
                 args.timeout,
             )  # fmt: skip
+        if args.sandbox_command == "envelope":
+            return backends.run_in_sandbox(
+                args.prefix, _envelope_argv(args), Path(args.journal_dir).resolve(), args.timeout
+            )
         if args.sandbox_command == "down":
             backends.down(args.prefix, say)
             return EXIT_HELD

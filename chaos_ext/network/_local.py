@@ -104,15 +104,18 @@ def restore(target: Target, interface: str, snap: dict[str, Any]) -> str:
     now = snapshot(target, interface)
     if _tree.fingerprint(now) == _tree.fingerprint(snap):
         return f"{label}: qdisc tree already as before"
-    interrupted = now.get("default_root") and not snap.get("default_root")
-    if not _tree.is_ours(now) and not interrupted:
+    # The kernel's default root where a configured one was saved: an earlier restore was
+    # cut short after deleting the latency tree (or it was deleted by hand). Either way
+    # the tree from before the fault is still owed.
+    cut_short = now["default_root"] and not snap["default_root"]
+    if not _tree.is_ours(now) and not cut_short:
         return f"{label}: the latency tree is gone and the root was changed since; left alone"
-    # A kernel-default root where a tree was saved: an undo killed between deleting the
-    # latency tree and re-creating the saved one (or a root deleted since): put it back.
     # a fresh socket for the changes (see _tree.replay)
     with_route(target, lambda ipr: _tree.replay(ipr, interface_index(ipr, target, interface), snap))
     _tree.verify(snap, snapshot(target, interface))
     previous = snap["root_kind"] or "kernel default"
+    if cut_short:
+        return f"{label}: previous qdisc tree restored ({previous}) after a restore cut short"
     return f"{label}: previous qdisc tree restored ({previous})"
 
 

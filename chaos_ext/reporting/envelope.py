@@ -8,7 +8,10 @@ Comparing two envelopes of the same argument says how the breaking point
 moved, in harshness order (``direction``): *improved* when the tuned side held
 at a magnitude at least as harsh as one where the baseline deviated,
 *regressed* the other way round, *no change* when the two boundary intervals
-overlap, *inconclusive* when either side is noisy or incomplete.
+overlap, *inconclusive* when either side is incomplete, or noisy with intervals
+that overlap. A noisy side is judged by what its runs show whatever the noise:
+the harshest magnitude where every run held and nothing milder deviated, and
+the mildest where every run deviated and nothing harsher held.
 """
 
 from __future__ import annotations
@@ -101,6 +104,22 @@ class EnvelopeView:
             self.harshness(held) if held is not None else -math.inf,
             self.harshness(deviated) if deviated is not None else math.inf,
         )
+
+    def robust_interval(self) -> tuple[float, float]:
+        """In harshness: the harshest magnitude where every run held and nothing at it
+        or milder deviated, and the mildest where every run deviated and nothing at it
+        or harsher held (-inf / inf when there is none). What the runs show whatever
+        the noise; equal to :meth:`interval` when no run disagrees."""
+        tallies = {self.harshness(m): t for m, t in tallies_of(observations_of(self.runs)).items()}
+        held = [
+            h for h, t in tallies.items()
+            if t.held and not any(u.deviated for g, u in tallies.items() if g <= h)
+        ]  # fmt: skip
+        broke = [
+            h for h, t in tallies.items()
+            if t.deviated and not any(u.held for g, u in tallies.items() if g >= h)
+        ]  # fmt: skip
+        return max(held, default=-math.inf), min(broke, default=math.inf)
 
     def phrase(self) -> str:
         """``breaks between 40 and 50 ms``, ``breaks already at 10 ms``, ``holds up to 800 ms``."""
@@ -210,15 +229,17 @@ class Movement:
 
 
 def _verdict(baseline: EnvelopeView, tuned: EnvelopeView) -> str:
-    if not (baseline.conclusive and tuned.conclusive):
+    """From what the runs show whatever the noise (:meth:`EnvelopeView.robust_interval`):
+    a noisy side still counts when the two sides do not overlap even so."""
+    if "incomplete" in (baseline.envelope.kind, tuned.envelope.kind):
         return "inconclusive"
-    base_held, base_broke = baseline.interval()
-    tuned_held, tuned_broke = tuned.interval()
+    base_held, base_broke = baseline.robust_interval()
+    tuned_held, tuned_broke = tuned.robust_interval()
     if tuned_held >= base_broke:
         return "improved"
     if tuned_broke <= base_held:
         return "regressed"
-    return "no change"
+    return "no change" if baseline.conclusive and tuned.conclusive else "inconclusive"
 
 
 def movement(baseline: EnvelopeView, tuned: EnvelopeView) -> Movement:

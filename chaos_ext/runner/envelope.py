@@ -80,6 +80,25 @@ def _record(
     return record
 
 
+_CRASHED = (
+    "the runner raised an error during this run: its faults may not all be undone; "
+    "check `gameday ledger` and run `gameday rollback`"
+)
+
+
+def _crashed(
+    index: int, step: Step, settings: EnvelopeSettings, exc: Exception, started: float
+) -> dict[str, Any]:
+    """The record of a run whose runner raised: failed, never counted."""
+    return {
+        "run": index, "magnitude": step.magnitude, "value": rendered(settings, step.magnitude),
+        "phase": step.phase, "why": step.why, "outcome": "failed", "exit_code": 2,
+        "journal": "", "started": round(started, 3),
+        "duration_s": round(time.time() - started, 2), "hypothesis": [],
+        "reason": f"{type(exc).__name__}: {exc}",
+    }  # fmt: skip
+
+
 class _Search:
     """The loop's state: the runs so far and where they are written."""
 
@@ -141,10 +160,16 @@ def run_envelope(
                 extra_handlers=(*base.extra_handlers, *handlers()),
             )
             started = time.time()
-            result = run_experiment(
-                path, apply_magnitude(experiment, settings, step.magnitude, index), options,
-                ledger, console,
-            )  # fmt: skip
+            try:
+                result = run_experiment(
+                    path, apply_magnitude(experiment, settings, step.magnitude, index), options,
+                    ledger, console,
+                )  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - recorded, the search stops, caller exits 2
+                search.runs.append(_crashed(index, step, settings, exc, started))
+                note = _CRASHED
+                console.print(f"[bold red]✗ {escape(note)}: {escape(repr(exc))}[/]")
+                break
             search.runs.append(
                 _record(index, step, settings, result.outcome, result.exit_code,
                         result.journal, f"runs/{name}", started)
@@ -157,7 +182,15 @@ def run_envelope(
     finally:
         signal.signal(signal.SIGTERM, previous)
     done = next_step(settings.search, observations_of(search.runs)) is None
-    status = "interrupted" if note else "finished" if done else "stopped"
+    status = (
+        "stopped"
+        if note == _CRASHED
+        else "interrupted"
+        if note
+        else "finished"
+        if done
+        else "stopped"
+    )
     doc = search.save(status, time.time(), note)
     code = int(doc["result"]["exit_code"])
     return EnvelopeResult(out / "envelope.json", doc, code)

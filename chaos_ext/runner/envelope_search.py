@@ -13,7 +13,11 @@ never run anything, so every decision is unit-tested and replayable.
    that deviated, until they are within the resolution (absolute, or
    relative to the magnitude; integer ranges stop at neighbours).
 3. **Repeats**: K more runs at each side of the boundary (at the one end
-   for the two end answers), alternating sides, so noise shows.
+   for the two end answers), alternating sides, so noise shows. One
+   deviation marks a magnitude as broken and "held" needs every run there to
+   agree (:func:`bracket`), so a repeat that disagrees moves the boundary and
+   the search goes on (bisecting and repeating again) where the runs agree;
+   noise can thus cost runs beyond the clean worst case, up to ``max_runs``.
 
 Only ``held`` and ``deviated`` runs count. An ``unsteady`` run (the system
 was out of tolerance before anything was injected) says nothing about its
@@ -27,7 +31,7 @@ magnitude that held, makes the answer ``noisy`` and is listed, never hidden.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -178,40 +182,43 @@ class Stopped:
 
 
 def bracket(space: Space, observations: Sequence[Observation]) -> tuple[float | None, float | None]:
-    """(harshest magnitude that held, mildest that deviated) over the ends and
-    bisection runs (repeats confirm, they do not move the bracket)."""
-    held: float | None = None
-    deviated: float | None = None
-    for o in observations:
-        if o.phase == "repeat" or o.outcome not in COUNTED:
-            continue
-        if o.outcome == "held" and (held is None or space.harsher(o.magnitude, held)):
-            held = o.magnitude
-        if o.outcome == "deviated" and (deviated is None or space.harsher(deviated, o.magnitude)):
-            deviated = o.magnitude
+    """(held, deviated): the mildest magnitude where any run deviated, and the
+    harshest magnitude milder than it where every run held.
+
+    Conservative on purpose: one deviation marks a magnitude as broken, and
+    "held" needs every run there to agree, so a repeat that disagrees moves the
+    bracket and the search goes on between the magnitudes the runs agree on.
+    """
+    tallies = tallies_of(observations)
+    broken = [m for m, t in tallies.items() if t.deviated]
+    deviated = min(broken, key=_mildest(space)) if broken else None
+    holding = [
+        m for m, t in tallies.items()
+        if t.held and not t.deviated and (deviated is None or space.harsher(deviated, m))
+    ]  # fmt: skip
+    held = max(holding, key=_mildest(space)) if holding else None
     return held, deviated
 
 
-def _repeats_done(observations: Sequence[Observation], magnitude: float) -> int:
-    return sum(
-        1
-        for o in observations
-        if o.phase == "repeat" and o.magnitude == magnitude and o.outcome in COUNTED
-    )
+def _mildest(space: Space) -> Callable[[float], float]:
+    """Sort key: the mildest magnitude first."""
+    return (lambda m: m) if space.direction == "up" else (lambda m: -m)
 
 
-def _repeat(
+def _confirm(
     search: Search, observations: Sequence[Observation], targets: Sequence[float], side: str
 ) -> Step | None:
-    done = {t: _repeats_done(observations, t) for t in targets}
-    pending = [t for t in targets if done[t] < search.repeats]
+    """Runs until each target has 1 + K counted runs, the sides alternating."""
+    tallies = tallies_of(observations)
+    done = {t: len(tallies[t].held) + len(tallies[t].deviated) for t in targets}
+    pending = [t for t in targets if done[t] < search.repeats + 1]
     if not pending:
         return None
     target = min(pending, key=lambda t: (done[t], targets.index(t)))
     return Step(
         target,
         "repeat",
-        f"repeat {done[target] + 1}/{search.repeats} at {fmt(target)} ({side})",
+        f"repeat {done[target]}/{search.repeats} at {fmt(target)} ({side})",
     )
 
 
@@ -221,16 +228,16 @@ def _planned(search: Search, observations: Sequence[Observation]) -> Step | None
     if held is None and deviated is None:
         return Step(space.mild, "end", f"the mild end {fmt(space.mild)}: does it break already?")
     if held is None and deviated is not None:
-        return _repeat(search, observations, [deviated], "breaks at the mild end")
+        return _confirm(search, observations, [deviated], "breaks at the mild end")
     if deviated is None and held is not None:
         if held != space.harsh:
             return Step(space.harsh, "end", f"the harsh end {fmt(space.harsh)}: does it hold?")
-        return _repeat(search, observations, [held], "holds at the harsh end")
+        return _confirm(search, observations, [held], "holds at the harsh end")
     assert held is not None and deviated is not None  # noqa: S101 - narrowed above
     if not space.close_enough(held, deviated):
         middle = space.between(held, deviated)
         return Step(middle, "bisect", f"between {fmt(held)} (held) and {fmt(deviated)} (deviated)")
-    return _repeat(search, observations, [held, deviated], "each side of the boundary")
+    return _confirm(search, observations, [held, deviated], "each side of the boundary")
 
 
 def _unsteady_tail(observations: Sequence[Observation]) -> int:

@@ -128,6 +128,8 @@ def down(prefix: str, say: Progress) -> dict[str, Any]:
     state = load_state(prefix)
     if _vmhost.stop(prefix):
         say("node VM powered off")
+    if state is not None:
+        say(f"stopping {len(state.services)} services")
     stopped = _services.stop_all(prefix, state.dirs if state else [])
     removed = _netns.teardown(topo)
     work = state_dir(prefix)

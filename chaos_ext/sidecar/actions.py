@@ -203,7 +203,7 @@ def _check_rollout(args: Mapping[str, Any]) -> None:
 
 
 @rollback_activity
-@needs_k8s(Rule("", "configmaps", ("get", "patch")))
+@needs_k8s(Rule("", "configmaps", ("get", "patch")), IDENTITY_RULE)
 @validated_by()
 def restore_sidecar_template(
     configmap_name: str = "",

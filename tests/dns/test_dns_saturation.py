@@ -26,7 +26,7 @@ from chaos_ext.ledger import Ledger
 def _stats(server: Dnsmasq, protocol: str, samples: int = 3) -> dict[str, Any]:
     return dns_resolution_stats(
         server.address, "www.example.test", port=server.port, protocol=protocol,
-        samples=samples, timeout=0.5,
+        samples=samples, timeout_seconds=0.5,
     )  # fmt: skip
 
 
@@ -68,7 +68,7 @@ def test_nineteen_connections_leave_tcp_working(dns_server: Dnsmasq, dns_ledger:
 def test_one_query_per_connection_then_idle(dns_server: Dnsmasq, dns_ledger: Path) -> None:
     held = saturate_dnsmasq_tcp(
         dns_server.address, port=dns_server.port, connections=25, hold_seconds=30,
-        query_name="kubernetes.default.svc.cluster.local", connect_timeout=1.0,
+        query_name="kubernetes.default.svc.cluster.local", connect_timeout_seconds=1.0,
     )  # fmt: skip
     # 20 children answer; 5 connections wait in dnsmasq's accept queue, unanswered
     assert (held["opened"], held["answered"], held["held"]) == (25, 20, 25)
@@ -95,7 +95,7 @@ def test_unreachable_server_fails_and_leaves_nothing(dns_ledger: Path) -> None:
     from chaos_ext._servers.dnsmasq import free_port  # noqa: PLC0415
 
     with pytest.raises(DnsError, match="no TCP connection"):
-        saturate_dnsmasq_tcp("127.0.0.1", port=free_port(), connections=5, connect_timeout=0.5)
+        saturate_dnsmasq_tcp("127.0.0.1", port=free_port(), connections=5, connect_timeout_seconds=0.5)
     (entry,) = Ledger(dns_ledger).history()
     assert entry.state == "closed"  # the partial injection was undone at once
 

@@ -125,7 +125,8 @@ def test_a_noisy_boundary_is_reported_with_its_disagreeing_repeats(
     doc = json.loads((tmp_path / "noisy" / "envelope.json").read_text())
     result, runs = doc["result"], doc["runs"]
     assert result["kind"] == "noisy"
-    assert result["summary"] == "noisy: breaks between 19 and 20 connections, but runs disagree"
+    assert result["summary"] == "noisy: breaks between 18 and 19 connections, but runs disagree"
+    assert result["agreement"].startswith("held 4/4 at 18; ")
     at_19 = [r for r in runs if r["magnitude"] == 19]
     for run in at_19:  # every disagreement is the neighbour's doing, as designed
         joined = (run["run"] - 1) % 3 == 0

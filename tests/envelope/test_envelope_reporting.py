@@ -37,7 +37,7 @@ def test_the_movement_reads_like_the_issue(tmp_path: Path) -> None:
     assert movement(fragile, again).verdict == "no change"
 
 
-def test_a_noisy_side_makes_the_comparison_inconclusive(tmp_path: Path) -> None:
+def test_a_noisy_side_counts_only_where_its_runs_agree(tmp_path: Path) -> None:
     visits: dict[float, int] = {}
 
     def noisy(m: float, n: int) -> str:  # below 60, every second run at a magnitude breaks
@@ -47,10 +47,16 @@ def test_a_noisy_side_makes_the_comparison_inconclusive(tmp_path: Path) -> None:
         return threshold(60)(m, n)
 
     base = load_envelope(write_envelope(tmp_path / "base", noisy, LATENCY))
-    tuned = load_envelope(write_envelope(tmp_path / "tuned", threshold(402), LATENCY))
     assert base.envelope.kind == "noisy"
-    moved = movement(base, tuned)
-    assert moved.verdict == "inconclusive" and "[noisy]" in moved.text
+    held, broke = base.robust_interval()  # what the runs show whatever the noise
+    assert held < 40 and broke >= 60
+    far = load_envelope(write_envelope(tmp_path / "far", threshold(402), LATENCY))
+    moved = movement(base, far)
+    assert moved.verdict == "improved" and "[noisy]" in moved.text
+    near = load_envelope(write_envelope(tmp_path / "near", threshold(50), LATENCY))
+    assert near.envelope.kind == "boundary"
+    assert movement(base, near).verdict == "inconclusive"
+    assert movement(near, base).verdict == "inconclusive"
 
 
 @pytest.mark.parametrize(

@@ -152,9 +152,34 @@ def test_a_noisy_boundary_is_reported_with_its_disagreeing_runs() -> None:
     assert tally.magnitude == 19 and tally.held and tally.deviated
     runs_at_19 = [i for i, o in enumerate(observations, 1) if o.magnitude == 19]
     assert sorted(tally.held + tally.deviated) == runs_at_19
+    # one deviation marks 19 as broken: the boundary is where the runs agree
+    assert (envelope.held, envelope.deviated) == (18, 19)
     text = describe(envelope, search.space, "connections")
-    assert text.startswith("noisy: breaks between 19 and 20 connections")
+    assert text == "noisy: breaks between 18 and 19 connections, but runs disagree"
     assert "deviated: runs" in agreement(envelope)
+
+
+def test_a_disagreeing_repeat_at_the_harsh_end_sends_the_search_back_to_bisect() -> None:
+    # at 0 free slots the fault's own count races the app's connections: sometimes
+    # it holds; from 1 free slot down it always holds
+    search = Search(Space(0, 20, 1, integer=True, direction="down"), repeats=1, max_runs=16)
+    flips = iter([False, True])
+
+    def oracle(m: float, _n: int) -> str:
+        return ("deviated" if next(flips) else "held") if m == 0 else "held"
+
+    observations, stopped = drive(search, oracle)
+    assert stopped is None
+    envelope = conclude(search, observations)
+    assert (envelope.kind, envelope.held, envelope.deviated) == ("noisy", 1, 0)
+    assert describe(envelope, search.space, "free") == (
+        "noisy: breaks between 0 and 1 free, but runs disagree"
+    )
+    assert [t.text() for t in envelope.tallies] == [
+        "held 2/2 at 1", "held 1/2 and deviated 1/2 at 0 (held: runs 2; deviated: runs 3)",
+    ]  # fmt: skip
+    assert [o.phase for o in observations[:3]] == ["end", "end", "repeat"]
+    assert "bisect" in {o.phase for o in observations[3:]}
 
 
 def test_a_deviation_milder_than_a_held_magnitude_is_non_monotone() -> None:

@@ -112,13 +112,16 @@ def test_a_helper_that_fails_after_the_entry_closes_it_at_once(
     assert gameday("run", "--journal", "q.json", str(quiet)).returncode == 0
 
 
-@pytest.mark.parametrize("failpoint", ["http-load.after-entry=kill", "http-load.after-entry=term"])
+@pytest.mark.parametrize(
+    "failpoint",
+    ["http-load.after-entry=kill", "http-load.after-entry=term", "http-load.after-entry=int"],
+)
 def test_a_run_stopped_between_entry_and_start_leaves_a_closable_entry(
     failpoint: str, target: HttpTarget, no_leaked_loads: Path, tmp_path: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:  # fmt: skip
-    """SIGKILL or SIGTERM right after the entry is written, before the helper exists."""
+    """SIGKILL, SIGTERM or SIGINT right after the entry is written, before the helper exists."""
     path = write_experiment(_experiment(urls=[target.url], rate=5, duration_seconds=5))
     env = {**cli_env(no_leaked_loads), "GAMEDAY_FAILPOINTS": failpoint}
     run = subprocess.run(
@@ -126,7 +129,7 @@ def test_a_run_stopped_between_entry_and_start_leaves_a_closable_entry(
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert run.returncode == (-9 if failpoint.endswith("kill") else 2), run.stderr
-    if failpoint.endswith("term"):
+    if not failpoint.endswith("kill"):
         journal = json.loads((tmp_path / "j.json").read_text())
         assert journal["gameday"]["outcome"] == "interrupted"
     result = gameday("rollback")

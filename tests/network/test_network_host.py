@@ -71,19 +71,6 @@ def test_restore_to_the_kernel_default_root(veth_ns: VethNs) -> None:
     assert tc_show(veth_ns.ns, veth_ns.dev) == before_cli
 
 
-def test_restore_after_an_undo_killed_between_delete_and_replay(veth_ns: VethNs) -> None:
-    """The undo deletes the latency root, then re-creates the saved tree: killed in between,
-    the interface has the kernel's default root, and the retried undo must put the tree back."""
-    _shaped(veth_ns)
-    target = parse_target(f"netns:{veth_ns.ns}")
-    before_cli = tc_show(veth_ns.ns, veth_ns.dev)
-    snap = json.loads(json.dumps(_local.snapshot(target, "va")))
-    sh("tc", "-n", veth_ns.ns, "qdisc", "del", "dev", "va", "root")
-    assert _local.snapshot(target, "va")["default_root"]
-    assert "restored (htb)" in _local.restore(target, "va", snap)
-    assert tc_show(veth_ns.ns, veth_ns.dev) == before_cli
-
-
 def test_restore_leaves_a_root_someone_else_changed(veth_ns: VethNs) -> None:
     target = parse_target(f"netns:{veth_ns.ns}")
     snap = _local.snapshot(target, "va")
@@ -225,3 +212,23 @@ def test_remove_latency_leaves_a_live_runs_delay_alone(veth_ns: VethNs, ledger_p
     assert out["undone"] == 1 and out["faults"][0]["kind"] == "netem", out
     assert "htb" not in tc_show(veth_ns.ns, "va")
     assert Ledger(ledger_path).open_entries() == []
+
+
+def test_a_restore_cut_short_after_deleting_the_tree_still_brings_the_saved_one_back(
+    veth_ns: VethNs,
+) -> None:
+    """Found by the crash matrix (netem, mid-undo): the undo had deleted the latency tree,
+    was killed before re-creating the saved one, and the next undo left the kernel's
+    default root in place, losing the configured tree from before the fault."""
+    target = parse_target(f"netns:{veth_ns.ns}")
+    _shaped(veth_ns)
+    saved = _local.snapshot(target, "va")
+    before = tc_show(veth_ns.ns, "va")
+    sh("tc", "-n", veth_ns.ns, "qdisc", "del", "dev", "va", "root")  # where the kill landed
+    assert _local.snapshot(target, "va")["default_root"]
+    note = _local.restore(target, "va", saved)
+    assert "after a restore cut short" in note
+    assert tc_show(veth_ns.ns, "va") == before
+    # someone else's new root is still left alone
+    sh("tc", "-n", veth_ns.ns, "qdisc", "replace", "dev", "va", "root", "handle", "9:", "pfifo")
+    assert "left alone" in _local.restore(target, "va", saved)

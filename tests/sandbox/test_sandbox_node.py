@@ -4,6 +4,7 @@ where the latency fault goes; and the install scripts' progress lines."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from support.harness import ROOT
 
 from chaos_ext._vm.machine import VirtualMachine, VMConfig
 from chaos_ext.sandbox import _control, _node
+from chaos_ext.sandbox._heartbeat import Heartbeat
 from chaos_ext.sandbox._topology import topology
 
 
@@ -91,3 +93,28 @@ def test_progress_speaks_up_while_a_command_is_silent() -> None:
     beats = [line for line in lines if line.startswith("  ... waiting (")]
     assert 1 <= len(beats) <= 3, lines
     assert time.monotonic() - started < 10
+
+
+def test_heartbeat_repeats_the_last_step_after_a_silence() -> None:
+    said: list[str] = []
+    with Heartbeat(said.append, every=0.6) as beat:
+        beat.say("PostgreSQL in gd-db")
+        time.sleep(1.6)
+        beat.say("dnsmasq in gd-dns")
+    assert said[0] == "PostgreSQL in gd-db" and said[-1] == "dnsmasq in gd-dns"
+    beats = said[1:-1]
+    assert 1 <= len(beats) <= 3, said
+    assert all(b.startswith("... still: PostgreSQL in gd-db (") for b in beats)
+
+
+def test_every_shipped_experiment_validates() -> None:
+    """The game day's experiments (and the others) pass `gameday validate`: an argument
+    renamed in an activity must be renamed in them too, before a demo finds out."""
+    files = sorted(map(str, [*ROOT.glob("experiments/*.json"),
+                             *ROOT.glob("experiments/sandbox/*.json")]))  # fmt: skip
+    assert len(files) >= 4
+    done = subprocess.run(
+        [sys.executable, "-m", "chaos_ext.cli.main", "validate", *files],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
