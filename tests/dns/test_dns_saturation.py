@@ -52,10 +52,10 @@ def test_holding_20_connections_fails_tcp_not_udp_and_undo_restores_tcp(
     released = release_dnsmasq_tcp(server=dns_server.address, port=dns_server.port)
     seconds_until(lambda: tcp_resolves(dns_server, timeout=0.2), 5)
     assert time.monotonic() - started < 1.0, "TCP resolution not back within 1 s of the undo"
-    assert released["released"] == 1
+    assert released["undone"] == 1 and released["faults"][0]["ledger_id"] == held["ledger_id"]
     assert find_helpers(held["ledger_id"]) == []
     assert Ledger(dns_ledger).open_entries() == []
-    assert release_dnsmasq_tcp()["released"] == 0  # idempotent
+    assert release_dnsmasq_tcp()["undone"] == 0  # idempotent
 
 
 def test_nineteen_connections_leave_tcp_working(dns_server: Dnsmasq, dns_ledger: Path) -> None:
@@ -95,7 +95,9 @@ def test_unreachable_server_fails_and_leaves_nothing(dns_ledger: Path) -> None:
     from chaos_ext._servers.dnsmasq import free_port  # noqa: PLC0415
 
     with pytest.raises(DnsError, match="no TCP connection"):
-        saturate_dnsmasq_tcp("127.0.0.1", port=free_port(), connections=5, connect_timeout_seconds=0.5)
+        saturate_dnsmasq_tcp(
+            "127.0.0.1", port=free_port(), connections=5, connect_timeout_seconds=0.5
+        )
     (entry,) = Ledger(dns_ledger).history()
     assert entry.state == "closed"  # the partial injection was undone at once
 
