@@ -15,7 +15,7 @@ from chaos_ext._console import make_console
 from chaos_ext.errors import ChaosExtError
 from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.sandbox import backends
-from chaos_ext.sandbox._heartbeat import Heartbeat
+from chaos_ext.sandbox.heartbeat import Heartbeat
 
 HELP = """\
 A small platform on this machine that fails the way real ones do: network
