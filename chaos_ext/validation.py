@@ -3,7 +3,7 @@
 Two layers, both pure:
 
 * :func:`check_types` compares JSON arguments with an activity's annotations
-  (str, int, float, bool, list, dict, Optional, Literal), so ``"delay_ms": "abc"``
+  (str, int, float, bool, list, dict, Optional, Literal), so ``"delay_seconds": "abc"``
   is refused before anything runs.
 * :func:`validated_by` wraps an activity so that every call (``gameday run``,
   plain ``chaos run``, Python) first runs the type checks and its semantic check

@@ -38,9 +38,9 @@ Envelopes (`gameday envelope` OUT folders, their envelope.json, or a folder of
 such folders) are compared instead by how the breaking point moved, paired by
 the varied argument:
 
-  delay-app-to-db.delay_ms: breaks between 40 and 50 ms (fragile) → between
-  380 and 420 ms (tuned) — improved (fragile: held 3/3 at 40; deviated 3/3 at
-  50; tuned: held 3/3 at 380; deviated 3/3 at 420)
+  delay-app-to-db.delay_seconds: breaks between 0.04 and 0.05 s (fragile) →
+  between 0.38 and 0.42 s (tuned) — improved (fragile: held 3/3 at 0.04;
+  deviated 3/3 at 0.05; tuned: held 3/3 at 0.38; deviated 3/3 at 0.42)
 
 improved: the tuned side held at a magnitude as harsh as one where the
 baseline deviated; regressed: the other way round; no change: the boundary

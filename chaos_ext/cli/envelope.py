@@ -63,7 +63,7 @@ FRAGILE_OUT TUNED_OUT` says how the breaking point moved, `gameday gate
 --journals OUT --min-envelope connections=20` fails a release below a floor.
 
 examples:
-  gameday envelope experiments/db-latency.json --vary delay-app-to-db.delay_ms=10..800 \\
+  gameday envelope experiments/db-latency.json --vary delay-app-to-db.delay_seconds=0.01..0.8 \\
       --resolution 10% --repeats 2 --settle 30 -o out/latency-fragile
   gameday envelope dns.json --vary hold-dns-tcp.connections=1..40 -o out/dns --label tuned
   gameday envelope db.json --vary take-slots.target=0..20 --format 'max-minus-{}' \\

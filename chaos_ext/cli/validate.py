@@ -30,7 +30,7 @@ Nothing is injected and no target is contacted.
 Every problem of every file is printed, one line each, then the exit code is 3
 (0 when every file is valid):
 
-  invalid: x.json: action 'lag' at method[0].provider.arguments: delay_ms: expected
+  invalid: x.json: action 'lag' at method[0].provider.arguments: delay_seconds: expected
     float, got 'abc'
   invalid: x.json: probe 'errors' at method[1].provider.arguments: expr: invalid
     PromQL 'sum(rate(x[5m]': unclosed left parenthesis

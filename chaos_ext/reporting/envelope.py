@@ -282,14 +282,16 @@ class FloorCheck:
 
 
 def parse_floor(text: str) -> tuple[str, float]:
-    """``delay_ms=200`` or ``ACTIVITY.delay_ms=200`` -> (name, 200.0)."""
+    """``delay_seconds=0.2`` or ``ACTIVITY.delay_seconds=0.2`` -> (name, 0.2)."""
     name, _, value = text.rpartition("=")
     try:
         floor = float(value)
     except ValueError:
         floor = math.nan
     if not name or not math.isfinite(floor):
-        raise ValueError(f"--min-envelope {text!r}: expected ARGUMENT=MAGNITUDE, e.g. delay_ms=200")
+        raise ValueError(
+            f"--min-envelope {text!r}: expected ARGUMENT=MAGNITUDE, e.g. delay_seconds=0.2"
+        )
     return name, floor
 
 

@@ -1,6 +1,6 @@
 """The breaking point of a hypothesis: the envelope search, as pure functions.
 
-A *magnitude* is one value of one activity argument (``delay_ms``,
+A *magnitude* is one value of one activity argument (``delay_seconds``,
 ``connections``). The search runs the whole experiment at one magnitude at a
 time and reads the outcome of each run; these functions decide, from the
 outcomes so far, which magnitude to run next and what the runs mean. They

@@ -118,14 +118,14 @@ def _is_integer_literal(text: str) -> bool:
 
 
 def parse_vary(text: Any) -> Vary:
-    """``ACTIVITY.ARGUMENT=LOW..HIGH`` (e.g. ``delay-app-to-db.delay_ms=10..800``)."""
+    """``ACTIVITY.ARGUMENT=LOW..HIGH`` (e.g. ``delay-app-to-db.delay_seconds=0.01..0.8``)."""
     if not isinstance(text, str):
         raise InvalidArgument(f"vary: expected 'ACTIVITY.ARGUMENT=LOW..HIGH', got {text!r}")
     match = _VARY.match(text.strip())
     if not match:
         raise InvalidArgument(
             f"vary: {text!r} is not ACTIVITY.ARGUMENT=LOW..HIGH "
-            "(e.g. delay-app-to-db.delay_ms=10..800)"
+            "(e.g. delay-app-to-db.delay_seconds=0.01..0.8)"
         )
     bounds = _RANGE.match(match["range"])
     if not bounds:
@@ -159,7 +159,7 @@ def parse_resolution(value: Any) -> tuple[float, bool]:
 
 
 def unit_of(argument: str) -> str:
-    """``delay_ms`` -> ``ms``; otherwise the argument's own name (``connections``)."""
+    """``delay_seconds`` -> ``s``, ``p99_ms`` -> ``ms``; otherwise the argument's own name (``connections``)."""
     for suffix, unit in _UNITS:
         if argument.endswith(suffix):
             return unit

@@ -84,7 +84,7 @@ def test_the_search_finds_dnsmasqs_child_limit_and_tuning_moves_it(
     ) in compared.stderr
     assert "<svg" in (tmp_path / "cmp" / "envelope-comparison.html").read_text()
 
-    for floor, code in (("connections=19", 0), ("connections=20", 1), ("delay_ms=5", 3)):
+    for floor, code in (("connections=19", 0), ("connections=20", 1), ("delay_seconds=5", 3)):
         gated = run_gameday(tmp_path, clean_ledger, "gate", "--journals", "fragile",
                             "--min-envelope", floor, "--junit", "j.xml")  # fmt: skip
         assert gated.returncode == code, (floor, gated.stderr)

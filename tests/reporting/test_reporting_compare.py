@@ -22,7 +22,7 @@ def _run(seed: int, mean: float, ok_rate: float = 1.0, throughput: float = 100) 
     b = JournalBuilder("tuning", {"p99-ms": LATENCY, "requests-ok": True}, start=1e9 + seed * 1e3)
     b.check("before", "p99-ms", float(rng.normal(mean, 15)), 0)
     b.check("before", "requests-ok", True, 0)
-    b.activity("add-latency", 1, 0.1, {"delay_ms": 40})
+    b.activity("add-latency", 1, 0.1, {"delay_seconds": 40})
     for i in range(40):
         b.check("during", "p99-ms", float(rng.normal(mean, 15)), 2 + i)
         b.check("during", "requests-ok", bool(rng.random() < ok_rate), 2 + i)

@@ -202,7 +202,7 @@ def test_an_abort_condition_that_fired_is_reported(tmp_path: Path) -> None:
     """The `gameday.abort` record of docs/prometheus.md: in the summary, the chart and JUnit."""
     b = JournalBuilder("aborted", {"error-ratio": {"type": "range", "range": [0, 0.05]}})
     b.check("before", "error-ratio", 0.01, 0)
-    b.activity("inject", 1, 0.2, {"delay_ms": 200})
+    b.activity("inject", 1, 0.2, {"delay_seconds": 200})
     for i in range(5):
         b.check("during", "error-ratio", 0.01 * (i + 1), 2 + i)
     journal = b.build(status="interrupted")
