@@ -31,7 +31,7 @@ Suite = tuple[str, list[Case], dict[str, str]]
 
 
 def parse_floors(items: Sequence[str], console: Console) -> Floors | None:
-    """``["delay_seconds=0.2"]`` -> ``[("delay_seconds", 0.2)]``; None (and a line) if one is bad."""
+    """``["delay_seconds=0.2"]`` -> ``[("delay_seconds", 0.2)]``; None (and a line) if bad."""
     floors = []
     for item in items:
         try:
