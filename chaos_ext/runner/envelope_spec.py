@@ -159,7 +159,7 @@ def parse_resolution(value: Any) -> tuple[float, bool]:
 
 
 def unit_of(argument: str) -> str:
-    """``delay_seconds`` -> ``s``, ``p99_ms`` -> ``ms``; else the argument's name (``connections``)."""
+    """``delay_seconds`` -> ``s``, ``p99_ms`` -> ``ms``; else the argument's name."""
     for suffix, unit in _UNITS:
         if argument.endswith(suffix):
             return unit
