@@ -9,6 +9,7 @@ notices.
 from __future__ import annotations
 
 import importlib
+import re
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -34,14 +35,10 @@ ACTIVITIES = [
     for module_name, kind in activity_modules()
     for name in importlib.import_module(module_name).__all__
 ]
-# Not migrated yet: each must start failing the xfail (strict) when it is fixed.
-PENDING: set[str] = {}
 
 
 def _param(module_name: str, kind: str, name: str) -> Any:
-    full = f"{module_name}.{name}"
-    marks = [pytest.mark.xfail(strict=True, reason="not migrated yet")] if full in PENDING else []
-    return pytest.param(module_name, kind, name, id=full, marks=marks)
+    return pytest.param(module_name, kind, name, id=f"{module_name}.{name}")
 
 
 @pytest.mark.parametrize(("module_name", "kind", "name"), [_param(*a) for a in ACTIVITIES])
@@ -57,9 +54,7 @@ def test_every_domain_with_faults_has_actions() -> None:
 
 
 ROLLBACKS = [
-    pytest.param(
-        m, n, id=f"{m}.{n}", marks=[pytest.mark.xfail(strict=True)] * (f"{m}.{n}" in PENDING)
-    )
+    pytest.param(m, n, id=f"{m}.{n}")
     for m, k, n in ACTIVITIES
     if k == "action"
     and (role_of(getattr(importlib.import_module(m), n)) or {}).get("role") == "rollback"
@@ -225,11 +220,46 @@ def test_an_action_that_breaks_one_rule_fails(func: Callable[..., Any], expected
 
 def test_the_walk_itself_fails_on_a_broken_activity(monkeypatch: pytest.MonkeyPatch) -> None:
     """Break one real activity the way a careless change would: the walk's check fails."""
-    module_name, _, name = next(
-        a for a in ACTIVITIES if a[1] == "probe" and f"{a[0]}.{a[2]}" not in PENDING
-    )
+    module_name, _, name = next(a for a in ACTIVITIES if a[1] == "probe")
     test_activity_follows_the_conventions(module_name, "probe", name)  # it passes as it is
     module = importlib.import_module(module_name)
     monkeypatch.setattr(module, name, _time_unit_broken)
     with pytest.raises(AssertionError):
         test_activity_follows_the_conventions(module_name, "probe", name)
+
+
+# -- no aliases: the old names are gone from what users read and run ---------------------
+
+OLD_NAMES = (
+    "delay_ms", "jitter_ms", "timeout_s", "wait_s", "min_age_s", "uncordon_after_s",
+    "backoff_initial_s", "backoff_max_s", "grace_period_s", "interval_s", "from_s", "to_s",
+    "only_started_before", "this_run_only", "ledger_entry", "load_id", "connect_timeout",
+    "prometheus_timeout", "alertmanager_timeout", "start_delay",
+)  # fmt: skip
+_OLD = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(OLD_NAMES) + r")(?![A-Za-z0-9_])")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def old_names_in(text: str) -> list[str]:
+    """The old argument and result names ``text`` still uses."""
+    return sorted(set(_OLD.findall(text)))
+
+
+def test_docs_and_experiments_use_only_the_new_names() -> None:
+    paths = [
+        *ROOT.glob("docs/*.md"), ROOT / "README.md", ROOT / "CONTRIBUTING.md",
+        *ROOT.glob("experiments/**/*.json"),
+    ]  # fmt: skip
+    found = {
+        str(p.relative_to(ROOT)): names
+        for p in paths
+        if p.name != "conventions.md" and (names := old_names_in(p.read_text()))
+    }
+    assert found == {}
+
+
+def test_the_old_name_check_notices_them() -> None:
+    assert old_names_in('"delay_ms": 150, "timeout_s": 30, "ledger_entry": x') == [
+        "delay_ms", "ledger_entry", "timeout_s",
+    ]  # fmt: skip
+    assert old_names_in("delay_seconds timeout_seconds ledger_id connect_timeout_seconds") == []

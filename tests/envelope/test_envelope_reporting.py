@@ -19,7 +19,7 @@ from chaos_ext.reporting.envelope import (
 )
 from chaos_ext.reporting.envelope_chart import envelope_svg
 
-LATENCY = {"vary": "delay-app-to-db.delay_seconds=10..800", "resolution": 10, "repeats": 2}
+LATENCY = {"vary": "delay-app-to-db.delay_ms=10..800", "resolution": 10, "repeats": 2}
 
 
 def test_the_movement_reads_like_the_issue(tmp_path: Path) -> None:
@@ -149,12 +149,9 @@ def test_pairing_is_by_varied_argument(tmp_path: Path) -> None:
 
 
 def test_floor_syntax() -> None:
-    assert parse_floor("delay_seconds=200") == ("delay_seconds", 200.0)
-    assert parse_floor("delay-app-to-db.delay_seconds=2.5") == (
-        "delay-app-to-db.delay_seconds",
-        2.5,
-    )
-    for bad in ("delay_seconds", "=200", "delay_seconds=fast"):
+    assert parse_floor("delay_ms=200") == ("delay_ms", 200.0)
+    assert parse_floor("delay-app-to-db.delay_ms=2.5") == ("delay-app-to-db.delay_ms", 2.5)
+    for bad in ("delay_ms", "=200", "delay_ms=fast"):
         with pytest.raises(ValueError, match="ARGUMENT=MAGNITUDE"):
             parse_floor(bad)
 
