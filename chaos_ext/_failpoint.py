@@ -12,6 +12,7 @@ separated by commas, e.g. ``node-drain.after-entry=kill``; the code calls
 Names are ``<fault kind>.<window>`` with the windows ``before-entry``,
 ``after-entry``, ``mid-apply``, ``after-apply``, ``mid-undo``, plus
 ``ledger.after-log`` (between the event log and the database),
+``ledger.after-commit``,
 ``undo.before-close`` and ``helper.started``. Unset (always, outside tests)
 it costs one environment lookup. Hand-written rather than a library: the
 Python failpoint packages on PyPI are unmaintained and inject by

@@ -91,3 +91,30 @@ def test_a_signal_ends_the_run_within_the_budget(
     assert [r["activity"]["name"] for r in journal["rollbacks"]] == ["remove-namespace"]
     assert netns_name not in netns_list()
     assert Ledger(ledger_path).open_entries() == []
+
+
+def test_a_signal_right_after_a_ledger_commit_still_interrupts_the_run(
+    ledger_path: Path, tmp_path: Path, netns_name: str, write_experiment: Callable[..., Path]
+) -> None:
+    """Found under load: a SIGTERM landing just after the ledger's COMMIT made its
+    transaction cleanup fail ("cannot rollback - no transaction is active"), and that
+    error replaced the interrupt: the run went on as if nothing had been received."""
+    Ledger(ledger_path)  # the run's first write is then the fault's entry
+    path = write_experiment({
+        "title": "signal after a commit", "description": "-",
+        "method": [_py("make-namespace", "create_netns", name=netns_name),
+                   _py("slow-action", "nap", seconds=60)],
+    })  # fmt: skip
+    env = {**cli_env(ledger_path), "GAMEDAY_FAILPOINTS": "ledger.after-commit=term"}
+    started = time.monotonic()
+    run = subprocess.run(
+        gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)), env=env,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert time.monotonic() - started < 30, run.stderr  # not the 60 s nap
+    assert run.returncode == 2, run.stderr
+    journal = json.loads((tmp_path / "journal.json").read_text())
+    assert journal["gameday"]["outcome"] == "interrupted", journal["gameday"]
+    assert "no transaction is active" not in run.stderr
+    assert netns_name not in netns_list()
+    assert Ledger(ledger_path).open_entries() == []

@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from chaos_ext._failpoint import failpoint
 from chaos_ext._ledger.entry import Entry
 from chaos_ext._ledger.events import Event
 
@@ -122,8 +123,12 @@ def apply_event(db: sqlite3.Connection, event: Event, log_size: int) -> None:
         db.execute("INSERT OR REPLACE INTO meta VALUES ('seq', ?)", (str(event.seq),))
         db.execute("INSERT OR REPLACE INTO meta VALUES ('log_size', ?)", (str(log_size),))
         db.execute("COMMIT")
+        failpoint("ledger.after-commit")
     except BaseException:
-        db.execute("ROLLBACK")
+        # A signal (KeyboardInterrupt) may land after COMMIT: then there is nothing to roll
+        # back, and a failing ROLLBACK must not replace the interrupt with a ledger error.
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
 
 
