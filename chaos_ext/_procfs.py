@@ -1,6 +1,6 @@
 """Read-only facts about local processes from ``/proc``: the one place that parses it.
 
-Names, parents, states and start times (``/proc/<pid>/stat``), children,
+This boot's id, names, parents, states and start times (``/proc/<pid>/stat``), children,
 environments (to find our helper processes), sockets, memory and
 capabilities (``/proc/<pid>/status``). Used to find a server by pid, pidfile
 or listening port, to count the children it forked, to tell a live fault
@@ -24,6 +24,7 @@ __all__ = [
     "CAP_NET_ADMIN",
     "Process",
     "alive",
+    "boot_id",
     "children",
     "effective_capabilities",
     "exists",
@@ -227,3 +228,11 @@ def rss_kib(pid: int) -> int | None:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return None
+
+
+def boot_id() -> str:
+    """This boot's random id (``/proc/sys/kernel/random/boot_id``), "" if unreadable."""
+    try:
+        return (_PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip()
+    except OSError:
+        return ""

@@ -5,7 +5,9 @@
 * no package imports another package's private (underscore) modules: what
   crosses a package boundary goes through a public module;
 * library code changes no process-wide state (garbage collector, warnings
-  filters, the kubernetes module's defaults).
+  filters, the kubernetes module's defaults);
+* only ``chaos_ext._procfs`` reads this machine's ``/proc`` (commands run on
+  a node, such as ``cat /proc/self/status`` over SSH, are not reads here).
 
 Each rule is a function returning its findings, so a test of the test can
 feed it a bad example and see it fail.
@@ -39,6 +41,19 @@ _SIDE_EFFECTS = {
     "a process-wide socket timeout": re.compile(r"socket\.setdefaulttimeout\("),
     "the root logger's setup": re.compile(r"logging\.basicConfig\("),
 }
+
+# A local read of /proc: a call whose first argument is a /proc path, such as
+# Path("/proc/..."), open("/proc/..."), os.listdir("/proc"), _read("/proc/...").
+_PROC_READ = re.compile(r"""\w\(\s*f?["']/proc\b""")
+
+
+def proc_reads(source: str) -> list[str]:
+    """Lines of ``source`` that read ``/proc`` themselves instead of through ``_procfs``."""
+    return [
+        f"line {number}: {line.strip()}"
+        for number, line in enumerate(source.splitlines(), 1)
+        if _PROC_READ.search(line)
+    ]
 
 
 _K8S_LOADERS = ("load_kube_config", "load_incluster_config", "new_client_from_config")
@@ -137,6 +152,15 @@ def test_library_code_changes_no_process_wide_state() -> None:
     assert found == {}
 
 
+def test_only_procfs_reads_proc() -> None:
+    found = {
+        str(path.relative_to(ROOT)): problems
+        for path, _ in _sources()
+        if path.name != "_procfs.py" and (problems := proc_reads(path.read_text()))
+    }
+    assert found == {}
+
+
 # -- the rules catch what they are meant to catch -------------------------------------
 
 
@@ -192,3 +216,19 @@ def test_scoped_equivalents_pass() -> None:
         "# gc.disable() would change every thread\n"
     )
     assert side_effects(source) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('stat = Path(f"/proc/{pid}/stat").read_text()', 1),
+        ('with open("/proc/self/status") as f:', 1),
+        ('_read("/etc/machine-id"), os.path.exists(f"/proc/{pid}")', 1),
+        ('"boot_id": _read("/proc/sys/kernel/random/boot_id"),', 1),
+        ('session.check(["cat", "/proc/self/status"])', 0),  # on a node, over SSH
+        ('prefix = ["nsenter", f"--net=/proc/{pid}/ns/net"]', 0),
+        ("_procfs.exists(pid)", 0),
+    ],
+)
+def test_proc_reads_are_found(source: str, expected: int) -> None:
+    assert len(proc_reads(source)) == expected

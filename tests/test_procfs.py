@@ -109,3 +109,9 @@ def test_capabilities_from_our_status_and_from_text() -> None:
     root = remote.replace("CapEff:\t0000000000000000", "CapEff:\t000001ffffffffff")
     assert _procfs.has_capability(_procfs.CAP_NET_ADMIN, root)
     assert _procfs.effective_capabilities("Name:\tx\n") == 0
+
+
+def test_boot_id_is_this_boots_uuid() -> None:
+    found = _procfs.boot_id()
+    assert str(uuid.UUID(found)) == found
+    assert _procfs.boot_id() == found  # the same boot

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
+
+from chaos_ext import _procfs
 
 __all__ = ["Entry", "process_start_time", "process_state"]
 
 
 def process_state(pid: int) -> tuple[str, int] | None:
     """``(state letter, kernel start time)`` of ``pid`` from ``/proc``, None if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name may contain spaces and parentheses: split after the last ')'.
-    fields = stat.rsplit(")", 1)[1].split()
-    return fields[0], int(fields[19])
+    found = _procfs.stat(pid)
+    return None if found is None else (found.state, found.start_time)
 
 
 def process_start_time(pid: int) -> int | None:
@@ -25,8 +21,7 @@ def process_start_time(pid: int) -> int | None:
 
     Used with the pid to tell a live owner from a recycled pid.
     """
-    found = process_state(pid)
-    return None if found is None else found[1]
+    return _procfs.start_time(pid)
 
 
 @dataclass(frozen=True)

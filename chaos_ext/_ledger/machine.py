@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from chaos_ext import _procfs
 from chaos_ext._ledger.entry import Entry
 from chaos_ext.errors import TargetMismatch
 
@@ -34,7 +35,7 @@ def machine_identity() -> dict[str, str]:
     return {
         "hostname": socket.gethostname(),
         "machine_id": _read("/etc/machine-id"),
-        "boot_id": _read("/proc/sys/kernel/random/boot_id"),
+        "boot_id": _procfs.boot_id(),
     }
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos_ext import _helper
+from chaos_ext import _helper, _procfs
 from chaos_ext._vm.initramfs import SHARE_IN_GUEST
 from chaos_ext._vm.machine import VirtualMachine, VMConfig
 from chaos_ext.errors import SandboxError
@@ -95,11 +95,11 @@ def wait_up(prefix: str, say: Progress) -> dict[str, Any]:
 def stop(prefix: str, timeout: float = 60.0) -> bool:
     """Ask the supervisor to power the VM off and wait for it; False if none was running."""
     pid = info(prefix).get("supervisor_pid")
-    if not pid or not Path(f"/proc/{pid}").exists():
+    if not pid or not _procfs.exists(int(pid)):
         return False
     (state_dir(prefix) / "down.request").write_text("")
     deadline = time.monotonic() + timeout
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while _procfs.exists(int(pid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return True
 
