@@ -114,7 +114,7 @@ def test_remote_preflight_reports_the_missing_netem_and_changes_nothing(
     namespaces_before = set(sh("ip", "netns", "list").stdout.split())
     target = f"ssh:{server.host}:{server.port}"
     with inside(ns), pytest.raises(PreflightFailed, match=rf"kernel \S+ on {target} has no "):
-        actions.add_latency("va", 150, ["10.2.0.0/24"], target=target,
+        actions.add_latency("va", 0.15, ["10.2.0.0/24"], target=target,
                             configuration=conf, secrets=sec)  # fmt: skip
     with inside(ns), pytest.raises(PreflightFailed, match="sch_netem"):
         probes.latency_supported("va", target=target, configuration=conf, secrets=sec)
