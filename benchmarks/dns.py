@@ -70,7 +70,7 @@ def flood_qps(server: dnsmasq.Dnsmasq) -> float:
 
     report = flood_dns(
         server.address, names=[NAME], port=server.port, qps=100_000, duration_seconds=SECONDS,
-        timeout=1.0, concurrency=OUTSTANDING, sockets=CLIENTS, workers=WORKERS,
+        timeout_seconds=1.0, concurrency=OUTSTANDING, sockets=CLIENTS, workers=WORKERS,
     )  # fmt: skip
     return float(report["achieved_qps"])
 

@@ -143,7 +143,7 @@ def _abort_once(url: str, metric: Gauge, work: Path) -> float:
             "type": "process", "path": sys.executable, "arguments": ["-c", stamp, str(marker)]}}],
     }  # fmt: skip
     (work / "experiment.json").write_text(json.dumps(experiment))
-    plan = {"interval": "500ms", "conditions": [
+    plan = {"interval_seconds": 0.5, "conditions": [
         {"name": "bench-error-ratio", "promql": "max(bench_error_ratio)",
          "tolerance": {"op": "<", "threshold": 0.05}}]}  # fmt: skip
     (work / "abort.yaml").write_text(yaml.safe_dump(plan))
