@@ -19,7 +19,7 @@ from chaos_ext.errors import InvalidArgument, LoadError
 from chaos_ext.ledger import Entry, current_run_id, default_ledger, undo_handler
 from chaos_ext.load import _distributed, _job, _locate, _push, _recorded
 from chaos_ext.load.driver import load_results, stop_load
-from chaos_ext.load.spec import check_load_arguments, spec_from_arguments
+from chaos_ext.load.spec import JOB_KEYS, check_load_arguments, spec_from_arguments
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import validated_by
 
@@ -100,7 +100,7 @@ def drive_http_load(
     """
     arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
     _check(arguments)
-    spec = spec_from_arguments(arguments)
+    spec = spec_from_arguments(arguments, other_keys=JOB_KEYS)
     if _job.uses_kubernetes(arguments):
         return _drive_job(spec, arguments, secrets)
     entry, load = _recorded.start_recorded(spec, module=__name__)

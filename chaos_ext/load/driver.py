@@ -5,7 +5,9 @@
     from chaos_ext.load.driver import background_load, load_results
     from chaos_ext.load.spec import spec_from_arguments
 
-    spec = spec_from_arguments({"urls": ["http://127.0.0.1:8080/"], "rate": 50, "duration": 60})
+    spec = spec_from_arguments(
+        {"urls": ["http://127.0.0.1:8080/"], "rate": 50, "duration_seconds": 60}
+    )
     with background_load(spec, results_dir=Path("out/load")) as load:
         ...  # inject faults meanwhile
     print(load_results(load.results_dir)["p99_ms"])

@@ -16,7 +16,7 @@ import ipaddress
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,8 +27,10 @@ from chaos_ext.validation import require_range
 __all__ = [
     "ABSOLUTE_MAX_DURATION",
     "ABSOLUTE_MAX_RATE",
+    "JOB_KEYS",
     "SAFE_DURATION",
     "SAFE_RATE",
+    "SPEC_KEYS",
     "LoadSpec",
     "Segment",
     "check_header_fields",
@@ -270,8 +272,28 @@ def _processes(requested: Any, peak: float, concurrency: int) -> int:
     return max(1, min(cpus, concurrency, math.ceil(peak / RATE_PER_PROCESS)))
 
 
-def spec_from_arguments(arguments: Mapping[str, Any]) -> LoadSpec:
-    """Build a :class:`LoadSpec` from drive_http_load's arguments; raise InvalidArgument."""
+#: The arguments a load profile is built from (drive_http_load adds its Job ones).
+SPEC_KEYS = frozenset({
+    "urls", "rate", "duration_seconds", "ramp", "steps", "concurrency_limit", "method",
+    "headers", "body", "http2", "timeout_seconds", "max_rate", "max_duration_seconds",
+    "processes", "metrics_port", "metrics_addr", "name", "ca_file", "bucket_seconds",
+})  # fmt: skip
+#: drive_http_load's own arguments that are not part of the profile.
+JOB_KEYS = frozenset({"wait", "replicas", "kubernetes"})
+
+
+def spec_from_arguments(arguments: Mapping[str, Any], other_keys: Collection[str] = ()) -> LoadSpec:
+    """Build a :class:`LoadSpec` from drive_http_load's arguments; raise InvalidArgument.
+
+    A key that is neither a profile argument nor one of ``other_keys`` (the
+    caller's own) is refused: an old or misspelt name (``duration`` for
+    ``duration_seconds``) would otherwise fall back to a default silently.
+    """
+    unknown = sorted(set(arguments) - SPEC_KEYS - set(other_keys))
+    if unknown:
+        raise InvalidArgument(
+            f"unknown load argument(s) {', '.join(unknown)}; known: {', '.join(sorted(SPEC_KEYS))}"
+        )
     urls = _urls(arguments.get("urls"))
     segments = _segments(arguments)
     _check_caps(segments, arguments)
@@ -312,4 +334,4 @@ def spec_from_arguments(arguments: Mapping[str, Any]) -> LoadSpec:
 
 def check_load_arguments(arguments: Mapping[str, Any]) -> None:
     """The semantic check ``gameday validate`` runs for drive_http_load."""
-    spec_from_arguments(arguments)
+    spec_from_arguments(arguments, other_keys=JOB_KEYS)

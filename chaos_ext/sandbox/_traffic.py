@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--token", required=True)
     args = parser.parse_args(argv)
     spec = spec_from_arguments({
-        "urls": [args.url], "rate": args.rate, "duration": args.duration,
-        "max_duration": args.duration, "concurrency_limit": 64, "timeout": 5.0,
+        "urls": [args.url], "rate": args.rate, "duration_seconds": args.duration,
+        "max_duration_seconds": args.duration, "concurrency_limit": 64, "timeout_seconds": 5.0,
         "name": "sandbox-traffic",
     })  # fmt: skip
     try:

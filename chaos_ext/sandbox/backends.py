@@ -58,4 +58,17 @@ def run_in_sandbox(prefix: str, argv: Sequence[str], journal_dir: Path, timeout:
     """Run a gameday command in the sandbox's monitoring host; journals land in journal_dir."""
     if load_state(prefix) is None:
         raise SandboxError(f"sandbox {prefix!r} is not up: `gameday sandbox up` first")
+    stopped = {
+        name: svc.get("pid")
+        for name, svc in _control.status(prefix)["services"].items()
+        if not svc["running"]
+    }
+    if stopped:
+        # Without its traffic (or its exporter, or Prometheus) the sandbox would judge a
+        # fault against an idle app: "held" that proves nothing. Refuse before injecting.
+        listed = ", ".join(f"{name} (pid {pid})" for name, pid in sorted(stopped.items()))
+        raise SandboxError(
+            f"sandbox {prefix!r} is broken, nothing was run: not running: {listed}. The "
+            "background traffic stops after 1 h; `gameday sandbox down` and `up` again"
+        )
     return _control.run(prefix, argv, journal_dir, timeout)

@@ -101,6 +101,10 @@ def test_defaults_are_small() -> None:
         ({"metrics_addr": "localhost"}, "not an IP address"),
         ({"rate": 60_000, "max_rate": 60_000}, "outside [0.001, 50000]"),
         ({"steps": [{"rate": 0, "for_seconds": 2}]}, "never sends anything"),
+        # an old name would fall back to the 30 s default: the sandbox's 1 h traffic did
+        ({"duration": 3600}, "unknown load argument(s) duration;"),
+        ({"timeout": 5, "max_duration": 9}, "unknown load argument(s) max_duration, timeout;"),
+        ({"wait": True}, "unknown load argument(s) wait;"),
     ],
 )
 def test_refused_arguments(arguments: dict[str, Any], message: str) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,7 +13,9 @@ from pathlib import Path
 from support.harness import netns_list
 from support.sandbox import sandbox_cli
 
-from chaos_ext import _helper
+from chaos_ext import _helper, _procfs
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _in(ns: str, code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -77,9 +81,21 @@ def test_prometheus_scrapes_the_app_and_the_exporter(sandbox: tuple[str, Path]) 
     assert float(conns[0]["value"][1]) == 40
 
 
-def test_down_removes_everything_and_is_idempotent(tmp_path: Path) -> None:
+def test_run_refuses_a_broken_sandbox_then_down_removes_everything(tmp_path: Path) -> None:
     prefix = "d" + str(int(time.time() * 1000))[-5:]
     assert sandbox_cli(prefix, tmp_path, "up", "--backend", "netns").returncode == 0
+    # the background traffic gone (as after its 1 h cap): a run would judge an idle app
+    status = json.loads(sandbox_cli(prefix, tmp_path, "status", "--json").stdout)
+    os.kill(int(status["services"]["traffic"]["pid"]), signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while _procfs.alive(int(status["services"]["traffic"]["pid"])):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    experiment = str(ROOT / "experiments" / "sandbox" / "02-dns-saturation.json")
+    refused = sandbox_cli(prefix, tmp_path, "run", "--journal-dir", str(tmp_path / "j"), experiment)
+    assert refused.returncode == 2, refused.stderr
+    assert "nothing was run: not running: traffic (pid" in refused.stderr
+    assert not (tmp_path / "j").exists() or not list((tmp_path / "j").iterdir())
     first = sandbox_cli(prefix, tmp_path, "down")
     assert first.returncode == 0, first.stderr
     assert "removed namespaces" in first.stderr
