@@ -34,6 +34,10 @@ $GAMEDAY sandbox run --prefix "$prefix" --journal-dir "$out/run" experiments/san
 verdict=$?
 set -e
 game_day_s=$(( $(date +%s) - game_day_started ))
+if ! compgen -G "$out/run/journal-*.json" >/dev/null; then
+  echo "the game day ran no experiment (exit $verdict): see the lines above" >&2
+  exit $(( verdict ? verdict : 2 ))
+fi
 
 say "report"
 $GAMEDAY report "$out/run" -o "$out" --title "Default game day ($app app)"
