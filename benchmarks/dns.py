@@ -22,6 +22,7 @@ Last line:
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import resource
@@ -157,6 +158,10 @@ def rate_limit_accuracy() -> float:
 
 
 def main() -> None:
+    # no options: --help says what is measured instead of starting the run
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     with tempfile.TemporaryDirectory() as ledger_dir:
         os.environ["GAMEDAY_LEDGER"] = str(Path(ledger_dir) / "ledger.sqlite3")
         ratio = throughput_ratio()

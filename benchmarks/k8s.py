@@ -23,6 +23,7 @@ Last line: ``k8s drift_10k_s=<median s> drain_speedup=<kubectl median / drain_no
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -191,6 +192,10 @@ def bench_drain(tmp: Path, *, budgets: bool, runs: int) -> float:
 
 
 def main() -> None:
+    # no options: --help says what is measured instead of starting the run
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-k8s-") as tmp_name:
         tmp = Path(tmp_name)
         os.environ["GAMEDAY_LEDGER"] = str(tmp / "ledger.sqlite3")

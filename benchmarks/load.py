@@ -41,6 +41,7 @@ Last line: ``load sustained_ratio_vs_wrk=<x> p50_diff_pct=<y>``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -250,6 +251,10 @@ def event_loop_floor_ms(url: str) -> float:
 
 
 def main() -> None:
+    # no options: --help says what is measured instead of starting the run
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     print(f"load benchmark: nginx static file; {CONNECTIONS} connections, {PROCESSES} processes")
     print(f"machine load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with (

@@ -14,6 +14,7 @@ Last line: ``netem apply_speedup_vs_tc=<x> fidelity=<y>``.
 
 from __future__ import annotations
 
+import argparse
 import socket
 import statistics
 import subprocess
@@ -150,7 +151,11 @@ def in_vm() -> None:
 
 
 if __name__ == "__main__":
-    if "--inside" in sys.argv or not _local.missing_features():
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--inside", action="store_true", help="run here (a kernel with netem)")
+    if parser.parse_args().inside or not _local.missing_features():
         inside()
     else:
         in_vm()
