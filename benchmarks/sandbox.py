@@ -191,9 +191,8 @@ def main() -> None:
             print(f"  {app:8s} {condition:7s} {name:22s} {sum(oks)}/{len(oks)}")
     quiet = [w for (_, c), t in results.items() if c == "quiet" for w in t.wall]
     loaded = [w for (_, c), t in results.items() if c == "loaded" for w in t.wall]
-    print(
-        f"game day wall time (s): quiet {[round(s) for s in quiet]}, loaded {[round(s) for s in loaded]}"
-    )
+    rounded = {"quiet": [round(s) for s in quiet], "loaded": [round(s) for s in loaded]}
+    print(f"game day wall time (s): quiet {rounded['quiet']}, loaded {rounded['loaded']}")
     load = os.getloadavg()
     print(f"machine afterwards: load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     quiet_s, loaded_s = statistics.median(quiet), statistics.median(loaded)
