@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.harness import cli_env, gameday_argv, netns_list, wait_for
+from support.harness import cli_env, gameday_argv, netns_list, signal_and_collect, wait_for
 
 from chaos_ext.ledger import Ledger
 
@@ -119,13 +119,7 @@ def test_signal_rolls_back_without_help(
 ) -> None:  # fmt: skip
     port = _free_port()
     proc = _inject_and_wait(ledger_path, write_experiment, tmp_path, netns_name, port)
-    proc.send_signal(sig)
-    try:
-        output, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        output, _ = proc.communicate(timeout=10)
-        raise AssertionError(f"the runner ignored {sig.name}:\n{output}") from None
+    output = signal_and_collect(proc, sig, f"the runner ignored {sig.name}")
     assert proc.returncode == 2, output
     assert netns_name not in netns_list()
     assert not _port_open(port)
@@ -265,13 +259,7 @@ def test_signal_inside_a_python_activity_stops_the_method(
     proc = _start(ledger_path, path, tmp_path)
     wait_for(lambda: netns_name in netns_list(), 30, "the first fault")
     time.sleep(1.0)  # inside nap by now
-    proc.send_signal(sig)
-    try:
-        output, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        output, _ = proc.communicate(timeout=10)
-        raise AssertionError(f"the runner ignored {sig.name}:\n{output}") from None
+    output = signal_and_collect(proc, sig, f"the runner ignored {sig.name}")
     assert proc.returncode == 2, output
     assert never not in netns_list()
     assert netns_name not in netns_list()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.harness import cli_env, gameday_argv, netns_list, wait_for
+from support.harness import cli_env, gameday_argv, netns_list, signal_and_collect, wait_for
 
 from chaos_ext.ledger import Ledger
 from chaos_ext.runner.signals import SIGNAL_EXIT_BUDGET_S
@@ -75,13 +75,7 @@ def test_a_signal_ends_the_run_within_the_budget(
     wait_for(lambda: netns_name in netns_list(), 60, "the fault")
     time.sleep(1.5)  # well inside the nap (action) or the pause
     sent = time.monotonic()
-    proc.send_signal(sig)
-    try:
-        output, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        output, _ = proc.communicate(timeout=10)
-        raise AssertionError(f"no exit 60 s after {sig.name}:\n{output}") from None
+    output = signal_and_collect(proc, sig, f"no exit 60 s after {sig.name}")
     took = time.monotonic() - sent
     print(f"{sig.name} in the {where}: exit after {took:.2f} s")  # noqa: T201 - the margin
     assert took < SIGNAL_EXIT_BUDGET_S, output

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support.dns_checks import tcp_resolves
 from support.envelope_app import DnsBackedApp
-from support.harness import cli_env, gameday_argv, wait_for
+from support.harness import cli_env, gameday_argv, signal_and_collect, wait_for
 
 from chaos_ext._helper import find_helpers
 from chaos_ext._servers.dnsmasq import Dnsmasq
@@ -123,13 +123,7 @@ def test_a_signal_rolls_the_run_back_and_ends_the_search(
     path = write_experiment(experiment(dns_server.address, dns_server.port, fragile_app.url, 30))
     proc = _start(clean_ledger, path, tmp_path)
     wait_for(lambda: _held(clean_ledger), 60, "the first run's connections held")
-    proc.send_signal(sig)
-    try:
-        output, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        output, _ = proc.communicate(timeout=10)
-        raise AssertionError(f"the search ignored {sig.name}:\n{output}") from None
+    output = signal_and_collect(proc, sig, f"the search ignored {sig.name}")
     assert proc.returncode == 2, output
     doc = json.loads((tmp_path / "out" / "envelope.json").read_text())
     assert [r["outcome"] for r in doc["runs"]] == ["interrupted"]  # no second run started

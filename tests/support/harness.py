@@ -44,3 +44,21 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def signal_and_collect(
+    proc: subprocess.Popen[str], sig: int, failure: str, timeout: float = 60
+) -> str:
+    """Send ``sig`` to a CLI run and return its output once it exits.
+
+    A run still alive ``timeout`` seconds later is killed and the test fails
+    with ``failure`` (e.g. "the runner ignored SIGTERM") and the output.
+    """
+    proc.send_signal(sig)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate(timeout=10)
+        raise AssertionError(f"{failure}:\n{output}") from None
+    return str(output)
