@@ -59,6 +59,25 @@ class Db:
             rows = cur.fetchall()
         return [(str(r[7] or ""), float(r[5])) for r in rows if r[1] == self.server.user]
 
+    def client_id(self, conn: Any) -> int:
+        """The server's id of a client connection (backend pid / thread id)."""
+        return int(conn.info.backend_pid if self.engine == "postgresql" else conn.thread_id())
+
+    def ids_gone(self, ids: list[int]) -> bool:
+        """Whether the server has ended these sessions (see :meth:`client_id`).
+
+        A client's close returns before the server's session ends: until then its
+        slot still counts as taken.
+        """
+        if self.engine == "postgresql":
+            row = self.admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (ids,)
+            ).fetchone()
+            return int(row[0]) == 0
+        with self.admin.cursor() as cur:
+            cur.execute("SHOW PROCESSLIST")
+            return not [r for r in cur.fetchall() if int(r[0]) in ids]
+
     def free_for_user(self) -> int:
         """Slots a normal user can still take, computed by the test from the server's settings."""
         reserved = getattr(self.server, "superuser_reserved_connections", 0)
