@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from chaos_ext.reporting.model import RunView, redact_journal, view_of
 from chaos_ext.reporting.score import Score, resilience_score
 from chaos_ext.runner.verdict import (
     EXIT_DEVIATED,
+    EXIT_FAILED,
     EXIT_HELD,
     EXIT_INVALID,
     exit_code_for,
@@ -29,6 +31,15 @@ A pre-release gate: run experiments like `gameday run` (rollbacks on every exit
 path, ledger sweep, --abort-on stop conditions), or read journals of earlier
 runs (--journals), then write JUnit XML for the CI system and exit with the
 gate's verdict.
+
+A gate must measure something: an experiment without a steady-state
+hypothesis, or --hypothesis-strategy skip, is refused (exit 3, one line).
+An experiment a batch did not start because an earlier one was aborted or
+interrupted is "not-run": a JUnit <error> naming why, and it counts in the
+score as not held. A journal of a run that went without a safety control
+(--allow-missing-controls) fails the gate (exit 2) unless `gate
+--allow-missing-controls` is given too; its JUnit suite has the property
+"unprotected".
 
 JUnit: one test suite per experiment; one test case per hypothesis probe per
 phase ("p99-latency [after]") whose <failure> carries the measured value
@@ -91,11 +102,29 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=handle)
 
 
+def nothing_measured(strategy: str) -> Callable[[Path, dict[str, Any]], str | None]:
+    """A gate must measure something: refuse an experiment without a steady-state
+    hypothesis (or without probes in it), and a hypothesis strategy that checks nothing."""
+
+    def refuse(path: Path, experiment: dict[str, Any]) -> str | None:
+        hypothesis = experiment.get("steady-state-hypothesis")
+        probes = hypothesis.get("probes") if isinstance(hypothesis, dict) else None
+        if strategy == "skip":
+            return (f"gate: {path}: --hypothesis-strategy skip checks nothing: a gate needs a "
+                    "steady-state hypothesis checked (use `gameday run` to explore)")  # fmt: skip
+        if not probes:
+            return (f"gate: {path}: no steady-state hypothesis (or none with probes): a gate "
+                    "would pass with nothing measured (use `gameday run` to explore)")  # fmt: skip
+        return None
+
+    return refuse
+
+
 def _run_all(args: argparse.Namespace, console: Console) -> list[tuple[RunView, int]] | int:
     out = Path(args.journal_dir)
     results = run_batch(
         args, args.inputs, console, lambda path: out / f"journal-{path.stem}.json",
-        refuse_recover=False,
+        refuse_recover=False, refuse=nothing_measured(args.hypothesis_strategy),
     )  # fmt: skip
     if isinstance(results, int):
         return results
@@ -113,7 +142,13 @@ def _from_journals(args: argparse.Namespace, console: Console) -> list[tuple[Run
     for journal, view in loaded:
         # recomputed, not trusted from the file: a journal from an older gameday
         # may have recorded exit 0 for a rollback that failed
-        found.append((view, exit_code_for(view.outcome or outcome_of(journal))))
+        code = exit_code_for(view.outcome or outcome_of(journal))
+        if view.unprotected and not args.allow_missing_controls:
+            console.print(f"[red]{view.source}: ran without a safety control "
+                          f"({'; '.join(view.unprotected)}): failed (gate "
+                          "--allow-missing-controls accepts it)[/]", highlight=False)  # fmt: skip
+            code = worst_exit([code, EXIT_FAILED])
+        found.append((view, code))
     return found
 
 

@@ -37,8 +37,10 @@ EPILOG = """\
 exit codes (run, gate; the most severe over all experiments: 2 > 1 > 4 > 0):
   0  held: every hypothesis held and every rollback completed
   1  deviated: the faults ran and a hypothesis was not met
-  2  failed, aborted or interrupted run, or rollback-failed: a rollback did not
-     complete and a fault may still be injected (`gameday rollback` retries)
+  2  failed (an activity failed: raised, timed out, exited non-zero, HTTP >= 400),
+     aborted (a stop condition), interrupted (a signal), not-run (an earlier
+     experiment was stopped), or rollback-failed: a rollback did not complete
+     and a fault may still be injected (`gameday rollback` retries)
   3  invalid input (experiment file, argument, option, control), or refused: a
      safety control could not be imported, configured or started; nothing injected
   4  unsteady: the steady state did not hold before the method (or did not

@@ -20,12 +20,13 @@ from chaos_ext.errors import InvalidArgument, LedgerError
 from chaos_ext.ledger import Ledger, default_ledger
 from chaos_ext.prometheus.abort import AbortOnBreach, AbortPlan, load_sources, parse_selector
 from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
-from chaos_ext.runner.controls import ControlGuard, activate_global_controls
+from chaos_ext.runner.controls import ControlGuard, activate_global_controls, control_problems
 from chaos_ext.runner.execute import (
     EXIT_FAILED,
     EXIT_INVALID,
     RunOptions,
     RunResult,
+    not_run,
     run_experiment,
 )
 from chaos_ext.runner.settle import settle_seconds_of
@@ -96,6 +97,9 @@ outcomes and exit codes (the most severe over all experiments: 2 > 1 > 4 > 0):
   4  unsteady         the steady state did not hold before the method (or did not
                       settle): nothing was injected, nothing was proven
 """
+
+STOPS_BATCH = ("aborted", "interrupted")
+"""Outcomes after which the rest of a batch does not run (each is recorded ``not-run``)."""
 
 _STRATEGIES = (
     "default",
@@ -210,6 +214,17 @@ def _control_guard(args: argparse.Namespace, console: Console) -> ControlGuard:
     return ControlGuard(allow_missing=args.allow_missing_controls, warn=warn)
 
 
+def unprotected(
+    args: argparse.Namespace, experiment: dict[str, Any], settings: dict[str, Any]
+) -> tuple[str, ...]:
+    """The controls --allow-missing-controls lets this run go without (recorded in its
+    journal, shown by the report, the summary and JUnit; ``gate`` fails such a run)."""
+    if not getattr(args, "allow_missing_controls", False):
+        return ()
+    found = [*control_problems(experiment), *control_problems(settings=settings)]
+    return tuple(str(problem) for problem in found)
+
+
 def _journal_path(args: argparse.Namespace, path: Path) -> Path:
     if args.journal:
         return Path(args.journal)
@@ -232,9 +247,12 @@ def say_verdict(result: RunResult, console: Console) -> None:
             console.print(f"[red]  retry: {escape(command)}[/]", highlight=False)
     elif view.hypothesis_outcome == "unsteady":
         console.print(
-            f"[yellow]  unsteady: nothing was injected ({escape(unsteady_text(view))})[/]",
+            f"[yellow]  unsteady: nothing was injected, rollbacks not needed "
+            f"({escape(unsteady_text(view))})[/]",
             highlight=False,
         )
+    for line in view.notes:
+        console.print(f"[yellow]  {escape(line)}[/]", highlight=False)
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
@@ -276,6 +294,32 @@ def _recovered_ledger(console: Console, *, refuse: bool) -> Ledger | None:
     return ledger if recover(ledger, console, refuse=refuse) else None
 
 
+def _abort_plan(
+    args: argparse.Namespace,
+    loaded: list[tuple[Path, dict[str, Any]]],
+    config_vars: dict[str, Any],
+    console: Console,
+    refuse: Callable[[Path, dict[str, Any]], str | None] | None,
+) -> AbortPlan | int | None:
+    """The caller's refusals, then --abort-on and --alerts read; an int: exit 3."""
+    refusals = [line for path, exp in loaded if refuse and (line := refuse(path, exp))]
+    for line in refusals:
+        console.print(f"[red]{escape(line)}[/]", highlight=False)
+    if refusals:
+        return EXIT_INVALID
+    try:
+        selectors = [parse_selector(text) for text in args.alerts]
+        abort_plan = load_sources(args.abort_on, selectors) if args.abort_on else None
+        if selectors and abort_plan is None:
+            raise InvalidArgument("--alerts needs --abort-on RULES.yaml, prometheus-alerts or "
+                                  "alertmanager")  # fmt: skip
+        _check_alertmanager(abort_plan, loaded, config_vars)
+    except InvalidArgument as exc:
+        console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
+        return EXIT_INVALID
+    return abort_plan
+
+
 def run_batch(
     args: argparse.Namespace,
     experiments: list[str],
@@ -283,11 +327,13 @@ def run_batch(
     journal_for: Callable[[Path], Path],
     *,
     refuse_recover: bool,
+    refuse: Callable[[Path, dict[str, Any]], str | None] | None = None,
 ) -> list[RunResult] | int:
     """Validate all, read --abort-on, recover dead runs' faults, then run each experiment.
 
     Shared by ``run`` and ``gate`` (the options of ``add_run_options``). An int
-    is the exit code when nothing ran.
+    is the exit code when nothing ran. ``refuse(path, experiment)`` may give a
+    line that stops the batch before anything runs (exit 3).
     """
     try:
         config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
@@ -301,16 +347,9 @@ def run_batch(
     )  # fmt: skip
     if loaded is None or settings is None:
         return EXIT_INVALID
-    try:
-        selectors = [parse_selector(text) for text in args.alerts]
-        abort_plan = load_sources(args.abort_on, selectors) if args.abort_on else None
-        if selectors and abort_plan is None:
-            raise InvalidArgument("--alerts needs --abort-on RULES.yaml, prometheus-alerts or "
-                                  "alertmanager")  # fmt: skip
-        _check_alertmanager(abort_plan, loaded, config_vars)
-    except InvalidArgument as exc:
-        console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
-        return EXIT_INVALID
+    abort_plan = _abort_plan(args, loaded, config_vars, console, refuse)
+    if isinstance(abort_plan, int):
+        return abort_plan
     settle: dict[Path, float] = {}
     for path, experiment in loaded:
         try:
@@ -333,10 +372,17 @@ def run_batch(
             fail_fast=args.fail_fast,
             extra_handlers=(_control_guard(args, console), *_abort_handlers(abort_plan, console)),
             settle_seconds=settle[path],
+            unprotected=unprotected(args, experiment, settings[0]),
         )
         result = run_experiment(path, experiment, options, ledger, console)
         results.append(result)
         say_verdict(result, console)
-        if result.journal.get("status") == "interrupted":
-            break  # an operator's Ctrl-C stops the whole batch, not just one experiment
+        if result.outcome in STOPS_BATCH or result.hypothesis_outcome in STOPS_BATCH:
+            # a stop condition or an operator's Ctrl-C stops the whole batch: the rest
+            # did not run, and each says so (summary, JUnit error, score)
+            reason = f"not run: {path} was {result.hypothesis_outcome} before it"
+            for rest, skipped in loaded[len(results) :]:
+                results.append(not_run(rest, skipped, journal_for(rest), reason))
+                say_verdict(results[-1], console)
+            break
     return results

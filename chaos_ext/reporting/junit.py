@@ -8,8 +8,13 @@ One ``<testsuite>`` per run. Its test cases:
   value against the tolerance; a probe that raised is an ``<error>``; a probe
   the run never reached is ``<skipped>``.
 - ``steady state held``: failure when the run deviated, error when it failed,
-  was aborted or interrupted, or was unsteady (the steady state did not hold
-  before the method: nothing was injected, nothing proven).
+  was aborted (a stop condition) or interrupted, was not run (an earlier
+  experiment of the batch was stopped: ``NotRun`` with the reason), or was
+  unsteady (the steady state did not hold before the method: nothing was
+  injected, nothing proven).
+
+A run that went without a safety control (``--allow-missing-controls``) has
+the suite property ``unprotected`` naming it.
 - ``faults rolled back``: error ``RollbackIncomplete`` when a rollback failed
   or a fault stayed open, naming what may still be injected and the command
   that retries the undo.
@@ -105,14 +110,16 @@ def _verdict_case(view: RunView, classname: str) -> Case:
             if c.met is False
         ]
     elif outcome != "held":
-        case.kind, case.type = "error", outcome.capitalize()
-        failed = [f"{a.name}: {a.error}" for a in view.method if a.status == "failed"]
+        case.kind = "error"
+        case.type = "".join(part.capitalize() for part in outcome.split("-"))  # NotRun
         reason = (
-            view.abort_text
+            view.not_run
+            or view.abort_text
             or view.error
-            or (f"action failed: {'; '.join(failed)}" if failed else "")
+            or (f"activity failed: {'; '.join(view.failures)}" if view.failures else "")
         )
         case.message = f"run {outcome}" + (f": {reason}" if reason else "")
+        case.details = list(view.notes)
     return case
 
 
@@ -183,6 +190,10 @@ def junit_xml(
     root = ET.Element("testsuites", name="gameday")
     for view in views:
         props = {"outcome": view.outcome, "run_id": view.run_id, "journal": view.source}
+        if view.unprotected:  # a gate fails such a run unless --allow-missing-controls
+            props["unprotected"] = "; ".join(view.unprotected)
+        if view.ended:
+            props["ended"] = view.ended
         root.append(
             _suite(f"gameday: {view.title}", suite_cases(view), view.duration or 0.0, props)
         )

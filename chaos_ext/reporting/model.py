@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos_ext.reporting.notes import clock, notes_part
 from chaos_ext.reporting.series import Series, as_number, parse_time, series_of
 from chaos_ext.runner.redact import Redactor
 from chaos_ext.runner.verdict import (
     RETRY_COMMAND,
+    failing_result,
     hypothesis_outcome,
     outcome_of,
     rollback_problems,
@@ -76,6 +78,7 @@ class Activity:
     output: Any
     error: str | None
     background: bool = False
+    failure: str | None = None  # a failing result (verdict.failing_result), accepted or not
 
     @property
     def duration(self) -> float | None:
@@ -124,6 +127,30 @@ class RunView:
     settle: Mapping[str, Any] | None = None  # gameday.settle: how long it took to settle
     unsteady_reason: str = ""  # which probes were out of tolerance before the method
     journal_path: str = ""  # where gameday run wrote this journal (for retry commands)
+    failures: tuple[str, ...] = ()  # method activities with a failing result (outcome failed)
+    accepted: tuple[str, ...] = ()  # failing results the experiment accepts (accept_failures)
+    unprotected: tuple[str, ...] = ()  # controls --allow-missing-controls ran without
+    retried: tuple[Mapping[str, Any], ...] = ()  # rollbacks that failed, then a retry succeeded
+    not_run: str = ""  # why a batch did not start this experiment
+    ended: str = ""  # "ungracefully" after chaoslib.exit.exit_ungracefully
+    rollbacks_skipped: str = ""  # why no rollback ran (nothing was injected)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a reader must know besides the outcome, one line each."""
+        lines = [f"not run: {self.not_run}"] if self.not_run else []
+        if self.ended == "ungracefully":
+            lines.append("the run ended ungracefully (exit_ungracefully): gameday ran the "
+                         "rollbacks chaoslib skips then")  # fmt: skip
+        lines += [f"failing result: {f}" for f in self.failures]
+        lines += [f"accepted by the experiment (accept_failures): {a}" for a in self.accepted]
+        lines += [f"ran WITHOUT a safety control (--allow-missing-controls): {u}"
+                  for u in self.unprotected]  # fmt: skip
+        lines += [f"rollback '{r.get('name')}' failed, then retried successfully at "
+                  f"{clock(r.get('at'))}" for r in self.retried]  # fmt: skip
+        if self.rollbacks_skipped:
+            lines.append(self.rollbacks_skipped)
+        return tuple(lines)
 
     @property
     def injected(self) -> bool:
@@ -241,6 +268,7 @@ def _activity(run: Mapping[str, Any]) -> Activity:
         output=run.get("output"),
         error=_error_text(run),
         background=bool(activity.get("background")),
+        failure=failing_result(run),
     )
 
 
@@ -330,6 +358,7 @@ def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
         **declared,
         **gameday,
         **_verdict_part(journal, gameday),
+        **notes_part(journal),
         start=parse_time(journal.get("start")),
         end=end,
         checks=tuple(_checks(journal, declared["tolerances"])),
@@ -350,7 +379,7 @@ def retry_commands(view: RunView) -> list[str]:
     commands = []
     if any(not str(p).startswith("rollback '") for p in view.rollback_problems):
         commands.append(f"{RETRY_COMMAND} --run {view.run_id}" if view.run_id else RETRY_COMMAND)
-    if any(a.status != "succeeded" for a in view.rollbacks) and view.journal_path:
+    if any(str(p).startswith("rollback '") for p in view.rollback_problems) and view.journal_path:
         commands.append(f"{RETRY_COMMAND} --journal {view.journal_path}")
     return commands
 

@@ -22,6 +22,7 @@ from chaos_ext._percentile import METHOD
 from chaos_ext.reporting.charts import chart_svg
 from chaos_ext.reporting.envelope import EnvelopeView
 from chaos_ext.reporting.model import RunView, retry_commands, unsteady_text
+from chaos_ext.reporting.notes import clock
 from chaos_ext.reporting.render_envelope import copy_envelopes, envelope_context
 from chaos_ext.reporting.score import Score, resilience_score
 from chaos_ext.reporting.tables import (
@@ -78,6 +79,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["md"] = _md
     env.filters["mdcell"] = _mdcell
+    env.filters["clock"] = clock
     return env
 
 
@@ -141,6 +143,10 @@ def _context(
         "score": resilience_score(views),
         "experiments": experiments,
         "rollback_failed": [x for x in experiments if x["view"].rollback_problems],
+        "unprotected": [x for x in experiments if x["view"].unprotected],
+        "retried": [
+            x for x in experiments if x["view"].retried and not x["view"].rollback_problems
+        ],
     }
 
 

@@ -142,11 +142,11 @@ def _activity_row(act: Activity, origin: float | None) -> ActivityRow:
     return ActivityRow(
         name=act.name,
         kind=act.kind + (" (background)" if act.background else ""),
-        status=act.status,
+        status=act.status if act.failure is None else f"failed ({act.failure})",
         at=_offset(act.start, origin),
         duration=f"{duration:.2f} s" if duration is not None else "",
         output=output,
-        ok=act.status == "succeeded",
+        ok=act.failure is None,
     )
 
 

@@ -292,6 +292,8 @@ class ControlGuard(RunEventHandler):  # type: ignore[misc]
             raise RunRefused("; ".join(reasons))
         for reason in reasons:
             self.warn(f"--allow-missing-controls: running WITHOUT it: {reason}")
+        recorded = journal.setdefault("gameday", {}).setdefault("unprotected", [])
+        recorded.extend(reasons)  # the report, the summary and JUnit show it; gate fails it
         names = {name for name, _ in failed}
         if isinstance(experiment.get("controls"), list):
             experiment["controls"] = [

@@ -35,6 +35,11 @@ from chaos_ext.runner import signals
 from chaos_ext.runner.controls import clean_up_refused_run
 from chaos_ext.runner.progress import ProgressPrinter
 from chaos_ext.runner.redact import Redactor, secret_values
+from chaos_ext.runner.rollbacks import (
+    RollbackPolicy,
+    rollbacks_when_injected,
+    run_skipped_rollbacks,
+)
 from chaos_ext.runner.settle import NotSettled, SettleFirst
 from chaos_ext.runner.sweep import run_history, shielded, sweep_run
 from chaos_ext.runner.verdict import (
@@ -59,6 +64,7 @@ __all__ = [
     "EXIT_UNSTEADY",
     "RunOptions",
     "RunResult",
+    "not_run",
     "outcome_of",
     "run_experiment",
 ]
@@ -76,6 +82,7 @@ class RunOptions:
     fail_fast: bool = False
     extra_handlers: tuple[RunEventHandler, ...] = ()
     settle_seconds: float = 0.0
+    unprotected: tuple[str, ...] = ()  # controls --allow-missing-controls let the run go without
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,7 @@ class RunResult:
     exit_code: int
     journal_path: Path
     sweep: list[UndoOutcome]
+    hypothesis_outcome: str = ""  # the outcome with rollbacks aside (aborted, interrupted ...)
 
 
 class _SecretCollector(RunEventHandler):  # type: ignore[misc]
@@ -123,6 +131,25 @@ def _settings() -> dict[str, Any]:
     return settings
 
 
+def _runner(
+    options: RunOptions, policy: RollbackPolicy, redactor: Redactor, console: Console
+) -> Runner:
+    """chaoslib's runner with gameday's handlers: rollback policy first, then signals,
+    secrets, settling, progress, and the caller's (controls guard, abort watch)."""
+    schedule = Schedule(
+        continuous_hypothesis_frequency=options.hypothesis_frequency,
+        fail_fast=options.fail_fast,
+    )
+    runner = Runner(Strategy.from_string(options.hypothesis_strategy), schedule)
+    handlers: list[RunEventHandler] = [policy, _SigtermInterrupts(), _SecretCollector(redactor)]
+    if options.settle_seconds > 0:
+        handlers.append(SettleFirst(options.settle_seconds, console, redact=redactor.text))
+    handlers += [ProgressPrinter(console, redactor), *options.extra_handlers]
+    for handler in handlers:
+        runner.register_event_handler(handler)
+    return runner
+
+
 def run_experiment(
     path: Path, experiment: dict[str, Any], options: RunOptions, ledger: Ledger, console: Console
 ) -> RunResult:
@@ -130,32 +157,25 @@ def run_experiment(
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     redactor = Redactor(secret_values(options.secret_vars))
     journal: dict[str, Any] = initialize_run_journal(experiment)
-    schedule = Schedule(
-        continuous_hypothesis_frequency=options.hypothesis_frequency,
-        fail_fast=options.fail_fast,
-    )
-    runner = Runner(Strategy.from_string(options.hypothesis_strategy), schedule)
-    runner.register_event_handler(_SigtermInterrupts())
-    runner.register_event_handler(_SecretCollector(redactor))
-    if options.settle_seconds > 0:
-        runner.register_event_handler(
-            SettleFirst(options.settle_seconds, console, redact=redactor.text)
-        )
-    runner.register_event_handler(ProgressPrinter(console, redactor))
-    for handler in options.extra_handlers:
-        runner.register_event_handler(handler)
+    policy = RollbackPolicy()
+    runner = _runner(options, policy, redactor, console)
     restore_signals = signals.install()  # SIGTERM/SIGINT: stop now, pauses included
     set_current_run_id(run_id)
     outcomes: list[UndoOutcome] = []
     windows = _fault_windows(experiment, options, run_id, journal, console)
+    if options.unprotected:
+        journal.setdefault("gameday", {})["unprotected"] = list(options.unprotected)
     try:
-        runner.run(
-            experiment,
-            settings=_settings(),
-            # chaoslib pops keys from the configuration vars it is given: pass copies
-            experiment_vars=(dict(options.config_vars), copy.deepcopy(options.secret_vars)),
-            journal=journal,
-        )
+        with rollbacks_when_injected(policy):
+            runner.run(
+                experiment,
+                settings=_settings(),
+                # chaoslib pops keys from the configuration vars it is given: pass copies
+                experiment_vars=(dict(options.config_vars), copy.deepcopy(options.secret_vars)),
+                journal=journal,
+            )
+            if run_skipped_rollbacks(policy, experiment, journal, runner.event_registry):
+                console.print("[bold yellow]⚠ ungraceful exit: gameday ran the rollbacks[/]")
     except RunRefused as exc:  # a safety control is not ready; nothing has run yet
         journal["status"] = "failed"
         journal.setdefault("gameday", {})["refused"] = str(exc)
@@ -219,6 +239,8 @@ def _finish(
     ]  # fmt: skip
     journal.setdefault("end", journal.get("start"))
     hypothesis = hypothesis_outcome(journal)
+    if hypothesis == "aborted":
+        journal["status"] = "aborted"  # a stop condition, not an operator's signal
     problems = rollback_problems(journal, swept, entries)
     outcome = "rollback-failed" if problems else hypothesis
     journal["gameday"] = {
@@ -236,7 +258,24 @@ def _finish(
     exit_code = exit_code_for(outcome)
     clean = redactor.value(journal)
     write_journal(options.journal_path, clean)
-    return RunResult(path, clean, outcome, exit_code, options.journal_path, outcomes)
+    return RunResult(path, clean, outcome, exit_code, options.journal_path, outcomes, hypothesis)
+
+
+def not_run(path: Path, experiment: dict[str, Any], journal_path: Path, reason: str) -> RunResult:
+    """The result of an experiment a batch did not start (an earlier one was stopped):
+    outcome ``not-run``, its journal written so that reports list it too."""
+    journal: dict[str, Any] = initialize_run_journal(experiment)
+    journal["status"] = None
+    journal["end"] = journal["start"]
+    journal["gameday"] = {
+        "not_run": reason, "experiment_path": str(path), "journal_path": str(journal_path),
+        "outcome": "not-run", "hypothesis_outcome": "not-run",
+        "exit_code": exit_code_for("not-run"), "rollback_problems": [], "ledger": [], "sweep": [],
+    }  # fmt: skip
+    clean = Redactor([]).value(journal)
+    write_journal(journal_path, clean)
+    code = exit_code_for("not-run")
+    return RunResult(path, clean, "not-run", code, journal_path, [], "not-run")
 
 
 def write_journal(path: Path, journal: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.status import Status
 
 from chaos_ext.runner.redact import Redactor
+from chaos_ext.runner.verdict import failing_result
 
 __all__ = ["ProgressPrinter", "short_value"]
 
@@ -87,9 +88,13 @@ class ProgressPrinter(RunEventHandler):  # type: ignore[misc]
             self._running.pop(id(activity), None)
             self._spin()
         ok = run.get("status") == "succeeded"
-        mark = "[green]✓[/]" if ok else "[red]✗[/]"
+        # a hypothesis probe is judged by its tolerance; anything else must succeed
+        why = None if "tolerance" in activity else failing_result({**run, "activity": activity})
+        mark = "[green]✓[/]" if ok and why is None else "[red]✗[/]"
         kind = activity.get("type", "activity")
         detail = short_value(run.get("output"), self.redactor) if ok else _last_line(run)
+        if ok and why is not None:
+            detail = f"{why} {detail}"
         detail = escape(self.redactor.text(detail))
         self.console.print(
             f"  {mark} {kind} [bold]{escape(str(activity.get('name', '?')))}[/] "

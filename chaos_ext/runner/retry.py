@@ -23,6 +23,7 @@ from chaoslib.run import EventHandlerRegistry
 from chaoslib.secret import load_secrets
 
 from chaos_ext.runner.redact import Redactor, secret_values
+from chaos_ext.runner.verdict import accepted_failures, failing_result
 
 __all__ = ["Retried", "pending_rollbacks", "retry_rollbacks"]
 
@@ -38,11 +39,11 @@ def _retried_ok(journal: Mapping[str, Any]) -> set[str]:
 
 def pending_rollbacks(journal: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The experiment's rollback activities that did not succeed (nor on a retry)."""
-    done = _retried_ok(journal)
+    done = _retried_ok(journal) | accepted_failures(journal)
     failed = {
         str((run.get("activity") or {}).get("name"))
         for run in journal.get("rollbacks") or []
-        if run.get("status") != "succeeded"
+        if failing_result(run) is not None
     }
     declared = (journal.get("experiment") or {}).get("rollbacks") or []
     return [a for a in declared if a.get("name") in failed and a.get("name") not in done]
@@ -64,12 +65,10 @@ def retry_rollbacks(
         run = execute_activity(
             experiment, activity, configuration, secrets, None, EventHandlerRegistry()
         )
-        error = run.get("exception")
-        if isinstance(error, list):
-            error = next((str(x).strip() for x in reversed(error) if str(x).strip()), None)
+        why = failing_result(run)  # a process exiting 1 "succeeded" for chaoslib
         attempts.append(
-            Retried(name=activity.get("name"), status=run.get("status"),
-                    error=redactor.text(str(error)) if error else None, at=time.time())
+            Retried(name=activity.get("name"), status="failed" if why else "succeeded",
+                    error=redactor.text(why) if why else None, at=time.time())
         )  # fmt: skip
     if attempts:
         gameday = journal.setdefault("gameday", {})

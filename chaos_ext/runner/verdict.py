@@ -11,8 +11,13 @@ outcome             exit  meaning
                           settled): nothing was injected, nothing was proven
 ``failed``          2     an action did not run as designed (fault not injected as
                           designed), or the run raised
-``aborted``         2     a stop condition or chaoslib aborted the run
-``interrupted``     2     a signal (Ctrl-C, SIGTERM) stopped the run
+``aborted``         2     a stop condition fired (gameday's abort watch, or a control
+                          that aborted the run): rollbacks ran
+``interrupted``     2     a signal (Ctrl-C, SIGTERM) or an ungraceful exit
+                          (``chaoslib.exit.exit_ungracefully``) stopped the run;
+                          gameday ran the rollbacks
+``not-run``         2     an earlier experiment of the batch was aborted or
+                          interrupted, so this one never started
 ``rollback-failed`` 2     a rollback activity did not succeed or a ledger undo failed:
                           a fault may still be injected (takes precedence over all)
 ``refused``         3     a safety control could not be configured or started (the
@@ -21,6 +26,17 @@ outcome             exit  meaning
 ==================  ====  ==========================================================
 
 Exit code 3 (invalid input) comes from a journal only as ``refused``: nothing ran.
+
+*Every activity must succeed.* An activity of the method or of the rollbacks
+has a *failing result* when chaoslib recorded it as failed (it raised, timed
+out, could not connect), when a process exited non-zero, or when an HTTP
+activity was answered with a status of 400 or more (chaoslib only logs a
+warning for the last two). A failing method activity makes the run ``failed``,
+a failing rollback ``rollback-failed``. An experiment accepts a failing result
+only by naming the activity in its gameday extension:
+``{"name": "gameday", "accept_failures": ["activity name", ...]}``; reports
+show every accepted failure. The full table of providers, phases and endings is
+docs/verdicts.md.
 
 Several experiments give the most severe exit code, in the order
 2 (failed) > 1 (deviated) > 4 (unsteady) > 0 (held); 3 stops a batch before it runs.
@@ -40,8 +56,11 @@ __all__ = [
     "OUTCOMES",
     "OUTCOME_TEXT",
     "RETRY_COMMAND",
+    "accepted_failures",
     "exit_code_for",
+    "failing_result",
     "hypothesis_outcome",
+    "method_failures",
     "outcome_of",
     "rollback_problems",
     "unsteady_reason",
@@ -61,6 +80,7 @@ OUTCOMES: Mapping[str, int] = {
     "failed": EXIT_FAILED,
     "aborted": EXIT_FAILED,
     "interrupted": EXIT_FAILED,
+    "not-run": EXIT_FAILED,
     "rollback-failed": EXIT_FAILED,
     "refused": EXIT_INVALID,
 }
@@ -70,8 +90,9 @@ OUTCOME_TEXT: Mapping[str, str] = {
     "deviated": "the faults ran and the system did not stay within tolerance",
     "unsteady": ("the system was not in steady state before the fault; nothing was injected"),
     "failed": "the run failed: an action did not run as designed, so nothing was proven",
-    "aborted": "the run was aborted before it completed",
-    "interrupted": "the run was interrupted (signal); rollbacks ran",
+    "aborted": "a stop condition fired: the run was aborted and rolled back",
+    "interrupted": "the run was interrupted (signal or ungraceful exit); rollbacks ran",
+    "not-run": "the experiment did not run: an earlier one of the batch was stopped",
     "rollback-failed": ("a rollback did not complete: a fault may still be injected"),
     "refused": "a safety control was not ready: the run did not start; nothing was injected",
 }
@@ -109,12 +130,80 @@ def _injects(journal: Mapping[str, Any]) -> bool:
     return any(isinstance(a, Mapping) and a.get("type") == "action" for a in method)
 
 
+def _gameday_extension(journal: Mapping[str, Any]) -> Mapping[str, Any]:
+    for ext in (journal.get("experiment") or {}).get("extensions") or []:
+        if isinstance(ext, Mapping) and ext.get("name") == "gameday":
+            return ext
+    return {}
+
+
+def accepted_failures(journal: Mapping[str, Any]) -> frozenset[str]:
+    """Activity names whose failing result the experiment accepts (gameday extension
+    ``accept_failures``)."""
+    names = _gameday_extension(journal).get("accept_failures") or []
+    return frozenset(str(n) for n in names) if isinstance(names, list) else frozenset()
+
+
+def _exception_text(run: Mapping[str, Any]) -> str:
+    error = run.get("exception")
+    if isinstance(error, list):
+        error = next((str(x).strip() for x in reversed(error) if str(x).strip()), "")
+    return str(error or "")
+
+
+def failing_result(run: Mapping[str, Any]) -> str | None:
+    """Why one activity run of the method or the rollbacks failed, or None.
+
+    chaoslib records an activity that raised (or timed out) as ``failed``, but a
+    process that exits non-zero and an HTTP answer of 400 or more as
+    ``succeeded`` with a warning in the log: both are failures here.
+    """
+    status = run.get("status")
+    if status != "succeeded":
+        error = _exception_text(run)
+        return f"{status or 'did not run'}" + (f": {error}" if error else "")
+    provider = (run.get("activity") or {}).get("provider") or {}
+    output = run.get("output")
+    if not isinstance(output, Mapping):
+        return None
+    code = output.get("status")
+    if not isinstance(code, int) or isinstance(code, bool):
+        return None
+    if provider.get("type") == "process" and code != 0:
+        stderr = " ".join(str(output.get("stderr") or "").split())[:120]
+        return f"exited {code}" + (f": {stderr}" if stderr else "")
+    if provider.get("type") == "http" and code >= 400:
+        return f"answered HTTP {code}"
+    return None
+
+
+def _failures(runs: Any, journal: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(name, why)`` of the runs with a failing result the experiment does not accept."""
+    accepted = accepted_failures(journal)
+    found = []
+    for run in runs or []:
+        if not isinstance(run, Mapping):
+            continue
+        name = str((run.get("activity") or {}).get("name", "?"))
+        why = failing_result(run)
+        if why is not None and name not in accepted:
+            found.append((name, why))
+    return found
+
+
+def method_failures(journal: Mapping[str, Any]) -> list[str]:
+    """One line per method activity (action or probe) with an unaccepted failing result."""
+    return [f"'{name}' {why}" for name, why in _failures(journal.get("run"), journal)]
+
+
 def _action_failed(journal: Mapping[str, Any]) -> bool:
-    return any(
-        isinstance(run, Mapping)
-        and run.get("status") == "failed"
-        and (run.get("activity") or {}).get("type") == "action"
-        for run in journal.get("run") or []
+    return bool(method_failures(journal))
+
+
+def _aborted(journal: Mapping[str, Any]) -> bool:
+    abort = (journal.get("gameday") or {}).get("abort")
+    return journal.get("status") == "aborted" or (
+        isinstance(abort, Mapping) and isinstance(abort.get("fired"), Mapping)
     )
 
 
@@ -130,7 +219,8 @@ def _stopped_before_start(journal: Mapping[str, Any]) -> str | None:
 
 
 def hypothesis_outcome(journal: Mapping[str, Any]) -> str:
-    """held | deviated | unsteady | failed | aborted | interrupted | refused (rollbacks aside).
+    """held | deviated | unsteady | failed | aborted | interrupted | not-run | refused
+    (rollbacks aside).
 
     ``unsteady`` when the before-method hypothesis was not met (chaoslib then
     skips the method: nothing was injected) or settling ran out of time
@@ -140,19 +230,37 @@ def hypothesis_outcome(journal: Mapping[str, Any]) -> str:
     configuration audit) has nothing to inject: its hypothesis *is* the test,
     so a miss before the (empty) method is ``deviated``, not ``unsteady``.
     """
-    before_start = _stopped_before_start(journal)
-    if before_start is not None:
-        return before_start
-    status = journal.get("status")
-    if status in ("aborted", "interrupted"):
-        return str(status)
+    for decides in _RULES:
+        outcome = decides(journal)
+        if outcome is not None:
+            return outcome
+    return "held"
+
+
+def _not_run(journal: Mapping[str, Any]) -> str | None:
+    return "not-run" if (journal.get("gameday") or {}).get("not_run") else None
+
+
+def _stopped(journal: Mapping[str, Any]) -> str | None:
+    if _aborted(journal):
+        return "aborted"
+    return "interrupted" if journal.get("status") == "interrupted" else None
+
+
+def _not_injected(journal: Mapping[str, Any]) -> str | None:
     if _before_met(journal) is False and not journal.get("run"):
         return "unsteady" if _injects(journal) else "deviated"
-    if status == "failed" or _action_failed(journal):
+    return None
+
+
+def _failed_or_deviated(journal: Mapping[str, Any]) -> str | None:
+    if journal.get("status") == "failed" or _action_failed(journal):
         return "failed"
-    if journal.get("deviated"):
-        return "deviated"
-    return "held"
+    return "deviated" if journal.get("deviated") else None
+
+
+# first match wins; nothing matched: held
+_RULES = (_not_run, _stopped_before_start, _stopped, _not_injected, _failed_or_deviated)
 
 
 def unsteady_reason(journal: Mapping[str, Any]) -> str:
@@ -183,19 +291,11 @@ def _short(value: Any) -> str:
 def _rollback_activity_problems(journal: Mapping[str, Any]) -> list[str]:
     retries = (journal.get("gameday") or {}).get("rollback_retries") or []
     retried = {str(r.get("name")) for r in retries if r.get("status") == "succeeded"}
-    problems = []
-    for run in journal.get("rollbacks") or []:
-        if not isinstance(run, Mapping) or run.get("status") == "succeeded":
-            continue
-        name = (run.get("activity") or {}).get("name", "?")
-        if name in retried:
-            continue
-        error = run.get("exception")
-        if isinstance(error, list):
-            error = next((str(x).strip() for x in reversed(error) if str(x).strip()), "")
-        detail = f": {error}" if error else ""
-        problems.append(f"rollback '{name}' {run.get('status', 'did not run')}{detail}")
-    return problems
+    return [
+        f"rollback '{name}' {why}"
+        for name, why in _failures(journal.get("rollbacks"), journal)
+        if name not in retried
+    ]
 
 
 def rollback_problems(

@@ -121,7 +121,7 @@ def test_a_failed_action_is_an_error_and_exit_2(tmp_path: Path) -> None:
     error = verdict.find("error")
     assert error is not None
     message = error.get("message", "")
-    assert message.startswith("run failed: action failed: inject: ")
+    assert message.startswith("run failed: activity failed: 'inject' failed: ")
     assert message.endswith("refused at 38 connections")
 
 

@@ -217,7 +217,7 @@ def test_an_abort_condition_that_fired_is_reported(tmp_path: Path) -> None:
     out = _report(tmp_path, str(path), "-o", str(tmp_path / "r"))
     assert out.returncode == 0, out.stderr
     summary = (tmp_path / "r" / "summary.md").read_text()
-    assert "## aborted: interrupted" in summary
+    assert "## aborted: aborted" in summary
     assert "Abort: stopped by http-error-ratio (breach): 0.2 is not < 0.05 at +6.5 s" in summary
     html = (tmp_path / "r" / "report.html").read_text()
     assert html.count("abort fired") == 1  # the legend of the one chart
@@ -225,4 +225,4 @@ def test_an_abort_condition_that_fired_is_reported(tmp_path: Path) -> None:
                        "--junit", str(tmp_path / "g.xml"))  # fmt: skip
     assert gate.returncode == 2
     xml = (tmp_path / "g.xml").read_text()
-    assert 'message="run interrupted: stopped by http-error-ratio (breach)' in xml
+    assert 'message="run aborted: stopped by http-error-ratio (breach)' in xml
