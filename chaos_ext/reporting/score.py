@@ -45,8 +45,10 @@ class Score:
             if self.left_out
             else ""
         )
+        if self.value is None and self.left_out:
+            return f"n/a (nothing to score: {self.left_out} unsteady run(s), nothing was injected)"
         if self.value is None:
-            return f"n/a (no steady-state hypothesis to score{skipped})"
+            return "n/a (no steady-state hypothesis to score)"
         return f"{self.value:.1f} / 100 ({self.held} of {self.counted} hypotheses held{skipped})"
 
 

@@ -36,6 +36,7 @@ from chaos_ext.runner.controls import clean_up_refused_run
 from chaos_ext.runner.progress import ProgressPrinter
 from chaos_ext.runner.redact import Redactor, secret_values
 from chaos_ext.runner.rollbacks import (
+    NOT_INJECTED,
     RollbackPolicy,
     rollbacks_when_injected,
     run_skipped_rollbacks,
@@ -192,6 +193,8 @@ def run_experiment(
         journal.setdefault("gameday", {})["error"] = str(exc)
         console.print(f"[red]✗ {redactor.text(str(exc))}[/]", highlight=False)
     finally:
+        if not policy.method_started:  # settling ran out, a refusal, a signal before it
+            journal.setdefault("gameday", {}).setdefault("rollbacks_skipped", NOT_INJECTED)
         with shielded(console):
             outcomes = sweep_run(ledger, run_id, console, skip=(WINDOW_KIND,))
             if windows is not None:  # after the faults: their 0 is pushed, then the group goes
