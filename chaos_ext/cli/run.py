@@ -337,6 +337,6 @@ def run_batch(
         result = run_experiment(path, experiment, options, ledger, console)
         results.append(result)
         say_verdict(result, console)
-        if result.journal.get("status") == "interrupted":
-            break  # an operator's Ctrl-C stops the whole batch, not just one experiment
+        if result.journal.get("status") in ("interrupted", "aborted"):
+            break  # a Ctrl-C or a stop condition stops the whole batch, not just one experiment
     return results
