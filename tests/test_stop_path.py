@@ -32,8 +32,8 @@ def _py(label: str, func: str, /, **arguments: Any) -> dict[str, Any]:
 
 def _shell(label: str, script: str) -> dict[str, Any]:
     """A process activity whose arguments are a string: chaoslib runs it through a shell."""
-    return {"type": "action", "name": label,
-            "provider": {"type": "process", "path": "sh", "arguments": f"-c '{script}'"}}  # fmt: skip
+    provider = {"type": "process", "path": "sh", "arguments": f"-c '{script}'"}
+    return {"type": "action", "name": label, "provider": provider}
 
 
 def _experiment(ns: str, sleep: str, marker: Path) -> dict[str, Any]:
