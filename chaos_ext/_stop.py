@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Any
 
+from chaos_ext import _procfs
+
 __all__ = [
     "KILL_GRACE_S",
     "cause",
@@ -129,11 +131,9 @@ def _end_group(proc: subprocess.Popen[Any]) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+    """Whether a live member of the group is left (zombies are not: the container's
+    init may never reap a shell's orphaned child, and ``killpg(pgid, 0)`` counts it)."""
+    return any(p.pgrp == pgid for p in _procfs.processes())
 
 
 def run_process(args: Any, **kwargs: Any) -> subprocess.CompletedProcess[Any]:

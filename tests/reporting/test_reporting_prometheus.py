@@ -162,7 +162,7 @@ def test_gate_with_an_abort_condition_stops_the_run_and_says_why(
     error = root.find(".//testcase[@name='steady state held']/error")
     assert error is not None
     message = error.get("message", "")
-    assert message.startswith("run interrupted: stopped by latency-ceiling (breach): ")
+    assert message.startswith("run aborted: stopped by latency-ceiling (breach): ")
     assert "450" in message
     summary = run_gameday(tmp_path, tmp_path / "ledger.sqlite3", "report",
                           str(tmp_path / "journal-latency.json"), "-o", "r")  # fmt: skip
