@@ -49,7 +49,8 @@ CAP_NET_ADMIN = 12  # capability bit (linux/capability.h)
 
 @dataclass(frozen=True)
 class Process:
-    """One process: pid, parent pid, command name (``comm``), state letter and start time.
+    """One process: pid, parent pid, command name (``comm``), state letter, start time
+    and process group.
 
     ``start_time`` is the kernel's start time in clock ticks since boot: with
     the pid it tells a process from a later one that reused its pid.
@@ -60,6 +61,7 @@ class Process:
     comm: str
     state: str = "R"
     start_time: int = 0
+    pgrp: int = 0
 
     @property
     def zombie(self) -> bool:
@@ -72,7 +74,12 @@ def parse_stat(pid: int, text: str) -> Process:
     comm = head.split("(", 1)[1]
     fields = tail.split()  # fields[0] is field 3 of proc(5): state
     return Process(
-        pid=pid, ppid=int(fields[1]), comm=comm, state=fields[0], start_time=int(fields[19])
+        pid=pid,
+        ppid=int(fields[1]),
+        comm=comm,
+        state=fields[0],
+        start_time=int(fields[19]),
+        pgrp=int(fields[2]),
     )
 
 

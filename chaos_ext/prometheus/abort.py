@@ -1,13 +1,16 @@
 """Continuous abort conditions: watch Prometheus while the method runs, stop on a breach.
 
 :class:`AbortOnBreach` is a chaoslib ``RunEventHandler``: it starts a watch
-thread when the method starts and stops it when the method ends (or the run is
+thread when the run starts (settling and the steady-state hypothesis are
+watched too) and stops it when the rollbacks begin (or the run is
 interrupted). Every ``interval`` the thread evaluates the plan's conditions; on
 a breach (or Prometheus unreachable ``unreachable_after`` times in a row, or a
 query Prometheus rejects) it records the verdict in the journal under
-``gameday.abort`` and interrupts the run the way chaoslib supports: SIGUSR1 to
-the main thread, which chaoslib turns into ``SystemExit(20)`` -> status
-``interrupted``, rollbacks run (then gameday's ledger sweep).
+``gameday.abort`` and stops the run through the one stop path
+(:func:`chaos_ext._stop.request_stop`: a pending pause ends, the processes an
+activity started are ended as a group), then interrupts the main thread the
+way chaoslib supports: SIGUSR1, which becomes ``SystemExit(20)``; rollbacks
+run (then gameday's ledger sweep), and gameday records the status ``aborted``.
 
 ``gameday run --abort-on plan.yaml`` registers it; under plain ``chaos run``
 the ``chaos_ext.controls.abort`` control does. A watch that cannot start
@@ -33,6 +36,7 @@ from typing import Any
 
 from chaoslib.run import RunEventHandler
 
+from chaos_ext import _stop
 from chaos_ext._prometheus.client import PrometheusClient, client
 from chaos_ext._prometheus.results import parse_instant, parse_range, single_value
 from chaos_ext.errors import ChaosExtError, InvalidArgument, RunRefused
@@ -296,17 +300,24 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         )
         if problem is not None:
             raise RunRefused(problem)  # before the hypothesis: nothing has run yet
+        self._start()  # settling and the hypothesis are watched too, not just the method
 
     def start_method(self, experiment: Any) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        if self.watch is not None:
+            return
         self.watch = AbortWatch(self.plan, self._configuration, self._secrets, self._fire)
         self._write()
         self.watch.start()
 
     def _fire(self, verdict: Verdict) -> None:
+        _stop.request_stop("abort")  # pauses and running processes end now
         self._write()
         self.announce(
             f"abort condition {verdict.condition} fired ({verdict.reason}): {verdict.detail}; "
-            "interrupting the method, rollbacks follow"
+            "interrupting the run, rollbacks follow"
         )
         interrupt_main_thread()
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import signal
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -118,10 +117,22 @@ class _SecretCollector(RunEventHandler):  # type: ignore[misc]
 
 
 class _SigtermInterrupts(RunEventHandler):  # type: ignore[misc]
-    """Replaces chaoslib's SIGTERM handler, once chaoslib has installed it, by ours."""
+    """Replaces chaoslib's SIGTERM/SIGUSR1 handlers, once chaoslib has installed them, by
+    ours; from the rollbacks on, a stop no longer interrupts (runner.signals)."""
 
     def started(self, experiment: dict[str, Any], journal: dict[str, Any]) -> None:
-        signal.signal(signal.SIGTERM, signals.interrupt)
+        signals.take_signals()
+
+    def start_rollbacks(self, experiment: dict[str, Any]) -> None:
+        signals.rollbacks_begin()
+
+
+def _record_stop(journal: dict[str, Any]) -> None:
+    """A stop condition's stop is ``aborted``; a signal's, even during the rollbacks,
+    ``interrupted`` (the condition itself is in ``gameday.abort``)."""
+    cause = signals.stop_cause()
+    if cause is not None:
+        journal["status"] = "aborted" if cause == "abort" else "interrupted"
 
 
 def _settings() -> dict[str, Any]:
@@ -195,6 +206,7 @@ def run_experiment(
     finally:
         if not policy.method_started:  # settling ran out, a refusal, a signal before it
             journal.setdefault("gameday", {}).setdefault("rollbacks_skipped", NOT_INJECTED)
+        _record_stop(journal)
         with shielded(console):
             outcomes = sweep_run(ledger, run_id, console, skip=(WINDOW_KIND,))
             if windows is not None:  # after the faults: their 0 is pushed, then the group goes

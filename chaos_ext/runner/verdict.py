@@ -254,9 +254,11 @@ def _not_injected(journal: Mapping[str, Any]) -> str | None:
 
 
 def _failed_or_deviated(journal: Mapping[str, Any]) -> str | None:
-    if journal.get("status") == "failed" or _action_failed(journal):
+    if _action_failed(journal):
         return "failed"
-    return "deviated" if journal.get("deviated") else None
+    if journal.get("deviated"):  # chaoslib's "failed" here is a probe that raised: deviated
+        return "deviated"
+    return "failed" if journal.get("status") == "failed" else None
 
 
 # first match wins; nothing matched: held

@@ -126,7 +126,7 @@ def test_breach_interrupts_and_rollback_completes_within_two_scrapes(
     assert latency <= 2 * SCRAPE_INTERVAL_S + 1.0, (
         f"rollback {latency:.3f} s after breach\n{output}"
     )
-    assert journal["status"] == "interrupted"
+    assert journal["status"] == "aborted"
     fired = journal["gameday"]["abort"]["fired"]
     assert fired["reason"] == "breach" and fired["condition"] == "test-error-ratio"
     assert fired["value"] == 0.2

@@ -84,7 +84,7 @@ def process_script(
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
     def do_GET(self) -> None:
