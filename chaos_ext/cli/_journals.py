@@ -20,12 +20,29 @@ from chaos_ext.reporting.model import JournalError, RunView, load_journal, view_
 __all__ = ["expand_journal_paths", "load_envelopes", "load_views"]
 
 
+JOURNAL_SUBFOLDERS = ("run", "journals")
+"""Where a report folder keeps its journals: ``make demo`` and ``sandbox run`` write
+them to ``run/``, ``gameday report`` copies them (redacted) to ``journals/``."""
+
+
+def _journals_in(folder: Path) -> list[Path]:
+    direct = sorted(folder.glob("*.json"))
+    if direct:
+        return direct
+    for sub in JOURNAL_SUBFOLDERS:
+        found = sorted((folder / sub).glob("*.json"))
+        if found:
+            return found
+    return []
+
+
 def expand_journal_paths(names: Sequence[str]) -> list[Path]:
-    """Files as given; a directory stands for the ``*.json`` files directly in it."""
+    """Files as given; a directory stands for the ``*.json`` files directly in it, or,
+    in a report folder, for those of its ``run/`` (else ``journals/``) folder."""
     paths: list[Path] = []
     for name in names:
         path = Path(name)
-        paths.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+        paths.extend(_journals_in(path) if path.is_dir() else [path])
     return paths
 
 

@@ -14,7 +14,8 @@ from chaos_ext.reporting.envelope import EnvelopeView, movement, pair_envelopes
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_INVALID
 
 if TYPE_CHECKING:
-    from chaos_ext.reporting.stats import Settings
+    from chaos_ext.reporting.model import RunView
+    from chaos_ext.reporting.stats import Comparison, Settings
 
 HELP = """\
 Compare runs before and after a tuning change. BASELINE and TUNED are journal
@@ -136,6 +137,21 @@ def _compare_envelopes(
     return EXIT_DEVIATED if regressed and args.fail_on_regression else 0
 
 
+def _say_headline(
+    base: list[RunView], tuned: list[RunView], results: list[Comparison], console: Console
+) -> None:
+    """First the answer: hypotheses held on each side, then one line per experiment."""
+    from chaos_ext.reporting.compare import headlines  # noqa: PLC0415 - scipy is heavy
+
+    heads = headlines(base, tuned, results)
+    held_b = (sum(h.held_before[0] for h in heads), sum(h.held_before[1] for h in heads))
+    held_t = (sum(h.held_after[0] for h in heads), sum(h.held_after[1] for h in heads))
+    console.print(f"hypotheses held: {held_b[0]} of {held_b[1]} (baseline) → "
+                  f"{held_t[0]} of {held_t[1]} (tuned)", highlight=False, markup=False)  # fmt: skip
+    for head in heads:
+        console.print(f"  {head.line()}", highlight=False, markup=False)
+
+
 def handle(args: argparse.Namespace, console: Console) -> int:
     base_env = load_envelopes([args.baseline, *args.more_baseline], console)
     tuned_env = load_envelopes([args.tuned, *args.more_tuned], console)
@@ -149,7 +165,10 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     tuned = load_views([args.tuned, *args.more_tuned], console)
     if overrides is None or settings is None or base is None or tuned is None:
         return EXIT_INVALID
-    from chaos_ext.reporting.compare import compare_sets  # noqa: PLC0415 - scipy is heavy
+    from chaos_ext.reporting.compare import (  # noqa: PLC0415 - scipy is heavy
+        compare_sets,
+        pair_experiments,
+    )
     from chaos_ext.reporting.render_compare import (  # noqa: PLC0415 - matplotlib too
         compare_html,
         compare_markdown,
@@ -163,9 +182,15 @@ def handle(args: argparse.Namespace, console: Console) -> int:
             "before the method, so nothing was injected in them[/]"
         )
     results = compare_sets(base_views, tuned_views, overrides, settings)
+    pairing = pair_experiments(base_views, tuned_views)
+    for title in pairing.only_baseline:
+        console.print(f"not paired: {title} (baseline only)", highlight=False, markup=False)
+    for title in pairing.only_tuned:
+        console.print(f"not paired: {title} (tuned only)", highlight=False, markup=False)
     if not results:
         console.print("[red]the two sets share no numeric metric: nothing to compare[/]")
         return EXIT_INVALID
+    _say_headline(base_views, tuned_views, results, console)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     md = compare_markdown(results, base_views, tuned_views, settings, args.title)
@@ -173,8 +198,9 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     html = compare_html(results, base_views, tuned_views, settings, args.title)
     (out / "comparison.html").write_text(html)
     for c in results:
+        note = f"; {c.note}" if c.note else ""
         console.print(f"{c.metric}: {c.verdict} ({c.statistic} {c.difference:+.4g}, "
-                      f"CI [{c.ci[0]:+.4g}, {c.ci[1]:+.4g}], p={c.p_value:.3g})",
+                      f"CI [{c.ci[0]:+.4g}, {c.ci[1]:+.4g}], p={c.p_value:.3g}{note})",
                       highlight=False, markup=False)  # fmt: skip
     console.print(f"comparison: {out / 'comparison.html'}, {out / 'comparison.md'}")
     regressed = any(c.verdict == "regressed" for c in results)

@@ -74,7 +74,21 @@ _NAME = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
 _PROBE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _ENTRY_KEYS = {
     "description", "watches", "promql", "parameters", "tolerance", "unit", "if_empty", "if_nan",
+    "better",
 }  # fmt: skip
+_LOWER_OPS = ("<", "<=", "==")  # "== 0": a count of bad things; anything else below the line
+
+
+def _better(spec: Mapping[str, Any], tolerance: Condition, where: str) -> str:
+    """Which way is better for the probe's value: ``better:``, else from its tolerance."""
+    declared = spec.get("better")
+    if declared is not None:
+        if declared not in ("lower", "higher"):
+            raise InvalidArgument(f"{where}: better must be lower or higher, got {declared!r}")
+        return str(declared)
+    if tolerance.op == "between":
+        return "higher" if tolerance.high == 1 else "lower"
+    return "lower" if tolerance.op in _LOWER_OPS else "higher"
 
 
 @dataclass(frozen=True)
@@ -121,6 +135,7 @@ class CatalogProbe:
     if_empty: float | None = None
     if_nan: float | None = None
     source: str = ""
+    better: str = "lower"  # which way is better for the value (``gameday compare``)
 
     def render(self, values: Mapping[str, Any] | None = None) -> str:
         """The PromQL with every placeholder filled and checked."""
@@ -203,10 +218,11 @@ def _entry(name: str, spec: Any, source: str) -> CatalogProbe:
     used = set(template.get_identifiers()) if template.is_valid() else None
     if used is None or used - set(params):
         raise InvalidArgument(f"{where}: placeholders {used} need a parameters entry each")
+    tolerance = Condition.from_spec(spec["tolerance"], where)
     probe = CatalogProbe(
         name=name, promql=str(spec["promql"]), description=str(spec.get("description", "")),
         watches=str(spec.get("watches", "")),
-        tolerance=Condition.from_spec(spec["tolerance"], where), parameters=params,
+        tolerance=tolerance, parameters=params, better=_better(spec, tolerance, where),
         unit=str(spec.get("unit", "")), if_empty=_optional_float(spec.get("if_empty"), where),
         if_nan=_optional_float(spec.get("if_nan"), where), source=source,
     )  # fmt: skip

@@ -10,7 +10,7 @@ from typing import Any
 from chaos_ext import __version__
 from chaos_ext._percentile import METHOD
 from chaos_ext.reporting.charts import distribution_svg
-from chaos_ext.reporting.compare import judged, metric_samples
+from chaos_ext.reporting.compare import headlines, judged, metric_samples, pair_experiments
 from chaos_ext.reporting.envelope import EnvelopeView, Movement
 from chaos_ext.reporting.model import RunView
 from chaos_ext.reporting.render import environment, paragraphs
@@ -36,6 +36,8 @@ def _row(c: Comparison, index: int) -> dict[str, Any]:
         "diff": f"{c.difference:+.4g}{relative} [{c.ci[0]:+.4g}, {c.ci[1]:+.4g}]",
         "p": f"{c.p_value:.3g}",
         "better": f"{c.better} ({c.better_source})" if c.better else "unknown: set --better",
+        "experiment": c.experiment,
+        "note": "; ".join(x for x in (c.note, f"test unit: {c.unit}") if x),
         "svg": "",
     }
 
@@ -47,8 +49,12 @@ def _context(
     settings: Settings,
     title: str,
 ) -> dict[str, Any]:
+    heads = headlines(baseline, tuned, comparisons)
+    pairing = pair_experiments(baseline, tuned)
     (baseline, base_left), (tuned, tuned_left) = judged(baseline), judged(tuned)
     base_names, tuned_names = set(metric_samples(baseline)), set(metric_samples(tuned))
+    held_b = [sum(h.held_before[0] for h in heads), sum(h.held_before[1] for h in heads)]
+    held_t = [sum(h.held_after[0] for h in heads), sum(h.held_after[1] for h in heads)]
     levels = (
         "hierarchical (runs, then samples)"
         if min(len(baseline), len(tuned)) > 1
@@ -67,6 +73,13 @@ def _context(
             f"alpha {settings.alpha:g}; minimum effect {settings.min_effect:.0%}; {METHOD}"
         ),
         "rows": [_row(c, i) for i, c in enumerate(comparisons)],
+        "headline": f"hypotheses held: {held_b[0]} of {held_b[1]} (baseline) → "
+        f"{held_t[0]} of {held_t[1]} (tuned)",
+        "headlines": [h.line() for h in heads],
+        "unpaired": [
+            *(f"{t} (baseline only)" for t in pairing.only_baseline),
+            *(f"{t} (tuned only)" for t in pairing.only_tuned),
+        ],
         "only_baseline": sorted(base_names - tuned_names),
         "only_tuned": sorted(tuned_names - base_names),
     }
@@ -91,10 +104,13 @@ def compare_html(
     title: str,
 ) -> str:
     context = _context(comparisons, baseline, tuned, settings, title)
-    base_samples = metric_samples(judged(baseline)[0])
-    tuned_samples = metric_samples(judged(tuned)[0])
+    samples = {
+        experiment: (metric_samples(judged(b)[0]), metric_samples(judged(t)[0]))
+        for experiment, b, t in pair_experiments(baseline, tuned).pairs
+    }
     for i, row in enumerate(context["rows"]):
         name = row["c"].metric
+        base_samples, tuned_samples = samples[row["c"].experiment]
         before = [v for run in base_samples[name].runs for v in run]
         after = [v for run in tuned_samples[name].runs for v in run]
         row["svg"] = distribution_svg(name, before, after, salt=f"m{i}")

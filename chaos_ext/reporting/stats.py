@@ -12,13 +12,22 @@ value the metric took in a run: before/during/after checks, method probes,
   at least two runs on each side the bootstrap is hierarchical (resample runs,
   then samples within them), so run-to-run variation counts, not only
   within-run noise;
-- the two-sided Mann-Whitney U p-value over the pooled samples;
-- a verdict: ``improved`` / ``regressed`` when the interval excludes 0, the
-  p-value is below alpha and the change is at least ``min_effect`` (relative to
-  the baseline); ``no change`` otherwise; ``changed`` when the metric's good
-  direction is unknown (set it with ``--better NAME=lower|higher``);
-  ``inconclusive`` when a side has fewer than three samples (repeat the runs,
-  or record a series with ``query_series``).
+- the two-sided Mann-Whitney U p-value. Its unit is one *independent*
+  observation: samples of one run are a time series, so each run is thinned
+  to every k-th sample first, k from the run's lag-1 autocorrelation r
+  (k = ceil((1+r)/(1-r)); a constant run is kept whole); the interval
+  is bootstrapped from the same thinned samples;
+- a verdict by one rule for both: ``improved`` / ``regressed`` when the
+  interval excludes 0 *and* p < alpha *and* the change reaches ``min_effect``
+  (relative to the baseline); ``no change`` when neither the interval nor the
+  test finds a difference (or it is below ``min_effect``); ``inconclusive``
+  when the interval and the test disagree (the row says so); ``changed``
+  when the metric's good direction is unknown;
+- ``direction only`` when a side has fewer than three independent
+  observations (one run of a constant value, say): the values and which way
+  they moved, and ``--repeat N``, the runs a side a test at alpha with 80 %
+  power would need, estimated from the spread seen (at least 4: the fewest
+  whose Mann-Whitney test can reach p < 0.05).
 
 Every percentile here (p5/p95 of each side, the interval's bounds; the
 median is p50) is :func:`chaos_ext._percentile.percentiles`: linear
@@ -28,7 +37,7 @@ interpolation between closest ranks, the definition the report states.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,13 +45,21 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from chaos_ext._percentile import percentiles
-from chaos_ext.reporting.series import as_number
+from chaos_ext.reporting.direction import direction_of_tolerance as direction_of
 
-__all__ = ["Comparison", "Settings", "Summary", "compare_metric", "direction_of"]
+__all__ = [
+    "Comparison",
+    "Settings",
+    "Summary",
+    "compare_metric",
+    "direction_of",
+    "effective_samples",
+]
 
-_HUGE = 1e300
 MIN_SAMPLES = 3
-"""Fewer samples than this on a side: the verdict is ``inconclusive``, not ``no change``."""
+"""Fewer effective samples than this on a side: no verdict beyond the direction."""
+MIN_RUNS_FOR_MANN_WHITNEY = 4
+"""4 runs a side is the fewest whose Mann-Whitney test can reach p < 0.05 (2/70)."""
 
 
 @dataclass(frozen=True)
@@ -83,35 +100,10 @@ class Comparison:
     better: str | None
     better_source: str
     verdict: str
-
-
-def _direction_of_range(tolerance: Mapping[str, Any]) -> str | None:
-    bounds = [*(tolerance.get("range") or []), None, None]
-    low, high = as_number(bounds[0]), as_number(bounds[1])
-    if high is None or high >= _HUGE:
-        return "higher"
-    if low is None or low <= 0:
-        return "lower"
-    if high == 1:
-        return "higher"  # a ratio that must stay near 1 (success ratio, SLO fraction)
-    return None
-
-
-def direction_of(tolerance: Any) -> str | None:
-    """``lower`` / ``higher`` is better, read from a probe's tolerance (None: unknown).
-
-    The tolerance bounds the probe's *output*: a range from 0 (or below) up to a
-    limit, or 0, or false, says lower is better; a range open upwards, a range
-    ending at 1 (a ratio), or true, says higher is better. (A probe's ``op``
-    argument describes the metric it judges, not its output, so it is ignored.)
-    """
-    if isinstance(tolerance, bool):
-        return "higher" if tolerance else "lower"
-    if isinstance(tolerance, int | float):
-        return "lower" if tolerance == 0 else None
-    if isinstance(tolerance, Mapping) and tolerance.get("type") == "range":
-        return _direction_of_range(tolerance)
-    return None
+    unit: str = "sample"  # what one observation of the test is (see effective_samples)
+    runs_needed: int | None = None  # runs a side for a confident answer (estimate)
+    note: str = ""  # why the verdict is what it is, when it is not plain
+    experiment: str = ""  # the paired experiment's title (reporting.compare)
 
 
 def _summary(runs: Sequence[Sequence[float]]) -> Summary:
@@ -148,15 +140,90 @@ def _p_value(base: Any, tuned: Any) -> float:
     return p if math.isfinite(p) else 1.0
 
 
-def _verdict(diff: float, ci: tuple[float, float], p: float, rel: float | None,
-             better: str | None, settings: Settings) -> str:  # fmt: skip
-    significant = (ci[0] > 0 or ci[1] < 0) and p < settings.alpha
-    large = rel is None or abs(rel) >= settings.min_effect
-    if not (significant and large and diff != 0):
-        return "no change"
+def effective_samples(run: Sequence[float]) -> tuple[list[float], int]:
+    """The run's samples thinned to roughly independent ones, and the step used.
+
+    Successive samples of one run (a time series, checks a second apart) are
+    autocorrelated: counting each as independent overstates the evidence.
+    With lag-1 autocorrelation r, every k-th sample is kept, k = ceil((1+r)/(1-r))
+    (1 for r <= 0, and for a constant run).
+    """
+    values = np.asarray(run, dtype=float)
+    if values.size < 3:
+        return values.tolist(), 1
+    if np.ptp(values) == 0:
+        return values.tolist(), 1  # no variation: nothing says the samples depend
+    centred = values - values.mean()
+    r = float(np.dot(centred[:-1], centred[1:]) / np.dot(centred, centred))
+    step = 1 if r <= 0 else min(int(values.size), math.ceil((1 + r) / (1 - r)))
+    return values[::step].tolist(), step
+
+
+def _runs_needed(diff: float, spread: float, alpha: float) -> int:
+    """Runs a side for a two-sided test at ``alpha`` with 80 % power (normal
+    approximation, Mann-Whitney's efficiency pi/3), at least 4."""
+    if diff == 0:
+        return MIN_RUNS_FOR_MANN_WHITNEY
+    if spread <= 0:
+        return MIN_RUNS_FOR_MANN_WHITNEY
+    z = float(scipy_stats.norm.ppf(1 - alpha / 2) + scipy_stats.norm.ppf(0.8))
+    n = 2 * (z * spread / abs(diff)) ** 2 * math.pi / 3
+    return max(MIN_RUNS_FOR_MANN_WHITNEY, min(1000, math.ceil(n)))
+
+
+def _verdict(
+    diff: float, ci: tuple[float, float], p: float, rel: float | None, better: str | None,
+    settings: Settings,
+) -> tuple[str, str]:  # fmt: skip
+    """The one rule: a change needs the interval to exclude 0 *and* the test to give
+    p < alpha *and* the estimate to reach the minimum effect; both saying no is
+    ``no change``; the interval and the test disagreeing is ``inconclusive``."""
+    by_interval = ci[0] > 0 or ci[1] < 0
+    by_test = p < settings.alpha
+    large = diff != 0 and (rel is None or abs(rel) >= settings.min_effect)
+    if by_interval != by_test:
+        which = "the interval excludes 0" if by_interval else f"p = {p:.3g} < {settings.alpha:g}"
+        other = f"p = {p:.3g}" if by_interval else "the interval includes 0"
+        return "inconclusive", f"the interval and the test disagree ({which}, but {other})"
+    if not by_interval:
+        return "no change", ""
+    if not large:
+        return "no change", f"below the minimum effect {settings.min_effect:g}"
     if better is None:
-        return "changed"
-    return "improved" if (diff < 0) == (better == "lower") else "regressed"
+        return "changed", "which way is better is unknown: set --better"
+    return ("improved" if (diff < 0) == (better == "lower") else "regressed"), ""
+
+
+def _direction_only(
+    diff: float, base: Sequence[Sequence[float]], tuned: Sequence[Sequence[float]],
+    better: str | None, base_value: float, tuned_value: float, alpha: float,
+) -> tuple[str, str, int]:  # fmt: skip
+    """Too few independent observations for a test: say which way it moved, and how
+    many runs a side would settle it (from the spread seen)."""
+    per_run = [float(np.mean(r)) for r in (*base, *tuned)]
+    spread = float(np.std(per_run, ddof=1)) if len(per_run) > 2 else 0.0
+    if spread == 0:
+        within = [np.std(r, ddof=1) for r in (*base, *tuned) if len(r) > 1]
+        spread = float(np.mean(within)) if within else 0.0
+    needed = _runs_needed(diff, spread, alpha)
+    if diff == 0:
+        return (
+            "inconclusive",
+            f"no difference seen, in too few runs to say there is none; run --repeat {needed}",
+            needed,
+        )
+    way = "changed"
+    if better is not None:
+        way = "improved" if (diff < 0) == (better == "lower") else "regressed"
+    runs = f"{len(base)} run(s) vs {len(tuned)}"
+    text = (f"direction only: {base_value:.4g} → {tuned_value:.4g} ({way}) in {runs}; "
+            f"run --repeat {needed} for a confident answer")  # fmt: skip
+    return "direction only", text, needed
+
+
+def _thinned(runs: Sequence[Sequence[float]]) -> tuple[list[list[float]], int]:
+    kept = [effective_samples(r) for r in runs]
+    return [k for k, _ in kept], max(step for _, step in kept)
 
 
 def compare_metric(
@@ -173,24 +240,34 @@ def compare_metric(
     if not base_runs or not tuned_runs:
         raise ValueError(f"{metric}: no samples on one side")
     base_s, tuned_s = _summary(base_runs), _summary(tuned_runs)
-    p = _p_value(np.concatenate(base_runs), np.concatenate(tuned_runs))
+    base_eff, base_step = _thinned(base_runs)
+    tuned_eff, tuned_step = _thinned(tuned_runs)
+    step = max(base_step, tuned_step)
+    unit = "sample" if step == 1 else f"every {step}th sample (autocorrelated series)"
+    p = _p_value(np.concatenate(base_eff), np.concatenate(tuned_eff))
     stat = settings.statistic
     if stat == "auto":
         blind = base_s.median == tuned_s.median and p < settings.alpha  # e.g. mostly zeros
         stat = "mean" if boolean or blind else "median"
     base_value = base_s.median if stat == "median" else base_s.mean
-    diff = (tuned_s.median if stat == "median" else tuned_s.mean) - base_value
+    tuned_value = tuned_s.median if stat == "median" else tuned_s.mean
+    diff = tuned_value - base_value
     rng = np.random.default_rng(settings.seed)
-    replicates = _bootstrap(tuned_runs, stat, settings.resamples, rng) - _bootstrap(
-        base_runs, stat, settings.resamples, rng
+    replicates = _bootstrap(tuned_eff, stat, settings.resamples, rng) - _bootstrap(
+        base_eff, stat, settings.resamples, rng
     )
     bounds = (100 * settings.alpha / 2, 100 * (1 - settings.alpha / 2))
     found = percentiles(replicates.tolist(), bounds)
     ci = (float(found[bounds[0]] or 0.0), float(found[bounds[1]] or 0.0))
     rel = diff / abs(base_value) if base_value else None
-    verdict = _verdict(diff, ci, p, rel, better[0], settings)
-    if min(base_s.n, tuned_s.n) < MIN_SAMPLES:
-        verdict = "inconclusive"  # one value a side proves nothing either way
+    needed = None
+    if min(sum(map(len, base_eff)), sum(map(len, tuned_eff))) < MIN_SAMPLES:
+        verdict, note, needed = _direction_only(
+            diff, base_runs, tuned_runs, better[0], base_value, tuned_value, settings.alpha
+        )
+    else:
+        verdict, note = _verdict(diff, ci, p, rel, better[0], settings)
     return Comparison(
-        metric, stat, base_s, tuned_s, diff, ci, rel, p, better[0], better[1], verdict
-    )
+        metric, stat, base_s, tuned_s, diff, ci, rel, p, better[0], better[1], verdict,
+        unit, needed, note,
+    )  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +11,11 @@ import pytest
 from support.gameday_cli import run_gameday
 from support.journals import JournalBuilder
 
+from chaos_ext.prometheus.catalogs import default_catalog
 from chaos_ext.reporting.compare import compare_sets
+from chaos_ext.reporting.direction import better_of
 from chaos_ext.reporting.model import RunView, view_of
-from chaos_ext.reporting.stats import direction_of
+from chaos_ext.reporting.stats import Settings, direction_of
 
 LATENCY = {"type": "range", "range": [0, 300]}  # p99 ms: lower is better
 
@@ -94,11 +97,23 @@ def test_a_mostly_zero_metric_is_judged_by_its_mean() -> None:
     assert (same.statistic, same.verdict) == ("median", "no change")
 
 
-def test_direction_unknown_then_overridden() -> None:
+def test_direction_from_the_name_then_overridden() -> None:
     base, tuned = _views(range(6), 200), _views(range(40, 46), 200, throughput=130)
-    assert _by_metric(base, tuned)["throughput"].verdict == "changed"
-    result = _by_metric(base, tuned, overrides={"throughput": "higher"})["throughput"]
-    assert (result.verdict, result.better_source) == ("improved", "--better")
+    found = _by_metric(base, tuned)["throughput"]
+    assert (found.verdict, found.better, found.better_source) == ("improved", "higher", "name")
+    result = _by_metric(base, tuned, overrides={"throughput": "lower"})["throughput"]
+    assert (result.verdict, result.better_source) == ("regressed", "--better")
+
+
+def test_a_name_that_says_nothing_is_changed_not_judged() -> None:
+    def run(seed: int, value: float) -> RunView:
+        b = JournalBuilder("tuning", {"widgets": 1}, start=1e9 + seed)
+        for i in range(30):
+            b.check("during", "widgets", value + float(np.random.default_rng(seed + i).normal()), i)
+        return view_of(b.build())
+
+    results = _by_metric([run(s, 10) for s in range(3)], [run(s, 20) for s in range(9, 12)])
+    assert (results["widgets"].verdict, results["widgets"].better) == ("changed", None)
 
 
 @pytest.mark.parametrize(
@@ -129,7 +144,7 @@ def test_cli_writes_markdown_and_html_and_can_fail_on_regression(tmp_path: Path)
                       "--fail-on-regression", "--better", "throughput=higher")  # fmt: skip
     assert out.returncode == 1, out.stderr
     markdown = (tmp_path / "cmp" / "comparison.md").read_text()
-    row = next(line for line in markdown.splitlines() if line.startswith("| p99-ms |"))
+    row = next(line for line in markdown.splitlines() if line.startswith("| tuning | p99-ms |"))
     assert "| **regressed** | median |" in row and "lower (tolerance)" in row
     assert "Baseline: 3 run(s); tuned: 3 run(s)" in markdown
     html = (tmp_path / "cmp" / "comparison.html").read_text()
@@ -151,11 +166,16 @@ def test_cli_refuses_sets_without_a_shared_metric(tmp_path: Path) -> None:
     assert "share no numeric metric" in out.stderr
 
 
-def test_one_value_a_side_is_inconclusive_not_no_change() -> None:
+def test_one_value_a_side_gives_the_direction_only_and_the_runs_needed() -> None:
     results = _by_metric(_views(range(1), 200), _views(range(5, 6), 200, throughput=40))
     # one throughput value per side (100 vs 40): far apart, but one value proves nothing
-    assert results["throughput"].verdict == "inconclusive"
-    assert (results["throughput"].baseline.n, results["throughput"].tuned.n) == (1, 1)
+    found = results["throughput"]
+    assert found.verdict == "direction only"
+    assert (found.baseline.n, found.tuned.n) == (1, 1)
+    assert found.runs_needed is not None and found.runs_needed >= 4
+    assert re.match(r"direction only: 1\d\d → \d\d(\.\d+)? \(regressed\) in 1 run\(s\) vs 1; ",
+                    found.note), found.note  # fmt: skip
+    assert f"--repeat {found.runs_needed} for a confident answer" in found.note
 
 
 def _unsteady_run(seed: int) -> dict:
@@ -186,3 +206,85 @@ def test_unsteady_runs_take_no_part_in_a_comparison(tmp_path: Path) -> None:
     assert "2 unsteady run(s) left out" in out.stdout + out.stderr
     md = (tmp_path / "cmp" / "comparison.md").read_text()
     assert "Left out: 2 baseline and 0 tuned unsteady run(s)" in md
+
+
+def _synthetic(seed: int, shift: float, runs: int, samples: int, noise: float) -> list[RunView]:
+    views = []
+    for r in range(runs):
+        rng = np.random.default_rng(seed * 100 + r)
+        b = JournalBuilder("synthetic", {"latency-ms": LATENCY}, start=1e9 + seed * 1e4 + r)
+        level = rng.normal(0, noise)  # run-to-run variation
+        for i in range(samples):
+            b.check("during", "latency-ms", 200 + shift + level + float(rng.normal(0, 20)), i)
+        views.append(view_of(b.build()))
+    return views
+
+
+def test_the_verdict_words_never_contradict_the_numbers() -> None:
+    """Synthetic pairs over effects, run counts and noise: whatever the interval and the
+    test say, the word follows the one rule (docs/reporting.md), and a disagreement
+    between them is reported as such, never as 'no change' or as a change."""
+    settings = Settings(min_effect=0.05)
+    seen: set[str] = set()
+    for seed in range(24):
+        shift = (0, 5, 15, 40, -40, 120)[seed % 6]
+        runs, samples = (1, 2, 3, 5)[seed % 4], (1, 2, 12, 40)[(seed // 4) % 4]
+        base = _synthetic(seed, 0, runs, samples, noise=(0, 30)[seed % 2])
+        tuned = _synthetic(seed + 50, shift, runs, samples, noise=(0, 30)[seed % 2])
+        for c in compare_sets(base, tuned, settings=settings):
+            seen.add(c.verdict)
+            by_test = c.p_value < settings.alpha
+            by_interval = c.ci[0] > 0 or c.ci[1] < 0
+            large = c.difference != 0 and (
+                c.relative is None or abs(c.relative) >= settings.min_effect
+            )
+            if c.verdict in ("improved", "regressed", "changed"):
+                assert by_test and by_interval and large, c
+            elif c.verdict == "no change":
+                assert by_test == by_interval, c
+                assert not (by_test and large), c
+            elif c.verdict == "inconclusive":
+                assert by_test != by_interval or c.runs_needed, c
+                assert "disagree" in c.note or "too few" in c.note, c
+            else:
+                assert c.verdict == "direction only" and c.runs_needed, c
+    assert {"improved", "regressed", "no change", "direction only"} <= seen, seen
+
+
+def test_every_catalog_probe_and_every_sandbox_metric_has_a_direction() -> None:
+    for name, probe in default_catalog().probes.items():
+        assert probe.better in ("lower", "higher"), name
+        assert better_of(name, None, {})[1] == "catalog", name
+    root = Path(__file__).resolve().parents[2]
+    for path in sorted((root / "experiments" / "sandbox").glob("*.json")):
+        experiment = json.loads(path.read_text())
+        hypothesis = experiment.get("steady-state-hypothesis") or {}
+        for activity in [*hypothesis.get("probes", []), *experiment.get("method", [])]:
+            if activity.get("type") == "probe":
+                name = activity["name"]
+                found = better_of(name, activity.get("tolerance"), {})
+                assert found[0] is not None, f"{path.name}: {name} has no known direction"
+
+
+def test_compare_reads_report_folders_and_leads_with_the_headline(tmp_path: Path) -> None:
+    """The demo's report folders keep their journals in run/ (and a redacted copy in
+    journals/): compare finds them, pairs the experiments and says the answer first."""
+    for side, seeds, mean in (("fragile", range(3), 260), ("tuned", range(60, 63), 150)):
+        (tmp_path / side / "run").mkdir(parents=True)
+        (tmp_path / side / "journals").mkdir()
+        (tmp_path / side / "report.html").write_text("<html></html>")
+        for seed in seeds:
+            journal = _run(seed, mean)
+            if side == "fragile":  # the fragile app deviates after the fault
+                journal["deviated"] = True
+            (tmp_path / side / "run" / f"journal-{seed}.json").write_text(json.dumps(journal))
+            (tmp_path / side / "journals" / f"copy-{seed}.json").write_text(json.dumps(journal))
+    out = run_gameday(tmp_path, tmp_path / "l.sqlite3", "compare", "fragile", "tuned", "-o", "cmp")
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert lines[0] == "hypotheses held: 0 of 3 (baseline) → 3 of 3 (tuned)", out.stderr
+    assert lines[1].startswith("  tuning: deviated ×3 → held ×3 (held 0/3 → 3/3); "), lines[1]
+    assert "(improved)" in lines[1]
+    md = (tmp_path / "cmp" / "comparison.md").read_text()
+    assert md.startswith("# Tuning comparison\n\n**hypotheses held: 0 of 3 (baseline) → 3 of 3")
+    assert "Baseline: 3 run(s); tuned: 3 run(s)" in md  # run/, not run/ and journals/
