@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # make demo: bring up the local sandbox, run the default game day, write reports/<run>/,
-# take the sandbox down again (also on failure or Ctrl-C). Usage: scripts/demo.sh [fragile|tuned]
+# take the sandbox down again (also on failure or Ctrl-C).
+# Usage: scripts/demo.sh [fragile|tuned] [--repeat N]   (N runs of each experiment: what
+# `gameday compare` needs to call a tuning change improved with confidence)
 # scripts/demo.sh envelope: the breaking points of the fragile and the tuned app (envelopes), compared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 app="${1:-fragile}"
+repeat=()
+if [ "${2:-}" = "--repeat" ] && [ -n "${3:-}" ]; then
+  repeat=(--repeat "$3")
+fi
 if [ "$app" = "envelope" ]; then
   exec scripts/demo_envelope.sh
 fi
@@ -30,7 +36,7 @@ $GAMEDAY sandbox up --prefix "$prefix" --app "$app"
 say "default game day: experiments/sandbox/*.json (each waits for a steady system first)"
 game_day_started=$(date +%s)
 set +e
-$GAMEDAY sandbox run --prefix "$prefix" --journal-dir "$out/run" experiments/sandbox/*.json
+$GAMEDAY sandbox run --prefix "$prefix" --journal-dir "$out/run" "${repeat[@]}" experiments/sandbox/*.json
 verdict=$?
 set -e
 game_day_s=$(( $(date +%s) - game_day_started ))

@@ -19,19 +19,28 @@ if TYPE_CHECKING:
 
 HELP = """\
 Compare runs before and after a tuning change. BASELINE and TUNED are journal
-files or folders of journals; --baseline/--tuned add more runs to either side
-(repeated runs make the interval account for run-to-run variation).
+files, folders of journals, or report folders (`make demo`'s, `sandbox run`'s:
+their journals are read from run/, else journals/); --baseline/--tuned add
+more runs to either side. Runs are paired by experiment title (else by journal
+file name); experiments found on one side only are named.
 
-For each metric both sides share (every probe with numeric or true/false
-output, by name: hypothesis checks before/during/after, method probes, [t, v]
-series), it reports both distributions, the difference of the median (mean for
-true/false metrics) tuned - baseline with a bootstrap confidence interval, the
-Mann-Whitney U p-value, and a verdict: improved / no change / regressed
-(inconclusive when a side has fewer than 3 samples).
-Which way is better comes from the probe's tolerance (a range starting at 0,
-or a tolerance of 0 or false: lower; a range open upwards, a range ending at 1,
-or true: higher); set it with --better NAME=lower|higher. With no known
-direction a significant difference is reported as "changed".
+First the answer: hypotheses held on each side, then per experiment its
+verdict before → after and the metric that moved most, in its own values.
+Then, for each metric both sides of an experiment share (every probe with
+numeric or true/false output, by name), both distributions, the difference of
+the median (mean for true/false and mostly-zero metrics) tuned - baseline with
+a bootstrap confidence interval, the Mann-Whitney U p-value, and one verdict
+by one rule: improved / regressed when the interval excludes 0 AND p < alpha
+AND the change reaches --min-effect; no change when neither finds a
+difference; inconclusive when they disagree (the note says so); changed when
+which way is better is unknown; "direction only: 10 → 0 in 1 run(s) vs 1;
+run --repeat N" when a side has fewer than 3 independent observations. The
+test's unit is one independent observation: each run's time series is thinned
+by its lag-1 autocorrelation first (docs/reporting.md).
+Which way is better: --better NAME=lower|higher, else the probe catalog
+(`gameday catalog`), else the probe's tolerance, else the metric's name
+(errors, latency, drops, refusals, timeouts: lower; success, headroom, hits:
+higher).
 
 Writes OUT/comparison.html (inline SVG) and OUT/comparison.md.
 
@@ -50,6 +59,8 @@ incomplete. Writes OUT/envelope-comparison.html (both envelopes on one chart)
 and OUT/envelope-comparison.md.
 
 examples:
+  gameday compare reports/gameday-…-fragile reports/gameday-…-tuned -o reports/tuning/
+  gameday run --repeat 5 --journal-dir before/ exp.json   # then, after the change, after/
   gameday compare before/ after/ -o reports/pool-size/
   gameday compare base-1.json tuned-1.json --baseline base-2.json --tuned tuned-2.json -o out/
   gameday compare before/ after/ -o out/ --better p99-latency=lower --fail-on-regression

@@ -53,6 +53,7 @@ examples:
   gameday run --var prometheus_url=http://127.0.0.1:9090 experiments/*.json
   gameday run --var-file prod.yaml --journal out/j.json experiments/dns.yaml
   gameday run --abort-on edge experiments/db-latency.json
+  gameday run --repeat 5 --journal-dir before/ experiments/db-latency.json
   gameday run --abort-on coredns-mixin-alerts.yaml --alerts severity=critical exp.json
   gameday run --abort-on alertmanager --alerts 'severity=critical' \
       --var alertmanager_url=http://alertmanager:9093 exp.json
@@ -160,11 +161,26 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="which alerts of --abort-on stop the run (repeatable; any): severity=critical",
     )  # fmt: skip
     parser.add_argument(
+        "--repeat", type=_positive, default=1, metavar="N",
+        help="run each experiment N times (journals JOURNAL_DIR/journal-<name>-<i>.json): "
+        "the runs `gameday compare` needs to decide a tuning change (default 1)",
+    )  # fmt: skip
+    parser.add_argument(
         "--settle", type=float, metavar="SECONDS",
         help="wait up to SECONDS for the hypothesis to hold before starting "
         "(default: the experiment's gameday extension settle_seconds, else 0)",
     )  # fmt: skip
     add_control_options(parser)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of runs >= 1, got {text!r}")
+    return value
 
 
 def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
@@ -256,8 +272,9 @@ def say_verdict(result: RunResult, console: Console) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    if args.journal and len(args.experiments) > 1:
-        console.print("[red]--journal takes one experiment; use --journal-dir for several[/]")
+    if args.journal and (len(args.experiments) > 1 or args.repeat > 1):
+        console.print("[red]--journal takes one experiment run once; use --journal-dir for "
+                      "several (or --repeat)[/]")  # fmt: skip
         return EXIT_INVALID
     results = run_batch(
         args, args.experiments, console, lambda path: _journal_path(args, path),
@@ -361,10 +378,17 @@ def run_batch(
     if ledger is None:
         return EXIT_FAILED
     activate_global_controls(settings[0])
+    repeat = getattr(args, "repeat", 1)
+    plan = [(path, experiment, i) for path, experiment in loaded for i in range(1, repeat + 1)]
+
+    def journal_of(path: Path, i: int) -> Path:
+        journal = journal_for(path)
+        return journal if repeat == 1 else journal.with_name(f"{journal.stem}-{i}.json")
+
     results: list[RunResult] = []
-    for path, experiment in loaded:
+    for path, experiment, i in plan:
         options = RunOptions(
-            journal_path=journal_for(path),
+            journal_path=journal_of(path, i),
             config_vars=config_vars,
             secret_vars=secret_vars,
             hypothesis_strategy=args.hypothesis_strategy,
@@ -374,15 +398,17 @@ def run_batch(
             settle_seconds=settle[path],
             unprotected=unprotected(args, experiment, settings[0]),
         )
+        if repeat > 1:
+            console.print(f"[bold]run {i} of {repeat}[/]: {escape(str(path))}", highlight=False)
         result = run_experiment(path, experiment, options, ledger, console)
         results.append(result)
         say_verdict(result, console)
         if result.outcome in STOPS_BATCH or result.hypothesis_outcome in STOPS_BATCH:
             # a stop condition or an operator's Ctrl-C stops the whole batch: the rest
             # did not run, and each says so (summary, JUnit error, score)
-            reason = f"not run: {path} was {result.hypothesis_outcome} before it"
-            for rest, skipped in loaded[len(results) :]:
-                results.append(not_run(rest, skipped, journal_for(rest), reason))
+            reason = f"{path} was {result.hypothesis_outcome} before it"
+            for rest, skipped, j in plan[len(results) :]:
+                results.append(not_run(rest, skipped, journal_of(rest, j), reason))
                 say_verdict(results[-1], console)
             break
     return results

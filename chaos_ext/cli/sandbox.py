@@ -75,7 +75,9 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     run.add_argument("--prefix", default="gd")
     run.add_argument("--journal-dir", default=".", help="where the journals go (default .)")
-    run.add_argument("--timeout", type=float, default=900, help="cap in seconds (default 900)")
+    run.add_argument("--timeout", type=float, help="cap in seconds (default 900 per --repeat)")
+    run.add_argument("--repeat", type=int, default=1, metavar="N",
+                     help="run each experiment N times (gameday run --repeat)")  # fmt: skip
     run.add_argument(
         "--settle", type=float, metavar="SECONDS",
         help="wait up to SECONDS for each steady state before its fault (gameday run --settle; "
@@ -145,9 +147,11 @@ def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], Non
             return EXIT_HELD
         if args.sandbox_command == "run":
             settle = [] if args.settle is None else ["--settle", f"{args.settle:g}"]
+            repeat = ["--repeat", str(args.repeat)] if args.repeat != 1 else []
+            timeout = args.timeout or 900.0 * max(1, args.repeat)
             return backends.run_in_sandbox(
-                args.prefix, ["run", *settle, *args.experiments], Path(args.journal_dir).resolve(),
-                args.timeout,
+                args.prefix, ["run", *settle, *repeat, *args.experiments],
+                Path(args.journal_dir).resolve(), timeout,
             )  # fmt: skip
         if args.sandbox_command == "envelope":
             return backends.run_in_sandbox(

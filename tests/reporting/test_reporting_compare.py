@@ -288,3 +288,41 @@ def test_compare_reads_report_folders_and_leads_with_the_headline(tmp_path: Path
     md = (tmp_path / "cmp" / "comparison.md").read_text()
     assert md.startswith("# Tuning comparison\n\n**hypotheses held: 0 of 3 (baseline) → 3 of 3")
     assert "Baseline: 3 run(s); tuned: 3 run(s)" in md  # run/, not run/ and journals/
+
+
+def _errors_experiment(errors_per_second: float) -> dict:
+    probe = {"type": "probe", "name": "app-dns-errors-per-second", "provider": {
+        "type": "python", "module": "support.verdictkit", "func": "value",
+        "arguments": {"x": errors_per_second}}}  # fmt: skip
+    holds = {**probe, "name": "app-answers", "tolerance": True,
+             "provider": {**probe["provider"], "func": "behave", "arguments": {}}}  # fmt: skip
+    return {
+        "title": "dns saturation", "description": "errors/s measured during the fault",
+        "steady-state-hypothesis": {"title": "answers", "probes": [holds]},
+        "method": [probe], "rollbacks": [],
+    }  # fmt: skip
+
+
+def test_repeat_gives_compare_the_runs_to_decide(tmp_path: Path) -> None:
+    """One run a side: direction only, with the runs it needs; `run --repeat 4` a side
+    (the fewest whose Mann-Whitney test can reach p < 0.05): improved, with confidence."""
+    ledger = tmp_path / "l.sqlite3"
+    for side, errors in (("fragile", 10.0), ("tuned", 0.0)):
+        (tmp_path / f"{side}.json").write_text(json.dumps(_errors_experiment(errors)))
+        once = run_gameday(tmp_path, ledger, "run", f"{side}.json", "--journal-dir", f"{side}1")
+        assert once.returncode == 0, once.stderr
+        out = run_gameday(tmp_path, ledger, "run", f"{side}.json", "--repeat", "4",
+                          "--journal-dir", side)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert sorted(p.name for p in (tmp_path / side).iterdir()) == [
+            f"journal-{side}-{i}.json" for i in range(1, 5)
+        ]
+    single = run_gameday(tmp_path, ledger, "compare", "fragile1", "tuned1", "-o", "c1")
+    assert single.returncode == 0, single.stderr
+    assert ("app-dns-errors-per-second: direction only" in single.stderr
+            and "10 → 0 (improved) in 1 run(s) vs 1; run --repeat 4" in single.stderr)  # fmt: skip
+    repeated = run_gameday(tmp_path, ledger, "compare", "fragile", "tuned", "-o", "c4")
+    assert repeated.returncode == 0, repeated.stderr
+    line = next(x for x in repeated.stderr.splitlines() if x.startswith("app-dns-errors"))
+    assert line.startswith("app-dns-errors-per-second: improved (median -10, CI [-10, -10]")
+    assert "lower (name)" in (tmp_path / "c4" / "comparison.md").read_text()

@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 from chaos_ext.errors import ChaosExtError
 from chaos_ext.ledger import Entry, fault, undo_handler
 
-__all__ = ["BehaviourServer", "behave", "leave_fault", "process_script"]
+__all__ = ["BehaviourServer", "behave", "leave_fault", "process_script", "value"]
 
 MAX_HANG_S = 30.0
 
@@ -149,3 +149,8 @@ def _undo(entry: Entry) -> str:
     if entry.recipe.get("fail"):
         raise ChaosExtError("this undo fails, as the row asks")
     return "nothing to undo"
+
+
+def value(x: float) -> float:
+    """A measurement that reads ``x`` (a probe whose value a test decides)."""
+    return float(x)
