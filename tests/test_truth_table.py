@@ -37,13 +37,13 @@ from chaos_ext.reporting.score import resilience_score
 from chaos_ext.runner.verdict import failing_result
 
 DOC = ROOT / "docs" / "verdicts.md"
-PHASES = ("settle", "before", "method", "after", "rollbacks", "ledger sweep")
+PHASES = ("settle", "before", "method", "after", "rollbacks", "recovery", "ledger sweep")
 ENDINGS = (
     "ok", "failing result", "accepted failing result", "exception", "timeout", "Ctrl-C",
     "SIGTERM", "stop condition", "ungraceful exit",
 )  # fmt: skip
 SIGNALS = {"Ctrl-C": signal.SIGINT, "SIGTERM": signal.SIGTERM}
-HYPOTHESIS_PHASES = ("settle", "before", "after")
+HYPOTHESIS_PHASES = ("settle", "before", "after", "recovery")
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,7 @@ def test_the_table_covers_every_phase_ending_and_provider() -> None:
     for phase in ("settle", "before", "method", "after", "rollbacks"):
         for ending in ("ok", "failing result", "Ctrl-C", "SIGTERM"):
             assert (phase, ending) in seen, (phase, ending)
+    assert {("recovery", e) for e in ("ok", "failing result", "SIGTERM")} <= seen
     assert len({r.id for r in ROWS}) == len(ROWS), "a row is listed twice"
 
 
@@ -111,8 +112,11 @@ def http() -> Iterator[BehaviourServer]:
 
 
 @pytest.fixture(scope="module")
-def prom() -> Iterator[PrometheusServer]:
-    with prometheus.start(targets=[], scrape_interval="1s") as server:
+def prom(http: BehaviourServer) -> Iterator[PrometheusServer]:
+    """Scrapes the behaviour server's /metrics: a row's stop condition breaches once
+    the row's activity has started."""
+    with prometheus.start(targets=[http.target], scrape_interval="1s") as server:
+        server.wait_scraped(timeout=30)
         yield server
 
 
@@ -124,6 +128,7 @@ class Builder:
     ) -> None:
         self.row, self.folder, self.http, self.prom_url = row, folder, http, prom_url
         self.ran = str(folder / "method-ran")
+        self.rolled = str(folder / "rolled-back")
         self.marker = str(folder / "started")
 
     def _ending_of(self, phase: str) -> str:
@@ -145,6 +150,8 @@ class Builder:
             behaviour["seconds"] = 3  # the signal lands in it; it must still complete
         if phase == "after":
             behaviour.update(when="after", ran=self.ran)
+        if phase == "recovery":  # the probe misbehaves once the rollback ran
+            behaviour.update(when="after", ran=self.rolled)
         kind = self.row.provider
         if kind == "python":
             return {"type": "python", "module": "support.verdictkit", "func": "behave",
@@ -180,8 +187,8 @@ class Builder:
             "description": "a row of docs/verdicts.md",
             "steady-state-hypothesis": {"title": "holds", "probes": [self.probe()]},
             "method": method,
-            "rollbacks": [{"type": "action", "name": "rollback",
-                           "provider": self.provider("rollback", "rollbacks")}],
+            "rollbacks": [{"type": "action", "name": "rollback", "provider": self.provider(
+                "rollback", "rollbacks", touch=self.rolled, remove=self.ran)}],
         }  # fmt: skip
         if self.row.ending == "stop condition":
             experiment["configuration"] = {"prometheus_url": self.prom_url}
@@ -191,17 +198,19 @@ class Builder:
         return experiment
 
 
-def _gate(row: Row, folder: Path, experiment: Path) -> tuple[int, str]:
+def _gate(row: Row, folder: Path, experiment: Path, http: BehaviourServer) -> tuple[int, str]:
     args = ["gate", str(experiment), "--junit", str(folder / "junit.xml"),
-            "--journal-dir", str(folder)]  # fmt: skip
+            "--journal-dir", str(folder), "--recover", "2"]  # fmt: skip
     if row.phase == "settle":
         args += ["--settle", "2" if row.ending not in SIGNALS else "20"]
     if row.ending == "stop condition":
         plan = folder / "plan.json"
+        http.watch(row.id, str(folder / "started"))
+        expr = f'max(verdict_row_started{{row="{row.id}"}}) or vector(0)'
         plan.write_text(json.dumps({
             "interval_seconds": 0.5, "unreachable_after": 3,
-            "conditions": [{"name": "always-breached", "promql": "vector(1)",
-                            "tolerance": {"op": "<", "threshold": 0}}],
+            "conditions": [{"name": "the-action-started", "promql": expr,
+                            "tolerance": {"op": "<", "threshold": 1}}],
         }))  # fmt: skip
         args += ["--abort-on", str(plan)]
     proc = subprocess.Popen(
@@ -254,7 +263,7 @@ def test_row(row: Row, tmp_path: Path, http: BehaviourServer, request: Any) -> N
     prom_url = request.getfixturevalue("prom").url if row.ending == "stop condition" else None
     experiment = tmp_path / "row.json"
     experiment.write_text(json.dumps(Builder(row, tmp_path, http, prom_url).experiment(), indent=2))
-    code, out = _gate(row, tmp_path, experiment)
+    code, out = _gate(row, tmp_path, experiment, http)
     assert code == row.exit, out
     journal = json.loads((tmp_path / "journal-row.json").read_text())
     assert journal["status"] == row.status, out

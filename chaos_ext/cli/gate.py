@@ -21,6 +21,7 @@ from chaos_ext.runner.verdict import (
     EXIT_FAILED,
     EXIT_HELD,
     EXIT_INVALID,
+    EXIT_NOT_RECOVERED,
     exit_code_for,
     outcome_of,
     worst_exit,
@@ -49,7 +50,10 @@ a rollback did not complete). An unsteady run (the steady state did not hold
 before the method, so nothing was injected) is an <error> saying so. With
 --min-score, a "gameday.score" suite too.
 
-exit code: the most severe over all experiments (2 > 1 > 4 > 0): 0 every
+With --max-recovery SECONDS, a run that injected a fault must have held its
+steady state again within SECONDS of the undo (gameday.recovery), else exit 5.
+
+exit code: the most severe over all experiments (2 > 5 > 1 > 4 > 0): 0 every
 hypothesis held, 1 a hypothesis deviated, 2 a run failed/was interrupted or a
 rollback did not complete (rollback-failed), 3 invalid input, 4 unsteady. With
 --min-score N, deviations are judged by the resilience score instead (the
@@ -97,6 +101,11 @@ def register(sub: Any) -> None:
         "--min-envelope", action="append", default=[], metavar="ARGUMENT=FLOOR",
         help="envelopes of ARGUMENT (searched for experiments that set one, or read with "
         "--journals) must show the hypothesis holding at FLOOR or harsher (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-recovery", type=float, metavar="SECONDS",
+        help="fail (exit 5) a run whose system took longer than SECONDS to hold its steady "
+        "state again after the undo, or whose recovery was not measured",
     )  # fmt: skip
     add_run_options(parser)  # --journal-dir, --var, --var-file, --hypothesis-*, --abort-on
     parser.set_defaults(handler=handle)
@@ -188,6 +197,8 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         outcome = _from_journals(args, console) if args.journals else _run_all(args, console)
     if isinstance(outcome, int):
         return outcome
+    if args.max_recovery is not None:
+        outcome = [(v, _slow_recovery(v, code, args.max_recovery, console)) for v, code in outcome]
     views = [view for view, _ in outcome]
     score = resilience_score(views)
     extra, floor_code = [], EXIT_HELD
@@ -201,6 +212,20 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         return EXIT_INVALID
     console.print(f"resilience score: {score.text()}; JUnit: {junit}", highlight=False)
     return _verdict(args, score, [code for _, code in outcome], floor_code, console)
+
+
+def _slow_recovery(view: RunView, code: int, limit: float, console: Console) -> int:
+    """``--max-recovery``: a run that injected something must have come back within it."""
+    if view.outcome in ("unsteady", "not-run", "refused") or not view.injected:
+        return code
+    took = view.time_to_recover_s
+    if took is not None and took <= limit:
+        return code
+    unmeasured = (view.recovery or {}).get("why", "no recovery check")
+    why = f"took {took:g} s" if took is not None else f"was not measured ({unmeasured})"
+    console.print(f"[red]{view.source}: recovery {why}; --max-recovery {limit:g}[/]",
+                  highlight=False)  # fmt: skip
+    return worst_exit([code, EXIT_NOT_RECOVERED])
 
 
 def _verdict(

@@ -34,7 +34,7 @@ a 5-minute tour:
 """
 
 EPILOG = """\
-exit codes (run, gate; the most severe over all experiments: 2 > 1 > 4 > 0):
+exit codes (run, gate; the most severe over all experiments: 2 > 5 > 1 > 4 > 0):
   0  held: every hypothesis held and every rollback completed
   1  deviated: the faults ran and a hypothesis was not met
   2  failed (an activity failed: raised, timed out, exited non-zero, HTTP >= 400),
@@ -45,6 +45,8 @@ exit codes (run, gate; the most severe over all experiments: 2 > 1 > 4 > 0):
      safety control could not be imported, configured or started; nothing injected
   4  unsteady: the steady state did not hold before the method (or did not
      settle, --settle); nothing was injected, nothing was proven
+  5  not-recovered: the faults were undone, but the steady state did not hold
+     again within --recover SECONDS (default 60)
 envelope: 0 an answer (a boundary, breaks at LOW, holds to HIGH), 1 noisy
   (runs disagree), 2 incomplete, 3 invalid input, 4 never steady
 

@@ -29,6 +29,7 @@ from chaos_ext.runner.execute import (
     not_run,
     run_experiment,
 )
+from chaos_ext.runner.recovery import DEFAULT_RECOVER_S, recover_seconds_of
 from chaos_ext.runner.settle import settle_seconds_of
 from chaos_ext.runner.sweep import checked, dead_entries, shielded, sweep
 from chaos_ext.runner.verdict import worst_exit
@@ -87,7 +88,13 @@ SECONDS, before the first check (also the experiment extension
 a system already out of tolerance proves nothing: if it does not settle in
 time, the outcome is "unsteady" and nothing is injected.
 
-outcomes and exit codes (the most severe over all experiments: 2 > 1 > 4 > 0):
+--recover SECONDS: after the rollbacks and the ledger sweep, the hypothesis is
+polled until it holds again, for up to SECONDS (default 60; the experiment
+extension {"name": "gameday", "recover_seconds": 120}; 0 turns it off). The
+journal records time_to_recover_s, from the last undo to the first check that
+held; a hypothesis that never holds again is "not-recovered" (exit 5).
+
+outcomes and exit codes (the most severe over all experiments: 2 > 5 > 1 > 4 > 0):
   0  held             every hypothesis held before, during and after the faults
   1  deviated         the faults ran and a hypothesis was not met
   2  failed           an action failed, the run was aborted or interrupted, or
@@ -97,6 +104,8 @@ outcomes and exit codes (the most severe over all experiments: 2 > 1 > 4 > 0):
      or refused       could not be configured or started)
   4  unsteady         the steady state did not hold before the method (or did not
                       settle): nothing was injected, nothing was proven
+  5  not-recovered    the faults were undone, but the steady state did not hold
+                      again within --recover SECONDS
 """
 
 STOPS_BATCH = ("aborted", "interrupted")
@@ -159,6 +168,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--alerts", metavar="SELECTOR", action="append", default=[],
         help="which alerts of --abort-on stop the run (repeatable; any): severity=critical",
+    )  # fmt: skip
+    parser.add_argument(
+        "--recover", type=float, metavar="SECONDS",
+        help="after the undo, wait up to SECONDS for the hypothesis to hold again; never: "
+        "not-recovered, exit 5 (default: the experiment's gameday extension "
+        f"recover_seconds, else {DEFAULT_RECOVER_S:g}; 0 turns it off)",
     )  # fmt: skip
     parser.add_argument(
         "--repeat", type=_positive, default=1, metavar="N",
@@ -368,9 +383,11 @@ def run_batch(
     if isinstance(abort_plan, int):
         return abort_plan
     settle: dict[Path, float] = {}
+    recover: dict[Path, float] = {}
     for path, experiment in loaded:
         try:
             settle[path] = settle_seconds_of(experiment, getattr(args, "settle", None))
+            recover[path] = recover_seconds_of(experiment, getattr(args, "recover", None))
         except InvalidArgument as exc:
             console.print(f"[red]{path}: {escape(str(exc))}[/]", highlight=False)
             return EXIT_INVALID
@@ -396,6 +413,7 @@ def run_batch(
             fail_fast=args.fail_fast,
             extra_handlers=(_control_guard(args, console), *_abort_handlers(abort_plan, console)),
             settle_seconds=settle[path],
+            recover_seconds=recover[path],
             unprotected=unprotected(args, experiment, settings[0]),
         )
         if repeat > 1:

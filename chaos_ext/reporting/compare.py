@@ -22,6 +22,7 @@ from chaos_ext.reporting.score import held
 from chaos_ext.reporting.stats import Comparison, Settings, compare_metric
 
 __all__ = [
+    "RECOVERY_METRIC",
     "Headline",
     "MetricSamples",
     "Pairing",
@@ -128,17 +129,31 @@ def pair_experiments(baseline: Sequence[RunView], tuned: Sequence[RunView]) -> P
     return Pairing(pairs, sorted(lone_b), sorted(lone_t))
 
 
+RECOVERY_METRIC = "time-to-recover-s"
+"""The seconds from the last undo to the steady state holding again, one value a run."""
+
+
+def _add_recovery(metrics: dict[str, MetricSamples], views: Sequence[RunView]) -> None:
+    times = [[t] for v in views if (t := v.time_to_recover_s) is not None]
+    if times:
+        metrics[RECOVERY_METRIC] = MetricSamples(times, False, None)
+
+
 def _compare_pair(
     experiment: str, baseline: Sequence[RunView], tuned: Sequence[RunView],
     overrides: Mapping[str, str], settings: Settings,
 ) -> list[Comparison]:  # fmt: skip
     base_metrics = metric_samples(judged(baseline)[0])
     tuned_metrics = metric_samples(judged(tuned)[0])
+    _add_recovery(base_metrics, judged(baseline)[0])
+    _add_recovery(tuned_metrics, judged(tuned)[0])
     results = []
     for name in (n for n in base_metrics if n in tuned_metrics):
         base, new = base_metrics[name], tuned_metrics[name]
         tolerance = new.tolerance if new.tolerance is not None else base.tolerance
         better = better_of(name, tolerance, overrides, base.catalog_names | new.catalog_names)
+        if name == RECOVERY_METRIC and name not in overrides:
+            better = ("lower", "meaning")
         result = compare_metric(
             name, base.runs, new.runs, better, base.boolean and new.boolean, settings
         )

@@ -101,6 +101,10 @@ def _verdict_case(view: RunView, classname: str) -> Case:
         case.message = (
             f"unsteady: {OUTCOME_TEXT['unsteady']} ({unsteady_text(view)}); nothing was proven"
         )
+    elif view.outcome == "not-recovered":
+        case.kind, case.type = "failure", "NotRecovered"
+        case.message = OUTCOME_TEXT["not-recovered"]
+        case.details = list(view.notes)
     elif outcome == "deviated":
         case.kind, case.type = "failure", "Deviated"
         case.message = "the steady-state hypothesis was not met"
@@ -194,6 +198,8 @@ def junit_xml(
             props["unprotected"] = "; ".join(view.unprotected)
         if view.ended:
             props["ended"] = view.ended
+        if view.time_to_recover_s is not None:
+            props["time_to_recover_s"] = f"{view.time_to_recover_s:g}"
         root.append(
             _suite(f"gameday: {view.title}", suite_cases(view), view.duration or 0.0, props)
         )

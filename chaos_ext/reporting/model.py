@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.reporting.notes import clock, notes_part
+from chaos_ext.reporting.notes import clock, notes_part, recovery_line
 from chaos_ext.reporting.series import Series, as_number, parse_time, series_of
 from chaos_ext.runner.redact import Redactor
 from chaos_ext.runner.verdict import (
@@ -134,6 +134,12 @@ class RunView:
     not_run: str = ""  # why a batch did not start this experiment
     ended: str = ""  # "ungracefully" after chaoslib.exit.exit_ungracefully
     rollbacks_skipped: str = ""  # why no rollback ran (nothing was injected)
+    recovery: Mapping[str, Any] | None = None  # gameday.recovery: how fast it came back
+
+    @property
+    def time_to_recover_s(self) -> float | None:
+        value = (self.recovery or {}).get("time_to_recover_s")
+        return float(value) if isinstance(value, int | float) else None
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -150,6 +156,8 @@ class RunView:
                   f"{clock(r.get('at'))}" for r in self.retried]  # fmt: skip
         if self.rollbacks_skipped:
             lines.append(self.rollbacks_skipped)
+        if recovered := recovery_line(self.recovery):
+            lines.append(recovered)
         return tuple(lines)
 
     @property

@@ -16,7 +16,7 @@ from typing import Any
 from chaos_ext.reporting.series import as_number, parse_time
 from chaos_ext.runner.verdict import accepted_failures, failing_result, method_failures
 
-__all__ = ["clock", "notes_part"]
+__all__ = ["clock", "notes_part", "recovery_line"]
 
 
 def _mappings(value: Any) -> list[Mapping[str, Any]]:
@@ -55,4 +55,19 @@ def notes_part(journal: Mapping[str, Any]) -> dict[str, Any]:
         "not_run": str(gameday.get("not_run") or ""),
         "ended": str(gameday.get("ended") or ""),
         "rollbacks_skipped": str(gameday.get("rollbacks_skipped") or ""),
+        "recovery": recovery if isinstance(recovery := gameday.get("recovery"), Mapping) else None,
     }
+
+
+def recovery_line(recovery: Mapping[str, Any] | None) -> str:
+    """How the system came back after the undo, in one line ("" when not checked)."""
+    if not recovery or not recovery.get("checked"):
+        why = (recovery or {}).get("why")
+        return f"recovery not checked: {why}" if why and "off" not in str(why) else ""
+    if recovery.get("recovered"):
+        return (f"recovered {recovery.get('time_to_recover_s')} s after the last undo "
+                f"({recovery.get('attempts')} check(s))")  # fmt: skip
+    return (
+        f"not recovered: the fault was removed, but the system did not return to its "
+        f"steady state within {recovery.get('seconds'):g} s ({recovery.get('last')})"
+    )

@@ -33,6 +33,7 @@ from chaos_ext.ledger import Ledger, UndoOutcome, set_current_run_id
 from chaos_ext.runner import signals
 from chaos_ext.runner.controls import clean_up_refused_run
 from chaos_ext.runner.progress import ProgressPrinter
+from chaos_ext.runner.recovery import DEFAULT_RECOVER_S, check_recovery
 from chaos_ext.runner.redact import Redactor, secret_values
 from chaos_ext.runner.rollbacks import (
     NOT_INJECTED,
@@ -49,6 +50,7 @@ from chaos_ext.runner.verdict import (
     EXIT_INVALID,
     EXIT_UNSTEADY,
     exit_code_for,
+    final_outcome,
     hypothesis_outcome,
     outcome_of,
     rollback_problems,
@@ -83,6 +85,7 @@ class RunOptions:
     extra_handlers: tuple[RunEventHandler, ...] = ()
     settle_seconds: float = 0.0
     unprotected: tuple[str, ...] = ()  # controls --allow-missing-controls let the run go without
+    recover_seconds: float = DEFAULT_RECOVER_S  # poll the hypothesis after the undo (0: off)
 
 
 @dataclass(frozen=True)
@@ -213,8 +216,14 @@ def run_experiment(
                 windows.stop()
                 journal.setdefault("gameday", {})["fault_windows"] = windows.record()
                 outcomes += sweep_run(ledger, run_id, console, only=(WINDOW_KIND,))
-            set_current_run_id(None)
-            restore_signals()
+        check_recovery(
+            journal, (experiment, policy.configuration, policy.secrets),
+            run_history(ledger, run_id), options.recover_seconds, console,
+            method_started=policy.method_started,
+            stopped=journal.get("status") in ("interrupted", "aborted"),
+        )  # fmt: skip
+        set_current_run_id(None)
+        restore_signals()
     return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
 
 
@@ -257,7 +266,7 @@ def _finish(
     if hypothesis == "aborted":
         journal["status"] = "aborted"  # a stop condition, not an operator's signal
     problems = rollback_problems(journal, swept, entries)
-    outcome = "rollback-failed" if problems else hypothesis
+    outcome = final_outcome(journal, hypothesis, problems)
     journal["gameday"] = {
         **journal.get("gameday", {}),
         "run_id": run_id,

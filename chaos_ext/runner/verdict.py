@@ -18,6 +18,8 @@ outcome             exit  meaning
                           gameday ran the rollbacks
 ``not-run``         2     an earlier experiment of the batch was aborted or
                           interrupted, so this one never started
+``not-recovered``   5     the faults were undone, but the hypothesis did not hold again
+                          within ``recover_seconds`` (:mod:`chaos_ext.runner.recovery`)
 ``rollback-failed`` 2     a rollback activity did not succeed or a ledger undo failed:
                           a fault may still be injected (takes precedence over all)
 ``refused``         3     a safety control could not be configured or started (the
@@ -39,7 +41,8 @@ show every accepted failure. The full table of providers, phases and endings is
 docs/verdicts.md.
 
 Several experiments give the most severe exit code, in the order
-2 (failed) > 1 (deviated) > 4 (unsteady) > 0 (held); 3 stops a batch before it runs.
+2 (failed) > 5 (not-recovered) > 1 (deviated) > 4 (unsteady) > 0 (held); 3 stops a
+batch before it runs.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_HELD",
     "EXIT_INVALID",
+    "EXIT_NOT_RECOVERED",
     "EXIT_UNSTEADY",
     "OUTCOMES",
     "OUTCOME_TEXT",
@@ -59,6 +63,7 @@ __all__ = [
     "accepted_failures",
     "exit_code_for",
     "failing_result",
+    "final_outcome",
     "hypothesis_outcome",
     "method_failures",
     "outcome_of",
@@ -72,6 +77,7 @@ EXIT_DEVIATED = 1
 EXIT_FAILED = 2
 EXIT_INVALID = 3
 EXIT_UNSTEADY = 4
+EXIT_NOT_RECOVERED = 5
 
 OUTCOMES: Mapping[str, int] = {
     "held": EXIT_HELD,
@@ -81,6 +87,7 @@ OUTCOMES: Mapping[str, int] = {
     "aborted": EXIT_FAILED,
     "interrupted": EXIT_FAILED,
     "not-run": EXIT_FAILED,
+    "not-recovered": EXIT_NOT_RECOVERED,
     "rollback-failed": EXIT_FAILED,
     "refused": EXIT_INVALID,
 }
@@ -93,6 +100,9 @@ OUTCOME_TEXT: Mapping[str, str] = {
     "aborted": "a stop condition fired: the run was aborted and rolled back",
     "interrupted": "the run was interrupted (signal or ungraceful exit); rollbacks ran",
     "not-run": "the experiment did not run: an earlier one of the batch was stopped",
+    "not-recovered": (
+        "the fault was removed, but the system did not return to its steady state in time"
+    ),
     "rollback-failed": ("a rollback did not complete: a fault may still be injected"),
     "refused": "a safety control was not ready: the run did not start; nothing was injected",
 }
@@ -100,7 +110,9 @@ OUTCOME_TEXT: Mapping[str, str] = {
 RETRY_COMMAND = "gameday rollback"
 
 # most severe first; EXIT_INVALID never mixes with run results (nothing runs)
-_SEVERITY = (EXIT_INVALID, EXIT_FAILED, EXIT_DEVIATED, EXIT_UNSTEADY, EXIT_HELD)
+_SEVERITY = (
+    EXIT_INVALID, EXIT_FAILED, EXIT_NOT_RECOVERED, EXIT_DEVIATED, EXIT_UNSTEADY, EXIT_HELD,
+)  # fmt: skip
 
 
 def exit_code_for(outcome: str) -> int:
@@ -109,7 +121,7 @@ def exit_code_for(outcome: str) -> int:
 
 
 def worst_exit(codes: Iterable[int]) -> int:
-    """The most severe of ``codes``: 3 > 2 > 1 > 4 > 0 (0 for none)."""
+    """The most severe of ``codes``: 3 > 2 > 5 > 1 > 4 > 0 (0 for none)."""
     found = set(codes)
     for code in _SEVERITY:
         if code in found:
@@ -338,6 +350,22 @@ def outcome_of(journal: Mapping[str, Any]) -> str:
     gameday = journal.get("gameday") or {}
     sweep = [s for s in gameday.get("sweep") or [] if isinstance(s, Mapping)]
     ledger = [e for e in gameday.get("ledger") or [] if isinstance(e, Mapping)]
-    if rollback_problems(journal, sweep, ledger):
+    problems = rollback_problems(journal, sweep, ledger)
+    return final_outcome(journal, hypothesis_outcome(journal), problems)
+
+
+def final_outcome(journal: Mapping[str, Any], hypothesis: str, problems: Sequence[str]) -> str:
+    """``rollback-failed`` over everything; then ``not-recovered`` over ``held`` and
+    ``deviated`` (the recovery check ran and the hypothesis never held again); else the
+    hypothesis' outcome."""
+    if problems:
         return "rollback-failed"
-    return hypothesis_outcome(journal)
+    recovery = (journal.get("gameday") or {}).get("recovery")
+    if (
+        hypothesis in ("held", "deviated")
+        and isinstance(recovery, Mapping)
+        and recovery.get("checked")
+        and recovery.get("recovered") is False
+    ):
+        return "not-recovered"
+    return hypothesis

@@ -11,9 +11,11 @@ on 127.0.0.1) each do the same thing for a mode:
 * ``hang``: touch the marker, then sleep ``seconds`` (bounded) and succeed:
   the activity a signal, a stop condition or a provider timeout lands in.
 
-``touch`` is a file created first (the method action leaves ``method-ran``);
-with ``when="after"`` the activity only misbehaves once that file exists, so a
-hypothesis probe can hold before the method and misbehave after it.
+``touch`` is a file created first (the method action leaves ``method-ran``,
+a rollback ``rolled-back``), ``remove`` one deleted first (a rollback undoes
+``method-ran``); with ``when="after"`` the activity only misbehaves while the
+file ``ran`` exists, so a hypothesis probe can hold before the method and
+misbehave after it, or only once the rollback ran (the recovery check).
 :func:`leave_fault` records a ledger fault whose undo works or raises (the
 ledger-sweep rows).
 """
@@ -44,11 +46,13 @@ def _misbehaves(when: str, ran: str) -> bool:
 
 def behave(
     mode: str = "ok", touch: str = "", marker: str = "", ran: str = "", when: str = "always",
-    seconds: float = MAX_HANG_S,
+    seconds: float = MAX_HANG_S, remove: str = "",
 ) -> bool:  # fmt: skip
     """The python provider's behaviour (module docstring)."""
     if touch:
         Path(touch).touch()
+    if remove:
+        Path(remove).unlink(missing_ok=True)
     if not _misbehaves(when, ran):
         return True
     if marker:
@@ -64,12 +68,14 @@ def behave(
 
 def process_script(
     mode: str = "ok", touch: str = "", marker: str = "", ran: str = "", when: str = "always",
-    seconds: float = MAX_HANG_S,
+    seconds: float = MAX_HANG_S, remove: str = "",
 ) -> str:  # fmt: skip
     """The ``sh -c`` script of the process provider's behaviour."""
     steps = []
     if touch:
         steps.append(f"touch {shlex.quote(touch)}")
+    if remove:
+        steps.append(f"rm -f {shlex.quote(remove)}")
     if when == "after":
         steps.append(f"[ -e {shlex.quote(ran)} ] || exit 0")
     if marker:
@@ -84,13 +90,32 @@ def process_script(
 
 
 class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
     def log_message(self, format: str, *args: Any) -> None:
         return
 
+    def _metrics(self) -> None:
+        lines = [
+            f'verdict_row_started{{row="{row}"}} {int(Path(path).exists())}'
+            for row, path in sorted(self.server.watched.items())
+        ]
+        body = ("\n".join(lines) + "\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_GET(self) -> None:
+        if urlparse(self.path).path == "/metrics":
+            self._metrics()
+            return
         query = {k: v[0] for k, v in parse_qs(urlparse(self.path).query).items()}
         if query.get("touch"):
             Path(query["touch"]).touch()
+        if query.get("remove"):
+            Path(query["remove"]).unlink(missing_ok=True)
         mode = query.get("mode", "ok")
         if not _misbehaves(query.get("when", "always"), query.get("ran", "")):
             mode = "ok"
@@ -114,11 +139,20 @@ class _Handler(BaseHTTPRequestHandler):
             return  # the client gave up (a timeout or a signal): nothing to answer
 
 
+class _Server(ThreadingHTTPServer):
+    watched: dict[str, str]
+
+
 class BehaviourServer:
-    """The HTTP provider's behaviour on 127.0.0.1 (a real server, one thread per request)."""
+    """The HTTP provider's behaviour on 127.0.0.1 (a real server, one thread per request).
+
+    ``/metrics`` is a Prometheus exposition: ``verdict_row_started{row=ROW}`` is 1 once
+    the marker file :meth:`watch` named exists, so a stop condition can breach exactly
+    when an activity has started."""
 
     def __init__(self) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server = _Server(("127.0.0.1", 0), _Handler)
+        self.server.watched = {}
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -129,6 +163,14 @@ class BehaviourServer:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    def watch(self, row: str, marker: str) -> None:
+        """Expose whether ``marker`` exists as ``verdict_row_started{row=...}``."""
+        self.server.watched[row] = marker
 
     def url(self, **behaviour: Any) -> str:
         port = self.server.server_address[1]
