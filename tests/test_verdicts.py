@@ -261,7 +261,10 @@ def test_worst_exit_code_over_a_batch(
          "steady-state-hypothesis": {"title": "t", "probes": [after_only]},
          "method": [{"type": "action", "name": "mark",
                      "provider": {"type": "process", "path": "touch",
-                                  "arguments": [str(tmp_path / "marker")]}}]},
+                                  "arguments": [str(tmp_path / "marker")]}}],
+         "rollbacks": [{"type": "action", "name": "unmark",  # so that it recovers
+                        "provider": {"type": "process", "path": "rm",
+                                     "arguments": ["-f", str(tmp_path / "marker")]}}]},
         "d.json")  # fmt: skip
     run = gameday("run", "--journal-dir", "out", str(unsteady), str(deviates))
     assert run.returncode == 1, run.stdout + run.stderr

@@ -46,7 +46,7 @@ class Score:
             else ""
         )
         if self.value is None and self.left_out:
-            return f"n/a (nothing to score: {self.left_out} unsteady run(s), nothing was injected)"
+            return f"n/a (nothing to score{skipped})"
         if self.value is None:
             return "n/a (no steady-state hypothesis to score)"
         return f"{self.value:.1f} / 100 ({self.held} of {self.counted} hypotheses held{skipped})"
