@@ -8,9 +8,10 @@ from typing import Any
 
 from chaos_ext import _helper
 from chaos_ext._failpoint import failpoint
+from chaos_ext._targets.identity import NETNS_KEY, entries_on, namespace_key
 from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext._targets.remote import identity_of
-from chaos_ext._targets.spec import Target, parse_target
+from chaos_ext._targets.spec import LOCAL_KINDS, Target, parse_target
 from chaos_ext.contract import (
     LEDGER_ID,
     Configuration,
@@ -19,7 +20,7 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
-from chaos_ext.dns import _nft, _ratelimit
+from chaos_ext.dns import _nft, _ratelimit, _sweep
 from chaos_ext.dns._book import FloodPlan
 from chaos_ext.dns._checks import check_flood, check_saturation, require_server, with_defaults
 from chaos_ext.dns._flood import run_flood
@@ -28,7 +29,15 @@ from chaos_ext.dns._search import candidates
 from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.errors import ChaosExtError, DnsError, TargetGone
-from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
+from chaos_ext.ledger import (
+    Entry,
+    default_ledger,
+    fault,
+    open_entries_on_machine,
+    undo,
+    undo_after,
+    undo_handler,
+)
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import check_types, validated_by
 
@@ -308,8 +317,10 @@ def limit_dns_rate(
                 f"{where.where} already has a DNS rate limit ({', '.join(present)}):"
                 " remove it first (remove_dns_rate_limit)"
             )
-        recipe = {"target": target, "table": table, "spec": spec.as_dict(),
-                  "connection": connection}  # fmt: skip
+        recipe: dict[str, Any] = {"target": target, "table": table,
+                                  "spec": spec.as_dict(), "connection": connection}  # fmt: skip
+        if where.kind in LOCAL_KINDS:  # which namespace, whatever the spelling
+            recipe[NETNS_KEY] = namespace_key(where)
         with fault(
             kind=RATE_KIND,
             target=where.where,
@@ -334,7 +345,8 @@ def _undo_rate_limit(entry: Entry) -> str:
     recipe = entry.recipe
     where = parse_target(recipe["target"])
     try:
-        with _nft.runner_from_recipe(where, recipe.get("connection", {})) as runner:
+        connection, key = recipe.get("connection", {}), recipe.get(NETNS_KEY)
+        with _nft.runner_from_recipe(where, connection, key) as runner:
             failpoint(f"{RATE_KIND}.mid-undo")  # reconnected, the table not yet deleted
             deleted = _nft.delete_table(runner, recipe["table"])
     except TargetGone as exc:
@@ -357,39 +369,37 @@ def remove_dns_rate_limit(
 
     Blast radius: our tables only (``inet gameday_dnsrate_*``); the rest of
     a target's ruleset is never read or changed. Deletes the tables this run
-    recorded (on ``target`` if given; ``include_dead_runs``: also those of
-    runs whose runner is dead); a live run's table is never removed (listed
-    under ``left_alone``). With ``target`` given, a table of ours there that
-    no open entry names (the ledger lost it) is deleted too (``unrecorded``).
-    Idempotent: nothing to remove is fine; a target that is gone took its
-    limit with it. Raises RollbackFailed if a table could not be deleted.
+    recorded (on ``target`` if given, by its network namespace, however the
+    entry spelled it; ``include_dead_runs``: also those of runs whose runner
+    is dead); a live run's table is never removed (listed under
+    ``left_alone``). With ``target`` given, a table of ours there that no
+    open entry of any ledger on this machine names (the ledger lost it) is
+    deleted too; ``unrecorded`` says what was deleted and what was left
+    alone, and why. Idempotent: nothing to remove is fine; a target that is
+    gone took its limit with it. Raises RollbackFailed if a table could not
+    be deleted.
     """
     where = parse_target(target) if target else None
     book = default_ledger()
-    recorded = [
-        e
-        for e in book.open_entries()
-        if e.kind == RATE_KIND and (where is None or e.target == where.where)
-    ]
+    recorded = [e for e in book.open_entries() if e.kind == RATE_KIND]
+    if where is not None:
+        recorded = entries_on(recorded, where)
     result = roll_back(recorded, book, include_dead_runs=include_dead_runs)
     if where is not None:
-        alone = {str(a[LEDGER_ID]) for a in result["left_alone"]}
-        kept = {str(e.recipe.get("table")) for e in recorded if e.id in alone}
-        result["unrecorded"] = _remove_unrecorded(where, kept, configuration, secrets)
+        result["unrecorded"] = _remove_unrecorded(where, configuration, secrets)
     return result
 
 
-def _remove_unrecorded(
-    where: Target, kept: set[str], configuration: Configuration, secrets: Secrets
-) -> list[str]:
-    """Delete our tables on ``where`` that no open ledger entry names; what was done."""
-    notes = []
+def _remove_unrecorded(where: Target, configuration: Configuration, secrets: Secrets) -> list[str]:
+    """Delete our tables on ``where`` that no open entry of any ledger names; what was done."""
     try:
         with _nft.runner_for(where, configuration, secrets) as (runner, _):
-            for table in _nft.list_ours(runner):
-                if table not in kept:
-                    _nft.delete_table(runner, table)
-                    notes.append(f"{where.where}: table {table} without a ledger entry deleted")
+            present = _nft.list_ours(runner)  # before the census: a newer table is not seen
+            plan = _sweep.plan_sweep(where.where, present, open_entries_on_machine([RATE_KIND]))
+            for table in plan.delete:
+                gone = not _nft.delete_table(runner, table)
+                what = "was already gone" if gone else "deleted"
+                plan.notes.append(f"{where.where}: table {table} without a ledger entry {what}")
     except TargetGone:
-        notes.append(f"{where.where}: the target is gone, and any limit with it")
-    return notes
+        return [f"{where.where}: the target is gone, and any limit with it"]
+    return plan.notes
