@@ -13,10 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from chaos_ext.ledger import Census, Entry
+from chaos_ext._targets.spec import Target
+from chaos_ext.dns import _nft
+from chaos_ext.errors import TargetGone
+from chaos_ext.ledger import Census, Entry, open_entries_on_machine
 
-__all__ = ["SweepPlan", "plan_sweep"]
+__all__ = ["RATE_KIND", "SweepPlan", "plan_sweep", "remove_unrecorded"]
+
+RATE_KIND = "dns-rate-limit"
 
 
 @dataclass(frozen=True)
@@ -55,3 +61,20 @@ def plan_sweep(where: str, present: Sequence[str], owners: Census) -> SweepPlan:
         else:
             plan.delete.append(table)
     return plan
+
+
+def remove_unrecorded(
+    where: Target, configuration: Mapping[str, Any] | None, secrets: Mapping[str, Any] | None
+) -> list[str]:
+    """Delete our tables on ``where`` that no open entry of any ledger names; what was done."""
+    try:
+        with _nft.runner_for(where, configuration, secrets) as (runner, _):
+            present = _nft.list_ours(runner)  # before the census: a newer table is not seen
+            plan = plan_sweep(where.where, present, open_entries_on_machine([RATE_KIND]))
+            for table in plan.delete:
+                gone = not _nft.delete_table(runner, table)
+                what = "was already gone" if gone else "deleted"
+                plan.notes.append(f"{where.where}: table {table} without a ledger entry {what}")
+    except TargetGone:
+        return [f"{where.where}: the target is gone, and any limit with it"]
+    return plan.notes

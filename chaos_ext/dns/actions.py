@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -11,7 +12,7 @@ from chaos_ext._failpoint import failpoint
 from chaos_ext._targets.identity import NETNS_KEY, entries_on, namespace_key
 from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext._targets.remote import identity_of
-from chaos_ext._targets.spec import LOCAL_KINDS, Target, parse_target
+from chaos_ext._targets.spec import LOCAL_KINDS, parse_target
 from chaos_ext.contract import (
     LEDGER_ID,
     Configuration,
@@ -22,7 +23,13 @@ from chaos_ext.contract import (
 )
 from chaos_ext.dns import _nft, _ratelimit, _sweep
 from chaos_ext.dns._book import FloodPlan
-from chaos_ext.dns._checks import check_flood, check_saturation, require_server, with_defaults
+from chaos_ext.dns._checks import (
+    check_flood,
+    check_saturation,
+    entries_at,
+    require_server,
+    with_defaults,
+)
 from chaos_ext.dns._flood import run_flood
 from chaos_ext.dns._flood_workers import run_parallel
 from chaos_ext.dns._search import candidates
@@ -33,7 +40,6 @@ from chaos_ext.ledger import (
     Entry,
     default_ledger,
     fault,
-    open_entries_on_machine,
     undo,
     undo_after,
     undo_handler,
@@ -52,7 +58,7 @@ __all__ = [
 
 HOLD_KIND = "dnsmasq-tcp-hold"
 FLOOD_KIND = "dns-flood"
-RATE_KIND = "dns-rate-limit"
+RATE_KIND = _sweep.RATE_KIND
 _HOLDER = "chaos_ext.dns._tcp_holder"
 
 
@@ -100,7 +106,8 @@ def saturate_dnsmasq_tcp(
     server = args["server"] = require_server(server)  # one spelling for release_dnsmasq_tcp
     payload = {**args, "query_hex": query_wire(query_name).hex() if query_name else ""}
     waves = -(-connections // CONNECT_WAVE)  # each wave of connects may take the timeout
-    recipe = {"server": server, "port": port, "connections": connections}
+    recipe = {"server": server, "port": port, "connections": connections,
+              "hold_seconds": hold_seconds}  # fmt: skip
     with fault(kind=HOLD_KIND, target=f"{server}:{port}", recipe=recipe, module=__name__) as entry:
         try:
             handle = _helper.start_helper(
@@ -125,20 +132,22 @@ def saturate_dnsmasq_tcp(
 @undo_handler(HOLD_KIND)
 def _release(entry: Entry) -> str:
     stopped = _helper.stop_helpers(entry.id)
-    if not stopped:
-        return f"no helper left holding connections to {entry.target} (hold time elapsed)"
-    return f"stopped the helper holding TCP connections to {entry.target}; all closed"
+    if stopped:
+        return f"stopped the helper holding TCP connections to {entry.target}; all closed"
+    return _no_holder_note(entry, time.time())
 
 
-def _at(entries: list[Entry], server: str, port: int) -> list[Entry]:
-    """The entries whose ``server:port`` target matches (empty server or port 0: any)."""
-    wanted = require_server(server) if server else ""
-    found = []
-    for entry in entries:
-        host, _, entry_port = entry.target.rpartition(":")
-        if (not wanted or host == wanted) and (not port or int(entry_port) == port):
-            found.append(entry)
-    return found
+def _no_holder_note(entry: Entry, now: float) -> str:
+    """Why no helper was found, as far as the entry tells: never ready, ended early, or done."""
+    if "pid" not in entry.recipe:  # recorded once the helper was ready
+        return f"no helper ever held connections to {entry.target}: it never got ready"
+    hold = entry.recipe.get("hold_seconds")
+    if hold is not None and now < entry.created_at + float(hold):
+        return (
+            f"no helper left holding connections to {entry.target}: it ended before its"
+            " hold time (stopped already, or it died)"
+        )
+    return f"no helper left holding connections to {entry.target} (hold time elapsed)"
 
 
 @rollback_activity
@@ -161,7 +170,7 @@ def release_dnsmasq_tcp(
     """
     book = default_ledger()
     held = [e for e in book.open_entries() if e.kind == HOLD_KIND]
-    return roll_back(_at(held, server, port), book, include_dead_runs=include_dead_runs)
+    return roll_back(entries_at(held, server, port), book, include_dead_runs=include_dead_runs)
 
 
 @fault_action(rollback="stop_dns_flood")
@@ -259,7 +268,7 @@ def stop_dns_flood(
     """
     book = default_ledger()
     floods = [e for e in book.open_entries() if e.kind == FLOOD_KIND]
-    return roll_back(_at(floods, server, port), book, include_dead_runs=include_dead_runs)
+    return roll_back(entries_at(floods, server, port), book, include_dead_runs=include_dead_runs)
 
 
 def _check_target(arguments: Mapping[str, Any]) -> None:
@@ -386,20 +395,5 @@ def remove_dns_rate_limit(
         recorded = entries_on(recorded, where)
     result = roll_back(recorded, book, include_dead_runs=include_dead_runs)
     if where is not None:
-        result["unrecorded"] = _remove_unrecorded(where, configuration, secrets)
+        result["unrecorded"] = _sweep.remove_unrecorded(where, configuration, secrets)
     return result
-
-
-def _remove_unrecorded(where: Target, configuration: Configuration, secrets: Secrets) -> list[str]:
-    """Delete our tables on ``where`` that no open entry of any ledger names; what was done."""
-    try:
-        with _nft.runner_for(where, configuration, secrets) as (runner, _):
-            present = _nft.list_ours(runner)  # before the census: a newer table is not seen
-            plan = _sweep.plan_sweep(where.where, present, open_entries_on_machine([RATE_KIND]))
-            for table in plan.delete:
-                gone = not _nft.delete_table(runner, table)
-                what = "was already gone" if gone else "deleted"
-                plan.notes.append(f"{where.where}: table {table} without a ledger entry {what}")
-    except TargetGone:
-        return [f"{where.where}: the target is gone, and any limit with it"]
-    return plan.notes
