@@ -23,7 +23,7 @@ from chaos_ext._targets import identity
 from chaos_ext._targets.spec import Target, parse_target
 from chaos_ext.contract import undo_entries
 from chaos_ext.dns._sweep import plan_sweep
-from chaos_ext.errors import TargetGone
+from chaos_ext.errors import InvalidArgument, TargetGone
 from chaos_ext.ledger import Census, Entry, Ledger, UndoOutcome, undo
 from chaos_ext.network._sweep import Place, owner_note
 
@@ -42,6 +42,13 @@ def test_local_and_this_process_s_pid_are_one_namespace() -> None:
     assert HERE is not None and HERE.startswith(f"{_procfs.boot_id()}:")
     assert identity.namespace_key(parse_target(f"pid:{os.getpid()}")) == HERE
     assert identity.namespace_key(parse_target("netns:gdt-no-such-namespace")) is None
+
+
+def test_a_namespace_path_is_not_a_target_spelling() -> None:
+    """``/run/netns/NAME`` is not accepted: the spellings are netns:, pid: (and a second name)."""
+    for text in ("/run/netns/app", "netns:/run/netns/app", "path:/run/netns/app"):
+        with pytest.raises(InvalidArgument):
+            parse_target(text)
 
 
 def test_entries_on_a_target_are_found_by_namespace_not_by_text() -> None:
