@@ -160,17 +160,20 @@ def _remove_unrecorded(
 ) -> str:
     """Delete the latency tree on ``where``/``interface`` if no ledger's open entry owns it."""
     label = where.label(interface)
-    with _connect.executor_for(where, configuration, secrets) as (executor, connection):
-        snap = executor.snapshot(interface)  # before the census: a newer tree is not seen
-        if not (snap.get("latency_active") or _is_latency_tree(snap)):
-            return f"{label}: no latency tree"
-        ssh = (identity_of(connection) or {}).get("ssh") or {}
-        local = where.kind in LOCAL_KINDS
-        place = _sweep.Place(
-            interface, namespace_key(where) if local else None, ssh.get("host_key")
-        )
-        kept = _sweep.owner_note(label, open_entries_on_machine([KIND]), place)
-        return kept or executor.remove_unrecorded(interface)
+    try:
+        with _connect.executor_for(where, configuration, secrets) as (executor, connection):
+            snap = executor.snapshot(interface)  # before the census: a newer tree is not seen
+            if not (snap.get("latency_active") or _is_latency_tree(snap)):
+                return f"{label}: no latency tree"
+            ssh = (identity_of(connection) or {}).get("ssh") or {}
+            local = where.kind in LOCAL_KINDS
+            place = _sweep.Place(
+                interface, namespace_key(where) if local else None, ssh.get("host_key")
+            )
+            kept = _sweep.owner_note(label, open_entries_on_machine([KIND]), place)
+            return kept or executor.remove_unrecorded(interface)
+    except TargetGone as exc:
+        return f"{label}: the target is gone, and any latency tree with it ({exc})"
 
 
 @undo_handler(KIND)

@@ -128,3 +128,8 @@ def test_the_undo_finds_the_namespace_when_the_pid_it_was_spelled_by_is_gone(
     note = out["faults"][0]["note"]  # restored where it is, not "target gone"
     assert note.startswith(f"netns:{ns.name}/va: previous qdisc tree restored"), out
     assert not _has_tree(ns)
+
+
+def test_a_sweep_of_a_gone_target_says_so_and_does_not_fail(ledger_path: Path) -> None:
+    out = actions.remove_latency("va", target="netns:gdt-no-such-namespace")
+    assert out["undone"] == 0 and "the target is gone" in out["unrecorded"], out
