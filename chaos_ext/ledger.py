@@ -336,7 +336,7 @@ def _undo_claimed(entry: Entry, book: Ledger) -> UndoOutcome:
     if current is not None and current.state == "closed":
         note = current.note or "undone"
         if entry.state == "open":  # closed since the caller read it: another undo did it
-            note = f"already undone meanwhile by another rollback ({note})"
+            note = f"already undone meanwhile by another rollback or timer ({note})"
         return UndoOutcome(current, True, note, False)
     latest = current or entry
     try:

@@ -28,6 +28,7 @@ from chaos_ext.ledger import Census, Entry, Ledger, UndoOutcome, undo
 from chaos_ext.network._sweep import Place, owner_note
 
 HERE = identity.namespace_key(Target("local"))
+MEANWHILE = "already undone meanwhile by another rollback or timer"
 
 
 def _entry(recipe: dict[str, Any], *, kind: str = "netem", owner: int = 0, **more: Any) -> Entry:
@@ -130,7 +131,7 @@ def test_two_threads_undoing_one_entry_run_its_undo_once(ledger_path: Path, tmp_
     first, second = sorted(outcomes, key=lambda o: not o.undone_here)
     assert first.ok and first.undone_here and first.note == "slow undo of t done"
     assert second.ok and not second.undone_here
-    assert second.note == "already undone meanwhile by another rollback (slow undo of t done)"
+    assert second.note == f"{MEANWHILE} (slow undo of t done)"
 
 
 def test_two_rollback_activities_do_not_both_count_the_undo(
@@ -147,7 +148,7 @@ def test_two_rollback_activities_do_not_both_count_the_undo(
     assert sorted(r["undone"] for r in results) == [0, 1]
     (other,) = [r for r in results if r["undone"] == 0]
     assert other["faults"] == [] and other["left_alone"][0]["ledger_id"] == entry.id
-    assert "already undone meanwhile by another rollback" in other["left_alone"][0]["reason"]
+    assert MEANWHILE in other["left_alone"][0]["reason"]
 
 
 def test_two_gameday_rollbacks_at_once_undo_an_entry_once(
@@ -165,5 +166,5 @@ def test_two_gameday_rollbacks_at_once_undo_an_entry_once(
     assert _runs(tmp_path) == [entry.id]  # the undo ran once
     assert "✓ undo unit-slow-undo on t: slow undo of t done" in out_first
     said = second.stdout + second.stderr
-    assert "· undo unit-slow-undo on t: already undone meanwhile by another rollback" in said
+    assert f"· undo unit-slow-undo on t: {MEANWHILE}" in said
     assert Ledger(ledger_path).open_entries() == []

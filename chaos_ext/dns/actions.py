@@ -36,14 +36,7 @@ from chaos_ext.dns._search import candidates
 from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.errors import ChaosExtError, DnsError, TargetGone
-from chaos_ext.ledger import (
-    Entry,
-    default_ledger,
-    fault,
-    undo,
-    undo_after,
-    undo_handler,
-)
+from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import check_types, validated_by
 
