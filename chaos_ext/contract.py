@@ -105,7 +105,9 @@ def undo_entries(
 
     Every entry is tried even when one fails; the failed ones stay open in
     the ledger with their error. ``skipped`` are the entries the activity
-    found but may not undo (another live run's), as built by :func:`left_alone`.
+    found but may not undo (another live run's), as built by :func:`left_alone`;
+    an entry another rollback undid meanwhile is listed there too, not
+    counted as undone here.
     """
     ordered = sorted(entries, key=lambda e: e.created_at, reverse=True)
     outcomes = [undo(entry, book) for entry in ordered]
@@ -116,13 +118,15 @@ def undo_entries(
         raise RollbackFailed(
             "could not undo: " + "; ".join(failed) + " (left open: run `gameday rollback`)"
         )
+    mine = [o for o in outcomes if o.undone_here]
+    by_others = [left_alone(o.entry, o.note) for o in outcomes if not o.undone_here]
     return {
-        "undone": len(outcomes),
+        "undone": len(mine),
         "faults": [
             {LEDGER_ID: o.entry.id, "kind": o.entry.kind, "target": o.entry.target, "note": o.note}
-            for o in outcomes
+            for o in mine
         ],
-        "left_alone": [dict(s) for s in skipped],
+        "left_alone": [*(dict(s) for s in skipped), *by_others],
     }
 
 

@@ -46,11 +46,14 @@ from typing import Any
 from chaos_ext._failpoint import failpoint
 from chaos_ext._ledger import check
 from chaos_ext._ledger.book import Book
+from chaos_ext._ledger.census import Census, census
+from chaos_ext._ledger.claim import claimed
 from chaos_ext._ledger.entry import Entry, process_start_time
 from chaos_ext._ledger.machine import machine_identity, machine_note
 from chaos_ext.errors import LedgerError, RollbackFailed
 
 __all__ = [
+    "Census",
     "Entry",
     "Ledger",
     "UndoOutcome",
@@ -62,6 +65,7 @@ __all__ = [
     "ledger_path",
     "machine_scope",
     "new_entry_id",
+    "open_entries_on_machine",
     "process_start_time",
     "record",
     "recorded_here",
@@ -86,11 +90,12 @@ _recorded_here: list[Entry] = []  # what this process recorded: undoable even if
 
 @dataclass(frozen=True)
 class UndoOutcome:
-    """What :func:`undo` did with one entry."""
+    """What :func:`undo` did with one entry; ``undone_here``: False if another undo did it."""
 
     entry: Entry
     ok: bool
     note: str
+    undone_here: bool = True
 
 
 def ledger_path() -> Path:
@@ -266,6 +271,11 @@ def record(
     )  # fmt: skip
 
 
+def open_entries_on_machine(kinds: Sequence[str] = ()) -> Census:
+    """Open entries of ``kinds`` in every ledger of this machine (see ``_ledger.census``)."""
+    return census(ledger_path(), kinds)
+
+
 def machine_scope(**details: Any) -> dict[str, Any]:
     """The identity of a fault held on this machine (helpers, namespaces, local qdiscs).
 
@@ -304,18 +314,30 @@ def _handler_for(entry: Entry) -> UndoHandler:
 def undo(entry: Entry, ledger: Ledger | None = None) -> UndoOutcome:
     """Undo one entry and close it; on failure keep it open with the error.
 
-    Never raises for a failing handler: the outcome says what happened. If
-    the ledger itself cannot be read or written, the fault is still undone
-    from ``entry`` as given, and the outcome fails: the ledger must be
-    repaired (``gameday ledger --repair``) to show it closed.
+    Never raises for a failing handler: the outcome says what happened. One
+    undo of an entry runs at a time (:mod:`chaos_ext._ledger.claim`): a
+    second one waits, finds it closed and says who did it (``undone_here``
+    False). If the ledger itself cannot be read or written, the fault is
+    still undone from ``entry`` as given, and the outcome fails: the ledger
+    must be repaired (``gameday ledger --repair``) to show it closed.
     """
     try:
         book = ledger or default_ledger()
-        current = book.get(entry.id)
+        with claimed(book.path, entry.id):
+            return _undo_claimed(entry, book)
     except LedgerError as exc:
         return _undo_unrecorded(entry, exc)
+    except OSError as exc:  # the claim's lock file
+        return _undo_unrecorded(entry, LedgerError(f"cannot claim the undo: {exc}"))
+
+
+def _undo_claimed(entry: Entry, book: Ledger) -> UndoOutcome:
+    current = book.get(entry.id)
     if current is not None and current.state == "closed":
-        return UndoOutcome(entry, True, current.note or "already undone")
+        note = current.note or "undone"
+        if entry.state == "open":  # closed since the caller read it: another undo did it
+            note = f"already undone meanwhile by another rollback or timer ({note})"
+        return UndoOutcome(current, True, note, False)
     latest = current or entry
     try:
         note = machine_note(latest) or _handler_for(latest)(latest) or "undone"

@@ -26,9 +26,14 @@ def _ledger_markers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture
 def ledger_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh fault ledger for this test (GAMEDAY_LEDGER)."""
+    """A fresh fault ledger for this test (GAMEDAY_LEDGER), with its own markers folder.
+
+    Sweeps read every ledger the markers name (docs/ledger.md, ownership by
+    identity): another test's damaged or open ledger must not be among them.
+    """
     path = tmp_path / "ledger.sqlite3"
     monkeypatch.setenv("GAMEDAY_LEDGER", str(path))
+    monkeypatch.setenv("GAMEDAY_LEDGER_MARKERS", str(tmp_path / "ledger-markers"))
     return path
 
 

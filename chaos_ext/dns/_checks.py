@@ -16,6 +16,7 @@ from typing import Any
 from chaos_ext.dns._search import candidates
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.errors import InvalidArgument
+from chaos_ext.ledger import Entry
 from chaos_ext.validation import require_range
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "check_flood",
     "check_resolution_stats",
     "check_saturation",
+    "entries_at",
     "require_server",
     "with_defaults",
 ]
@@ -145,3 +147,14 @@ def check_resolution_stats(args: Mapping[str, Any]) -> None:
     if args["qtype"] not in QTYPES:
         raise InvalidArgument(f"qtype: {args['qtype']!r} is not one of {sorted(QTYPES)}")
     query_wire(args["name"], args["qtype"])
+
+
+def entries_at(entries: list[Entry], server: str, port: int) -> list[Entry]:
+    """The entries whose ``server:port`` target matches (empty server or port 0: any)."""
+    wanted = require_server(server) if server else ""
+    found = []
+    for entry in entries:
+        host, _, entry_port = entry.target.rpartition(":")
+        if (not wanted or host == wanted) and (not port or int(entry_port) == port):
+            found.append(entry)
+    return found

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 from chaos_ext import _procfs
-from chaos_ext._targets import netns
+from chaos_ext._targets import identity, netns
 from chaos_ext._targets.remote import RemoteShell, open_remote, reopen_remote
 from chaos_ext._targets.spec import LOCAL_KINDS, Target, netns_path
 from chaos_ext.dns import _ratelimit
@@ -178,10 +178,16 @@ def runner_for(
 
 
 @contextlib.contextmanager
-def runner_from_recipe(target: Target, connection: Mapping[str, Any]) -> Iterator[NftRunner]:
-    """Reconnect for an undo from what the ledger holds (no Kubernetes call)."""
+def runner_from_recipe(
+    target: Target, connection: Mapping[str, Any], netns_key: str | None = None
+) -> Iterator[NftRunner]:
+    """Reconnect for an undo from what the ledger holds (no Kubernetes call).
+
+    A local target is reached by the namespace recorded (``netns_key``), not
+    by its spelling alone (:func:`chaos_ext._targets.identity.reach`).
+    """
     if "ssh" not in connection:
-        yield LocalNft(target)
+        yield LocalNft(identity.reach(target, netns_key))
         return
     with reopen_remote(target, connection) as shell:
         yield RemoteNft(shell)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from chaos_ext import _helper
 from chaos_ext._failpoint import failpoint
+from chaos_ext._targets.identity import NETNS_KEY, entries_on, namespace_key
 from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext._targets.remote import identity_of
-from chaos_ext._targets.spec import Target, parse_target
+from chaos_ext._targets.spec import LOCAL_KINDS, parse_target
 from chaos_ext.contract import (
     LEDGER_ID,
     Configuration,
@@ -19,9 +21,15 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
-from chaos_ext.dns import _nft, _ratelimit
+from chaos_ext.dns import _nft, _ratelimit, _sweep
 from chaos_ext.dns._book import FloodPlan
-from chaos_ext.dns._checks import check_flood, check_saturation, require_server, with_defaults
+from chaos_ext.dns._checks import (
+    check_flood,
+    check_saturation,
+    entries_at,
+    require_server,
+    with_defaults,
+)
 from chaos_ext.dns._flood import run_flood
 from chaos_ext.dns._flood_workers import run_parallel
 from chaos_ext.dns._search import candidates
@@ -43,7 +51,7 @@ __all__ = [
 
 HOLD_KIND = "dnsmasq-tcp-hold"
 FLOOD_KIND = "dns-flood"
-RATE_KIND = "dns-rate-limit"
+RATE_KIND = _sweep.RATE_KIND
 _HOLDER = "chaos_ext.dns._tcp_holder"
 
 
@@ -91,7 +99,8 @@ def saturate_dnsmasq_tcp(
     server = args["server"] = require_server(server)  # one spelling for release_dnsmasq_tcp
     payload = {**args, "query_hex": query_wire(query_name).hex() if query_name else ""}
     waves = -(-connections // CONNECT_WAVE)  # each wave of connects may take the timeout
-    recipe = {"server": server, "port": port, "connections": connections}
+    recipe = {"server": server, "port": port, "connections": connections,
+              "hold_seconds": hold_seconds}  # fmt: skip
     with fault(kind=HOLD_KIND, target=f"{server}:{port}", recipe=recipe, module=__name__) as entry:
         try:
             handle = _helper.start_helper(
@@ -116,20 +125,22 @@ def saturate_dnsmasq_tcp(
 @undo_handler(HOLD_KIND)
 def _release(entry: Entry) -> str:
     stopped = _helper.stop_helpers(entry.id)
-    if not stopped:
-        return f"no helper left holding connections to {entry.target} (hold time elapsed)"
-    return f"stopped the helper holding TCP connections to {entry.target}; all closed"
+    if stopped:
+        return f"stopped the helper holding TCP connections to {entry.target}; all closed"
+    return _no_holder_note(entry, time.time())
 
 
-def _at(entries: list[Entry], server: str, port: int) -> list[Entry]:
-    """The entries whose ``server:port`` target matches (empty server or port 0: any)."""
-    wanted = require_server(server) if server else ""
-    found = []
-    for entry in entries:
-        host, _, entry_port = entry.target.rpartition(":")
-        if (not wanted or host == wanted) and (not port or int(entry_port) == port):
-            found.append(entry)
-    return found
+def _no_holder_note(entry: Entry, now: float) -> str:
+    """Why no helper was found, as far as the entry tells: never ready, ended early, or done."""
+    if "pid" not in entry.recipe:  # recorded once the helper was ready
+        return f"no helper ever held connections to {entry.target}: it never got ready"
+    hold = entry.recipe.get("hold_seconds")
+    if hold is not None and now < entry.created_at + float(hold):
+        return (
+            f"no helper left holding connections to {entry.target}: it ended before its"
+            " hold time (stopped already, or it died)"
+        )
+    return f"no helper left holding connections to {entry.target} (hold time elapsed)"
 
 
 @rollback_activity
@@ -152,7 +163,7 @@ def release_dnsmasq_tcp(
     """
     book = default_ledger()
     held = [e for e in book.open_entries() if e.kind == HOLD_KIND]
-    return roll_back(_at(held, server, port), book, include_dead_runs=include_dead_runs)
+    return roll_back(entries_at(held, server, port), book, include_dead_runs=include_dead_runs)
 
 
 @fault_action(rollback="stop_dns_flood")
@@ -250,7 +261,7 @@ def stop_dns_flood(
     """
     book = default_ledger()
     floods = [e for e in book.open_entries() if e.kind == FLOOD_KIND]
-    return roll_back(_at(floods, server, port), book, include_dead_runs=include_dead_runs)
+    return roll_back(entries_at(floods, server, port), book, include_dead_runs=include_dead_runs)
 
 
 def _check_target(arguments: Mapping[str, Any]) -> None:
@@ -308,8 +319,10 @@ def limit_dns_rate(
                 f"{where.where} already has a DNS rate limit ({', '.join(present)}):"
                 " remove it first (remove_dns_rate_limit)"
             )
-        recipe = {"target": target, "table": table, "spec": spec.as_dict(),
-                  "connection": connection}  # fmt: skip
+        recipe: dict[str, Any] = {"target": target, "table": table,
+                                  "spec": spec.as_dict(), "connection": connection}  # fmt: skip
+        if where.kind in LOCAL_KINDS:  # which namespace, whatever the spelling
+            recipe[NETNS_KEY] = namespace_key(where)
         with fault(
             kind=RATE_KIND,
             target=where.where,
@@ -334,7 +347,8 @@ def _undo_rate_limit(entry: Entry) -> str:
     recipe = entry.recipe
     where = parse_target(recipe["target"])
     try:
-        with _nft.runner_from_recipe(where, recipe.get("connection", {})) as runner:
+        connection, key = recipe.get("connection", {}), recipe.get(NETNS_KEY)
+        with _nft.runner_from_recipe(where, connection, key) as runner:
             failpoint(f"{RATE_KIND}.mid-undo")  # reconnected, the table not yet deleted
             deleted = _nft.delete_table(runner, recipe["table"])
     except TargetGone as exc:
@@ -357,39 +371,22 @@ def remove_dns_rate_limit(
 
     Blast radius: our tables only (``inet gameday_dnsrate_*``); the rest of
     a target's ruleset is never read or changed. Deletes the tables this run
-    recorded (on ``target`` if given; ``include_dead_runs``: also those of
-    runs whose runner is dead); a live run's table is never removed (listed
-    under ``left_alone``). With ``target`` given, a table of ours there that
-    no open entry names (the ledger lost it) is deleted too (``unrecorded``).
-    Idempotent: nothing to remove is fine; a target that is gone took its
-    limit with it. Raises RollbackFailed if a table could not be deleted.
+    recorded (on ``target`` if given, by its network namespace, however the
+    entry spelled it; ``include_dead_runs``: also those of runs whose runner
+    is dead); a live run's table is never removed (listed under
+    ``left_alone``). With ``target`` given, a table of ours there that no
+    open entry of any ledger on this machine names (the ledger lost it) is
+    deleted too; ``unrecorded`` says what was deleted and what was left
+    alone, and why. Idempotent: nothing to remove is fine; a target that is
+    gone took its limit with it. Raises RollbackFailed if a table could not
+    be deleted.
     """
     where = parse_target(target) if target else None
     book = default_ledger()
-    recorded = [
-        e
-        for e in book.open_entries()
-        if e.kind == RATE_KIND and (where is None or e.target == where.where)
-    ]
+    recorded = [e for e in book.open_entries() if e.kind == RATE_KIND]
+    if where is not None:
+        recorded = entries_on(recorded, where)
     result = roll_back(recorded, book, include_dead_runs=include_dead_runs)
     if where is not None:
-        alone = {str(a[LEDGER_ID]) for a in result["left_alone"]}
-        kept = {str(e.recipe.get("table")) for e in recorded if e.id in alone}
-        result["unrecorded"] = _remove_unrecorded(where, kept, configuration, secrets)
+        result["unrecorded"] = _sweep.remove_unrecorded(where, configuration, secrets)
     return result
-
-
-def _remove_unrecorded(
-    where: Target, kept: set[str], configuration: Configuration, secrets: Secrets
-) -> list[str]:
-    """Delete our tables on ``where`` that no open ledger entry names; what was done."""
-    notes = []
-    try:
-        with _nft.runner_for(where, configuration, secrets) as (runner, _):
-            for table in _nft.list_ours(runner):
-                if table not in kept:
-                    _nft.delete_table(runner, table)
-                    notes.append(f"{where.where}: table {table} without a ledger entry deleted")
-    except TargetGone:
-        notes.append(f"{where.where}: the target is gone, and any limit with it")
-    return notes

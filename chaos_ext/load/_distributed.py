@@ -30,7 +30,8 @@ from chaos_ext.load import _job, _locate, _push
 from chaos_ext.load.spec import RATE_PER_PROCESS, LoadSpec
 
 __all__ = [
-    "delete_job", "finalize", "shard_payload", "start_job_load", "sync", "wait_done",
+    "delete_job", "deleted_note", "finalize", "shard_payload", "start_job_load", "sync",
+    "wait_done",
 ]  # fmt: skip
 
 _FINAL = ("completed", "stopped", "capped", "failed")
@@ -132,9 +133,24 @@ def delete_job(entry: Entry) -> str:
                   f"delete Job {ns}/{name}", body=body)  # fmt: skip
     secret = _delete(client.CoreV1Api(api).delete_namespaced_secret, name, ns,
                      f"delete Secret {ns}/{name}")  # fmt: skip
-    gone = [what for what, deleted in (("Job", job), ("Secret", secret)) if not deleted]
-    note = f"deleted Job {ns}/{name} (foreground: its pods first) and its Secret"
-    return note + (f"; already gone: {', '.join(gone)}" if gone else "")
+    return deleted_note(f"{ns}/{name}", job=job, secret=secret, retried=bool(entry.last_error))
+
+
+def deleted_note(name: str, *, job: bool, secret: bool, retried: bool) -> str:
+    """What the undo did, as it happened: ``job``/``secret`` True if deleted, False if absent.
+
+    The Secret is created first, then the Job, and only an undo deletes
+    them: an absent one was never created (the load was stopped first),
+    unless an earlier undo attempt of this entry (``retried``) deleted it.
+    """
+    absent = "already deleted by an earlier undo attempt" if retried else "never created"
+    if job:
+        pods = f"deleted Job {name} (foreground: its pods first)"
+        return f"{pods} and its Secret" if secret else f"{pods}; its Secret was {absent}"
+    never_ran = "" if retried else ": the load was stopped before it started"
+    if secret:
+        return f"deleted Secret {name}; its Job was {absent}{never_ran}"
+    return f"nothing to delete: Job and Secret {name} were {absent}{never_ran}"
 
 
 def sync(entry: Entry) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
+from chaos_ext._targets.identity import NETNS_KEY, reach
 from chaos_ext._targets.remote import open_remote, reopen_remote
 from chaos_ext._targets.spec import LOCAL_KINDS, Target, parse_target
 from chaos_ext.network import _local, _remote, _spec
@@ -64,8 +65,8 @@ def executor_from_recipe(recipe: Mapping[str, Any]) -> Iterator[Executor]:
     """Reconnect for an undo from what the ledger holds (no Kubernetes call needed)."""
     target = parse_target(recipe["target"])
     conn = recipe.get("connection", {})
-    if "ssh" not in conn:
-        yield LocalExecutor(target)
+    if "ssh" not in conn:  # by the namespace recorded, not by its spelling alone
+        yield LocalExecutor(reach(target, recipe.get(NETNS_KEY)))
         return
     with reopen_remote(target, conn) as shell:
         yield _remote.RemoteTc(shell.session, shell.where, shell.prefix)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from chaos_ext._targets.identity import NETNS_KEY, entries_on, namespace_key
 from chaos_ext._targets.pod import RULES as POD_RULES
 from chaos_ext._targets.remote import identity_of
-from chaos_ext._targets.spec import parse_target
+from chaos_ext._targets.spec import LOCAL_KINDS, Target, parse_target
 from chaos_ext.contract import (
     LEDGER_ID,
     Configuration,
@@ -17,8 +18,15 @@ from chaos_ext.contract import (
     rollback_activity,
 )
 from chaos_ext.errors import NetworkError, TargetGone
-from chaos_ext.ledger import Entry, default_ledger, fault, undo_after, undo_handler
-from chaos_ext.network import _connect, _spec
+from chaos_ext.ledger import (
+    Entry,
+    default_ledger,
+    fault,
+    open_entries_on_machine,
+    undo_after,
+    undo_handler,
+)
+from chaos_ext.network import _connect, _spec, _sweep
 from chaos_ext.rbac import needs_k8s
 from chaos_ext.validation import validated_by
 
@@ -80,10 +88,12 @@ def add_latency(
         before = executor.snapshot(interface)
         if before.get("latency_active") or _is_latency_tree(before):
             raise NetworkError(f"{label} already has a latency fault: remove it first")
-        recipe = {
+        recipe: dict[str, Any] = {
             "target": target, "interface": interface, "spec": spec.as_dict(),
             "snapshot": before, "connection": connection,
         }  # fmt: skip
+        if where.kind in LOCAL_KINDS:  # which namespace, whatever the spelling
+            recipe[NETNS_KEY] = namespace_key(where)
         identity = identity_of(connection)
         with fault(
             kind=KIND, target=label, recipe=recipe, module=__name__, identity=identity
@@ -123,25 +133,47 @@ def remove_latency(
     run added is never removed (listed under ``left_alone``). Idempotent:
     nothing recorded or already restored is fine. This is the rollback for
     ``add_latency``. Raises RollbackFailed if a tree could not be restored
-    (the entry stays open for ``gameday rollback``). With both ``interface``
-    and ``target`` given and no ledger entry at all for them (the ledger was
-    lost) but the latency tree there, the tree is deleted and the kernel's
-    default root comes back (``unrecorded`` says what was done).
+    (the entry stays open for ``gameday rollback``). ``target`` matches
+    entries by network namespace, however they spelled it (``netns:``,
+    ``pid:``). With both ``interface`` and ``target`` given, a latency tree
+    there that no open entry of any ledger on this machine refers to (the
+    ledger was lost) is deleted and the kernel's default root comes back;
+    ``unrecorded`` says what was done, or whose entry kept it.
     """
     where = parse_target(target) if target else None
     book = default_ledger()
     recorded = [
         e
         for e in book.open_entries()
-        if e.kind == KIND
-        and (not target or e.recipe.get("target") == target)
-        and (not interface or e.recipe.get("interface") == interface)
+        if e.kind == KIND and (not interface or e.recipe.get("interface") == interface)
     ]
+    if where is not None:
+        recorded = entries_on(recorded, where)
     result = roll_back(recorded, book, include_dead_runs=include_dead_runs)
-    if where is not None and interface and not recorded:
-        with _connect.executor_for(where, configuration, secrets) as (executor, _):
-            result["unrecorded"] = executor.remove_unrecorded(interface)
+    if where is not None and interface:
+        result["unrecorded"] = _remove_unrecorded(where, interface, configuration, secrets)
     return result
+
+
+def _remove_unrecorded(
+    where: Target, interface: str, configuration: Configuration, secrets: Secrets
+) -> str:
+    """Delete the latency tree on ``where``/``interface`` if no ledger's open entry owns it."""
+    label = where.label(interface)
+    try:
+        with _connect.executor_for(where, configuration, secrets) as (executor, connection):
+            snap = executor.snapshot(interface)  # before the census: a newer tree is not seen
+            if not (snap.get("latency_active") or _is_latency_tree(snap)):
+                return f"{label}: no latency tree"
+            ssh = (identity_of(connection) or {}).get("ssh") or {}
+            local = where.kind in LOCAL_KINDS
+            place = _sweep.Place(
+                interface, namespace_key(where) if local else None, ssh.get("host_key")
+            )
+            kept = _sweep.owner_note(label, open_entries_on_machine([KIND]), place)
+            return kept or executor.remove_unrecorded(interface)
+    except TargetGone as exc:
+        return f"{label}: the target is gone, and any latency tree with it ({exc})"
 
 
 @undo_handler(KIND)

@@ -81,6 +81,7 @@ def sweep(entries: Sequence[Entry], ledger: Ledger, console: Console) -> list[Un
     for entry in sorted(entries, key=lambda e: e.created_at, reverse=True):
         outcome = undo(entry, ledger)
         mark = "[green]✓[/]" if outcome.ok else "[red]✗[/]"
+        mark = mark if outcome.undone_here else "[dim]·[/]"  # another rollback did it
         console.print(
             f"  {mark} undo {entry.kind} on {escape(entry.target)}: {escape(outcome.note)}",
             highlight=False,

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,9 @@ from support.dns_checks import seconds_until, tcp_resolves
 from support.harness import cli_env, gameday_argv, wait_for
 
 from chaos_ext import _procfs
-from chaos_ext._helper import find_helpers
+from chaos_ext._helper import find_helpers, stop_helpers
 from chaos_ext._servers.dnsmasq import Dnsmasq
-from chaos_ext.dns.actions import release_dnsmasq_tcp, saturate_dnsmasq_tcp
+from chaos_ext.dns.actions import _no_holder_note, release_dnsmasq_tcp, saturate_dnsmasq_tcp
 from chaos_ext.dns.probes import dns_resolution_stats, dnsmasq_child_processes
 from chaos_ext.errors import DnsError, InvalidArgument
 from chaos_ext.ledger import Ledger
@@ -168,3 +169,20 @@ def test_sigkill_runner_then_gameday_rollback_releases_the_connections(
     assert find_helpers(entry.id) == []
     wait_for(lambda: dns_server.children() == [], 5, "dnsmasq's TCP children to exit")
     assert Ledger(dns_ledger).open_entries() == []
+
+
+def test_the_release_says_why_no_holder_was_left(dns_server: Dnsmasq, dns_ledger: Path) -> None:
+    """Issue 27, item 5: "(hold time elapsed)" only when it did; a stopped holder is told."""
+    held = saturate_dnsmasq_tcp(dns_server.address, port=dns_server.port, connections=2,
+                                hold_seconds=60)  # fmt: skip
+    assert stop_helpers(held["ledger_id"]) == 1  # stopped by someone else than this undo
+    (fault,) = release_dnsmasq_tcp()["faults"]
+    assert fault["note"] == (
+        f"no helper left holding connections to {dns_server.address}:{dns_server.port}: it"
+        " ended before its hold time (stopped already, or it died)"
+    )
+    entry = Ledger(dns_ledger).history()[0]
+    later = entry.created_at + 61
+    assert _no_holder_note(entry, later).endswith("(hold time elapsed)")
+    never = replace(entry, recipe={k: v for k, v in entry.recipe.items() if k != "pid"})
+    assert _no_holder_note(never, later).endswith(": it never got ready")

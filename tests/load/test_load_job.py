@@ -24,7 +24,7 @@ from support.k8s_emulator import EmulatorHandle
 
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import Ledger
-from chaos_ext.load import _job
+from chaos_ext.load import _distributed, _job
 from chaos_ext.load.actions import drive_http_load, stop_http_load
 from chaos_ext.reporting.permissions import permissions_of
 
@@ -203,3 +203,45 @@ def test_the_derived_role_permits_every_call_the_load_made_and_only_when_used(
     templated = _experiment()
     templated["method"][0]["provider"]["arguments"]["replicas"] = "${replicas}"
     assert permissions_of([templated]).rules == permissions_of([_experiment()]).rules
+
+
+def test_a_load_killed_before_its_job_existed_says_so(
+    emulator: EmulatorHandle, ledger_path: Path, tmp_path: Path,
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:  # fmt: skip
+    """Issue 27, item 5: no "deleted Job ... already gone: Job" for a Job that never was."""
+    path = write_experiment(_experiment())
+    killed = subprocess.run(
+        gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
+        env={**cli_env(ledger_path), "GAMEDAY_FAILPOINTS": "http-load.after-entry=kill"},
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    (entry,) = Ledger(ledger_path).open_entries()
+    assert emulator.items("Job", NS) == [] and emulator.items("Secret", NS) == []
+    result = gameday("rollback")
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = " ".join((result.stdout + result.stderr).split())
+    name = f"{NS}/gameday-load-{entry.id}"
+    assert (f"nothing to delete: Job and Secret {name} were never created: the load was stopped"
+            " before it started") in said, said  # fmt: skip
+    assert "deleted Job" not in said and "already gone" not in said
+    assert Ledger(ledger_path).open_entries() == []
+
+
+@pytest.mark.parametrize(("job", "secret", "retried", "note"), [
+    (True, True, False, "deleted Job ns/j (foreground: its pods first) and its Secret"),
+    (True, False, False, "deleted Job ns/j (foreground: its pods first); its Secret was never"
+                         " created"),
+    (False, True, False, "deleted Secret ns/j; its Job was never created: the load was stopped"
+                         " before it started"),
+    (False, True, True, "deleted Secret ns/j; its Job was already deleted by an earlier undo"
+                        " attempt"),
+    (False, False, True, "nothing to delete: Job and Secret ns/j were already deleted by an"
+                         " earlier undo attempt"),
+])  # fmt: skip
+def test_the_undo_note_says_what_was_deleted_and_why_the_rest_was_not_there(
+    job: bool, secret: bool, retried: bool, note: str
+) -> None:
+    assert _distributed.deleted_note("ns/j", job=job, secret=secret, retried=retried) == note
