@@ -1,0 +1,123 @@
+"""The one decision ``gameday validate`` and ``gameday run`` share: may these files run?
+
+:func:`admit` reads ``--var`` / ``--var-file``, the Chaos Toolkit settings, every
+experiment file, ``--abort-on`` / ``--alerts`` and the settle time, prints every
+refusal (one ``invalid:`` line each) and returns what the run needs, or None.
+``validate`` stops there; ``run`` goes on. So a file that validates is a file the
+run accepts, and the refusal lines of both are the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaoslib import convert_vars, merge_vars
+from rich.console import Console
+from rich.markup import escape
+
+from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.prometheus.abort import AbortPlan, load_sources, parse_selector
+from chaos_ext.runner.settle import settle_seconds_of
+
+__all__ = ["Admitted", "add_var_options", "admit"]
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """Experiments that may run, with what their run needs."""
+
+    experiments: list[tuple[Path, dict[str, Any]]]
+    settings: dict[str, Any]
+    settings_path: Path | None
+    abort_plan: AbortPlan | None
+    settle: dict[Path, float]
+    config_vars: dict[str, Any]
+    secret_vars: dict[str, Any] = field(repr=False)
+
+
+def add_var_options(parser: argparse.ArgumentParser) -> None:
+    """``--var`` and ``--var-file``, as ``chaos run`` has them."""
+    parser.add_argument(
+        "--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+        help="configuration value (repeatable), as in `chaos run --var`",
+    )  # fmt: skip
+    parser.add_argument(
+        "--var-file", action="append", default=[], metavar="FILE",
+        help="JSON/YAML with 'configuration' and 'secrets' keys, or a .env file",
+    )  # fmt: skip
+
+
+def _refuse(console: Console, text: str) -> None:
+    console.print(f"[red]invalid:[/] {escape(text)}", highlight=False)
+
+
+def _abort_plan(args: argparse.Namespace) -> AbortPlan | None:
+    selectors = [parse_selector(text) for text in getattr(args, "alerts", [])]
+    sources = getattr(args, "abort_on", [])
+    if selectors and not sources:
+        raise InvalidArgument(
+            "--alerts needs --abort-on RULES.yaml, prometheus-alerts or alertmanager"
+        )
+    return load_sources(sources, selectors) if sources else None
+
+
+def _alertmanager_problems(
+    plan: AbortPlan | None, loaded: list[tuple[Path, dict[str, Any]]],
+    config_vars: dict[str, Any],
+) -> list[str]:  # fmt: skip
+    """Watching Alertmanager needs its URL in every experiment's configuration (or --var)."""
+    if plan is None or not any(w.source == "alertmanager" for w in plan.alerts.firing):
+        return []
+    return [
+        f"{path}: watching alertmanager needs the configuration alertmanager_url "
+        "(e.g. --var alertmanager_url=http://alertmanager:9093)"
+        for path, experiment in loaded
+        if not {**(experiment.get("configuration") or {}), **config_vars}.get("alertmanager_url")
+    ]
+
+
+def _settle_times(
+    args: argparse.Namespace, loaded: list[tuple[Path, dict[str, Any]]]
+) -> tuple[dict[Path, float], list[str]]:
+    settle: dict[Path, float] = {}
+    problems: list[str] = []
+    for path, experiment in loaded:
+        try:
+            settle[path] = settle_seconds_of(experiment, getattr(args, "settle", None))
+        except InvalidArgument as exc:
+            problems.append(f"{path}: {exc}")
+    return settle, problems
+
+
+def admit(args: argparse.Namespace, paths: list[str], console: Console) -> Admitted | None:
+    """Every check before anything runs, every refusal printed; None if any."""
+    try:
+        config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
+    except ValueError as exc:
+        _refuse(console, f"--var: {exc}")
+        return None
+    settings = load_settings_or_none(args, console)
+    loaded = load_valid_experiments(
+        paths, console, secret_vars, config_vars,
+        allow_missing_controls=getattr(args, "allow_missing_controls", False),
+    )  # fmt: skip
+    problems: list[str] = []
+    try:
+        plan = _abort_plan(args)
+    except InvalidArgument as exc:
+        plan = None
+        problems.append(f"--abort-on: {exc}")
+    problems += _alertmanager_problems(plan, loaded or [], config_vars)
+    settle, settle_problems = _settle_times(args, loaded or [])
+    for problem in [*problems, *settle_problems]:
+        _refuse(console, problem)
+    if loaded is None or settings is None or problems or settle_problems:
+        return None
+    return Admitted(
+        experiments=loaded, settings=settings[0], settings_path=settings[1], abort_plan=plan,
+        settle=settle, config_vars=config_vars, secret_vars=secret_vars,
+    )  # fmt: skip
