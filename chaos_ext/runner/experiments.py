@@ -116,6 +116,18 @@ def experiment_problems(
     return problems.found
 
 
+def _check_header(problems: Problems, experiment: Mapping[str, Any]) -> None:
+    """The hypothesis title and the tags, which chaoslib would report one at a time."""
+    hypothesis = experiment.get("steady-state-hypothesis")
+    if isinstance(hypothesis, dict) and not hypothesis.get("title"):
+        problems.add("steady-state-hypothesis.title", "required, a non-empty string")
+    tags = experiment.get("tags")
+    if tags and (
+        not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags)
+    ):
+        problems.add("tags", "a list of non-empty strings")
+
+
 def _find_problems(
     problems: Problems,
     experiment: Mapping[str, Any],
@@ -129,6 +141,7 @@ def _find_problems(
             problems.add(key, "required, a non-empty string")
     if "method" not in experiment:
         problems.add("method", "required (it may be an empty list)")
+    _check_header(problems, experiment)
     configuration = _known_configuration(experiment, config_vars)
     declared = declared_names(experiment)
     for where, activity, in_hypothesis in activities(experiment):
