@@ -100,11 +100,13 @@ def activities(experiment: Mapping[str, Any]) -> Iterator[tuple[str, Any, bool]]
 
 
 def declared_names(experiment: Mapping[str, Any]) -> set[str]:
-    """The names a ``ref`` may point to: activities declared in any phase (as chaoslib)."""
+    """The names a ``ref`` may point to: the hypothesis probes and the method's
+    activities, what chaoslib caches for refs (``chaoslib.caching.cache_activities``)."""
     return {
         activity["name"]
-        for _, activity, _ in activities(experiment)
-        if isinstance(activity, dict)
+        for where, activity, _ in activities(experiment)
+        if not where.startswith("rollbacks")
+        and isinstance(activity, dict)
         and "ref" not in activity
         and isinstance(activity.get("name"), str)
     }
@@ -144,7 +146,8 @@ def _check_ref(
         known = ", ".join(repr(n) for n in sorted(declared)) or "none"
         problems.add(
             f"{where}.ref",
-            f"ref {ref!r} names no activity declared in the experiment (declared: {known})",
+            f"ref {ref!r} names no activity declared in the experiment's hypothesis or "
+            f"method (declared: {known})",
         )
     if in_hypothesis:  # chaoslib asks a tolerance of every hypothesis probe, refs too
         _check_tolerance(problems, where, activity)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaoslib.caching import cache_activities, clear_cache
 from chaoslib.exceptions import ChaosException, InterruptExecution
 from chaoslib.run import RunEventHandler, Runner, initialize_run_journal
 from chaoslib.settings import get_loaded_settings
@@ -148,6 +149,7 @@ def run_experiment(
     set_current_run_id(run_id)
     outcomes: list[UndoOutcome] = []
     windows = _fault_windows(experiment, options, run_id, journal, console)
+    cache_activities(experiment)  # refs resolve as under `chaos run` (chaoslib's with_cache)
     try:
         runner.run(
             experiment,
@@ -180,6 +182,7 @@ def run_experiment(
                 outcomes += sweep_run(ledger, run_id, console, only=(WINDOW_KIND,))
             set_current_run_id(None)
             restore_signals()
+            clear_cache()
     return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
 
 
