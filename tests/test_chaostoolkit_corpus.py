@@ -73,9 +73,13 @@ def test_the_corpus_is_chaostoolkits_whole_fixture_file(
     _, verdicts = corpus
     assert len(verdicts) >= 59, sorted(verdicts)  # every ...Experiment... of the file
     accepted = [name for name, verdict in verdicts.items() if verdict is None]
-    assert len(accepted) >= 45 and {"RefProbeExperiment", "ExperimentWithRegularRollback",
-                                    "ExperimentWithControlsAtVariousLevels",
-                                    "SimpleExperimentWithBackgroundActivity"} <= set(accepted)  # fmt: skip
+    assert len(accepted) >= 45
+    assert {
+        "RefProbeExperiment",
+        "ExperimentWithRegularRollback",
+        "ExperimentWithControlsAtVariousLevels",
+        "SimpleExperimentWithBackgroundActivity",
+    } <= set(accepted)
 
 
 def test_every_experiment_chaoslib_accepts_gameday_validate_accepts(

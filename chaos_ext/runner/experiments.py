@@ -122,9 +122,7 @@ def _check_header(problems: Problems, experiment: Mapping[str, Any]) -> None:
     if isinstance(hypothesis, dict) and not hypothesis.get("title"):
         problems.add("steady-state-hypothesis.title", "required, a non-empty string")
     tags = experiment.get("tags")
-    if tags and (
-        not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags)
-    ):
+    if tags and (not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags)):
         problems.add("tags", "a list of non-empty strings")
 
 
