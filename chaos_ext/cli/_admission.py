@@ -10,6 +10,7 @@ run accepts, and the refusal lines of both are the same.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from rich.markup import escape
 from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.prometheus.abort import AbortPlan, load_sources, parse_selector
+from chaos_ext.runner.experiments import ExperimentInvalid
 from chaos_ext.runner.settle import settle_seconds_of
 
 __all__ = ["Admitted", "add_var_options", "admit"]
@@ -65,32 +67,31 @@ def _abort_plan(args: argparse.Namespace) -> AbortPlan | None:
     return load_sources(sources, selectors) if sources else None
 
 
-def _alertmanager_problems(
-    plan: AbortPlan | None, loaded: list[tuple[Path, dict[str, Any]]],
-    config_vars: dict[str, Any],
-) -> list[str]:  # fmt: skip
-    """Watching Alertmanager needs its URL in every experiment's configuration (or --var)."""
-    if plan is None or not any(w.source == "alertmanager" for w in plan.alerts.firing):
-        return []
-    return [
-        f"{path}: watching alertmanager needs the configuration alertmanager_url "
-        "(e.g. --var alertmanager_url=http://alertmanager:9093)"
-        for path, experiment in loaded
-        if not {**(experiment.get("configuration") or {}), **config_vars}.get("alertmanager_url")
-    ]
+def _run_problems(
+    args: argparse.Namespace, plan: AbortPlan | None, config_vars: dict[str, Any]
+) -> Callable[[Path, dict[str, Any]], list[ExperimentInvalid]]:
+    """What only the run's options make a problem of an experiment: its settle time, and
+    the Alertmanager URL its configuration (or --var) must give when alerts are watched."""
+    watch_alertmanager = plan is not None and any(
+        w.source == "alertmanager" for w in plan.alerts.firing
+    )
 
-
-def _settle_times(
-    args: argparse.Namespace, loaded: list[tuple[Path, dict[str, Any]]]
-) -> tuple[dict[Path, float], list[str]]:
-    settle: dict[Path, float] = {}
-    problems: list[str] = []
-    for path, experiment in loaded:
+    def problems(path: Path, experiment: dict[str, Any]) -> list[ExperimentInvalid]:
+        found = []
         try:
-            settle[path] = settle_seconds_of(experiment, getattr(args, "settle", None))
+            settle_seconds_of(experiment, getattr(args, "settle", None))
         except InvalidArgument as exc:
-            problems.append(f"{path}: {exc}")
-    return settle, problems
+            found.append(ExperimentInvalid(path, "settle", str(exc)))
+        known = {**(experiment.get("configuration") or {}), **config_vars}
+        if watch_alertmanager and not known.get("alertmanager_url"):
+            found.append(ExperimentInvalid(
+                path, "configuration.alertmanager_url",
+                "watching alertmanager (--abort-on alertmanager) needs it "
+                "(e.g. --var alertmanager_url=http://alertmanager:9093)",
+            ))  # fmt: skip
+        return found
+
+    return problems
 
 
 def admit(args: argparse.Namespace, paths: list[str], console: Console) -> Admitted | None:
@@ -101,22 +102,19 @@ def admit(args: argparse.Namespace, paths: list[str], console: Console) -> Admit
         _refuse(console, f"--var: {exc}")
         return None
     settings = load_settings_or_none(args, console)
+    try:
+        plan, plan_ok = _abort_plan(args), True
+    except InvalidArgument as exc:
+        plan, plan_ok = None, False
+        _refuse(console, f"--abort-on: {exc}")
     loaded = load_valid_experiments(
         paths, console, secret_vars, config_vars,
         allow_missing_controls=getattr(args, "allow_missing_controls", False),
+        also=_run_problems(args, plan, config_vars),
     )  # fmt: skip
-    problems: list[str] = []
-    try:
-        plan = _abort_plan(args)
-    except InvalidArgument as exc:
-        plan = None
-        problems.append(f"--abort-on: {exc}")
-    problems += _alertmanager_problems(plan, loaded or [], config_vars)
-    settle, settle_problems = _settle_times(args, loaded or [])
-    for problem in [*problems, *settle_problems]:
-        _refuse(console, problem)
-    if loaded is None or settings is None or problems or settle_problems:
+    if loaded is None or settings is None or not plan_ok:
         return None
+    settle = {path: settle_seconds_of(e, getattr(args, "settle", None)) for path, e in loaded}
     return Admitted(
         experiments=loaded, settings=settings[0], settings_path=settings[1], abort_plan=plan,
         settle=settle, config_vars=config_vars, secret_vars=secret_vars,
