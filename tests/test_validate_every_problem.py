@@ -26,8 +26,8 @@ def _experiment(**parts: Any) -> dict[str, Any]:
 
 
 # builtins.sum takes its iterable positionally only: chaoslib's binding check raises TypeError
-CRASH = _experiment(method=[{"type": "action", "name": "add", "provider": {
-    "type": "python", "module": "builtins", "func": "sum", "arguments": {"iterable": [1, 2]}}}])
+SUM = {"type": "python", "module": "builtins", "func": "sum", "arguments": {"iterable": [1, 2]}}
+CRASH = _experiment(method=[{"type": "action", "name": "add", "provider": SUM}])
 # three problems: a missing tolerance, the missing argument it used to hide, a dangling ref
 BAD = _experiment(
     **{"steady-state-hypothesis": {"title": "h", "probes": [{"type": "probe", "name": "here",

@@ -94,8 +94,13 @@ def _run_problems(
     return problems
 
 
-def admit(args: argparse.Namespace, paths: list[str], console: Console) -> Admitted | None:
-    """Every check before anything runs, every refusal printed; None if any."""
+def admit(
+    args: argparse.Namespace, paths: list[str], console: Console, *, secrets: bool
+) -> Admitted | None:
+    """Every check before anything runs, every refusal printed; None if any.
+
+    ``secrets``: resolve the secrets too (``run``); ``validate`` checks their shape.
+    """
     try:
         config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
     except ValueError as exc:
@@ -111,6 +116,7 @@ def admit(args: argparse.Namespace, paths: list[str], console: Console) -> Admit
         paths, console, secret_vars, config_vars,
         allow_missing_controls=getattr(args, "allow_missing_controls", False),
         also=_run_problems(args, plan, config_vars),
+        resolve="all" if secrets else "configuration",
     )  # fmt: skip
     if loaded is None or settings is None or not plan_ok:
         return None

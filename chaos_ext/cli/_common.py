@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext.runner.controls import ControlProblem, control_problems, load_run_settings
-from chaos_ext.runner.experiments import ExperimentInvalid, file_problems
+from chaos_ext.runner.experiments import ExperimentInvalid, Resolve, file_problems
 
 __all__ = ["add_control_options", "load_settings_or_none", "load_valid_experiments"]
 
@@ -69,7 +69,7 @@ def load_valid_experiments(
     config_vars: dict[str, Any] | None = None,
     *,
     allow_missing_controls: bool = False,
-    here: bool = True,
+    resolve: Resolve = "all",
     also: Callable[[Path, dict[str, Any]], list[ExperimentInvalid]] | None = None,
 ) -> list[tuple[Path, dict[str, Any]]] | None:
     """Load and validate every file; print every problem, one line each; None if any.
@@ -77,14 +77,14 @@ def load_valid_experiments(
     Our controls' file arguments are resolved from each experiment's directory.
     With ``allow_missing_controls`` a control problem is a loud warning, not a refusal.
     A file whose validation crashes is one line naming it; the next files are still
-    validated. ``here=False``: the experiments run elsewhere, the environment is not read.
+    validated. ``resolve``: what is resolved from the environment (runner.experiments.Resolve).
     ``also`` adds the problems a command finds in an experiment that loaded.
     """
     loaded: list[tuple[Path, dict[str, Any]]] = []
     ok = True
     for name in paths:
         path = Path(name)
-        experiment, problems = file_problems(path, secret_vars, config_vars, here=here)
+        experiment, problems = file_problems(path, secret_vars, config_vars, resolve=resolve)
         if experiment is not None and also is not None:
             problems += also(path, experiment)
         refusals = [p for p in problems if not (p.control and allow_missing_controls)]

@@ -262,7 +262,9 @@ def run_batch(
     Shared by ``run`` and ``gate`` (the options of ``add_run_options``). An int
     is the exit code when nothing ran.
     """
-    admitted = admit(args, experiments, console)  # the very decision of `gameday validate`
+    admitted = admit(
+        args, experiments, console, secrets=True
+    )  # the very decision of `gameday validate`
     if admitted is None:
         return EXIT_INVALID
     ledger = _recovered_ledger(console, refuse=refuse_recover)

@@ -88,7 +88,7 @@ def _say_abort(admitted: Admitted, console: Console) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    admitted = admit(args, args.experiments, console)
+    admitted = admit(args, args.experiments, console, secrets=False)
     if admitted is None:
         return EXIT_INVALID
     _say_abort(admitted, console)

@@ -12,7 +12,7 @@ import copy
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from chaoslib.configuration import load_configuration
@@ -29,11 +29,15 @@ from chaos_ext.runner.controls import control_problems, resolve_control_paths
 
 __all__ = [
     "ExperimentInvalid",
+    "Resolve",
     "experiment_problems",
     "file_problems",
     "load_experiment",
     "validate_experiment",
 ]
+
+
+Resolve = Literal["all", "configuration", "nothing"]
 
 
 def load_experiment(path: Path) -> dict[str, Any]:
@@ -61,14 +65,14 @@ def load_experiment(path: Path) -> dict[str, Any]:
 
 def _check_secrets(
     problems: Problems, experiment: Mapping[str, Any], secret_vars: Mapping[str, Any] | None,
-    *, here: bool,
+    *, resolve: Resolve,
 ) -> None:  # fmt: skip
     secrets = experiment.get("secrets") or {}
     if not isinstance(secrets, dict) or not all(isinstance(v, dict) for v in secrets.values()):
         problems.add("secrets", "a mapping of targets to mappings of secrets")
         return
-    if not here:
-        return  # `gameday schedule`: environment secrets are set where it will run
+    if resolve != "all":
+        return  # validate, schedule: environment secrets may be set only where it runs
     from chaoslib.secret import load_secrets  # noqa: PLC0415 - heavy import
 
     try:
@@ -98,19 +102,23 @@ def experiment_problems(
     secret_vars: Mapping[str, Any] | None = None,
     config_vars: Mapping[str, Any] | None = None,
     *,
-    here: bool = True,
+    resolve: Resolve = "all",
 ) -> list[ExperimentInvalid]:
     """Every problem of an experiment, one :class:`ExperimentInvalid` each; touches nothing.
 
-    Configuration and secrets are resolved as the run resolves them, from the
-    environment and ``config_vars`` / ``secret_vars`` (``--var``, ``--var-file``):
-    ``gameday validate`` and ``gameday run`` refuse the same files, as
-    ``chaos validate`` refuses an environment key that is not set. With
-    ``here=False`` (``gameday schedule``: it runs elsewhere) the environment is not read.
+    ``resolve`` says what is resolved from the environment and ``config_vars`` /
+    ``secret_vars`` (``--var``, ``--var-file``), as the run resolves it:
+
+    * ``"all"`` (``gameday run``): configuration and secrets;
+    * ``"configuration"`` (``gameday validate``): the configuration, so that an
+      environment key that is not set is refused as by the run and by
+      ``chaos validate``; secrets only by shape, since they are often set only
+      where the run happens (a CI job, a CronJob's Secret);
+    * ``"nothing"`` (``gameday schedule``: it runs in the cluster).
     """
     problems = Problems(path)
     try:
-        _find_problems(problems, experiment, secret_vars, config_vars, here=here)
+        _find_problems(problems, experiment, secret_vars, config_vars, resolve=resolve)
     except Exception as exc:  # noqa: BLE001 - a crash is a problem of this file, not of all
         problems.add("validation", f"crashed: {type(exc).__name__}: {exc}")
     return problems.found
@@ -132,7 +140,7 @@ def _find_problems(
     secret_vars: Mapping[str, Any] | None,
     config_vars: Mapping[str, Any] | None,
     *,
-    here: bool,
+    resolve: Resolve,
 ) -> None:
     for key in ("title", "description"):
         if not isinstance(experiment.get(key), str) or not experiment[key].strip():
@@ -144,8 +152,8 @@ def _find_problems(
     declared = declared_names(experiment)
     for where, activity, in_hypothesis in activities(experiment):
         check_activity(problems, where, activity, in_hypothesis, configuration, declared)
-    _check_secrets(problems, experiment, secret_vars, here=here)
-    if here:  # every configuration value must resolve, as when it runs
+    _check_secrets(problems, experiment, secret_vars, resolve=resolve)
+    if resolve != "nothing":  # every configuration value must resolve, as when it runs
         problems.check(
             "configuration",
             lambda declared: load_configuration(declared, dict(config_vars or {})),
@@ -166,7 +174,7 @@ def file_problems(
     secret_vars: Mapping[str, Any] | None = None,
     config_vars: Mapping[str, Any] | None = None,
     *,
-    here: bool = True,
+    resolve: Resolve = "all",
 ) -> tuple[dict[str, Any] | None, list[ExperimentInvalid]]:
     """Load one file and find every problem: ``(experiment or None, problems)``.
 
@@ -180,7 +188,9 @@ def file_problems(
         return None, [exc]
     except Exception as exc:  # noqa: BLE001 - one file's crash must not hide the others
         return None, [ExperimentInvalid(path, "file", f"crashed: {type(exc).__name__}: {exc}")]
-    return experiment, experiment_problems(path, experiment, secret_vars, config_vars, here=here)
+    return experiment, experiment_problems(
+        path, experiment, secret_vars, config_vars, resolve=resolve
+    )
 
 
 def validate_experiment(
