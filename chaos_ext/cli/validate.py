@@ -42,12 +42,14 @@ alerts they select are listed.
 
 validate and run make one decision: a file that validates with the same
 --var, --var-file, --settings, --abort-on, --alerts and --settle is one that
-`gameday run` accepts, and they print the same refusal lines. Configuration
-and secrets are resolved as the run resolves them (an environment key that is
-not set is refused, as by `chaos validate`). A file whose validation crashes
-is one line naming it and the exception; the other files are still validated.
-Refs ({"ref": "name"}) are resolved in every phase. Where gameday is stricter
-than `chaos validate`, docs/validation.md lists the rule and its reason.
+`gameday run` accepts, and they print the same refusal lines. The
+configuration is resolved as the run resolves it (an environment key that is
+not set is refused, as by `chaos validate`); secrets are checked by shape only,
+since they are often set only where the run happens (the run resolves them).
+A file whose validation crashes is one line naming it and the exception; the
+other files are still validated. Refs ({"ref": "name"}) are resolved in every
+phase. Where gameday is stricter than `chaos validate`, docs/validation.md
+lists the rule and its reason.
 """
 
 
