@@ -8,6 +8,7 @@ Errors are :class:`ExperimentInvalid`: one line naming the file, the field
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Mapping
@@ -18,6 +19,8 @@ import yaml
 from chaoslib.configuration import load_configuration
 from chaoslib.exceptions import ChaosException
 
+from chaos_ext._prometheus.promql import judged_by
+from chaos_ext._prometheus.server_judge import server_judge
 from chaos_ext.runner._activity_checks import (
     ExperimentInvalid,
     Problems,
@@ -118,10 +121,22 @@ def experiment_problems(
     """
     problems = Problems(path)
     try:
-        _find_problems(problems, experiment, secret_vars, config_vars, resolve=resolve)
+        with _promql_judge(experiment, config_vars):
+            _find_problems(problems, experiment, secret_vars, config_vars, resolve=resolve)
     except Exception as exc:  # noqa: BLE001 - a crash is a problem of this file, not of all
         problems.add("validation", f"crashed: {type(exc).__name__}: {exc}")
     return problems.found
+
+
+def _promql_judge(
+    experiment: Mapping[str, Any], config_vars: Mapping[str, Any] | None
+) -> contextlib.AbstractContextManager[None]:
+    """Queries are judged by the experiment's Prometheus when its URL is known here."""
+    known = {**_known_configuration(experiment, config_vars), **(config_vars or {})}
+    url = known.get("prometheus_url") or known.get("prometheus_base_url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return contextlib.nullcontext()
+    return judged_by(*server_judge(url))
 
 
 def _check_header(problems: Problems, experiment: Mapping[str, Any]) -> None:
