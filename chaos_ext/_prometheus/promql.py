@@ -5,13 +5,14 @@ Prometheus: in ``gameday validate`` and in every activity when it is called.
 Who judges, in this order:
 
 1. the Prometheus that will run it, when one is known
-   (:func:`judged_by`, e.g. ``gameday validate`` with a ``prometheus_url``): its
+   (:func:`validating`, e.g. ``gameday validate`` with a ``prometheus_url``): its
    own parser, through ``/api/v1/format_query``, for its version and flags;
 2. offline, ``promql-parser`` (the Rust crate GreptimeDB uses), except that a
    function it does not know, duration arithmetic (``[1m * 2]``) and the
    histogram trim operators (``>/``, ``</``) are a warning naming them, not an
-   error: Prometheus may well accept them. A syntax error is located with
-   ``promtool`` (Prometheus' own parser) when it is installed: position and token.
+   error: Prometheus may well accept them. While validating, a syntax error is
+   located with ``promtool`` (Prometheus' own parser) when it is installed:
+   position and token.
 
 Error messages say which checker judged the query.
 """
@@ -33,13 +34,14 @@ from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "Judge",
+    "Verdict",
     "check_promql",
     "histogram_quantile_expr",
-    "judged_by",
     "matchers",
     "promql_duration",
     "quote",
     "require_metric_name",
+    "validating",
 ]
 
 logger = logging.getLogger(__name__)
@@ -49,38 +51,48 @@ _UNKNOWN_FUNCTION = re.compile(r"unknown function with name '([^']+)'")
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _DURATION_ARITHMETIC = re.compile(r"\[[^\]]*\d[smhdwy]?\s*[-+*/%^]\s*[^\]]*\]")
 _TRIM_OPERATOR = re.compile(r"[<>]/")
-_GENERIC = "invalid promql query"
 
-Judge = Callable[[str], "str | bool | None"]
-"""A server's verdict on a query: True (valid), an error message, or None (no answer)."""
-_JUDGE: ContextVar[tuple[str, Judge] | None] = ContextVar("gameday_promql_judge", default=None)
+Verdict = bool | tuple[str, str] | None
+"""On a query: True (valid), ``(position, reason)`` (refused), None (no verdict)."""
+Judge = Callable[[str], Verdict]
+_CHECKING: ContextVar[tuple[tuple[str, Judge] | None] | None] = ContextVar(
+    "gameday_promql_checking", default=None
+)
 
 
 @contextlib.contextmanager
-def judged_by(name: str, judge: Judge) -> Iterator[None]:
-    """Within this block, :func:`check_promql` asks ``judge`` (named ``name`` in its
-    messages, e.g. ``Prometheus 2.42.0 at http://...``) first."""
-    token = _JUDGE.set((name, judge))
+def validating(judge: tuple[str, Judge] | None = None) -> Iterator[None]:
+    """Within this block (``gameday validate``/``run`` before anything runs),
+    :func:`check_promql` asks ``judge`` first (``(name, judge)``, the name used in its
+    messages: ``Prometheus 2.42.0 at http://...``), and locates offline syntax errors
+    with promtool. Outside it (an activity being called) only the offline parser runs:
+    no process, no connection before the activity's arguments are known good."""
+    token = _CHECKING.set((judge,))
     try:
         yield
     finally:
-        _JUDGE.reset(token)
+        _CHECKING.reset(token)
+
+
+def _refused(expr: str, what: str, at: str, reason: str, judge: str) -> InvalidArgument:
+    where = f"{at}, {judge}" if at else judge
+    return InvalidArgument(f"{what}: invalid PromQL {shown(expr)}: {reason} ({where})")
 
 
 def check_promql(expr: object, what: str = "expr") -> str:
-    """``expr`` if it is a valid PromQL query, else InvalidArgument with the reason and
-    the checker (``expr: invalid PromQL 'sum(rate(x[5m]': unclosed left parenthesis``)."""
+    """``expr`` if it is a valid PromQL query, else InvalidArgument with the reason, the
+    position when known and the checker (``expr: invalid PromQL 'sum(rate(x[5m]':
+    unclosed left parenthesis (at char 16, promtool)``)."""
     if not isinstance(expr, str) or not expr.strip():
         raise InvalidArgument(f"{what}: expected a PromQL query, got {expr!r:.60}")
-    current = _JUDGE.get()
-    verdict = current[1](expr) if current else None
+    checking = _CHECKING.get()
+    judge = checking[0] if checking else None
+    verdict = judge[1](expr) if judge else None
     if verdict is True:
         return expr
-    if isinstance(verdict, str):
-        raise InvalidArgument(
-            f"{what}: invalid PromQL {shown(expr)}: {verdict} (judged by {current and current[0]})"
-        )
-    _check_offline(expr, what)
+    if isinstance(verdict, tuple) and judge:
+        raise _refused(expr, what, verdict[0], verdict[1], f"judged by {judge[0]}")
+    _check_offline(expr, what, locate=checking is not None)
     return expr
 
 
@@ -97,7 +109,7 @@ def _newer_syntax(expr: str, reason: str) -> str | None:
     return None
 
 
-def _check_offline(expr: str, what: str) -> None:
+def _check_offline(expr: str, what: str, *, locate: bool) -> None:
     try:
         promql_parser.parse(expr)
     except ValueError as exc:
@@ -112,14 +124,10 @@ def _check_offline(expr: str, what: str) -> None:
             what, shown(expr), newer,
         )  # fmt: skip
         return
-    located = promtool.syntax_error(expr) if promtool.promtool() else None
-    if located is None:
-        reason = f"{reason} (offline parser)"
-    elif reason == _GENERIC:  # the parser says neither where nor what: Prometheus' words
-        reason = f"{located[0]}: {located[1]} (promtool)"
-    else:
-        reason = f"{reason} ({located[0]}, promtool)"
-    raise InvalidArgument(f"{what}: invalid PromQL {shown(expr)}: {reason}") from None
+    located = promtool.syntax_error(expr) if locate and promtool.promtool() else None
+    if located is not None:  # Prometheus' own words, with the position
+        raise _refused(expr, what, located[0], located[1], "promtool") from None
+    raise _refused(expr, what, "", reason, "offline parser") from None
 
 
 def require_metric_name(value: str, what: str = "metric") -> str:

@@ -46,9 +46,9 @@ def rule_file_problems(path: Path) -> list[str] | None:
 
 
 def syntax_error(expr: str) -> tuple[str, str] | None:
-    """Where and why Prometheus' parser refuses ``expr``: ``("at char 14", 'parse error:
-    unexpected identifier "up" in aggregation')``; None when promtool accepts it, is
-    missing, or says something else."""
+    """Where and why Prometheus' parser refuses ``expr``: ``("at char 14", 'unexpected
+    identifier "up" in aggregation')``; None when promtool accepts it, is missing, or
+    says something else."""
     with tempfile.TemporaryDirectory(prefix="gameday-promql-") as folder:
         path = Path(folder) / "query.yml"
         rule = {"record": "gameday:query", "expr": expr}
@@ -58,5 +58,6 @@ def syntax_error(expr: str) -> tuple[str, str] | None:
         match = _PARSE_ERROR.search(problem)
         if match:
             line, char, message = match.groups()
-            return (f"at char {char}" if line == "1" else f"at line {line}, char {char}"), message
+            at = f"at char {char}" if line == "1" else f"at line {line}, char {char}"
+            return at, message.removeprefix("parse error: ")
     return None

@@ -16,7 +16,7 @@ from typing import Any
 
 import requests
 
-from chaos_ext._prometheus.promql import Judge
+from chaos_ext._prometheus.promql import Judge, Verdict
 
 __all__ = ["server_judge"]
 
@@ -26,22 +26,22 @@ _POSITION = re.compile(r"^(\d+):(\d+): ")
 _PREFIX = 'invalid parameter "query": '
 
 
-def _reason(error: str) -> str:
-    """``1:14: parse error: ...`` -> ``at char 14: parse error: ...``."""
+def _reason(error: str) -> tuple[str, str]:
+    """``1:14: parse error: ...`` -> ``("at char 14", "...")``."""
     text = error.removeprefix(_PREFIX)
     match = _POSITION.match(text)
     if not match:
-        return text
+        return "", text.removeprefix("parse error: ")
     line, char = match.groups()
     at = f"at char {char}" if line == "1" else f"at line {line}, char {char}"
-    return f"{at}: {text[match.end() :]}"
+    return at, text[match.end() :].removeprefix("parse error: ")
 
 
 class _ServerJudge:
     def __init__(self, url: str, timeout: float) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
-        self.verdicts: dict[str, str | bool | None] = {}
+        self.verdicts: dict[str, Verdict] = {}
         self.endpoints = list(_ENDPOINTS)
         self.silent = False  # the server did not answer: say it once, then judge offline
 
@@ -55,12 +55,12 @@ class _ServerJudge:
         version = (answer.get("data") or {}).get("version") if isinstance(answer, dict) else None
         return str(version) if version else None
 
-    def __call__(self, expr: str) -> str | bool | None:
+    def __call__(self, expr: str) -> Verdict:
         if expr not in self.verdicts:
             self.verdicts[expr] = self._ask(expr)
         return self.verdicts[expr]
 
-    def _ask(self, expr: str) -> str | bool | None:
+    def _ask(self, expr: str) -> Verdict:
         while self.endpoints and not self.silent:
             try:
                 response = requests.post(
@@ -75,7 +75,7 @@ class _ServerJudge:
             return self._verdict(response)
         return None
 
-    def _verdict(self, response: requests.Response) -> str | bool | None:
+    def _verdict(self, response: requests.Response) -> Verdict:
         try:
             body: Any = response.json()
         except ValueError:
@@ -94,7 +94,7 @@ class _ServerJudge:
 
 
 def server_judge(url: str, *, timeout: float = 5.0) -> tuple[str, Judge]:
-    """``(name, judge)`` for :func:`~chaos_ext._prometheus.promql.judged_by`: the name
+    """``(name, judge)`` for :func:`~chaos_ext._prometheus.promql.validating`: the name
     says which server judged (``Prometheus 2.42.0 at http://127.0.0.1:9090``)."""
     judge = _ServerJudge(url, timeout)
     version = judge.version()

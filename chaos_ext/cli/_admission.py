@@ -19,6 +19,7 @@ from chaoslib import convert_vars, merge_vars
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext._prometheus.promql import validating
 from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.prometheus.abort import AbortPlan, load_sources, parse_selector
@@ -64,7 +65,10 @@ def _abort_plan(args: argparse.Namespace) -> AbortPlan | None:
         raise InvalidArgument(
             "--alerts needs --abort-on RULES.yaml, prometheus-alerts or alertmanager"
         )
-    return load_sources(sources, selectors) if sources else None
+    if not sources:
+        return None
+    with validating():  # judged offline: their Prometheus is each experiment's
+        return load_sources(sources, selectors)
 
 
 def _run_problems(

@@ -19,7 +19,7 @@ import yaml
 from chaoslib.configuration import load_configuration
 from chaoslib.exceptions import ChaosException
 
-from chaos_ext._prometheus.promql import judged_by
+from chaos_ext._prometheus.promql import validating
 from chaos_ext._prometheus.server_judge import server_judge
 from chaos_ext.runner._activity_checks import (
     ExperimentInvalid,
@@ -131,12 +131,13 @@ def experiment_problems(
 def _promql_judge(
     experiment: Mapping[str, Any], config_vars: Mapping[str, Any] | None
 ) -> contextlib.AbstractContextManager[None]:
-    """Queries are judged by the experiment's Prometheus when its URL is known here."""
+    """PromQL checked as before a run: judged by the experiment's Prometheus when its URL
+    is known here, else offline with promtool's help (``_prometheus.promql.validating``)."""
     known = {**_known_configuration(experiment, config_vars), **(config_vars or {})}
     url = known.get("prometheus_url") or known.get("prometheus_base_url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        return contextlib.nullcontext()
-    return judged_by(*server_judge(url))
+        return validating()
+    return validating(server_judge(url))
 
 
 def _check_header(problems: Problems, experiment: Mapping[str, Any]) -> None:

@@ -72,8 +72,8 @@ def test_offline_newer_syntax_is_not_rejected(
 @pytest.mark.parametrize(
     ("expr", "expected"),
     [
-        ("sum by (job) up", 'at char 14: parse error: unexpected identifier "up" in aggregation'),
-        ("up > > 1", "at char 6: parse error: unexpected <op:>>"),
+        ("sum by (job) up", 'unexpected identifier "up" in aggregation (at char 14, promtool)'),
+        ("up > > 1", "unexpected <op:>> (at char 6, promtool)"),
     ],
 )
 def test_offline_syntax_errors_name_the_position_and_the_token(
@@ -82,7 +82,7 @@ def test_offline_syntax_errors_name_the_position_and_the_token(
     result = _validate(gameday, write_experiment, expr)
     assert result.returncode == 3
     (line,) = result.stderr.splitlines()
-    assert f"expr: invalid PromQL {expr!r}: {expected} (promtool)" in line
+    assert f"expr: invalid PromQL {expr!r}: {expected}" in line
 
 
 def test_the_server_judges_for_its_version(
@@ -95,9 +95,9 @@ def test_the_server_judges_for_its_version(
     # its own parse error, position and token, naming the server that judged
     bad = _validate(gameday, write_experiment, "sum by (job) up", server.url)
     assert bad.returncode == 3
-    assert 'at char 14: parse error: unexpected identifier "up" in aggregation' in bad.stderr
     judged = re.escape(f" at {server.url})")
-    assert re.search(r"\(judged by Prometheus 2\.\d+\.\d+\S*" + judged, bad.stderr), bad.stderr
+    expected = re.escape('unexpected identifier "up" in aggregation (at char 14, judged by ')
+    assert re.search(expected + r"Prometheus 2\.\d+\.\d+\S*" + judged, bad.stderr), bad.stderr
     # duration arithmetic: 2.42 has no such syntax, and its verdict is the one for this server
     newer = _validate(gameday, write_experiment, "rate(up[1m * 2])", server.url)
     assert newer.returncode == 3
