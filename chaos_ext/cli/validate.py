@@ -20,11 +20,12 @@ syntax wherever a query appears (probe arguments, catalog entries, abort plans,
 ${...} values once substituted where the configuration resolves them), and every
 safety control of the experiments and of the Chaos Toolkit settings: that it
 imports, that its arguments are valid, that its plan files exist and are valid.
-Nothing is injected and no target is contacted, except that when the
-experiment's prometheus_url is known (configuration or --var) each PromQL
-query is sent to that server's /api/v1/format_query, whose verdict is the one
-for its version; offline, a function the parser does not know is a warning,
-and promtool (when installed) locates syntax errors and checks rule files.
+Nothing is injected and no target is contacted, except that when a
+prometheus_url is given (--var, --var-file, a URL in the experiment, or its
+environment variable when set; not an env default) each PromQL query is sent to
+that server's /api/v1/format_query, whose verdict is the one for its version.
+Offline, a function the parser does not know is a warning, and promtool (when
+installed) locates syntax errors and checks rule files.
 
 Every problem of every file is printed, one line each, then the exit code is 3
 (0 when every file is valid):

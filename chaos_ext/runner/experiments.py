@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -128,16 +129,33 @@ def experiment_problems(
     return problems.found
 
 
+def _given_prometheus_url(
+    experiment: Mapping[str, Any], config_vars: Mapping[str, Any] | None
+) -> str | None:
+    """The Prometheus URL someone gave for this run: ``--var`` / ``--var-file``, a URL
+    written in the experiment, or its environment variable when set. Not an
+    environment default: that is often a sandbox address or a cluster-only name,
+    which validation must not go looking for."""
+    declared = experiment.get("configuration") or {}
+    for key in ("prometheus_url", "prometheus_base_url"):
+        value = (config_vars or {}).get(
+            key, declared.get(key) if isinstance(declared, dict) else None
+        )
+        if isinstance(value, dict) and value.get("type") == "env":
+            value = os.environ.get(str(value.get("key")))
+        if isinstance(value, str) and value.startswith(("http://", "https://")):
+            return value
+    return None
+
+
 def _promql_judge(
     experiment: Mapping[str, Any], config_vars: Mapping[str, Any] | None
 ) -> contextlib.AbstractContextManager[None]:
     """PromQL checked as before a run: judged by the experiment's Prometheus when its URL
-    is known here, else offline with promtool's help (``_prometheus.promql.validating``)."""
-    known = {**_known_configuration(experiment, config_vars), **(config_vars or {})}
-    url = known.get("prometheus_url") or known.get("prometheus_base_url")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        return validating()
-    return validating(server_judge(url))
+    is given (:func:`_given_prometheus_url`), else offline with promtool's help
+    (``_prometheus.promql.validating``)."""
+    url = _given_prometheus_url(experiment, config_vars)
+    return validating(server_judge(url)) if url else validating()
 
 
 def _check_header(problems: Problems, experiment: Mapping[str, Any]) -> None:

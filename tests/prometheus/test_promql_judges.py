@@ -131,3 +131,22 @@ def test_a_rule_file_with_an_undefined_template_variable_is_refused(
     assert "promtool check rules" in result.stderr
     rules.write_text(rules.read_text().replace("$label.", "$labels."))
     assert gameday("validate", "--abort-on", str(rules), str(path)).returncode == 0
+
+
+def test_an_environment_default_url_is_not_contacted_a_set_variable_is(
+    server: PrometheusServer, gameday: Gameday, write_experiment: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A default is often a sandbox address or a cluster-only name: validation does not go
+    looking for it. The variable set, or --var, names the server that will run the query."""
+    experiment = _with_query("sum by (job) up")
+    experiment["configuration"] = {
+        "prometheus_url": {"type": "env", "key": "GD_TEST_PROM_URL", "default": server.url}
+    }
+    path = write_experiment(experiment)
+    monkeypatch.delenv("GD_TEST_PROM_URL", raising=False)
+    offline = gameday("validate", str(path))
+    assert offline.returncode == 3 and "judged by Prometheus" not in offline.stderr
+    monkeypatch.setenv("GD_TEST_PROM_URL", server.url)
+    online = gameday("validate", str(path))
+    assert online.returncode == 3 and f" at {server.url})" in online.stderr, online.stderr
