@@ -134,3 +134,19 @@ def test_a_rollback_ref_validates_and_runs_end_to_end(
     assert rollback["output"]["stdout"] == "rolled-back\n"
     probes = record["steady_states"]["before"]["probes"]
     assert [p["activity"]["name"] for p in probes] == ["alive", "alive"]
+
+
+def test_an_alertmanager_url_given_only_with_var_is_refused_by_both(
+    write_experiment: Callable[..., Path], gameday: Gameday
+) -> None:
+    """chaoslib keeps only declared configuration keys (`chaos run --var` too): a --var
+    the experiment does not declare never reaches the watch, so validate refuses it as
+    the run would (it used to pass validate, then the run refused it)."""
+    path = write_experiment(_experiment())
+    options = ["--abort-on", "alertmanager", "--var", "alertmanager_url=http://127.0.0.1:9"]
+    validate, run = (gameday(command, *options, str(path)) for command in ("validate", "run"))
+    assert (validate.returncode, run.returncode) == (3, 3)
+    assert _lines(validate) == _lines(run)
+    (line,) = _lines(validate)
+    assert line.startswith(f"invalid: {path}: configuration.alertmanager_url: ")
+    assert "--var only sets a key the experiment declares" in line

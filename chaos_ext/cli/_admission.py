@@ -10,6 +10,7 @@ run accepts, and the refusal lines of both are the same.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,8 @@ from chaos_ext.runner.experiments import ExperimentInvalid
 from chaos_ext.runner.settle import settle_seconds_of
 
 __all__ = ["Admitted", "add_var_options", "admit"]
+
+_ALERTMANAGER = "alertmanager_url"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,18 @@ def _abort_plan(args: argparse.Namespace) -> AbortPlan | None:
         return load_sources(sources, selectors)
 
 
+def _declared_value(experiment: dict[str, Any], config_vars: dict[str, Any], key: str) -> Any:
+    """The value the run's configuration will hold for ``key``: chaoslib keeps only the
+    keys the experiment declares, ``--var`` overriding them (an env value read here)."""
+    declared = experiment.get("configuration") or {}
+    if not isinstance(declared, dict) or key not in declared:
+        return None
+    value = config_vars.get(key, declared[key])
+    if isinstance(value, dict) and value.get("type") == "env":
+        return os.environ.get(str(value.get("key")), value.get("default"))
+    return value
+
+
 def _run_problems(
     args: argparse.Namespace, plan: AbortPlan | None, config_vars: dict[str, Any]
 ) -> Callable[[Path, dict[str, Any]], list[ExperimentInvalid]]:
@@ -86,12 +101,13 @@ def _run_problems(
             settle_seconds_of(experiment, getattr(args, "settle", None))
         except InvalidArgument as exc:
             found.append(ExperimentInvalid(path, "settle", str(exc)))
-        known = {**(experiment.get("configuration") or {}), **config_vars}
-        if watch_alertmanager and not known.get("alertmanager_url"):
+        if watch_alertmanager and not _declared_value(experiment, config_vars, _ALERTMANAGER):
             found.append(ExperimentInvalid(
-                path, "configuration.alertmanager_url",
-                "watching alertmanager (--abort-on alertmanager) needs it "
-                "(e.g. --var alertmanager_url=http://alertmanager:9093)",
+                path, f"configuration.{_ALERTMANAGER}",
+                "watching alertmanager (--abort-on alertmanager) needs it in the experiment's "
+                "configuration, e.g. \"alertmanager_url\": {\"type\": \"env\", \"key\": "
+                "\"ALERTMANAGER_URL\"}; --var only sets a key the experiment declares "
+                "(as with chaos run)",
             ))  # fmt: skip
         return found
 
