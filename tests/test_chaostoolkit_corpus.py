@@ -50,13 +50,17 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
     return out, verdicts
 
 
-def _validate(files: list[Path], ledger: Path) -> dict[str, list[str]]:
-    """``gameday validate`` on all files at once: its refusal lines per file name."""
-    result = subprocess.run(
-        gameday_argv("validate", *map(str, files)),
+def _gameday(command: str, files: list[Path], ledger: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        gameday_argv(command, *map(str, files)),
         capture_output=True, text=True, timeout=300, check=False, env=_env(ledger),
         cwd=ledger.parent,
     )  # fmt: skip
+
+
+def _validate(files: list[Path], ledger: Path) -> dict[str, list[str]]:
+    """``gameday validate`` on all files at once: its refusal lines per file name."""
+    result = _gameday("validate", files, ledger)
     assert "Traceback" not in result.stderr
     lines: dict[str, list[str]] = {}
     for line in result.stderr.splitlines():
@@ -106,3 +110,15 @@ def test_every_experiment_chaoslib_refuses_gameday_validate_refuses(
     # chaoslib's own check crashes on this one (builtins.sum bound by keyword): one line
     (crash,) = refused["ExperimentWithTopLevelControlsAndActivityControl"]
     assert "validation crashed: TypeError" in crash
+
+
+def test_run_refuses_chaoslibs_refusals_with_the_lines_validate_prints(
+    corpus: tuple[Path, dict[str, str | None]], ledger_path: Path,
+) -> None:  # fmt: skip
+    out, _ = corpus
+    files = sorted((out / "refused").glob("*.json"))
+    validate, run = (_gameday(command, files, ledger_path) for command in ("validate", "run"))
+    assert (validate.returncode, run.returncode) == (3, 3)
+    invalid = [[line for line in r.stderr.splitlines() if line.startswith("invalid: ")]
+               for r in (validate, run)]  # fmt: skip
+    assert invalid[0] == invalid[1] and len(invalid[0]) >= len(files)

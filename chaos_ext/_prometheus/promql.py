@@ -88,7 +88,8 @@ def check_promql(expr: object, what: str = "expr") -> str:
     checking = _CHECKING.get()
     judge = checking[0] if checking else None
     verdict = judge[1](expr) if judge else None
-    if verdict is True:
+    if verdict is True and judge:
+        logger.info("%s: PromQL %s valid (judged by %s)", what, shown(expr), judge[0])
         return expr
     if isinstance(verdict, tuple) and judge:
         raise _refused(expr, what, verdict[0], verdict[1], f"judged by {judge[0]}")
