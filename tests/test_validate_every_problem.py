@@ -150,3 +150,30 @@ def test_an_alertmanager_url_given_only_with_var_is_refused_by_both(
     (line,) = _lines(validate)
     assert line.startswith(f"invalid: {path}: configuration.alertmanager_url: ")
     assert "--var only sets a key the experiment declares" in line
+
+
+def test_a_failed_rollback_ref_is_retried_from_the_journal(
+    write_experiment: Callable[..., Path], gameday: Gameday, tmp_path: Path
+) -> None:
+    """`gameday rollback --journal` finds a ``{"ref": ...}`` rollback that failed: the ref
+    is resolved to the activity it names, so it is retried like any other."""
+    folder = tmp_path / "made-by-the-method"
+    mkdir = {
+        "type": "action",
+        "name": "make-folder",
+        "provider": {
+            "type": "python",
+            "module": "os",
+            "func": "mkdir",
+            "arguments": {"path": str(folder)},
+        },
+    }
+    path = write_experiment(_experiment(method=[mkdir], rollbacks=[{"ref": "make-folder"}]))
+    run = gameday("run", "--journal", "journal.json", str(path))
+    assert run.returncode == 2, run.stderr  # the rollback failed: the folder exists
+    folder.rmdir()  # the operator makes the rollback possible again
+    retry = gameday("rollback", "--journal", "journal.json")
+    assert retry.returncode == 0, retry.stderr
+    assert "make-folder succeeded" in retry.stderr and folder.is_dir()
+    again = gameday("rollback", "--journal", "journal.json")
+    assert "no rollback left to retry" in again.stderr
