@@ -1,46 +1,134 @@
 """Pure PromQL helpers: the syntax check, label matchers and the histogram-quantile expression.
 
-:func:`check_promql` parses a query with ``promql-parser`` (a maintained parser,
-the Rust crate GreptimeDB uses, with Python bindings) so a query with a syntax
-error is refused before it reaches Prometheus: by ``gameday validate`` and by
-every activity when it is called.
+:func:`check_promql` refuses a query with a syntax error before it reaches
+Prometheus: in ``gameday validate`` and in every activity when it is called.
+Who judges, in this order:
+
+1. the Prometheus that will run it, when one is known
+   (:func:`validating`, e.g. ``gameday validate`` with a ``prometheus_url``): its
+   own parser, through ``/api/v1/format_query``, for its version and flags;
+2. offline, ``promql-parser`` (the Rust crate GreptimeDB uses), except that a
+   function it does not know, duration arithmetic (``[1m * 2]``) and the
+   histogram trim operators (``>/``, ``</``) are a warning naming them, not an
+   error: Prometheus may well accept them. While validating, a syntax error is
+   located with ``promtool`` (Prometheus' own parser) when it is installed:
+   position and token.
+
+Error messages say which checker judged the query.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 
 import promql_parser
 
+from chaos_ext._prometheus import promtool
 from chaos_ext._prometheus.results import shown
 from chaos_ext.errors import InvalidArgument
 
 __all__ = [
+    "Judge",
+    "Verdict",
     "check_promql",
     "histogram_quantile_expr",
     "matchers",
     "promql_duration",
     "quote",
     "require_metric_name",
+    "validating",
 ]
 
+logger = logging.getLogger(__name__)
 _METRIC = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNKNOWN_FUNCTION = re.compile(r"unknown function with name '([^']+)'")
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_DURATION_ARITHMETIC = re.compile(r"\[[^\]]*\d[smhdwy]?\s*[-+*/%^]\s*[^\]]*\]")
+_TRIM_OPERATOR = re.compile(r"[<>]/")
+
+Verdict = bool | tuple[str, str] | None
+"""On a query: True (valid), ``(position, reason)`` (refused), None (no verdict)."""
+Judge = Callable[[str], Verdict]
+_CHECKING: ContextVar[tuple[tuple[str, Judge] | None] | None] = ContextVar(
+    "gameday_promql_checking", default=None
+)
+
+
+@contextlib.contextmanager
+def validating(judge: tuple[str, Judge] | None = None) -> Iterator[None]:
+    """Within this block (``gameday validate``/``run`` before anything runs),
+    :func:`check_promql` asks ``judge`` first (``(name, judge)``, the name used in its
+    messages: ``Prometheus 2.42.0 at http://...``), and locates offline syntax errors
+    with promtool. Outside it (an activity being called) only the offline parser runs:
+    no process, no connection before the activity's arguments are known good."""
+    token = _CHECKING.set((judge,))
+    try:
+        yield
+    finally:
+        _CHECKING.reset(token)
+
+
+def _refused(expr: str, what: str, at: str, reason: str, judge: str) -> InvalidArgument:
+    where = f"{at}, {judge}" if at else judge
+    return InvalidArgument(f"{what}: invalid PromQL {shown(expr)}: {reason} ({where})")
 
 
 def check_promql(expr: object, what: str = "expr") -> str:
-    """``expr`` if it is a syntactically valid PromQL query, else InvalidArgument with the
-    parser's reason (``expr: invalid PromQL 'sum(rate(x[5m]': unclosed left parenthesis``)."""
+    """``expr`` if it is a valid PromQL query, else InvalidArgument with the reason, the
+    position when known and the checker (``expr: invalid PromQL 'sum(rate(x[5m]':
+    unclosed left parenthesis (at char 16, promtool)``)."""
     if not isinstance(expr, str) or not expr.strip():
         raise InvalidArgument(f"{what}: expected a PromQL query, got {expr!r:.60}")
+    checking = _CHECKING.get()
+    judge = checking[0] if checking else None
+    verdict = judge[1](expr) if judge else None
+    if verdict is True and judge:
+        logger.info("%s: PromQL %s valid (judged by %s)", what, shown(expr), judge[0])
+        return expr
+    if isinstance(verdict, tuple) and judge:
+        raise _refused(expr, what, verdict[0], verdict[1], f"judged by {judge[0]}")
+    _check_offline(expr, what, locate=checking is not None)
+    return expr
+
+
+def _newer_syntax(expr: str, reason: str) -> str | None:
+    """What the offline parser may refuse although Prometheus accepts it, or None."""
+    unknown = _UNKNOWN_FUNCTION.search(reason)
+    if unknown:
+        return f"function {unknown.group(1)!r}"
+    bare = _STRINGS.sub('""', expr)
+    if _DURATION_ARITHMETIC.search(bare):
+        return "duration arithmetic"
+    if _TRIM_OPERATOR.search(bare):
+        return "a histogram trim operator (>/ or </)"
+    return None
+
+
+def _check_offline(expr: str, what: str, *, locate: bool) -> None:
     try:
         promql_parser.parse(expr)
     except ValueError as exc:
         reason = " ".join(str(exc).split()) or "syntax error"
-        raise InvalidArgument(f"{what}: invalid PromQL {shown(expr)}: {reason}") from None
-    return expr
+    else:
+        return
+    newer = _newer_syntax(expr, reason)
+    if newer is not None:
+        logger.warning(
+            "%s: PromQL %s: %s is unknown to the offline parser; check against your "
+            "Prometheus (give its prometheus_url to have it judged there)",
+            what, shown(expr), newer,
+        )  # fmt: skip
+        return
+    located = promtool.syntax_error(expr) if locate and promtool.promtool() else None
+    if located is not None:  # Prometheus' own words, with the position
+        raise _refused(expr, what, located[0], located[1], "promtool") from None
+    raise _refused(expr, what, "", reason, "offline parser") from None
 
 
 def require_metric_name(value: str, what: str = "metric") -> str:

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.runner.controls import (
-    ControlProblem,
-    control_problems,
-    load_run_settings,
-    resolve_control_paths,
-)
-from chaos_ext.runner.experiments import ExperimentInvalid, experiment_problems, load_experiment
+from chaos_ext.runner.controls import ControlProblem, control_problems, load_run_settings
+from chaos_ext.runner.experiments import ExperimentInvalid, Resolve, file_problems
 
 __all__ = ["add_control_options", "load_settings_or_none", "load_valid_experiments"]
 
@@ -73,30 +69,31 @@ def load_valid_experiments(
     config_vars: dict[str, Any] | None = None,
     *,
     allow_missing_controls: bool = False,
+    resolve: Resolve = "all",
+    also: Callable[[Path, dict[str, Any]], list[ExperimentInvalid]] | None = None,
 ) -> list[tuple[Path, dict[str, Any]]] | None:
     """Load and validate every file; print every problem, one line each; None if any.
 
     Our controls' file arguments are resolved from each experiment's directory.
     With ``allow_missing_controls`` a control problem is a loud warning, not a refusal.
+    A file whose validation crashes is one line naming it; the next files are still
+    validated. ``resolve``: what is resolved from the environment (runner.experiments.Resolve).
+    ``also`` adds the problems a command finds in an experiment that loaded.
     """
     loaded: list[tuple[Path, dict[str, Any]]] = []
     ok = True
     for name in paths:
         path = Path(name)
-        try:
-            experiment = load_experiment(path)
-        except ExperimentInvalid as exc:
-            problems = [exc]
-        else:
-            resolve_control_paths(experiment, path.resolve().parent)
-            problems = experiment_problems(path, experiment, secret_vars, config_vars)
+        experiment, problems = file_problems(path, secret_vars, config_vars, resolve=resolve)
+        if experiment is not None and also is not None:
+            problems += also(path, experiment)
         refusals = [p for p in problems if not (p.control and allow_missing_controls)]
         for problem in problems:
             if problem in refusals:
                 console.print(f"[red]invalid:[/] {escape(str(problem))}", highlight=False)
             else:
                 _say_unprotected(console, f"{problem.path}: {problem.where}", problem.message)
-        if refusals:
+        if refusals or experiment is None:
             ok = False
             continue
         loaded.append((path, experiment))

@@ -7,18 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaoslib import convert_vars, merge_vars
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.cli._common import (
-    add_control_options,
-    load_settings_or_none,
-    load_valid_experiments,
-)
-from chaos_ext.errors import InvalidArgument, LedgerError
+from chaos_ext.cli._admission import add_var_options, admit
+from chaos_ext.cli._common import add_control_options
+from chaos_ext.errors import LedgerError
 from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.prometheus.abort import AbortOnBreach, AbortPlan, load_sources, parse_selector
+from chaos_ext.prometheus.abort import AbortOnBreach, AbortPlan
 from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
 from chaos_ext.runner.controls import ControlGuard, activate_global_controls, control_problems
 from chaos_ext.runner.execute import (
@@ -29,8 +25,7 @@ from chaos_ext.runner.execute import (
     not_run,
     run_experiment,
 )
-from chaos_ext.runner.recovery import DEFAULT_RECOVER_S, recover_seconds_of
-from chaos_ext.runner.settle import settle_seconds_of
+from chaos_ext.runner.recovery import DEFAULT_RECOVER_S
 from chaos_ext.runner.sweep import checked, dead_entries, shielded, sweep
 from chaos_ext.runner.verdict import worst_exit
 
@@ -141,14 +136,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--journal-dir", metavar="DIR", default=".", help="where journals go (default: .)"
     )
-    parser.add_argument(
-        "--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
-        help="configuration value (repeatable), as in `chaos run --var`",
-    )  # fmt: skip
-    parser.add_argument(
-        "--var-file", action="append", default=[], metavar="FILE",
-        help="JSON/YAML with 'configuration' and 'secrets' keys, or a .env file",
-    )  # fmt: skip
+    add_var_options(parser)
     parser.add_argument(
         "--hypothesis-strategy", choices=_STRATEGIES, default="default",
         help="when the steady-state hypothesis is checked (default: before and after)",
@@ -300,21 +288,6 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     return worst_exit(r.exit_code for r in results)
 
 
-def _check_alertmanager(
-    plan: AbortPlan | None, loaded: list[tuple[Path, dict[str, Any]]],
-    config_vars: dict[str, Any],
-) -> None:  # fmt: skip
-    """Watching Alertmanager needs its URL in every experiment's configuration (or --var)."""
-    if plan is None or not any(w.source == "alertmanager" for w in plan.alerts.firing):
-        return
-    for path, experiment in loaded:
-        if not {**(experiment.get("configuration") or {}), **config_vars}.get("alertmanager_url"):
-            raise InvalidArgument(
-                f"{path}: watching alertmanager needs the configuration alertmanager_url "
-                "(e.g. --var alertmanager_url=http://alertmanager:9093)"
-            )
-
-
 def _recovered_ledger(console: Console, *, refuse: bool) -> Ledger | None:
     """The ledger, checked and with dead runs' faults undone; None: do not start."""
     try:
@@ -324,32 +297,6 @@ def _recovered_ledger(console: Console, *, refuse: bool) -> Ledger | None:
         console.print("[red]not starting: the fault ledger cannot be trusted[/]")
         return None
     return ledger if recover(ledger, console, refuse=refuse) else None
-
-
-def _abort_plan(
-    args: argparse.Namespace,
-    loaded: list[tuple[Path, dict[str, Any]]],
-    config_vars: dict[str, Any],
-    console: Console,
-    refuse: Callable[[Path, dict[str, Any]], str | None] | None,
-) -> AbortPlan | int | None:
-    """The caller's refusals, then --abort-on and --alerts read; an int: exit 3."""
-    refusals = [line for path, exp in loaded if refuse and (line := refuse(path, exp))]
-    for line in refusals:
-        console.print(f"[red]{escape(line)}[/]", highlight=False)
-    if refusals:
-        return EXIT_INVALID
-    try:
-        selectors = [parse_selector(text) for text in args.alerts]
-        abort_plan = load_sources(args.abort_on, selectors) if args.abort_on else None
-        if selectors and abort_plan is None:
-            raise InvalidArgument("--alerts needs --abort-on RULES.yaml, prometheus-alerts or "
-                                  "alertmanager")  # fmt: skip
-        _check_alertmanager(abort_plan, loaded, config_vars)
-    except InvalidArgument as exc:
-        console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
-        return EXIT_INVALID
-    return abort_plan
 
 
 def run_batch(
@@ -367,36 +314,24 @@ def run_batch(
     is the exit code when nothing ran. ``refuse(path, experiment)`` may give a
     line that stops the batch before anything runs (exit 3).
     """
-    try:
-        config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
-    except ValueError as exc:
-        console.print(f"[red]--var: {escape(str(exc))}[/]")
+    admitted = admit(
+        args, experiments, console, secrets=True
+    )  # the very decision of `gameday validate`
+    if admitted is None:
         return EXIT_INVALID
-    settings = load_settings_or_none(args, console)
-    loaded = load_valid_experiments(
-        experiments, console, secret_vars, config_vars,
-        allow_missing_controls=args.allow_missing_controls,
-    )  # fmt: skip
-    if loaded is None or settings is None:
+    refusals = [line for path, e in admitted.experiments if refuse and (line := refuse(path, e))]
+    for line in refusals:
+        console.print(f"[red]{escape(line)}[/]", highlight=False)
+    if refusals:
         return EXIT_INVALID
-    abort_plan = _abort_plan(args, loaded, config_vars, console, refuse)
-    if isinstance(abort_plan, int):
-        return abort_plan
-    settle: dict[Path, float] = {}
-    recover: dict[Path, float] = {}
-    for path, experiment in loaded:
-        try:
-            settle[path] = settle_seconds_of(experiment, getattr(args, "settle", None))
-            recover[path] = recover_seconds_of(experiment, getattr(args, "recover", None))
-        except InvalidArgument as exc:
-            console.print(f"[red]{path}: {escape(str(exc))}[/]", highlight=False)
-            return EXIT_INVALID
     ledger = _recovered_ledger(console, refuse=refuse_recover)
     if ledger is None:
         return EXIT_FAILED
-    activate_global_controls(settings[0])
+    activate_global_controls(admitted.settings)
+    abort_plan = admitted.abort_plan
+    config_vars, secret_vars = admitted.config_vars, admitted.secret_vars
     repeat = getattr(args, "repeat", 1)
-    plan = [(path, experiment, i) for path, experiment in loaded for i in range(1, repeat + 1)]
+    plan = [(path, e, i) for path, e in admitted.experiments for i in range(1, repeat + 1)]
 
     def journal_of(path: Path, i: int) -> Path:
         journal = journal_for(path)
@@ -412,9 +347,9 @@ def run_batch(
             hypothesis_frequency=args.hypothesis_frequency,
             fail_fast=args.fail_fast,
             extra_handlers=(_control_guard(args, console), *_abort_handlers(abort_plan, console)),
-            settle_seconds=settle[path],
-            recover_seconds=recover[path],
-            unprotected=unprotected(args, experiment, settings[0]),
+            settle_seconds=admitted.settle[path],
+            recover_seconds=admitted.recover[path],
+            unprotected=unprotected(args, experiment, admitted.settings),
         )
         if repeat > 1:
             console.print(f"[bold]run {i} of {repeat}[/]: {escape(str(path))}", highlight=False)

@@ -107,7 +107,7 @@ def _spec(args: argparse.Namespace, files: list[Path]) -> ScheduleSpec:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    loaded = load_valid_experiments(args.experiments, console)
+    loaded = load_valid_experiments(args.experiments, console, resolve="nothing")  # in-cluster
     if loaded is None:
         return EXIT_INVALID
     leaky = [str(p) for p, experiment in loaded if any(inline_secrets(experiment.get("secrets")))]

@@ -8,13 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.cli._common import (
-    add_control_options,
-    load_settings_or_none,
-    load_valid_experiments,
-)
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus.abort import load_sources, parse_selector
+from chaos_ext.cli._admission import Admitted, add_var_options, admit
+from chaos_ext.cli._common import add_control_options
 from chaos_ext.runner.execute import EXIT_HELD, EXIT_INVALID
 
 HELP = """\
@@ -25,7 +20,12 @@ syntax wherever a query appears (probe arguments, catalog entries, abort plans,
 ${...} values once substituted where the configuration resolves them), and every
 safety control of the experiments and of the Chaos Toolkit settings: that it
 imports, that its arguments are valid, that its plan files exist and are valid.
-Nothing is injected and no target is contacted.
+Nothing is injected and no target is contacted, except that when a
+prometheus_url is given (--var, --var-file, a URL in the experiment, or its
+environment variable when set; not an env default) each PromQL query is sent to
+that server's /api/v1/format_query, whose verdict is the one for its version.
+Offline, a function the parser does not know is a warning, and promtool (when
+installed) locates syntax errors and checks rule files.
 
 Every problem of every file is printed, one line each, then the exit code is 3
 (0 when every file is valid):
@@ -44,6 +44,17 @@ Every problem of every file is printed, one line each, then the exit code is 3
 --abort-on and --alerts are checked as `gameday run` would read them (rule
 files and PrometheusRule manifests parsed, the selection not empty), and the
 alerts they select are listed.
+
+validate and run make one decision: a file that validates with the same
+--var, --var-file, --settings, --abort-on, --alerts and --settle is one that
+`gameday run` accepts, and they print the same refusal lines. The
+configuration is resolved as the run resolves it (an environment key that is
+not set is refused, as by `chaos validate`); secrets are checked by shape only,
+since they are often set only where the run happens (the run resolves them).
+A file whose validation crashes is one line naming it and the exception; the
+other files are still validated. Refs ({"ref": "name"}) are resolved in every
+phase. Where gameday is stricter than `chaos validate`, docs/validation.md
+lists the rule and its reason.
 """
 
 
@@ -63,20 +74,17 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--alerts", metavar="SELECTOR", action="append", default=[],
                         help="alert selectors, as `gameday run --alerts`")  # fmt: skip
+    add_var_options(parser)
+    parser.add_argument(
+        "--settle", type=float, metavar="SECONDS", help="check a settle time as `gameday run`"
+    )
     parser.set_defaults(handler=handle)
 
 
-def _check_abort(args: argparse.Namespace, console: Console) -> bool:
-    try:
-        selectors = [parse_selector(text) for text in args.alerts]
-        if selectors and not args.abort_on:
-            raise InvalidArgument("--alerts needs --abort-on")
-        if not args.abort_on:
-            return True
-        plan = load_sources(args.abort_on, selectors)
-    except InvalidArgument as exc:
-        console.print(f"[red]invalid:[/] --abort-on: {escape(str(exc))}", highlight=False)
-        return False
+def _say_abort(admitted: Admitted, console: Console) -> None:
+    plan = admitted.abort_plan
+    if plan is None:
+        return
     names = sorted({r.name for r in plan.alerts.rules})
     console.print(
         f"[green]valid:[/] --abort-on {escape(plan.source)}: {len(plan.conditions)} condition(s), "
@@ -84,15 +92,13 @@ def _check_abort(args: argparse.Namespace, console: Console) -> bool:
         f"firing alerts from {', '.join(w.source for w in plan.alerts.firing) or 'nowhere'}",
         highlight=False,
     )
-    return True
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    settings = load_settings_or_none(args, console)
-    abort_ok = _check_abort(args, console)
-    loaded = load_valid_experiments(args.experiments, console)
-    if loaded is None or settings is None or not abort_ok:
+    admitted = admit(args, args.experiments, console, secrets=False)
+    if admitted is None:
         return EXIT_INVALID
-    for path, experiment in loaded:
+    _say_abort(admitted, console)
+    for path, experiment in admitted.experiments:
         console.print(f"[green]valid:[/] {path} — {experiment['title']}", highlight=False)
     return EXIT_HELD

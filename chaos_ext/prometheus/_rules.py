@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from chaos_ext._prometheus import promtool
 from chaos_ext._prometheus.promql import check_promql
 from chaos_ext.errors import InvalidArgument
 
@@ -184,6 +185,17 @@ def parse_rule_documents(documents: Iterable[Any], source: str) -> list[AlertRul
     return rules
 
 
+def _check_with_promtool(path: Path, documents: list[Any]) -> None:
+    """A plain rule file is also checked by ``promtool check rules`` when it is installed:
+    Prometheus' own parser, templates included (an undefined ``$label``)."""
+    plain = [d for d in documents if d is not None]
+    if len(plain) != 1 or not isinstance(plain[0], dict) or "apiVersion" in plain[0]:
+        return  # PrometheusRule manifests and multi-document files are not promtool's format
+    problems = promtool.rule_file_problems(path)
+    if problems:
+        raise InvalidArgument(f"alert rules {path}: promtool check rules: {'; '.join(problems)}")
+
+
 def load_rules(path: Path) -> list[AlertRule]:
     """The alerting rules of a rule file or PrometheusRule manifest."""
     try:
@@ -191,6 +203,7 @@ def load_rules(path: Path) -> list[AlertRule]:
     except (OSError, yaml.YAMLError) as exc:
         raise InvalidArgument(f"alert rules {path}: {exc}") from exc
     rules = parse_rule_documents(documents, str(path))
+    _check_with_promtool(path, documents)
     if not rules:
         raise InvalidArgument(f"alert rules {path}: no alerting rule in it (recording rules only?)")
     return rules

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaoslib.caching import cache_activities, clear_cache
 from chaoslib.exceptions import ChaosException, InterruptExecution
 from chaoslib.run import RunEventHandler, Runner, initialize_run_journal
 from chaoslib.settings import get_loaded_settings
@@ -180,6 +181,7 @@ def run_experiment(
     windows = _fault_windows(experiment, options, run_id, journal, console)
     if options.unprotected:
         journal.setdefault("gameday", {})["unprotected"] = list(options.unprotected)
+    cache_activities(experiment)  # refs resolve as under `chaos run` (chaoslib's with_cache)
     try:
         with rollbacks_when_injected(policy):
             runner.run(
@@ -224,6 +226,7 @@ def run_experiment(
         )  # fmt: skip
         set_current_run_id(None)
         restore_signals()
+        clear_cache()
     return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
 
 

@@ -45,8 +45,24 @@ def pending_rollbacks(journal: Mapping[str, Any]) -> list[dict[str, Any]]:
         for run in journal.get("rollbacks") or []
         if failing_result(run) is not None
     }
-    declared = (journal.get("experiment") or {}).get("rollbacks") or []
+    declared = _resolved_rollbacks(journal.get("experiment") or {})
     return [a for a in declared if a.get("name") in failed and a.get("name") not in done]
+
+
+def _resolved_rollbacks(experiment: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The experiment's rollbacks, a ``{"ref": name}`` replaced by the activity it names
+    (of the hypothesis or the method, as chaoslib resolves refs), so that it is retried."""
+    hypothesis = experiment.get("steady-state-hypothesis") or {}
+    named = {
+        a["name"]: a
+        for a in [*(hypothesis.get("probes") or []), *(experiment.get("method") or [])]
+        if isinstance(a, dict) and "ref" not in a and a.get("name")
+    }
+    return [
+        named.get(a["ref"], a) if "ref" in a else a
+        for a in experiment.get("rollbacks") or []
+        if isinstance(a, dict)
+    ]
 
 
 def retry_rollbacks(

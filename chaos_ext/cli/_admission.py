@@ -1,0 +1,154 @@
+"""The one decision ``gameday validate`` and ``gameday run`` share: may these files run?
+
+:func:`admit` reads ``--var`` / ``--var-file``, the Chaos Toolkit settings, every
+experiment file, ``--abort-on`` / ``--alerts`` and the settle time, prints every
+refusal (one ``invalid:`` line each) and returns what the run needs, or None.
+``validate`` stops there; ``run`` goes on. So a file that validates is a file the
+run accepts, and the refusal lines of both are the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaoslib import convert_vars, merge_vars
+from rich.console import Console
+from rich.markup import escape
+
+from chaos_ext._prometheus.promql import validating
+from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.prometheus.abort import AbortPlan, load_sources, parse_selector
+from chaos_ext.runner.experiments import ExperimentInvalid
+from chaos_ext.runner.recovery import recover_seconds_of
+from chaos_ext.runner.settle import settle_seconds_of
+
+__all__ = ["Admitted", "add_var_options", "admit"]
+
+_ALERTMANAGER = "alertmanager_url"
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """Experiments that may run, with what their run needs."""
+
+    experiments: list[tuple[Path, dict[str, Any]]]
+    settings: dict[str, Any]
+    settings_path: Path | None
+    abort_plan: AbortPlan | None
+    settle: dict[Path, float]
+    recover: dict[Path, float]
+    config_vars: dict[str, Any]
+    secret_vars: dict[str, Any] = field(repr=False)
+
+
+def add_var_options(parser: argparse.ArgumentParser) -> None:
+    """``--var`` and ``--var-file``, as ``chaos run`` has them."""
+    parser.add_argument(
+        "--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+        help="configuration value (repeatable), as in `chaos run --var`",
+    )  # fmt: skip
+    parser.add_argument(
+        "--var-file", action="append", default=[], metavar="FILE",
+        help="JSON/YAML with 'configuration' and 'secrets' keys, or a .env file",
+    )  # fmt: skip
+
+
+def _refuse(console: Console, text: str) -> None:
+    console.print(f"[red]invalid:[/] {escape(text)}", highlight=False)
+
+
+def _abort_plan(args: argparse.Namespace) -> AbortPlan | None:
+    selectors = [parse_selector(text) for text in getattr(args, "alerts", [])]
+    sources = getattr(args, "abort_on", [])
+    if selectors and not sources:
+        raise InvalidArgument(
+            "--alerts needs --abort-on RULES.yaml, prometheus-alerts or alertmanager"
+        )
+    if not sources:
+        return None
+    with validating():  # judged offline: their Prometheus is each experiment's
+        return load_sources(sources, selectors)
+
+
+def _declared_value(experiment: dict[str, Any], config_vars: dict[str, Any], key: str) -> Any:
+    """The value the run's configuration will hold for ``key``: chaoslib keeps only the
+    keys the experiment declares, ``--var`` overriding them (an env value read here)."""
+    declared = experiment.get("configuration") or {}
+    if not isinstance(declared, dict) or key not in declared:
+        return None
+    value = config_vars.get(key, declared[key])
+    if isinstance(value, dict) and value.get("type") == "env":
+        return os.environ.get(str(value.get("key")), value.get("default"))
+    return value
+
+
+def _run_problems(
+    args: argparse.Namespace, plan: AbortPlan | None, config_vars: dict[str, Any]
+) -> Callable[[Path, dict[str, Any]], list[ExperimentInvalid]]:
+    """What only the run's options make a problem of an experiment: its settle time, and
+    the Alertmanager URL its configuration (or --var) must give when alerts are watched."""
+    watch_alertmanager = plan is not None and any(
+        w.source == "alertmanager" for w in plan.alerts.firing
+    )
+
+    def problems(path: Path, experiment: dict[str, Any]) -> list[ExperimentInvalid]:
+        found = []
+        try:
+            settle_seconds_of(experiment, getattr(args, "settle", None))
+        except InvalidArgument as exc:
+            found.append(ExperimentInvalid(path, "settle", str(exc)))
+        try:
+            recover_seconds_of(experiment, getattr(args, "recover", None))
+        except InvalidArgument as exc:
+            found.append(ExperimentInvalid(path, "recover", str(exc)))
+        if watch_alertmanager and not _declared_value(experiment, config_vars, _ALERTMANAGER):
+            found.append(ExperimentInvalid(
+                path, f"configuration.{_ALERTMANAGER}",
+                "watching alertmanager (--abort-on alertmanager) needs it in the experiment's "
+                "configuration, e.g. \"alertmanager_url\": {\"type\": \"env\", \"key\": "
+                "\"ALERTMANAGER_URL\"}; --var only sets a key the experiment declares "
+                "(as with chaos run)",
+            ))  # fmt: skip
+        return found
+
+    return problems
+
+
+def admit(
+    args: argparse.Namespace, paths: list[str], console: Console, *, secrets: bool
+) -> Admitted | None:
+    """Every check before anything runs, every refusal printed; None if any.
+
+    ``secrets``: resolve the secrets too (``run``); ``validate`` checks their shape.
+    """
+    try:
+        config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
+    except ValueError as exc:
+        _refuse(console, f"--var: {exc}")
+        return None
+    settings = load_settings_or_none(args, console)
+    try:
+        plan, plan_ok = _abort_plan(args), True
+    except InvalidArgument as exc:
+        plan, plan_ok = None, False
+        _refuse(console, f"--abort-on: {exc}")
+    loaded = load_valid_experiments(
+        paths, console, secret_vars, config_vars,
+        allow_missing_controls=getattr(args, "allow_missing_controls", False),
+        also=_run_problems(args, plan, config_vars),
+        resolve="all" if secrets else "configuration",
+    )  # fmt: skip
+    if loaded is None or settings is None or not plan_ok:
+        return None
+    settle = {path: settle_seconds_of(e, getattr(args, "settle", None)) for path, e in loaded}
+    recover = {path: recover_seconds_of(e, getattr(args, "recover", None)) for path, e in loaded}
+    return Admitted(
+        experiments=loaded, settings=settings[0], settings_path=settings[1], abort_plan=plan,
+        settle=settle, recover=recover, config_vars=config_vars, secret_vars=secret_vars,
+    )  # fmt: skip
