@@ -167,12 +167,15 @@ def check_audit_arguments(arguments: Mapping[str, Any]) -> None:
 def run_audit(
     source: str, *, listener: str = "", rules: list[dict[str, Any]] | None = None,
     rules_file: str = "", timeout_seconds: float = 30.0, profile: str = DEFAULT_PROFILE,
-    role: str = "auto", secrets: Secrets = None,
+    role: str = "auto", secrets: Secrets = None, extra_rules: Sequence[Rule] = (),
 ) -> AuditRun:  # fmt: skip
-    """Fetch ``source`` and audit it; the whole run (``gameday audit envoy`` writes fixes)."""
+    """Fetch ``source`` and audit it; the whole run (``gameday audit envoy`` writes fixes).
+
+    ``extra_rules`` join the profile's (the heap rule, when the memory limit is known).
+    """
     given = (source, listener, rules, rules_file, timeout_seconds, profile, role)
     check_audit_arguments(dict(zip(_AUDIT_KEYS, given, strict=True)))
     chosen, chosen_rules = effective_rules(profile, rules, rules_file)
     raw, origin = fetch_dump(parse_source(source), timeout=float(timeout_seconds), secrets=secrets)
-    return audit_raw(raw, origin=origin, profile=chosen, rules=chosen_rules, listener=listener,
-                     role=role)  # fmt: skip
+    return audit_raw(raw, origin=origin, profile=chosen, rules=[*chosen_rules, *extra_rules],
+                     listener=listener, role=role)  # fmt: skip
