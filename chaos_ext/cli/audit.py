@@ -132,8 +132,8 @@ def register(sub: Any) -> None:
                        help="the istio-proxy container's limits.memory (e.g. 1024Mi): sizes "
                             "the heap and adds the heap-below-limit rule")  # fmt: skip
     envoy.add_argument("--existing", action="append", default=[], metavar="FILE",
-                       help="the gateway's manifests (Deployment, custom bootstrap ConfigMap, "
-                            "EnvoyFilters; kubectl get -o yaml) to merge with; repeatable")  # fmt: skip
+                       help="the gateway's manifests to merge with (Deployment, custom "
+                            "bootstrap ConfigMap, EnvoyFilters); repeatable")  # fmt: skip
     envoy.add_argument("--deployment", default="", metavar="NAMESPACE/NAME",
                        help="read the gateway's Deployment, its custom bootstrap and the "
                             "namespace's EnvoyFilters from the Kubernetes API")  # fmt: skip

@@ -157,7 +157,7 @@ def _control_plane_advice(run: AuditRun) -> str:
     if run.role.role in ("sidecar", "waypoint"):
         return (f" (an Istio {run.role.role}: an EnvoyFilter with context "
                 f"{'SIDECAR_INBOUND' if run.role.role == 'sidecar' else 'WAYPOINT'}, written "
-                "by hand: --fix istio is for gateways)")  # fmt: skip
+                "by hand)")  # fmt: skip
     return ""
 
 

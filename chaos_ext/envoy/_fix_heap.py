@@ -15,6 +15,7 @@ kernel OOM-kills Envoy before ``shrink_heap`` (95 %) or
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from chaos_ext.envoy._fix import FixPlan
@@ -25,8 +26,12 @@ __all__ = ["FIXED_HEAP", "HEAP_RULE", "heap_rule", "size_heap"]
 
 FIXED_HEAP = "envoy.resource_monitors.fixed_heap"
 HEAP_RULE = "overload-heap-below-memory-limit"
-_HEAP_RULES = ("overload-fixed-heap", "overload-shrink-heap", "overload-stop-accepting-requests",
-               HEAP_RULE)  # fmt: skip
+_HEAP_RULES = (
+    "overload-fixed-heap",
+    "overload-shrink-heap",
+    "overload-stop-accepting-requests",
+    HEAP_RULE,
+)
 _MONITOR = f'overload_manager.resource_monitors[?name = "{FIXED_HEAP}"]'
 _TYPE = "type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig"
 
@@ -34,38 +39,58 @@ _TYPE = "type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.Fi
 def heap_rule(limit_bytes: int, limit_from: str) -> Rule:
     """The rule that fails a fixed_heap limit at or above the container's headroom."""
     heap = heap_for(limit_bytes)
-    fix = {"bootstrap": {"overload_manager": {"resource_monitors": [
-        {"name": FIXED_HEAP, "typed_config": {"@type": _TYPE, "max_heap_size_bytes": heap}}]}}}
+    fix = {
+        "bootstrap": {
+            "overload_manager": {
+                "resource_monitors": [
+                    {
+                        "name": FIXED_HEAP,
+                        "typed_config": {"@type": _TYPE, "max_heap_size_bytes": heap},
+                    }
+                ]
+            }
+        }
+    }
     return Rule(
         id=HEAP_RULE,
         title=f"the fixed_heap limit is below the container's memory limit ({limit_from}; "
-              f"the fix writes {HEAP_FRACTION:.0%} of it)",
-        at=(Location("bootstrap", f"{_MONITOR}.typed_config.max_heap_size_bytes"),
-            Location("bootstrap", f"{_MONITOR}.config.max_heap_size_bytes")),
-        op="<", value=limit_bytes, severity="critical", when_absent="pass",
+        f"the fix writes {HEAP_FRACTION:.0%} of it)",
+        at=(
+            Location("bootstrap", f"{_MONITOR}.typed_config.max_heap_size_bytes"),
+            Location("bootstrap", f"{_MONITOR}.config.max_heap_size_bytes"),
+        ),
+        op="<",
+        value=limit_bytes,
+        severity="critical",
+        when_absent="pass",
         envoy_default="no heap monitor (overload-fixed-heap fails it)",
         why="a heap limit at or above the memory limit lets the kernel OOM-kill Envoy before "
-            "shrink_heap or stop_accepting_requests fire",
-        source={"doc": "Envoy Gateway: Overload Manager (the heap at 80 % of the container's "
-                       "memory limit, for headroom outside the heap)",
-                "url": "https://gateway.envoyproxy.io/docs/tasks/operations/overload-manager/"},
+        "shrink_heap or stop_accepting_requests fire",
+        source={
+            "doc": "Envoy Gateway: Overload Manager (the heap at 80 % of the container's "
+            "memory limit, for headroom outside the heap)",
+            "url": "https://gateway.envoyproxy.io/docs/tasks/operations/overload-manager/",
+        },
         fix=fix,
-    )  # fmt: skip
+    )
 
 
-def _monitors(bootstrap: dict[str, Any]) -> list[dict[str, Any]]:
+def _monitors(bootstrap: Mapping[str, Any]) -> list[dict[str, Any]]:
     monitors = (bootstrap.get("overload_manager") or {}).get("resource_monitors") or []
     return [m for m in monitors if isinstance(m, dict) and m.get("name") == FIXED_HEAP]
 
 
-def _drop_heap(plan: FixPlan, base: dict[str, Any]) -> None:
+def _drop_heap(plan: FixPlan, base: Mapping[str, Any]) -> None:
     overload = plan.bootstrap.get("overload_manager") or {}
     monitors = overload.get("resource_monitors") or []
     overload["resource_monitors"] = [m for m in monitors if m.get("name") != FIXED_HEAP]
     if not _monitors(base):  # Envoy refuses an action triggered by a monitor it does not have
         actions = overload.get("actions") or []
-        overload["actions"] = [a for a in actions if not any(
-            t.get("name") == FIXED_HEAP for t in a.get("triggers") or [])]  # fmt: skip
+        overload["actions"] = [
+            a
+            for a in actions
+            if not any(t.get("name") == FIXED_HEAP for t in a.get("triggers") or [])
+        ]
     for key in ("resource_monitors", "actions"):
         if not overload.get(key):
             overload.pop(key, None)
@@ -73,7 +98,7 @@ def _drop_heap(plan: FixPlan, base: dict[str, Any]) -> None:
         plan.bootstrap.pop("overload_manager", None)
 
 
-def size_heap(plan: FixPlan, base: dict[str, Any], facts: GatewayFacts) -> list[str]:
+def size_heap(plan: FixPlan, base: Mapping[str, Any], facts: GatewayFacts) -> list[str]:
     """Size the plan's heap from ``facts`` (in place); what was done, in words."""
     wanted = _monitors(plan.bootstrap)
     if not wanted:
@@ -85,14 +110,21 @@ def size_heap(plan: FixPlan, base: dict[str, Any], facts: GatewayFacts) -> list[
         if _monitors(base):
             return []
         why = "; ".join(facts.notes) or "no Deployment was read and no --memory-limit given"
-        plan.manual.append(("overload-fixed-heap", "no heap limit written: the container's "
-                            f"memory limit is not known ({why}); give --memory-limit "
-                            "(the istio-proxy container's limits.memory), --existing "
-                            "deployment.yaml or --deployment NAMESPACE/NAME"))  # fmt: skip
+        plan.manual.append(
+            (
+                "overload-fixed-heap",
+                "no heap limit written: the container's "
+                f"memory limit is not known ({why}); give --memory-limit "
+                "(the istio-proxy container's limits.memory), --existing "
+                "deployment.yaml or --deployment NAMESPACE/NAME",
+            )
+        )
         return []
     heap = heap_for(facts.memory_limit_bytes)
     for monitor in wanted:
         config = monitor.setdefault("typed_config", {"@type": _TYPE})
         config["max_heap_size_bytes"] = heap
-    return [f"heap limit {heap} bytes: {HEAP_FRACTION:.0%} of the container's memory limit "
-            f"{facts.memory_limit_bytes} bytes ({facts.memory_limit_from})"]
+    return [
+        f"heap limit {heap} bytes: {HEAP_FRACTION:.0%} of the container's memory limit "
+        f"{facts.memory_limit_bytes} bytes ({facts.memory_limit_from})"
+    ]

@@ -153,7 +153,8 @@ def _bootstrap_file(run: AuditRun, facts: GatewayFacts, overlay: dict[str, Any],
             f"custom bootstrap not written: the gateway has the Gateway API label "
             f"{GATEWAY_API_LABEL}={labels[GATEWAY_API_LABEL]}, so istiod renders its Deployment "
             "from Istio's kube-gateway template, which has no sidecar.istio.io/bootstrapOverride "
-            "or ISTIO_BOOTSTRAP_OVERRIDE handling: the overload manager cannot reach it this way")
+            "or ISTIO_BOOTSTRAP_OVERRIDE handling: the overload manager cannot reach it this way"
+        )
         return False, None
     existing_name = facts.bootstrap_override
     if existing_name and existing_name not in facts.bootstrap_configmaps:
@@ -161,7 +162,8 @@ def _bootstrap_file(run: AuditRun, facts: GatewayFacts, overlay: dict[str, Any],
             f"custom bootstrap not written: the gateway already takes one from ConfigMap "
             f"{existing_name}, which was not read; give it with --existing (kubectl -n "
             f"{namespace} get configmap {existing_name} -o yaml) so that it is merged, not "
-            "replaced")
+            "replaced"
+        )
         return False, None
     name = existing_name or f"{workload}-edge-bootstrap"
     content, conflicts = merged_bootstrap(facts.bootstrap_configmaps.get(name, {}), overlay, name)
@@ -169,11 +171,15 @@ def _bootstrap_file(run: AuditRun, facts: GatewayFacts, overlay: dict[str, Any],
     data = {"custom_bootstrap.json": json.dumps(content, indent=2) + "\n"}
     configmap = {"apiVersion": "v1", "kind": "ConfigMap",
                  "metadata": {"name": name, "namespace": namespace}, "data": data}  # fmt: skip
-    what = ("the gateway's own custom bootstrap (ConfigMap {name}) with the fix merged in"
-            if existing_name else "an Envoy bootstrap overlay for the gateway").format(name=name)
+    what = (
+        "the gateway's own custom bootstrap (ConfigMap {name}) with the fix merged in"
+        if existing_name
+        else "an Envoy bootstrap overlay for the gateway"
+    ).format(name=name)
     out.files["custom-bootstrap-configmap.yaml"] = render_yaml(
-        configmap, f"{what.capitalize()} (pilot-agent passes it to Envoy as --config-yaml).")
-    out.apply.append(f"kubectl apply -f custom-bootstrap-configmap.yaml")
+        configmap, f"{what.capitalize()} (pilot-agent passes it to Envoy as --config-yaml)."
+    )
+    out.apply.append("kubectl apply -f custom-bootstrap-configmap.yaml")
     return True, None if existing_name else name
 
 
@@ -187,7 +193,8 @@ def _proxy_config_value(facts: GatewayFacts, values: dict[str, str], out: FixFil
         out.caveats.append(
             "proxy.istio.io/config not written: istiod owns a Gateway API gateway's Deployment; "
             "Istio's kube-gateway template copies the Gateway's spec.infrastructure.annotations "
-            f"into the pod template: set proxy.istio.io/config there to {merged}")
+            f"into the pod template: set proxy.istio.io/config there to {merged}"
+        )
         return None
     return merged
 
@@ -204,17 +211,20 @@ def _deployment_file(run: AuditRun, facts: GatewayFacts, cm_name: str | None,
             "the gateway's Deployment was not read (--existing deployment.yaml or --deployment "
             "NAMESPACE/NAME): a strategic merge patch replaces an existing proxy.istio.io/config "
             "annotation's whole value and an existing ISTIO_BOOTSTRAP_OVERRIDE; check the "
-            "Deployment has neither before applying gateway-deployment-patch.yaml")
+            "Deployment has neither before applying gateway-deployment-patch.yaml"
+        )
     if facts.injected:
         out.caveats.append(
             "the gateway's pods are injected by Istio; gateway-deployment-patch.yaml is checked "
-            "on a Deployment that is not (sidecar.istio.io/inject: \"false\")")
+            'on a Deployment that is not (sidecar.istio.io/inject: "false")'
+        )
     usage = (f"kubectl -n {namespace} patch deployment {workload} --type strategic "
              "--patch-file gateway-deployment-patch.yaml")  # fmt: skip
     out.files["gateway-deployment-patch.yaml"] = render_yaml(
         _deployment_patch(cm_name, annotation),
         "Istio gateway Deployment (checked with kubectl patch --local on Istio's "
-        "istio-ingressgateway,\nsidecar.istio.io/inject: \"false\"): " + usage)
+        'istio-ingressgateway,\nsidecar.istio.io/inject: "false"): ' + usage,
+    )
     out.apply += [usage, f"kubectl -n {namespace} rollout status deployment {workload}"]
 
 

@@ -54,19 +54,25 @@ def workload_selector(run: AuditRun, facts: GatewayFacts) -> tuple[dict[str, str
     """(selector, where it comes from), or (None, why there is none)."""
     sources = _label_sources(run, facts)
     if not sources:
-        return None, ("the gateway's pod labels are not known (the dump's node metadata has no "
-                      "LABELS and no Deployment was read): give --existing deployment.yaml or "
-                      "--deployment NAMESPACE/NAME")  # fmt: skip
+        return None, (
+            "the gateway's pod labels are not known (the dump's node metadata has no "
+            "LABELS and no Deployment was read): give --existing deployment.yaml or "
+            "--deployment NAMESPACE/NAME"
+        )
     where, labels = sources[0]
     key = next((k for k in _SELECTOR_KEYS if k in labels), None)
     if key is None:
-        return None, (f"none of the labels {', '.join(_SELECTOR_KEYS)} in {where} "
-                      f"({json.dumps(labels, sort_keys=True)}): write the selector by hand")  # fmt: skip
+        return None, (
+            f"none of the labels {', '.join(_SELECTOR_KEYS)} in {where} "
+            f"({json.dumps(labels, sort_keys=True)}): write the selector by hand"
+        )
     selector = {key: labels[key]}
     for other, other_labels in sources:
         if other_labels.get(key) != labels[key]:
-            return None, (f"the selector {json.dumps(selector)} from {where} does not match "
-                          f"{other} ({json.dumps(other_labels, sort_keys=True)})")  # fmt: skip
+            return None, (
+                f"the selector {json.dumps(selector)} from {where} does not match "
+                f"{other} ({json.dumps(other_labels, sort_keys=True)})"
+            )
     return selector, f"{json.dumps(selector)} matches {', '.join(w for w, _ in sources)}"
 
 
@@ -79,8 +85,9 @@ def _conflicts(base: Any, patch: Any, path: str) -> Iterator[str]:
     if isinstance(base, list) and isinstance(patch, list):
         for item in patch:
             name = item.get("name") if isinstance(item, dict) else None
-            same = [old for old in base if isinstance(old, dict) and name and
-                    old.get("name") == name]  # fmt: skip
+            same = [
+                old for old in base if isinstance(old, dict) and name and old.get("name") == name
+            ]
             for old in same[:1]:
                 yield from _conflicts(old, item, f"{path}[?name = {name!r}]")
         return
@@ -88,8 +95,7 @@ def _conflicts(base: Any, patch: Any, path: str) -> Iterator[str]:
         yield f"{path}: {json.dumps(base)} is replaced by {json.dumps(patch)}"
 
 
-def merged_proxy_config(facts: GatewayFacts, values: Mapping[str, str]
-                        ) -> tuple[str, list[str]]:  # fmt: skip
+def merged_proxy_config(facts: GatewayFacts, values: Mapping[str, str]) -> tuple[str, list[str]]:
     """The ``proxy.istio.io/config`` value with ``runtimeValues`` merged in, and the conflicts."""
     existing = proxy_config(facts.annotations, facts.annotations_from or "the gateway")
     ours = {"runtimeValues": dict(values)}
@@ -97,8 +103,9 @@ def merged_proxy_config(facts: GatewayFacts, values: Mapping[str, str]
     return json.dumps(upsert(existing, ours)), conflicts
 
 
-def merged_bootstrap(existing: Mapping[str, Any], overlay: Mapping[str, Any], name: str
-                     ) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+def merged_bootstrap(
+    existing: Mapping[str, Any], overlay: Mapping[str, Any], name: str
+) -> tuple[dict[str, Any], list[str]]:
     """The gateway's custom bootstrap with the overlay merged in, and the conflicts."""
     conflicts = list(_conflicts(dict(existing), dict(overlay), f"ConfigMap {name}"))
     return upsert(dict(existing), dict(overlay)), conflicts
@@ -126,8 +133,9 @@ def _same_target(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return port_a is None or port_b is None or port_a == port_b
 
 
-def envoyfilter_conflicts(ours: Mapping[str, Any], existing: tuple[Mapping[str, Any], ...],
-                          labels: Mapping[str, str]) -> list[str]:  # fmt: skip
+def envoyfilter_conflicts(
+    ours: Mapping[str, Any], existing: tuple[Mapping[str, Any], ...], labels: Mapping[str, str]
+) -> list[str]:
     """Fields our EnvoyFilter sets that an existing one (selecting the gateway) sets otherwise."""
     found: list[str] = []
     name = (ours.get("metadata") or {}).get("name")
@@ -145,8 +153,10 @@ def envoyfilter_conflicts(ours: Mapping[str, Any], existing: tuple[Mapping[str, 
                 their_leaves = dict(_leaves((theirs.get("patch") or {}).get("value") or {}))
                 for path, value in _leaves(mine["patch"]["value"]):
                     if path in their_leaves and str(their_leaves[path]) != str(value):
-                        found.append(f"EnvoyFilter {other_name} ({mine['applyTo']}) sets {path} "
-                                     f"to {json.dumps(their_leaves[path])}, ours to "
-                                     f"{json.dumps(value)}: which wins depends on the "
-                                     "filters' priority and age")  # fmt: skip
+                        found.append(
+                            f"EnvoyFilter {other_name} ({mine['applyTo']}) sets {path} "
+                            f"to {json.dumps(their_leaves[path])}, ours to "
+                            f"{json.dumps(value)}: which wins depends on the "
+                            "filters' priority and age"
+                        )
     return found

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from chaos_ext.envoy._fix import build_plan
 from chaos_ext.envoy._fix_envoy import FixFiles, envoy_fix
@@ -16,12 +18,16 @@ __all__ = ["FIX_KINDS", "fixed_rules", "write_fix"]
 FIX_KINDS = ("istio", "envoy")
 
 
+def _open(report: Mapping[str, Any]) -> set[str]:
+    return {row["rule"] for row in report["results"] if row["status"] in ("fail", "unreadable",
+                                                                          "warn")}  # fmt: skip
+
+
 def fixed_rules(run: AuditRun, out: FixFiles) -> list[str]:
-    """The rules that fail on the input and pass once the written files are applied."""
-    before = set(run.report["summary"]["failed_rules"])
-    after = [set(r["summary"]["failed_rules"]) for r in out.rechecks.values()]
-    best = min(after, key=len) if after else before
-    return sorted(before - best)
+    """The rules that fail (or warn) on the input and pass once the written files are applied."""
+    before = _open(run.report)
+    after = [_open(report) for report in out.rechecks.values()]
+    return sorted(before - min(after, key=len)) if after else []
 
 
 def _reaudit(kind: str, run: AuditRun, out: FixFiles) -> str:

@@ -57,9 +57,22 @@ limit and ``shrink_heap`` at 76 %.
 PROXY_CONTAINER = "istio-proxy"
 BOOTSTRAP_KEY = "custom_bootstrap.json"
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
-_FACTORS = {None: 1, "m": 0.001, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-            "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
-            "Ei": 2**60}  # fmt: skip
+_FACTORS = {
+    None: 1,
+    "m": 0.001,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
 
 
 @dataclass(frozen=True)
@@ -108,8 +121,9 @@ def with_memory_limit(facts: GatewayFacts, text: str) -> GatewayFacts:
     """``facts`` with ``--memory-limit`` (it overrides what a Deployment said)."""
     if not text:
         return facts
-    return replace(facts, memory_limit_bytes=parse_quantity(text),
-                   memory_limit_from=f"--memory-limit {text}")  # fmt: skip
+    return replace(
+        facts, memory_limit_bytes=parse_quantity(text), memory_limit_from=f"--memory-limit {text}"
+    )
 
 
 def _limit(containers: Iterable[Mapping[str, Any]], where: str) -> tuple[int | None, str, str]:
@@ -131,8 +145,11 @@ def _override(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> str:
             continue
         env = {e.get("name"): e.get("value") for e in container.get("env") or []}
         path = str(env.get("ISTIO_BOOTSTRAP_OVERRIDE") or "")
-        mounts = [m for m in container.get("volumeMounts") or []
-                  if path and path.startswith(str(m.get("mountPath", "")).rstrip("/") + "/")]  # fmt: skip
+        mounts = [
+            m
+            for m in container.get("volumeMounts") or []
+            if path and path.startswith(str(m.get("mountPath", "")).rstrip("/") + "/")
+        ]
         for volume in spec.get("volumes") or []:
             if mounts and volume.get("name") == mounts[0].get("name"):
                 return str((volume.get("configMap") or {}).get("name") or "")
@@ -153,13 +170,17 @@ def facts_from_deployment(doc: Mapping[str, Any], where: str) -> GatewayFacts:
     labels = {str(k): str(v) for k, v in (tmeta.get("labels") or {}).items()}
     annotations = {str(k): str(v) for k, v in (tmeta.get("annotations") or {}).items()}
     return GatewayFacts(
-        memory_limit_bytes=limit, memory_limit_from=limit_from,
-        labels=labels or None, labels_from=f"{where} spec.template.metadata.labels",
-        annotations=annotations, annotations_from=f"{where} spec.template.metadata.annotations",
+        memory_limit_bytes=limit,
+        memory_limit_from=limit_from,
+        labels=labels or None,
+        labels_from=f"{where} spec.template.metadata.labels",
+        annotations=annotations,
+        annotations_from=f"{where} spec.template.metadata.annotations",
         deployment=f"{meta.get('namespace') or 'default'}/{meta.get('name')}",
-        bootstrap_override=_override(spec, annotations), injected=_injected(labels, annotations),
+        bootstrap_override=_override(spec, annotations),
+        injected=_injected(labels, annotations),
         notes=(note,) if note else (),
-    )  # fmt: skip
+    )
 
 
 def _bootstrap_of(doc: Mapping[str, Any], where: str) -> Any:
@@ -200,10 +221,12 @@ def facts_from_documents(docs: Iterable[Any], *, origin: str) -> GatewayFacts:
 def merged_facts(first: GatewayFacts, second: GatewayFacts) -> GatewayFacts:
     """Facts from two places (e.g. two ``--existing`` files): the second adds to the first."""
     base = second if second.deployment else first
-    return replace(base, bootstrap_configmaps={**first.bootstrap_configmaps,
-                                               **second.bootstrap_configmaps},
-                   envoyfilters=first.envoyfilters + second.envoyfilters,
-                   notes=first.notes + second.notes)  # fmt: skip
+    return replace(
+        base,
+        bootstrap_configmaps={**first.bootstrap_configmaps, **second.bootstrap_configmaps},
+        envoyfilters=first.envoyfilters + second.envoyfilters,
+        notes=first.notes + second.notes,
+    )
 
 
 def proxy_config(annotations: Mapping[str, str], where: str) -> dict[str, Any]:

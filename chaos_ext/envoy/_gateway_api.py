@@ -17,6 +17,7 @@ import yaml
 
 from chaos_ext.envoy._gateway import (
     GatewayFacts,
+    facts_from_deployment,
     facts_from_documents,
     merged_facts,
     with_memory_limit,
@@ -26,7 +27,6 @@ from chaos_ext.errors import EnvoyError, InvalidArgument
 __all__ = ["load_facts", "parse_deployment", "read_gateway"]
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_OVERRIDE = "sidecar.istio.io/bootstrapOverride"
 
 
 def parse_deployment(text: str) -> tuple[str, str]:
@@ -50,27 +50,42 @@ def read_gateway(deployment: str, *, secrets: Mapping[str, Any] | None = None) -
     try:
         api = api_client(secrets)
     except (ConfigException, OSError) as exc:
-        raise EnvoyError(f"deployment {deployment}: no usable Kubernetes configuration: {exc}"
-                         ) from exc  # fmt: skip
+        raise EnvoyError(
+            f"deployment {deployment}: no usable Kubernetes configuration: {exc}"
+        ) from exc
     where = f"deployment {namespace}/{name}"
-    doc = read_json(client.AppsV1Api(api).read_namespaced_deployment, name, namespace,
-                    what=f"read {where}", error=EnvoyError)  # fmt: skip
+    doc = read_json(
+        client.AppsV1Api(api).read_namespaced_deployment,
+        name,
+        namespace,
+        what=f"read {where}",
+        error=EnvoyError,
+    )
     doc.setdefault("kind", "Deployment")
     docs: list[Any] = [doc]
-    template = ((doc.get("spec") or {}).get("template") or {}).get("metadata") or {}
-    override = (template.get("annotations") or {}).get(_OVERRIDE)
+    override = facts_from_deployment(doc, where).bootstrap_override
     if override:
-        configmap = read_json(client.CoreV1Api(api).read_namespaced_config_map, override,
-                              namespace, what=f"read configmap {namespace}/{override}",
-                              error=EnvoyError)  # fmt: skip
+        configmap = read_json(
+            client.CoreV1Api(api).read_namespaced_config_map,
+            override,
+            namespace,
+            what=f"read configmap {namespace}/{override}",
+            error=EnvoyError,
+        )
         docs.append({**configmap, "kind": "ConfigMap"})
     custom = client.CustomObjectsApi(api)
     try:
-        filters = read_json(custom.list_namespaced_custom_object, "networking.istio.io",
-                            "v1alpha3", namespace, "envoyfilters",
-                            what=f"list envoyfilters in {namespace}", error=EnvoyError)  # fmt: skip
+        filters = read_json(
+            custom.list_namespaced_custom_object,
+            "networking.istio.io",
+            "v1alpha3",
+            namespace,
+            "envoyfilters",
+            what=f"list envoyfilters in {namespace}",
+            error=EnvoyError,
+        )
     except EnvoyError as exc:
-        if status_of(exc.__cause__) != 404:  # noqa: PLR2004 - HTTP Not Found: no such CRD
+        if status_of(exc.__cause__) != 404:  # HTTP Not Found: no EnvoyFilter CRD
             raise
         filters = {"items": []}
     docs += [{**item, "kind": "EnvoyFilter"} for item in filters.get("items") or []]
@@ -91,8 +106,13 @@ def _read_existing(path: str) -> GatewayFacts:
     return facts_from_documents(docs, origin=path)
 
 
-def load_facts(*, existing: Sequence[str] = (), deployment: str = "", memory_limit: str = "",
-               secrets: Mapping[str, Any] | None = None) -> GatewayFacts:  # fmt: skip
+def load_facts(
+    *,
+    existing: Sequence[str] = (),
+    deployment: str = "",
+    memory_limit: str = "",
+    secrets: Mapping[str, Any] | None = None,
+) -> GatewayFacts:
     """The gateway's facts from ``--existing`` files, the live ``--deployment`` and
     ``--memory-limit`` (which overrides the Deployment's)."""
     facts = GatewayFacts()

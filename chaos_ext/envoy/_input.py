@@ -65,7 +65,7 @@ def _parse(raw: bytes | str, origin: str) -> tuple[Any, str]:
                          "bootstrap (JSON or YAML)")  # fmt: skip
     try:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        docs = [doc for doc in yaml.load_all(text, Loader=loader) if doc is not None]  # noqa: S506 - a safe loader
+        docs = [doc for doc in yaml.load_all(text, Loader=loader) if doc is not None]
     except yaml.YAMLError as exc:
         if json_error is not None:  # it looked like JSON: report the JSON error
             raise EnvoyError(
@@ -102,7 +102,7 @@ def _kind(data: Any, origin: str) -> str:
         return "bootstrap"
     if isinstance(data, dict) and isinstance(data.get("bootstrap"), dict):
         return "bootstrap_dump"  # one BootstrapConfigDump entry (?resource=bootstrap)
-    names = {type(None): "nothing (only comments or '---')", str: "a string", list: "a list"}
+    names = {type(None): "nothing (only comments or '---')"}
     found = (
         names.get(type(data), type(data).__name__)
         if not isinstance(data, dict)
