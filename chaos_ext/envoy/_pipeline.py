@@ -89,6 +89,24 @@ def _refuse_mismatch(role: Role, profile: Profile, origin: str) -> None:
     )
 
 
+_HEALTH_PORT = 15021  # Istio's status port: the default ingress Service exposes it
+
+
+def _not_audited(config: EdgeConfig, listeners: Sequence[Listener]) -> list[str]:
+    """Static listeners with an HTTP connection manager that the default choice skipped."""
+    chosen = {id(item) for item in listeners}
+    skipped = [item for item in config.listeners
+               if not item.dynamic and item.hcms and id(item) not in chosen]  # fmt: skip
+    notes = []
+    for item in skipped:
+        address = (item.section.value.get("address") or {}).get("socket_address") or {}
+        health = " (Istio's health port: its default ingress Service exposes it)" if (
+            address.get("port_value") == _HEALTH_PORT) else ""  # fmt: skip
+        notes.append(f"static listener {item.label}{health} takes HTTP but was not audited: "
+                     f"--listener {item.name or item.label!r} audits it")  # fmt: skip
+    return notes
+
+
 def audit_decoded(
     decoded: Decoded, *, origin: str, profile: Profile, rules: Sequence[Rule], listener: str = "",
     role: str = "auto",
@@ -104,6 +122,7 @@ def audit_decoded(
         raise EnvoyError(f"{origin}: no inbound listener with an HTTP connection manager")
     checks = tuple(evaluate(config, listeners, rules))
     info = describe_input(config, decoded.data, decoded.syntax)
+    info["notes"] += _not_audited(config, listeners)
     report = audit_report(checks, source=origin, listeners=listeners, profile=profile.name,
                           role=found_role, input_info=info)  # fmt: skip
     return AuditRun(decoded, config, found_role, profile, listeners, checks, report, tuple(rules),

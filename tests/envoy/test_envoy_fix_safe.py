@@ -592,3 +592,22 @@ def test_small_input_things(gameday: Gameday, tmp_path: Path) -> None:
     assert gameday("audit", "envoy", "--source", str(trailing)).returncode == 0
     table = gameday("audit", "envoy", "--source", str(DEFAULTS)).stdout
     assert "absent (absent" not in table and "absent: Envoy uses" in table
+
+
+def test_what_the_default_choice_does_not_audit_is_said(gameday: Gameday) -> None:
+    """Istio's health port (15021, exposed by the default ingress Service) and the static
+    clusters are named, with how to audit them, instead of being skipped silently."""
+    report = json.loads(gameday("audit", "envoy", "--source", str(DEFAULTS), "--json").stdout)
+    notes = " ".join(report["input"]["notes"])
+    assert (
+        "static listener 0.0.0.0_15021 (Istio's health port: its default ingress Service "
+        "exposes it) takes HTTP but was not audited: --listener '0.0.0.0_15021'" in notes
+    )
+    health = gameday(
+        "audit", "envoy", "--source", str(DEFAULTS), "--listener", "0.0.0.0_15021", "--json"
+    )
+    assert json.loads(health.stdout)["listeners"] == ["0.0.0.0_15021"]
+    report = json.loads(gameday("audit", "envoy", "--source", str(GATEWAY_1_3), "--json").stdout)
+    assert "3 static cluster(s) not audited (prometheus_stats, xds-grpc, zipkin)" in " ".join(
+        report["input"]["notes"]
+    )
