@@ -140,8 +140,16 @@ def _apply_patch(data: dict[str, Any], patch: Mapping[str, Any]) -> None:
             _network_filter(listener, match, value)
 
 
-def with_envoyfilter(decoded: Decoded, envoyfilter: Mapping[str, Any]) -> Decoded:
-    """A gateway's ``/config_dump`` after istiod applied this EnvoyFilter's MERGE patches."""
+def with_envoyfilter(decoded: Decoded, envoyfilter: Mapping[str, Any],
+                     labels: Mapping[str, str] | None = None) -> Decoded:  # fmt: skip
+    """A gateway's ``/config_dump`` after istiod applied this EnvoyFilter's MERGE patches.
+
+    With the gateway's pod ``labels``, as istiod does, only if its ``workloadSelector``
+    selects them (else the dump is unchanged).
+    """
+    selector = ((envoyfilter.get("spec") or {}).get("workloadSelector") or {}).get("labels") or {}
+    if labels is not None and any(labels.get(k) != v for k, v in selector.items()):
+        return decoded
     data = copy.deepcopy(decoded.data)
     for patch in envoyfilter["spec"]["configPatches"]:
         _apply_patch(data, patch)

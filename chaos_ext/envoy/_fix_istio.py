@@ -265,8 +265,9 @@ def istio_fix(run: AuditRun, plan: FixPlan, facts: GatewayFacts) -> FixFiles:
     written = values if "gateway-deployment-patch.yaml" in out.files else {}
     applied = with_overlay(with_runtime_values(run.decoded, written),
                            overlay if delivered else {})  # fmt: skip
-    if envoyfilter:
-        applied = with_envoyfilter(applied, envoyfilter)
+    if envoyfilter:  # istiod applies it only to the pods its selector selects
+        labels = dict(run.role.labels or {}) | dict(facts.labels or {})
+        applied = with_envoyfilter(applied, envoyfilter, labels)
     recheck = run.again(applied)
     out.rechecks["istio"] = recheck.report
     state = ("the audit passes" if recheck.report["passed"] else

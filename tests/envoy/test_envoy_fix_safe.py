@@ -611,3 +611,26 @@ def test_what_the_default_choice_does_not_audit_is_said(gameday: Gameday) -> Non
     assert "3 static cluster(s) not audited (prometheus_stats, xds-grpc, zipkin)" in " ".join(
         report["input"]["notes"]
     )
+
+
+def test_the_recheck_applies_an_envoyfilter_only_to_the_pods_it_selects() -> None:
+    decoded = decode(GATEWAY_1_3.read_bytes(), origin="t")
+    envoyfilter = {
+        "spec": {
+            "workloadSelector": {"labels": {"istio": "ingressgateway"}},
+            "configPatches": [
+                {
+                    "applyTo": "LISTENER",
+                    "match": {"context": "GATEWAY"},
+                    "patch": {
+                        "operation": "MERGE",
+                        "value": {"per_connection_buffer_limit_bytes": 1},
+                    },
+                }
+            ],
+        }
+    }
+    selected = with_envoyfilter(decoded, envoyfilter, {"istio": "ingressgateway", "app": "x"})
+    assert selected.data != decoded.data
+    other = with_envoyfilter(decoded, envoyfilter, {"gateway.networking.k8s.io/gateway-name": "e"})
+    assert other.data == decoded.data
