@@ -31,20 +31,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chaos_ext.envoy._apply import with_envoyfilter, with_overlay, with_runtime_values
+from chaos_ext.envoy._apply import (
+    with_edits,
+    with_envoyfilter,
+    with_overlay,
+    with_runtime_values,
+)
 from chaos_ext.envoy._fix import FixPlan, HcmFix, listener_port
 from chaos_ext.envoy._fix_envoy import FixFiles, overlay_for, render_yaml, timeout_warnings
 from chaos_ext.envoy._fix_heap import size_heap
 from chaos_ext.envoy._fix_istio_merge import (
     GATEWAY_API_LABEL,
     envoyfilter_conflicts,
+    in_existing,
     merged_bootstrap,
     merged_proxy_config,
     workload_selector,
 )
 from chaos_ext.envoy._gateway import GatewayFacts
 from chaos_ext.envoy._hcm import HCM_TYPE
-from chaos_ext.envoy._merge import get_path, path_tokens
+from chaos_ext.envoy._merge import get_path, path_tokens, split_duplicates
 from chaos_ext.envoy._pipeline import AuditRun
 
 __all__ = ["BOOTSTRAP_PATH", "istio_fix"]
@@ -143,7 +149,7 @@ def _deployment_patch(cm_name: str | None, proxy_config_value: str | None) -> di
 
 
 def _bootstrap_file(run: AuditRun, facts: GatewayFacts, overlay: dict[str, Any],
-                    out: FixFiles) -> tuple[bool, str | None]:  # fmt: skip
+                    edits: dict[str, Any], out: FixFiles) -> tuple[bool, str | None]:  # fmt: skip
     """Write the custom bootstrap ConfigMap (merged with the gateway's own); (delivered, the
     ConfigMap the Deployment must newly mount, if any)."""
     namespace, workload = _names(run)
@@ -166,8 +172,10 @@ def _bootstrap_file(run: AuditRun, facts: GatewayFacts, overlay: dict[str, Any],
         )
         return False, None
     name = existing_name or f"{workload}-edge-bootstrap"
-    content, conflicts = merged_bootstrap(facts.bootstrap_configmaps.get(name, {}), overlay, name)
+    existing = facts.bootstrap_configmaps.get(name, {})
+    content, conflicts, edited = merged_bootstrap(existing, overlay, edits, name)
     out.caveats += [f"conflict: {c}" for c in conflicts]
+    out.lines += [f"edited in place: {c}" for c in edited]
     data = {"custom_bootstrap.json": json.dumps(content, indent=2) + "\n"}
     configmap = {"apiVersion": "v1", "kind": "ConfigMap",
                  "metadata": {"name": name, "namespace": namespace}, "data": data}  # fmt: skip
@@ -257,14 +265,20 @@ def istio_fix(run: AuditRun, plan: FixPlan, facts: GatewayFacts) -> FixFiles:
     values = {k: str(v) for k, v in plan.runtime.items() if k == _GLOBAL_CAP}
     layer = {k: v for k, v in plan.runtime.items() if k != _GLOBAL_CAP}
     overlay, dropped = overlay_for(run, plan, runtime=layer)
-    delivered, cm_name = _bootstrap_file(run, facts, overlay, out) if overlay else (False, None)
+    own: dict[str, Any] = dict(facts.bootstrap_configmaps.get(facts.bootstrap_override) or {})
+    edits: dict[str, Any] = in_existing(own, plan.bootstrap) or {}
+    if edits:  # elements of the gateway's own custom bootstrap: edited in its ConfigMap
+        dropped = [p for p in dropped if p not in split_duplicates(own, plan.bootstrap)[1]]
+    delivered, cm_name = (_bootstrap_file(run, facts, overlay, edits, out) if overlay or edits
+                          else (False, None))  # fmt: skip
     _deployment_file(run, facts, cm_name, values, out)
     envoyfilter = _envoyfilter_file(run, plan, facts, out)
     out.apply.sort(key=lambda line: not line.startswith("kubectl apply"))
     # pilot-agent writes the bootstrap (runtimeValues included); Envoy then merges the overlay
     written = values if "gateway-deployment-patch.yaml" in out.files else {}
-    applied = with_overlay(with_runtime_values(run.decoded, written),
-                           overlay if delivered else {})  # fmt: skip
+    applied = with_runtime_values(run.decoded, written)
+    if delivered:
+        applied = with_overlay(with_edits(applied, edits), overlay)
     if envoyfilter:  # istiod applies it only to the pods its selector selects
         labels = dict(run.role.labels or {}) | dict(facts.labels or {})
         applied = with_envoyfilter(applied, envoyfilter, labels)

@@ -29,6 +29,7 @@ __all__ = [
     "GATEWAY_API_LABEL",
     "OVERRIDE_ANNOTATION",
     "envoyfilter_conflicts",
+    "in_existing",
     "merged_bootstrap",
     "merged_proxy_config",
     "workload_selector",
@@ -104,11 +105,29 @@ def merged_proxy_config(facts: GatewayFacts, values: Mapping[str, str]) -> tuple
 
 
 def merged_bootstrap(
-    existing: Mapping[str, Any], overlay: Mapping[str, Any], name: str
-) -> tuple[dict[str, Any], list[str]]:
-    """The gateway's custom bootstrap with the overlay merged in, and the conflicts."""
+    existing: Mapping[str, Any], overlay: Mapping[str, Any], edits: Mapping[str, Any], name: str
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The gateway's custom bootstrap with the overlay merged in and ``edits`` (see
+    :func:`in_existing`) written in place; the conflicts, and the values edited."""
     conflicts = list(_conflicts(dict(existing), dict(overlay), f"ConfigMap {name}"))
-    return upsert(dict(existing), dict(overlay)), conflicts
+    edited = list(_conflicts(dict(existing), dict(edits), f"ConfigMap {name}"))
+    return upsert(upsert(dict(existing), dict(overlay)), dict(edits)), conflicts, edited
+
+
+def in_existing(existing: Any, patch: Any) -> Any:
+    """The part of ``patch`` that changes named elements ``existing`` already has (e.g. the
+    gateway's own fixed_heap monitor): an overlay cannot, an edit of its ConfigMap can."""
+    if isinstance(existing, dict) and isinstance(patch, dict):
+        found = {}
+        for key, value in patch.items():
+            part = in_existing(existing[key], value) if key in existing else None
+            if part:
+                found[key] = part
+        return found
+    if isinstance(existing, list) and isinstance(patch, list):
+        names = {item.get("name") for item in existing if isinstance(item, dict)}
+        return [item for item in patch if isinstance(item, dict) and item.get("name") in names]
+    return None
 
 
 def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:

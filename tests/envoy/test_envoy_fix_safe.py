@@ -634,3 +634,33 @@ def test_the_recheck_applies_an_envoyfilter_only_to_the_pods_it_selects() -> Non
     assert selected.data != decoded.data
     other = with_envoyfilter(decoded, envoyfilter, {"gateway.networking.k8s.io/gateway-name": "e"})
     assert other.data == decoded.data
+
+
+def test_a_heap_too_big_in_the_gateways_own_custom_bootstrap_is_edited_there(
+    gameday: Gameday, tmp_path: Path
+) -> None:
+    """The hand-built edge gateway's 2 GiB heap comes from its own custom bootstrap; in a
+    1024Mi pod the heap rule fails. An overlay cannot change that monitor (Envoy would refuse
+    a second one); the gateway's ConfigMap can be: the fix edits it there."""
+    dump = json.loads(COMPLIANT.read_text())
+    own = {"overload_manager": dump["configs"][0]["bootstrap"]["overload_manager"]}
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "team-bootstrap", "namespace": "istio-system"},
+        "data": {"custom_bootstrap.json": json.dumps(own)},
+    }
+    existing = _write(
+        tmp_path / "existing.yaml", _with_custom_bootstrap("team-bootstrap"), configmap
+    )
+    out = tmp_path / "fix"
+    err = _run(gameday, COMPLIANT, out, "--existing", str(existing))
+    assert "manifests applied as Istio applies them: the audit passes" in err
+    assert "edited in place: ConfigMap team-bootstrap.overload_manager.resource_monitors" in err
+    assert "Envoy would refuse" not in err
+    content = _overlay(out)
+    assert _monitors(content)[FIXED_HEAP]["typed_config"]["max_heap_size_bytes"] == HEAP
+    assert [a["name"] for a in content["overload_manager"]["actions"]] == [
+        a["name"] for a in own["overload_manager"]["actions"]
+    ]  # kept, none added twice
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "custom-bootstrap-configmap.yaml"]
