@@ -235,7 +235,10 @@ def envoy_fix(run: AuditRun, plan: FixPlan, facts: GatewayFacts) -> FixFiles:
     if run.decoded.kind == "bootstrap" or boot != run.config.bootstrap.value:
         patched = run.again(_bootstrap_decoded(run, boot))
         out.rechecks["patched"] = patched.report
-        out.files[name] = (render_yaml(boot) if name.endswith("yaml")
+        header = (f"{run.origin} with every fix written in place by `gameday audit envoy "
+                  "--fix envoy`.\nThe source's comments are not carried over: diff it "
+                  "against the source before replacing it.")  # fmt: skip
+        out.files[name] = (render_yaml(boot, header) if name.endswith("yaml")
                            else json.dumps(boot, indent=2) + "\n")  # fmt: skip
         out.lines.append(_outcome(f"{name} (every fix written in place)", patched.report))
         out.apply.append(f"# or deploy {name} as the bootstrap")

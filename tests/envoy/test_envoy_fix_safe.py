@@ -473,8 +473,10 @@ def test_no_empty_overlay_and_no_false_claim_on_envoys_example(
     readme = (tmp_path / "README.md").read_text()
     assert "(re-audited before writing): listener-connection-limit." in readme
     assert "envoy-overlay.yaml" not in readme.replace("no envoy-overlay.yaml", "")
-    patched = yaml.safe_load((tmp_path / "envoy-bootstrap.patched.yaml").read_text())
+    text = (tmp_path / "envoy-bootstrap.patched.yaml").read_text()
+    patched = yaml.safe_load(text)
     assert patched["static_resources"]["listeners"][0]["name"] == "example_listener_name"
+    assert "# The source's comments are not carried over" in text  # said, not silently lost
 
 
 def test_sidecar_advice_is_not_circular(gameday: Gameday, tmp_path: Path) -> None:
