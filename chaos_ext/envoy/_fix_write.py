@@ -30,16 +30,22 @@ def fixed_rules(run: AuditRun, out: FixFiles) -> list[str]:
     return sorted(before - min(after, key=len)) if after else []
 
 
-def _reaudit(kind: str, run: AuditRun, out: FixFiles) -> str:
+def _reaudit(kind: str, run: AuditRun, out: FixFiles, facts: GatewayFacts) -> str:
+    limit = ""
+    if facts.memory_limit_from.startswith("--memory-limit"):
+        limit = f" {facts.memory_limit_from}"
+    elif facts.memory_limit_bytes is not None and facts.deployment:
+        limit = f" --deployment {facts.deployment}"  # the heap rule, with the live limit
     if kind == "envoy":
-        return f"gameday audit envoy --source http://127.0.0.1:9901 --profile {run.profile.name}"
+        return (f"gameday audit envoy --source http://127.0.0.1:9901 --profile "
+                f"{run.profile.name}{limit}")  # fmt: skip
     namespace = run.role.namespace or "istio-system"
     pairs = ",".join(f"{k}={v}" for k, v in (out.selector or {}).items())
     where = f"pod://{namespace}?selector={pairs}" if pairs else f"pod://{namespace}/POD"
-    return f"gameday audit envoy --source '{where}' --profile {run.profile.name}"
+    return f"gameday audit envoy --source '{where}' --profile {run.profile.name}{limit}"
 
 
-def _readme(kind: str, run: AuditRun, out: FixFiles) -> str:
+def _readme(kind: str, run: AuditRun, out: FixFiles, facts: GatewayFacts) -> str:
     fixed = fixed_rules(run, out)
     lines = [f"# Fix written by `gameday audit envoy --fix {kind}`", "",
              f"Audited: {run.origin} ({run.report['input']['description']}, "
@@ -56,7 +62,7 @@ def _readme(kind: str, run: AuditRun, out: FixFiles) -> str:
         lines += [f"- {line}" for line in out.warnings]
     if out.apply:
         lines += ["", "## Apply, then re-audit", "", "```sh", *out.apply,
-                  _reaudit(kind, run, out), "```"]  # fmt: skip
+                  _reaudit(kind, run, out, facts), "```"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -78,7 +84,7 @@ def write_fix(run: AuditRun, kind: str, directory: str, facts: GatewayFacts | No
         target.mkdir(parents=True, exist_ok=True)
         for name, text in out.files.items():
             (target / name).write_text(text, encoding="utf-8")
-        (target / "README.md").write_text(_readme(kind, run, out), encoding="utf-8")
+        (target / "README.md").write_text(_readme(kind, run, out, facts), encoding="utf-8")
     except OSError as exc:
         raise InvalidArgument(f"output directory {directory!r}: {exc.strerror or exc}") from None
     out.files["README.md"] = (target / "README.md").read_text(encoding="utf-8")

@@ -520,6 +520,11 @@ def test_streaming_timeouts_are_flagged_with_how_to_exempt_routes(
     section = readme.split("## What this changes for users")[1].split("##")[0]
     assert "stream_idle_timeout 300s" in section and "route idle_timeout" in section
     assert "request_timeout 300s" in section and "enabled: false" in section
+    # the re-audit runs the heap rule against the same memory limit
+    assert (
+        "gameday audit envoy --source 'pod://istio-system?selector=istio=ingressgateway' "
+        "--profile envoy-edge --deployment istio-system/istio-ingressgateway"
+    ) in readme
 
 
 def test_fix_exit_codes(gameday: Gameday, tmp_path: Path) -> None:
