@@ -176,7 +176,9 @@ def _bootstrap_file(run: AuditRun, facts: GatewayFacts, overlay: dict[str, Any],
     content, conflicts, edited = merged_bootstrap(existing, overlay, edits, name)
     out.caveats += [f"conflict: {c}" for c in conflicts]
     out.lines += [f"edited in place: {c}" for c in edited]
-    data = {"custom_bootstrap.json": json.dumps(content, indent=2) + "\n"}
+    # the ConfigMap's other keys are kept: kubectl apply could otherwise prune them
+    data = {**facts.configmap_data.get(name, {}),
+            "custom_bootstrap.json": json.dumps(content, indent=2) + "\n"}  # fmt: skip
     configmap = {"apiVersion": "v1", "kind": "ConfigMap",
                  "metadata": {"name": name, "namespace": namespace}, "data": data}  # fmt: skip
     what = (

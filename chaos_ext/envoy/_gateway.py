@@ -86,6 +86,7 @@ class GatewayFacts:
     annotations: Mapping[str, str] = field(default_factory=dict)  # the pod template's
     annotations_from: str = ""
     bootstrap_configmaps: Mapping[str, Any] = field(default_factory=dict)  # name: parsed json
+    configmap_data: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # name: data
     envoyfilters: tuple[Mapping[str, Any], ...] = ()
     deployment: str = ""  # NAMESPACE/NAME
     bootstrap_override: str = ""  # the ConfigMap the gateway's custom bootstrap comes from
@@ -204,6 +205,7 @@ def _documents(docs: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
 def facts_from_documents(docs: Iterable[Any], *, origin: str) -> GatewayFacts:
     """Gateway facts from manifests (``kubectl get -o yaml`` output, a ``List`` too)."""
     facts, maps, filters = GatewayFacts(), {}, []
+    data: dict[str, dict[str, str]] = {}
     for doc in _documents(docs):
         kind, name = doc.get("kind"), (doc.get("metadata") or {}).get("name")
         where = f"{origin}: {kind} {name}"
@@ -213,9 +215,12 @@ def facts_from_documents(docs: Iterable[Any], *, origin: str) -> GatewayFacts:
             facts = facts_from_deployment(doc, where)
         elif kind == "ConfigMap" and BOOTSTRAP_KEY in (doc.get("data") or {}):
             maps[str(name)] = _bootstrap_of(doc, where)
+            data[str(name)] = {str(k): str(v) for k, v in (doc.get("data") or {}).items()}
         elif kind == "EnvoyFilter":
             filters.append(doc)
-    return replace(facts, bootstrap_configmaps=maps, envoyfilters=tuple(filters))
+    return replace(
+        facts, bootstrap_configmaps=maps, configmap_data=data, envoyfilters=tuple(filters)
+    )
 
 
 def merged_facts(first: GatewayFacts, second: GatewayFacts) -> GatewayFacts:
@@ -224,6 +229,7 @@ def merged_facts(first: GatewayFacts, second: GatewayFacts) -> GatewayFacts:
     return replace(
         base,
         bootstrap_configmaps={**first.bootstrap_configmaps, **second.bootstrap_configmaps},
+        configmap_data={**first.configmap_data, **second.configmap_data},
         envoyfilters=first.envoyfilters + second.envoyfilters,
         notes=first.notes + second.notes,
     )

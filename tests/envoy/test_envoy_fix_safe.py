@@ -288,7 +288,7 @@ def test_an_existing_custom_bootstrap_is_merged_not_replaced(
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "team-bootstrap", "namespace": "istio-system"},
-        "data": {"custom_bootstrap.json": json.dumps(own)},
+        "data": {"custom_bootstrap.json": json.dumps(own), "owner": "team-edge"},
     }
     existing = _write(
         tmp_path / "existing.yaml", _with_custom_bootstrap("team-bootstrap"), configmap
@@ -297,6 +297,7 @@ def test_an_existing_custom_bootstrap_is_merged_not_replaced(
     _run(gameday, GATEWAY_1_3, out, "--existing", str(existing))
     written = yaml.safe_load((out / "custom-bootstrap-configmap.yaml").read_text())
     assert written["metadata"]["name"] == "team-bootstrap"  # the gateway's own, not a second one
+    assert written["data"]["owner"] == "team-edge"  # its other keys are kept
     content = _overlay(out)
     assert content["stats_flush_interval"] == "10s"
     assert [layer["name"] for layer in content["layered_runtime"]["layers"]] == [
