@@ -17,12 +17,18 @@ from chaos_ext.envoy.audit import (
     PROFILES,
     ROLE_CHOICES,
     AuditRun,
+    GatewayFacts,
+    heap_rule,
+    load_facts,
     run_audit,
     summary_line,
     write_fix,
 )
 from chaos_ext.errors import EnvoyError, InvalidArgument
 from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
+
+EXIT_FIX_WRITTEN = 1  # the input fails; the files written, applied, make every check pass
+EXIT_FIX_INCOMPLETE = 2  # files written, but applied they still fail, or parts were left out
 
 HELP = """\
 Audit configurations against best practices, without changing anything.
@@ -78,9 +84,20 @@ bootstrap input, the bootstrap patched in place. Both are applied the way
 Envoy/Istio merge them and re-audited before they are written; what still
 fails, and why, is printed (on stderr) and in DIR/README.md.
 
+--fix merges with what the gateway already has: its Deployment (the
+proxy.istio.io/config annotation, the custom bootstrap, the istio-proxy
+memory limit, the pod labels) and its EnvoyFilters, read from --existing
+FILE (kubectl get ... -o yaml) or the API (--deployment NAMESPACE/NAME);
+conflicts are listed. The heap limit is 80 % of the memory limit
+(--memory-limit, else the Deployment's); without one no heap is written.
+
 exit codes: 0 every check passed, 1 a rule failed or a value was unreadable,
 3 invalid input (source unreadable or unreachable, neither a dump nor a
 bootstrap, unknown listener, bad rules, a sidecar given to an edge profile).
+with --fix: 0 nothing to fix (no file written), 1 the files written make
+every check pass once applied, 2 files written but incomplete (applied, a
+check still fails, or something was left out or conflicts: listed), 3 invalid
+input or the fix refused (nothing written).
 """
 
 
@@ -111,6 +128,15 @@ def register(sub: Any) -> None:
                        help="write the fix: istio manifests or an envoy overlay")  # fmt: skip
     envoy.add_argument("-o", "--output", default="", metavar="DIR",
                        help="directory for --fix (created if missing)")  # fmt: skip
+    envoy.add_argument("--memory-limit", default="", metavar="QUANTITY",
+                       help="the istio-proxy container's limits.memory (e.g. 1024Mi): sizes "
+                            "the heap and adds the heap-below-limit rule")  # fmt: skip
+    envoy.add_argument("--existing", action="append", default=[], metavar="FILE",
+                       help="the gateway's manifests to merge with (Deployment, custom "
+                            "bootstrap ConfigMap, EnvoyFilters); repeatable")  # fmt: skip
+    envoy.add_argument("--deployment", default="", metavar="NAMESPACE/NAME",
+                       help="read the gateway's Deployment, its custom bootstrap and the "
+                            "namespace's EnvoyFilters from the Kubernetes API")  # fmt: skip
     envoy.set_defaults(handler=handle_envoy)
 
 
@@ -134,7 +160,9 @@ def report_table(report: dict[str, Any]) -> Table:
     for row in report["results"]:
         found = _show(row["found"])
         if row["note"] and row["status"] != "pass":
-            found += f" ({row['note']})"
+            # an absent value's note says "absent: Envoy uses ..." itself
+            absent = row["found"] == "absent" and row["note"].startswith("absent")
+            found = row["note"] if absent else f"{found} ({row['note']})"
         table.add_row(
             _STATUS[row["status"]], row["severity"], row["rule"], escape(row["listener"] or "-"),
             escape(row["expected"]), escape(found), escape(row["path"]),
@@ -142,28 +170,44 @@ def report_table(report: dict[str, Any]) -> Table:
     return table
 
 
-def _fix(args: argparse.Namespace, run: AuditRun, console: Console) -> None:
+def _fix(args: argparse.Namespace, run: AuditRun, facts: GatewayFacts, console: Console) -> int:
     if run.report["passed"] and not run.report["summary"]["warnings"]:
         console.print("--fix: every check passed, nothing to fix; no file written")
-        return
-    out = write_fix(run, args.fix, args.output)
+        return EXIT_HELD
+    out = write_fix(run, args.fix, args.output, facts)
     console.print(f"--fix {args.fix}: wrote {', '.join(sorted(out.files))} to {args.output}",
                   highlight=False)  # fmt: skip
     for line in out.lines:
         console.print(f"  {escape(line)}", highlight=False)
+    for line in out.caveats:
+        console.print(f"  [yellow]{escape(line)}[/]", highlight=False)
+    for line in out.warnings:
+        console.print(f"  [yellow]changes behaviour:[/] {escape(line)}", highlight=False)
+    return EXIT_FIX_WRITTEN if out.complete else EXIT_FIX_INCOMPLETE
+
+
+def _facts(args: argparse.Namespace) -> tuple[GatewayFacts, list[Any]]:
+    facts = load_facts(existing=args.existing, deployment=args.deployment,
+                       memory_limit=args.memory_limit)  # fmt: skip
+    if facts.memory_limit_bytes is None:
+        return facts, []
+    return facts, [heap_rule(facts.memory_limit_bytes, facts.memory_limit_from)]
 
 
 def handle_envoy(args: argparse.Namespace, console: Console) -> int:
     if args.fix and not args.output:
         console.print("[red]invalid:[/] --fix needs -o DIR (where to write the files)")
         return EXIT_INVALID
+    fixed: int | None = None
     try:
+        facts, extra = _facts(args)
         run = run_audit(
             args.source, listener=args.listener, rules_file=args.rules,
             timeout_seconds=args.timeout, profile=args.profile, role=args.role,
+            extra_rules=extra,
         )  # fmt: skip
         if args.fix:
-            _fix(args, run, console)
+            fixed = _fix(args, run, facts, console)
     except (InvalidArgument, EnvoyError) as exc:
         console.print(f"[red]invalid:[/] {escape(str(exc))}", highlight=False)
         return EXIT_INVALID
@@ -177,4 +221,6 @@ def handle_envoy(args: argparse.Namespace, console: Console) -> int:
             out.print(f"note: {escape(note)}", highlight=False)
         colour = "green" if report["passed"] else "red"
         out.print(f"[{colour}]{escape(summary_line(report))}[/]", highlight=False)
+    if fixed is not None:
+        return fixed
     return EXIT_HELD if report["passed"] else EXIT_DEVIATED

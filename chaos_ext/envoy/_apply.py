@@ -24,9 +24,9 @@ from typing import Any
 
 from chaos_ext.envoy._hcm import hcm_section
 from chaos_ext.envoy._input import Decoded
-from chaos_ext.envoy._merge import proto_merge
+from chaos_ext.envoy._merge import proto_merge, upsert
 
-__all__ = ["with_envoyfilter", "with_overlay", "with_runtime_values"]
+__all__ = ["with_edits", "with_envoyfilter", "with_overlay", "with_runtime_values"]
 
 _GLOBAL_CAP = "overload.global_downstream_max_connections"
 _CAP_MONITOR = "envoy.resource_monitors.global_downstream_max_connections"
@@ -47,6 +47,12 @@ def _with_bootstrap(decoded: Decoded, change: Callable[[dict[str, Any]], dict[st
 def with_overlay(decoded: Decoded, overlay: Mapping[str, Any]) -> Decoded:
     """``decoded`` with a bootstrap overlay merged in as Envoy's ``--config-yaml`` does."""
     return _with_bootstrap(decoded, lambda boot: proto_merge(boot, overlay))
+
+
+def with_edits(decoded: Decoded, edits: Mapping[str, Any]) -> Decoded:
+    """``decoded`` with named bootstrap elements edited in place (``_merge.upsert``): what a
+    changed custom bootstrap ConfigMap gives after the pod restarts."""
+    return _with_bootstrap(decoded, lambda boot: upsert(boot, edits)) if edits else decoded
 
 
 def _runtime_values(boot: dict[str, Any], values: Mapping[str, str]) -> dict[str, Any]:
@@ -140,8 +146,16 @@ def _apply_patch(data: dict[str, Any], patch: Mapping[str, Any]) -> None:
             _network_filter(listener, match, value)
 
 
-def with_envoyfilter(decoded: Decoded, envoyfilter: Mapping[str, Any]) -> Decoded:
-    """A gateway's ``/config_dump`` after istiod applied this EnvoyFilter's MERGE patches."""
+def with_envoyfilter(decoded: Decoded, envoyfilter: Mapping[str, Any],
+                     labels: Mapping[str, str] | None = None) -> Decoded:  # fmt: skip
+    """A gateway's ``/config_dump`` after istiod applied this EnvoyFilter's MERGE patches.
+
+    With the gateway's pod ``labels``, as istiod does, only if its ``workloadSelector``
+    selects them (else the dump is unchanged).
+    """
+    selector = ((envoyfilter.get("spec") or {}).get("workloadSelector") or {}).get("labels") or {}
+    if labels is not None and any(labels.get(k) != v for k, v in selector.items()):
+        return decoded
     data = copy.deepcopy(decoded.data)
     for patch in envoyfilter["spec"]["configPatches"]:
         _apply_patch(data, patch)

@@ -228,15 +228,21 @@ def _dump_config(decoded: Decoded, origin: str) -> EdgeConfig:
     listeners = [lst for index, entry in _entries(dump, ".ListenersConfigDump")
                  for lst in _dump_listeners(entry, f"configs[{index}]")]  # fmt: skip
     clusters: list[Section] = []
+    notes: list[str] = []
     for index, entry in _entries(dump, ".ClustersConfigDump"):
         base = f"configs[{index}]"
         dynamic = list(_clusters(entry.get("dynamic_active_clusters"),
                                  f"{base}.dynamic_active_clusters", "cluster"))  # fmt: skip
         static = list(_clusters(entry.get("static_clusters"), f"{base}.static_clusters", "cluster"))
         clusters.extend(dynamic or static)
+        if dynamic and static:
+            names = ", ".join(str(c.value.get("name")) for c in static[:5])
+            notes.append(f"{len(static)} static cluster(s) not audited ({names}): the proxy's "
+                         "own upstreams (control plane, stats, tracing); a rule with "
+                         "bootstrap:static_resources.clusters[...] audits one")  # fmt: skip
     return EdgeConfig(
         "config_dump", boot, runtime, runtime_path, tuple(listeners), tuple(clusters),
-        opaque_runtime_layers=opaque, notes=decoded.notes,
+        opaque_runtime_layers=opaque, notes=decoded.notes + tuple(notes),
     )  # fmt: skip
 
 

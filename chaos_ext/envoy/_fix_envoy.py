@@ -23,22 +23,45 @@ import yaml
 from chaos_ext.envoy._apply import with_overlay
 from chaos_ext.envoy._audit import Check
 from chaos_ext.envoy._fix import FixPlan
+from chaos_ext.envoy._fix_heap import size_heap
+from chaos_ext.envoy._gateway import GatewayFacts
 from chaos_ext.envoy._input import Decoded
 from chaos_ext.envoy._merge import path_tokens, set_path, split_duplicates, upsert
 from chaos_ext.envoy._pipeline import AuditRun
 
-__all__ = ["RUNTIME_LAYER", "FixFiles", "envoy_fix", "overlay_for", "render_yaml"]
+__all__ = [
+    "RUNTIME_LAYER",
+    "FixFiles",
+    "envoy_fix",
+    "overlay_for",
+    "render_yaml",
+    "timeout_warnings",
+]
 
 RUNTIME_LAYER = "gameday-edge-fixes"
 
 
 @dataclass
 class FixFiles:
-    """Files to write, what each one covers, and the re-audits of the fixed result."""
+    """Files to write, what each one covers, and the re-audits of the fixed result.
+
+    ``caveats``: what the fix leaves undone or could not check (the fix is then
+    incomplete: exit 2); ``apply``: the commands that apply exactly the files
+    written; ``warnings``: behaviour the fix changes for users.
+    """
 
     files: dict[str, str] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
     rechecks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    caveats: list[str] = field(default_factory=list)
+    apply: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    selector: dict[str, str] | None = None  # the EnvoyFilter's workloadSelector, if written
+
+    @property
+    def complete(self) -> bool:
+        """Every re-audit passes and nothing was left out."""
+        return not self.caveats and any(r["passed"] for r in self.rechecks.values())
 
 
 class _Dumper(yaml.SafeDumper):
@@ -74,6 +97,28 @@ def overlay_for(run: AuditRun, plan: FixPlan, *, runtime: Mapping[str, Any] | No
     return overlay, dropped
 
 
+_STREAM_CUT = {
+    "stream_idle_timeout": "a stream with no activity for {v} is reset (server-sent events, "
+    "WebSocket, gRPC streams that go quiet); a route can override it: route idle_timeout, "
+    "'0s' disables it on that route (Istio: an EnvoyFilter HTTP_ROUTE MERGE of "
+    "{{route: {{idle_timeout: 0s}}}})",
+    "request_timeout": "a request whose body takes longer than {v} to arrive is cut (long "
+    "uploads, client-streaming gRPC); there is no per-route override: raise it, or disable "
+    "the rule with --rules (id request-timeout, enabled: false) for a gateway that streams",
+}
+
+
+def timeout_warnings(plan: FixPlan) -> list[str]:
+    """What the plan's HCM timeouts change for users, and how to exempt routes."""
+    found: dict[str, Any] = {}
+    for fix in plan.hcms.values():
+        for key in _STREAM_CUT:
+            if key in fix.fields:
+                found[key] = fix.fields[key]
+    return [f"{key} {value} on every route of {len(plan.hcms)} HTTP connection manager(s): "
+            + _STREAM_CUT[key].format(v=value) for key, value in found.items()]  # fmt: skip
+
+
 def _leaf(fix: Any, key: str) -> tuple[bool, Any]:
     """The fix's value for a field named ``key`` (or its only value)."""
     leaves: list[tuple[str, Any]] = []
@@ -106,6 +151,16 @@ def _in_place(root: dict[str, Any], prefix: str, checks: tuple[Check, ...]) -> N
             set_path(root, tokens, value)
 
 
+def _control_plane_advice(run: AuditRun) -> str:
+    if run.role.role == "gateway":
+        return " (this is an Istio gateway: --fix istio writes the EnvoyFilter)"
+    if run.role.role in ("sidecar", "waypoint"):
+        return (f" (an Istio {run.role.role}: an EnvoyFilter with context "
+                f"{'SIDECAR_INBOUND' if run.role.role == 'sidecar' else 'WAYPOINT'}, written "
+                "by hand)")  # fmt: skip
+    return ""
+
+
 def _patched(run: AuditRun, plan: FixPlan) -> tuple[dict[str, Any], list[str]]:
     prefix = run.config.bootstrap.path
     boot = copy.deepcopy(dict(run.config.bootstrap.value))
@@ -116,6 +171,7 @@ def _patched(run: AuditRun, plan: FixPlan) -> tuple[dict[str, Any], list[str]]:
         layers = boot.setdefault("layered_runtime", {}).setdefault("layers", [])
         layers.extend(overlay["layered_runtime"]["layers"])
     manual: list[str] = []
+    how = _control_plane_advice(run)
     edits = [(listener.section.path, fields) for listener, fields in plan.listeners.values()]
     edits += [(fix.hcm.path, fix.fields) for fix in plan.hcms.values()]
     edits += [(listener.section.path, {"name": name}) for listener, name in plan.names.values()]
@@ -125,11 +181,11 @@ def _patched(run: AuditRun, plan: FixPlan) -> tuple[dict[str, Any], list[str]]:
         manual.append(f"{len(plan.clusters) - len(inside)} clusters (first: "
                       f"{next(c.path for c in plan.clusters if c not in inside)}): set "
                       f"{json.dumps(plan.cluster_fields)} through the control plane that "
-                      "delivers them (for Istio: --fix istio)")  # fmt: skip
+                      f"delivers them{how}")  # fmt: skip
     for path, fields in edits:
         if not path.startswith(prefix + "."):
             manual.append(f"{path}: set {json.dumps(fields)} through the control plane that "
-                          "delivers it (for Istio: --fix istio)")  # fmt: skip
+                          f"delivers it{how}")  # fmt: skip
             continue
         tokens = path_tokens(path[len(prefix) + 1 :])
         target: Any = boot
@@ -153,28 +209,40 @@ def _outcome(name: str, report: Mapping[str, Any]) -> str:
     return f"{name}: still failing: {', '.join(report['summary']['failed_rules'])}"
 
 
-def envoy_fix(run: AuditRun, plan: FixPlan) -> FixFiles:
-    """The overlay, the patched bootstrap and a summary, each re-audited."""
+def envoy_fix(run: AuditRun, plan: FixPlan, facts: GatewayFacts) -> FixFiles:
+    """The overlay (when it has anything), the patched bootstrap and a summary, re-audited."""
     out = FixFiles()
+    out.lines += size_heap(plan, run.config.bootstrap.value, facts)
     overlay, dropped = overlay_for(run, plan)
-    merged = run.again(with_overlay(run.decoded, overlay))
-    out.rechecks["overlay"] = merged.report
-    header = (f"Envoy bootstrap overlay written by `gameday audit envoy --fix envoy` for\n"
-              f"{run.origin} (profile {run.profile.name}).\n"
-              'Merge it: envoy -c bootstrap.yaml --config-yaml "$(cat envoy-overlay.yaml)"\n'
-              "(Envoy appends repeated fields: it adds only what is missing)")  # fmt: skip
-    out.files["envoy-overlay.yaml"] = render_yaml(overlay, header)
-    out.lines.append(_outcome("envoy-overlay.yaml merged as Envoy merges --config-yaml",
-                              merged.report))  # fmt: skip
+    if overlay:
+        merged = run.again(with_overlay(run.decoded, overlay))
+        out.rechecks["overlay"] = merged.report
+        header = (f"Envoy bootstrap overlay written by `gameday audit envoy --fix envoy` for\n"
+                  f"{run.origin} (profile {run.profile.name}).\n"
+                  'Merge it: envoy -c bootstrap.yaml --config-yaml "$(cat envoy-overlay.yaml)"\n'
+                  "(Envoy appends repeated fields: it adds only what is missing)")  # fmt: skip
+        out.files["envoy-overlay.yaml"] = render_yaml(overlay, header)
+        out.lines.append(_outcome("envoy-overlay.yaml merged as Envoy merges --config-yaml",
+                                  merged.report))  # fmt: skip
+        out.apply.append('envoy -c bootstrap.yaml --config-yaml "$(cat envoy-overlay.yaml)"')
+    else:
+        out.lines.append("no envoy-overlay.yaml: nothing the failing rules need can be added "
+                         "with --config-yaml (see the patched bootstrap)")  # fmt: skip
     out.lines += [f"not in the overlay (Envoy would refuse a second {p}): edit it in place"
                   for p in dropped]  # fmt: skip
     boot, manual = _patched(run, plan)
-    patched = run.again(_bootstrap_decoded(run, boot))
-    out.rechecks["patched"] = patched.report
     name = "envoy-bootstrap.patched." + ("yaml" if run.decoded.syntax == "YAML" else "json")
-    out.files[name] = (render_yaml(boot) if name.endswith("yaml")
-                       else json.dumps(boot, indent=2) + "\n")  # fmt: skip
-    out.lines.append(_outcome(f"{name} (every fix written in place)", patched.report))
-    out.lines += [f"manual: {item}" for item in manual]
-    out.lines += [f"manual: {rule}: {why}" for rule, why in plan.manual]
+    if run.decoded.kind == "bootstrap" or boot != run.config.bootstrap.value:
+        patched = run.again(_bootstrap_decoded(run, boot))
+        out.rechecks["patched"] = patched.report
+        header = (f"{run.origin} with every fix written in place by `gameday audit envoy "
+                  "--fix envoy`.\nThe source's comments are not carried over: diff it "
+                  "against the source before replacing it.")  # fmt: skip
+        out.files[name] = (render_yaml(boot, header) if name.endswith("yaml")
+                           else json.dumps(boot, indent=2) + "\n")  # fmt: skip
+        out.lines.append(_outcome(f"{name} (every fix written in place)", patched.report))
+        out.apply.append(f"# or deploy {name} as the bootstrap")
+    out.caveats += [f"manual: {item}" for item in manual]
+    out.caveats += [f"manual: {rule}: {why}" for rule, why in plan.manual]
+    out.warnings += timeout_warnings(plan)
     return out

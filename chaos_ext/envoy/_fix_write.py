@@ -2,46 +2,72 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from chaos_ext.envoy._fix import build_plan
 from chaos_ext.envoy._fix_envoy import FixFiles, envoy_fix
 from chaos_ext.envoy._fix_istio import istio_fix
+from chaos_ext.envoy._gateway import GatewayFacts
 from chaos_ext.envoy._pipeline import AuditRun
 from chaos_ext.errors import EnvoyError, InvalidArgument
 
-__all__ = ["FIX_KINDS", "write_fix"]
+__all__ = ["FIX_KINDS", "fixed_rules", "write_fix"]
 
 FIX_KINDS = ("istio", "envoy")
 
 
-def _readme(kind: str, run: AuditRun, out: FixFiles, rules: list[str]) -> str:
+def _open(report: Mapping[str, Any]) -> set[str]:
+    return {row["rule"] for row in report["results"] if row["status"] in ("fail", "unreadable",
+                                                                          "warn")}  # fmt: skip
+
+
+def fixed_rules(run: AuditRun, out: FixFiles) -> list[str]:
+    """The rules that fail (or warn) on the input and pass once the written files are applied."""
+    before = _open(run.report)
+    after = [_open(report) for report in out.rechecks.values()]
+    return sorted(before - min(after, key=len)) if after else []
+
+
+def _reaudit(kind: str, run: AuditRun, out: FixFiles, facts: GatewayFacts) -> str:
+    limit = ""
+    if facts.memory_limit_from.startswith("--memory-limit"):
+        limit = f" {facts.memory_limit_from}"
+    elif facts.memory_limit_bytes is not None and facts.deployment:
+        limit = f" --deployment {facts.deployment}"  # the heap rule, with the live limit
+    if kind == "envoy":
+        return (f"gameday audit envoy --source http://127.0.0.1:9901 --profile "
+                f"{run.profile.name}{limit}")  # fmt: skip
+    namespace = run.role.namespace or "istio-system"
+    pairs = ",".join(f"{k}={v}" for k, v in (out.selector or {}).items())
+    where = f"pod://{namespace}?selector={pairs}" if pairs else f"pod://{namespace}/POD"
+    return f"gameday audit envoy --source '{where}' --profile {run.profile.name}{limit}"
+
+
+def _readme(kind: str, run: AuditRun, out: FixFiles, facts: GatewayFacts) -> str:
+    fixed = fixed_rules(run, out)
     lines = [f"# Fix written by `gameday audit envoy --fix {kind}`", "",
              f"Audited: {run.origin} ({run.report['input']['description']}, "
              f"{run.role.role}, profile {run.profile.name}).", "",
-             f"Rules it fixes: {', '.join(rules) or 'none'}.", "", "## Files", ""]  # fmt: skip
-    lines += [f"- `{name}`" for name in sorted(out.files)]
+             "Rules that pass once these files are applied (re-audited before writing): "
+             f"{', '.join(fixed) or 'none'}.", "", "## Files", ""]  # fmt: skip
+    lines += [f"- `{name}`" for name in sorted(out.files)] or ["- none"]
     lines += ["", "## Checked before writing", ""] + [f"- {line}" for line in out.lines]
-    if kind == "istio":
-        ns, name = run.role.namespace or "istio-system", run.role.workload or "istio-ingressgateway"
-        lines += ["", "## Apply, then re-audit the live proxy", "", "```sh",
-                  "kubectl apply -f custom-bootstrap-configmap.yaml -f envoyfilter.yaml",
-                  f"kubectl -n {ns} patch deployment {name} --type strategic \\",
-                  "    --patch-file gateway-deployment-patch.yaml   # or ...-noninjected.yaml",
-                  f"kubectl -n {ns} rollout status deployment {name}",
-                  f"gameday audit envoy --source 'pod://{ns}?selector=istio=ingressgateway' "
-                  f"--profile {run.profile.name}", "```"]  # fmt: skip
-    else:
-        lines += ["", "## Apply, then re-audit", "", "```sh",
-                  'envoy -c bootstrap.yaml --config-yaml "$(cat envoy-overlay.yaml)"',
-                  "# or deploy envoy-bootstrap.patched.* as the bootstrap, then:",
-                  "gameday audit envoy --source http://127.0.0.1:9901 "
-                  f"--profile {run.profile.name}",
-                  "```"]  # fmt: skip
+    if out.caveats:
+        lines += ["", "## Not done, or to check first", ""]
+        lines += [f"- {line}" for line in out.caveats]
+    if out.warnings:
+        lines += ["", "## What this changes for users", ""]
+        lines += [f"- {line}" for line in out.warnings]
+    if out.apply:
+        lines += ["", "## Apply, then re-audit", "", "```sh", *out.apply,
+                  _reaudit(kind, run, out, facts), "```"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
-def write_fix(run: AuditRun, kind: str, directory: str) -> FixFiles:
+def write_fix(run: AuditRun, kind: str, directory: str, facts: GatewayFacts | None = None
+              ) -> FixFiles:  # fmt: skip
     """Plan, render, re-audit and write the fix; the files and what was checked."""
     if kind not in FIX_KINDS:
         raise InvalidArgument(f"fix: {kind!r} is not one of {', '.join(FIX_KINDS)}")
@@ -51,13 +77,14 @@ def write_fix(run: AuditRun, kind: str, directory: str) -> FixFiles:
             f"is {run.role.role} ({run.role.evidence}); use --fix envoy, or --role gateway"
         )
     plan = build_plan(run)
-    out = istio_fix(run, plan) if kind == "istio" else envoy_fix(run, plan)
+    facts = facts or GatewayFacts()
+    out = istio_fix(run, plan, facts) if kind == "istio" else envoy_fix(run, plan, facts)
     target = Path(directory)
     try:
         target.mkdir(parents=True, exist_ok=True)
         for name, text in out.files.items():
             (target / name).write_text(text, encoding="utf-8")
-        (target / "README.md").write_text(_readme(kind, run, out, plan.rules), encoding="utf-8")
+        (target / "README.md").write_text(_readme(kind, run, out, facts), encoding="utf-8")
     except OSError as exc:
         raise InvalidArgument(f"output directory {directory!r}: {exc.strerror or exc}") from None
     out.files["README.md"] = (target / "README.md").read_text(encoding="utf-8")

@@ -60,9 +60,12 @@ def _parse(raw: bytes | str, origin: str) -> tuple[Any, str]:
             json_error = exc
     else:
         json_error = None
+    if not stripped:
+        raise EnvoyError(f"{origin}: the input is empty; expected Envoy's /config_dump or a "
+                         "bootstrap (JSON or YAML)")  # fmt: skip
     try:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        return yaml.load(text, Loader=loader), "YAML"  # noqa: S506 - a safe loader
+        docs = [doc for doc in yaml.load_all(text, Loader=loader) if doc is not None]
     except yaml.YAMLError as exc:
         if json_error is not None:  # it looked like JSON: report the JSON error
             raise EnvoyError(
@@ -77,6 +80,9 @@ def _parse(raw: bytes | str, origin: str) -> tuple[Any, str]:
             f"{getattr(exc, 'problem', None) or exc}; expected Envoy's /config_dump "
             "or a bootstrap (JSON or YAML)"
         ) from None
+    if len(docs) > 1:  # a trailing or leading '---' alone is fine; two documents are not
+        raise EnvoyError(f"{origin}: {len(docs)} YAML documents; give the bootstrap alone")
+    return (docs[0] if docs else None), "YAML"
 
 
 def _looks_camel(data: Mapping[str, Any]) -> bool:
@@ -96,8 +102,9 @@ def _kind(data: Any, origin: str) -> str:
         return "bootstrap"
     if isinstance(data, dict) and isinstance(data.get("bootstrap"), dict):
         return "bootstrap_dump"  # one BootstrapConfigDump entry (?resource=bootstrap)
+    names = {type(None): "nothing (only comments or '---')"}
     found = (
-        type(data).__name__
+        names.get(type(data), type(data).__name__)
         if not isinstance(data, dict)
         else ("keys " + ", ".join(sorted(map(str, data))[:8]) if data else "an empty mapping")
     )

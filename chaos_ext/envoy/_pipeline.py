@@ -89,6 +89,24 @@ def _refuse_mismatch(role: Role, profile: Profile, origin: str) -> None:
     )
 
 
+_HEALTH_PORT = 15021  # Istio's status port: the default ingress Service exposes it
+
+
+def _not_audited(config: EdgeConfig, listeners: Sequence[Listener]) -> list[str]:
+    """Static listeners with an HTTP connection manager that the default choice skipped."""
+    chosen = {id(item) for item in listeners}
+    skipped = [item for item in config.listeners
+               if not item.dynamic and item.hcms and id(item) not in chosen]  # fmt: skip
+    notes = []
+    for item in skipped:
+        address = (item.section.value.get("address") or {}).get("socket_address") or {}
+        health = " (Istio's health port: its default ingress Service exposes it)" if (
+            address.get("port_value") == _HEALTH_PORT) else ""  # fmt: skip
+        notes.append(f"static listener {item.label}{health} takes HTTP but was not audited: "
+                     f"--listener {item.name or item.label!r} audits it")  # fmt: skip
+    return notes
+
+
 def audit_decoded(
     decoded: Decoded, *, origin: str, profile: Profile, rules: Sequence[Rule], listener: str = "",
     role: str = "auto",
@@ -104,6 +122,7 @@ def audit_decoded(
         raise EnvoyError(f"{origin}: no inbound listener with an HTTP connection manager")
     checks = tuple(evaluate(config, listeners, rules))
     info = describe_input(config, decoded.data, decoded.syntax)
+    info["notes"] += _not_audited(config, listeners)
     report = audit_report(checks, source=origin, listeners=listeners, profile=profile.name,
                           role=found_role, input_info=info)  # fmt: skip
     return AuditRun(decoded, config, found_role, profile, listeners, checks, report, tuple(rules),
@@ -167,12 +186,15 @@ def check_audit_arguments(arguments: Mapping[str, Any]) -> None:
 def run_audit(
     source: str, *, listener: str = "", rules: list[dict[str, Any]] | None = None,
     rules_file: str = "", timeout_seconds: float = 30.0, profile: str = DEFAULT_PROFILE,
-    role: str = "auto", secrets: Secrets = None,
+    role: str = "auto", secrets: Secrets = None, extra_rules: Sequence[Rule] = (),
 ) -> AuditRun:  # fmt: skip
-    """Fetch ``source`` and audit it; the whole run (``gameday audit envoy`` writes fixes)."""
+    """Fetch ``source`` and audit it; the whole run (``gameday audit envoy`` writes fixes).
+
+    ``extra_rules`` join the profile's (the heap rule, when the memory limit is known).
+    """
     given = (source, listener, rules, rules_file, timeout_seconds, profile, role)
     check_audit_arguments(dict(zip(_AUDIT_KEYS, given, strict=True)))
     chosen, chosen_rules = effective_rules(profile, rules, rules_file)
     raw, origin = fetch_dump(parse_source(source), timeout=float(timeout_seconds), secrets=secrets)
-    return audit_raw(raw, origin=origin, profile=chosen, rules=chosen_rules, listener=listener,
-                     role=role)  # fmt: skip
+    return audit_raw(raw, origin=origin, profile=chosen, rules=[*chosen_rules, *extra_rules],
+                     listener=listener, role=role)  # fmt: skip

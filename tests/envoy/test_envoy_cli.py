@@ -64,7 +64,14 @@ def test_json_output_is_the_probe_report(gameday: Gameday) -> None:
         "description": "Envoy /config_dump (envoy.admin.v3)",
         "notes": [
             "not parsed, no rule reads them: RoutesConfigDump, ScopedRoutesConfigDump, "
-            "SecretsConfigDump"
+            "SecretsConfigDump",
+            "3 static cluster(s) not audited (prometheus_stats, agent, xds-grpc): the proxy's "
+            "own upstreams (control plane, stats, tracing); a rule with "
+            "bootstrap:static_resources.clusters[...] audits one",
+            "static listener 0.0.0.0_15090 takes HTTP but was not audited: --listener "
+            "'0.0.0.0_15090' audits it",
+            "static listener 0.0.0.0_15021 (Istio's health port: its default ingress Service "
+            "exposes it) takes HTTP but was not audited: --listener '0.0.0.0_15021' audits it",
         ],
     }
     assert report["proxy"]["role"] == "gateway" and report["profile"] == "envoy-edge"
