@@ -175,8 +175,11 @@ def test_allow_missing_controls_runs_unprotected_and_says_so(
     path = _write(experiments_dir, _experiment(target, prom.url, [SAFEGUARD]))
     result = gameday("run", "--allow-missing-controls", str(path))
     assert result.returncode == 0, result.stderr
-    warning = [line for line in result.stderr.splitlines() if "--allow-missing-controls" in line]
+    lines = result.stderr.splitlines()
+    warning = [line for line in lines if line.startswith("⚠ --allow-missing-controls")]
     assert len(warning) == 1 and "NOT protected" in warning[0] and "safeguard" in warning[0]
+    recorded = [line for line in lines if "ran WITHOUT a safety control" in line]
+    assert len(recorded) == 1 and "safeguard" in recorded[0]  # the verdict says it too
     assert target.stats()["requests"] >= 10  # the load ran: the refusals above are real
     assert [e.kind for e in Ledger(ledger_path).history()] == ["http-load"]
 
