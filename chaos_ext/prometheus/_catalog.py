@@ -1,4 +1,8 @@
-"""The probe catalog: named steady-state probes kept as data (``chaos_ext/prometheus/catalog``).
+"""The probe catalog: named steady-state probes kept as data.
+
+The files live in ``probes/`` at the top of the checkout; the package reads
+them through its link ``chaos_ext/prometheus/catalog``, and the wheel ships
+them there.
 
 A catalog file maps probe names to entries::
 
@@ -23,8 +27,8 @@ value is checked against its kind before it reaches PromQL: ``label`` and
 answer or NaN stands for; without them such an answer is an
 :class:`~chaos_ext.errors.EmptyResult`.
 
-Catalogs are read from the built-in catalog, shipped in the package
-(``chaos_ext/prometheus/catalog/*.yaml``), then from every file or directory
+Catalogs are read from the built-in catalog (``probes/*.yaml``), then from
+every file or directory
 listed in ``GAMEDAY_PROBE_CATALOG`` (``os.pathsep``-separated); a later layer
 may redefine a name (to tune a threshold), one layer may not. Built-in abort
 plans live beside it in ``catalog/abort/`` and are named by their file stem

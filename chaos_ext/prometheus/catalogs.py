@@ -1,7 +1,7 @@
 """The named-probe catalogs and the built-in abort plans, as ``gameday catalog`` lists them.
 
 The public face of :mod:`chaos_ext.prometheus._catalog` for the CLI: the
-catalog files shipped in ``chaos_ext/prometheus/catalog/``, the extra ones named
+catalog files of ``probes/`` (shipped as ``chaos_ext/prometheus/catalog/``), the extra ones named
 by ``$GAMEDAY_CATALOG``, and the abort plans shipped beside them.
 """
 
