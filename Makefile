@@ -7,12 +7,20 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# `make check`: the pure tests (rules, verdicts, conventions, layers, statistics), no servers
+FAST_TESTS := tests/test_verdict_rules.py tests/test_conventions.py tests/test_architecture.py \
+	tests/test_percentile.py tests/test_procfs.py tests/test_ownership.py \
+	tests/test_activity_arguments.py tests/test_discovery.py \
+	tests/reporting/test_reporting_compare.py \
+	tests/test_truth_table.py::test_the_table_covers_every_phase_ending_and_provider \
+	tests/test_truth_table.py::test_the_readme_outcomes_match_docs_verdicts
 
-.PHONY: demo test system-deps demo-deps venv lint typecheck unit clean-reports help
+.PHONY: demo test check system-deps demo-deps venv lint typecheck unit fast clean-reports help
 
 help:
 	@echo "make demo   - run the default game day and write a report under reports/"
 	@echo "make test   - lint, type-check and run the whole test suite"
+	@echo "make check  - lint, type-check and the fast tests (about a minute; while working)"
 
 system-deps:
 	@scripts/install-system-deps.sh
@@ -39,6 +47,11 @@ typecheck: venv
 
 unit: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+fast: venv
+	$(PY) -m pytest -m "not slow and not vm" -q $(FAST_TESTS) $(PYTEST_ARGS)
+
+check: venv lint typecheck fast
 
 test: system-deps venv lint typecheck unit
 
