@@ -48,7 +48,8 @@ def probes_of(views: Sequence[EnvelopeView]) -> list[str]:
 def _points(view: EnvelopeView, probe: str | None) -> dict[str, list[tuple[float, float]]]:
     found: dict[str, list[tuple[float, float]]] = {"held": [], "deviated": [], "other": []}
     for run in view.runs:
-        outcome = run["outcome"] if run["outcome"] in ("held", "deviated") else "other"
+        outcome = {"not-recovered": "deviated"}.get(run["outcome"], run["outcome"])
+        outcome = outcome if outcome in ("held", "deviated") else "other"
         magnitude = float(run["magnitude"])
         if probe is None:
             found[outcome].append((magnitude, 1.0 if outcome == "held" else 0.0))

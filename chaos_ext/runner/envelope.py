@@ -74,6 +74,9 @@ def _record(
     }
     if outcome == "unsteady":
         record["reason"] = unsteady_reason(journal)
+    recovery = (journal.get("gameday") or {}).get("recovery") or {}
+    if recovery.get("checked"):  # how fast the system came back at this magnitude
+        record["time_to_recover_s"] = recovery.get("time_to_recover_s")
     error = (journal.get("gameday") or {}).get("error")
     if error:
         record["reason"] = str(error)

@@ -59,7 +59,7 @@ Direction = Literal["up", "down"]
 Phase = Literal["end", "bisect", "repeat"]
 Kind = Literal["boundary", "breaks-at-mild-end", "holds-to-harsh-end", "noisy", "incomplete"]
 
-COUNTED = ("held", "deviated")
+COUNTED = ("held", "deviated", "not-recovered")  # not-recovered: it did not hold, and worse
 STOPPING = {
     "failed": "a run failed (an action did not run as designed)",
     "aborted": "a run was aborted (a stop condition fired)",
