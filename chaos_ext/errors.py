@@ -33,6 +33,19 @@ leak out of an activity.
 
 Messages quote the bad value and say what to do next.
 
+Input the runner and the reports cannot use is not an activity failure; it has
+its own branch, outside chaoslib's, so that no ``except ActivityFailed`` takes
+it for a failed activity::
+
+    Exception
+    └── InputError                      a file or a declaration gameday cannot use
+        ├── ExperimentInvalid           an experiment cannot run as written (validate, run)
+        ├── ControlProblem              a declared control would not protect the run
+        ├── JournalError                not a readable Chaos Toolkit journal
+        └── EnvelopeError               not a readable envelope.json
+    ConnectFailure                      one database connection attempt failed (the
+                                        exhaustion loop's signal; never leaves chaos_ext.db)
+
 One signal stands outside the tree on purpose: :class:`RunRefused` (a
 ``BaseException``) stops a run *before anything is injected* when a safety
 control cannot be imported, configured or started. chaoslib catches every
@@ -43,17 +56,24 @@ turns it into exit 3.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from chaoslib.exceptions import ActivityFailed
 
 __all__ = [
     "ChaosExtError",
+    "ConnectFailure",
+    "ControlProblem",
     "DatabaseError",
     "DnsError",
     "EmptyResult",
+    "EnvelopeError",
     "EnvoyError",
+    "ExperimentInvalid",
+    "InputError",
     "InvalidArgument",
+    "JournalError",
     "KubernetesError",
     "LedgerError",
     "LedgerInconsistent",
@@ -180,3 +200,51 @@ class RunRefused(BaseException):
     passes through chaoslib (which swallows ``Exception``); ``gameday run``
     reports it with exit 3.
     """
+
+
+class InputError(Exception):
+    """A file or a declaration gameday cannot use (not an activity failure)."""
+
+
+class ExperimentInvalid(InputError):
+    """An experiment file cannot be run as written."""
+
+    def __init__(
+        self, path: Path | str, where: str, message: str, *, control: bool = False
+    ) -> None:
+        super().__init__(f"{path}: {where}: {message}")
+        self.path = str(path)
+        self.where = where
+        self.message = message
+        self.control = control  # a safety control that would not protect the run
+
+
+class ControlProblem(InputError):
+    """One control that cannot protect the run: where it is declared and why."""
+
+    def __init__(self, where: str, name: str, reason: str) -> None:
+        super().__init__(f"{where}: control {name!r}: {reason}")
+        self.where, self.name, self.reason = where, name, reason
+
+
+class JournalError(InputError):
+    """A file that is not a readable Chaos Toolkit journal."""
+
+
+class EnvelopeError(InputError):
+    """A file that is not a readable envelope.json."""
+
+
+class ConnectFailure(Exception):
+    """A connection attempt failed; ``message`` is one line, password-free."""
+
+    def __init__(self, message: str, *, kind: str, server_text: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.server_text = server_text
+
+    @property
+    def limit(self) -> bool:
+        """The server refused because its connection slots are used up."""
+        return self.kind == "limit"

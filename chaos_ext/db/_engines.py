@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chaos_ext.db._target import Capacity
+from chaos_ext.errors import ConnectFailure
 
 __all__ = [
     "ConnectFailure",
@@ -67,21 +68,6 @@ class ConnectParams:
     def as_payload(self) -> dict[str, Any]:
         """For a helper's stdin (never argv or the environment)."""
         return asdict(self)
-
-
-class ConnectFailure(Exception):
-    """A connection attempt failed; ``message`` is one line, password-free."""
-
-    def __init__(self, message: str, *, kind: str, server_text: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.kind = kind
-        self.server_text = server_text
-
-    @property
-    def limit(self) -> bool:
-        """The server refused because its connection slots are used up."""
-        return self.kind == "limit"
 
 
 def scrub(text: str, secret: str) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chaos_ext.errors import EnvelopeError
 from chaos_ext.runner.envelope_doc import is_envelope, observations_of, search_of
 from chaos_ext.runner.envelope_search import (
     Envelope,
@@ -49,10 +50,6 @@ __all__ = [
 ]
 
 ENVELOPE_FILE = "envelope.json"
-
-
-class EnvelopeError(Exception):
-    """A file that is not a readable envelope.json."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos_ext.errors import JournalError
 from chaos_ext.reporting.notes import clock, notes_part, recovery_line
 from chaos_ext.reporting.series import Series, as_number, parse_time, series_of
 from chaos_ext.runner.redact import Redactor
@@ -44,10 +45,6 @@ __all__ = [
 ]
 
 PHASES = ("before", "during", "after")
-
-
-class JournalError(Exception):
-    """A file that is not a readable Chaos Toolkit journal."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from chaoslib.provider.http import validate_http_activity
 from chaoslib.provider.process import validate_process_activity
 
 from chaos_ext._prometheus.promql import check_promql
-from chaos_ext.errors import InvalidArgument
+from chaos_ext.errors import ExperimentInvalid, InvalidArgument
 from chaos_ext.validation import semantic_check, type_problems
 
 __all__ = ["ExperimentInvalid", "Problems", "activities", "check_activity", "declared_names"]
@@ -42,19 +42,6 @@ _PROMQL_ARGUMENT = {
 # what chaoslib checks of every activity (timeout, pauses, background) is checked
 # with this stand-in provider, so that only the provider's own check is left to us
 _NEUTRAL_PROVIDER = {"type": "http", "url": "http://127.0.0.1/"}
-
-
-class ExperimentInvalid(Exception):
-    """An experiment file cannot be run as written."""
-
-    def __init__(
-        self, path: Path | str, where: str, message: str, *, control: bool = False
-    ) -> None:
-        super().__init__(f"{path}: {where}: {message}")
-        self.path = str(path)
-        self.where = where
-        self.message = message
-        self.control = control  # a safety control that would not protect the run
 
 
 class Problems:

@@ -39,7 +39,7 @@ from chaoslib.control import cleanup_controls, cleanup_global_controls, load_glo
 from chaoslib.run import RunEventHandler
 from chaoslib.settings import CHAOSTOOLKIT_CONFIG_PATH, load_settings
 
-from chaos_ext.errors import RunRefused
+from chaos_ext.errors import ControlProblem, RunRefused
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -64,14 +64,6 @@ _CONTROL_FUNCTIONS = (
 )  # fmt: skip
 # chaoslib's debug line when a configure_control raised (chaoslib.control, 1.42-1.44)
 _CONFIGURE_FAILED = re.compile(r"^Control initialization '(?P<name>.*)' failed\.")
-
-
-class ControlProblem(Exception):
-    """One control that cannot protect the run: where it is declared and why."""
-
-    def __init__(self, where: str, name: str, reason: str) -> None:
-        super().__init__(f"{where}: control {name!r}: {reason}")
-        self.where, self.name, self.reason = where, name, reason
 
 
 def _activity_controls(experiment: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
