@@ -74,8 +74,9 @@ class ExternalAlert:
     source: str
     labels: Mapping[str, str]
     state: str
-    since: str = ""
+    since: str = ""  # firing since (Alertmanager: startsAt)
     summary: str = ""
+    pending_since: str = ""  # Prometheus: activeAt
 
 
 def _selectors(raw: Any, where: str) -> tuple[Selector, ...]:
@@ -222,10 +223,12 @@ class AlertTracker:
             name = alert.labels.get("alertname", "alert")
             shown = {k: v for k, v in alert.labels.items() if k != "alertname"}
             detail = f"{name}{shown} firing in {alert.source} since {alert.since}"
+            if alert.pending_since:
+                detail += f" (pending since {alert.pending_since})"
             return AlertHit(
                 name, detail + (f": {alert.summary}" if alert.summary else ""), None,
                 {"labels": dict(alert.labels), "state": "firing", "source": alert.source,
-                 "since": alert.since},
+                 "since": alert.since, "pending_since": alert.pending_since or None},
             )  # fmt: skip
         return None
 
