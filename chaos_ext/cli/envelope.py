@@ -262,7 +262,7 @@ def search_envelope(
         return EXIT_FAILED
     result = run_envelope(
         path, experiment, settings, base, ledger, console, out,
-        handlers=lambda: _abort_handlers(plan, console),
+        handlers=lambda: _abort_handlers(plan, console, base.config_vars),
     )  # fmt: skip
     _print_result(result.document, console)
     console.print(f"envelope: {result.path}; journals: {out / 'runs'}", highlight=False)

@@ -190,15 +190,18 @@ def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
     return True
 
 
-def _abort_handlers(plan: AbortPlan | None, console: Console) -> tuple[AbortOnBreach, ...]:
-    """A fresh abort watch per experiment (none without --abort-on)."""
+def _abort_handlers(
+    plan: AbortPlan | None, console: Console, config_vars: dict[str, Any]
+) -> tuple[AbortOnBreach, ...]:
+    """A fresh abort watch per experiment (none without --abort-on); it sees every --var
+    (alertmanager_url, prometheus_url) even when the experiment does not declare it."""
     if plan is None:
         return ()
 
     def announce(text: str) -> None:
         console.print(f"[bold red]■ {escape(text)}[/]", highlight=False)
 
-    return (AbortOnBreach(plan, announce=announce),)
+    return (AbortOnBreach(plan, announce=announce, configuration=config_vars),)
 
 
 def _control_guard(args: argparse.Namespace, console: Console) -> ControlGuard:
@@ -331,7 +334,10 @@ def run_batch(
             hypothesis_strategy=args.hypothesis_strategy,
             hypothesis_frequency=args.hypothesis_frequency,
             fail_fast=args.fail_fast,
-            extra_handlers=(_control_guard(args, console), *_abort_handlers(abort_plan, console)),
+            extra_handlers=(
+                _control_guard(args, console),
+                *_abort_handlers(abort_plan, console, config_vars),
+            ),
             settle_seconds=settle[path],
         )
         result = run_experiment(path, experiment, options, ledger, console)

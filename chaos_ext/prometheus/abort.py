@@ -187,13 +187,22 @@ class AbortWatch:
         self.plan = plan
         self.tracker = Tracker(plan)
         self.verdict: Verdict | None = None
-        self._prom = client(configuration, _prometheus_secrets(secrets),
-                            timeout=plan.timeout, retries=0)  # fmt: skip
+        # an Alertmanager-only plan needs no Prometheus (nor its prometheus_url)
+        self._client = (
+            client(configuration, _prometheus_secrets(secrets), timeout=plan.timeout, retries=0)
+            if _needs(plan)[0] else None
+        )  # fmt: skip
         self._configuration, self._secrets = configuration, secrets
         self._on_fire = on_fire
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="gameday-abort", daemon=True)
+
+    @property
+    def _prom(self) -> PrometheusClient:
+        if self._client is None:  # pragma: no cover - only plans that read Prometheus ask
+            raise InvalidArgument("this abort plan reads no Prometheus")
+        return self._client
 
     def start(self) -> None:
         self._thread.start()
@@ -278,12 +287,15 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
 
     def __init__(
         self, plan: AbortPlan, announce: Callable[[str], None] | None = None,
-        *, check_on_start: bool = True,
+        *, check_on_start: bool = True, configuration: Mapping[str, Any] | None = None,
     ) -> None:  # fmt: skip
+        """``configuration``: values given on the command line (``--var``), which chaoslib
+        drops unless the experiment declares the key; they win over the run's."""
         if plan.empty:
             raise InvalidArgument("an abort plan needs at least one condition or alert")
         self.plan = plan
         self.check_on_start = check_on_start
+        self._overrides = dict(configuration or {})
         self.announce = announce or logger.warning
         self.watch: AbortWatch | None = None
         self._journal: dict[str, Any] | None = None
@@ -294,6 +306,7 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         self, experiment: Any, journal: dict[str, Any], configuration: Mapping[str, Any] | None,
         secrets: Mapping[str, Any] | None, schedule: Any, settings: Any,
     ) -> None:  # fmt: skip
+        configuration = {**(configuration or {}), **self._overrides}
         self._journal, self._configuration, self._secrets = journal, configuration, secrets
         problem = (
             prometheus_problem(self.plan, configuration, secrets) if self.check_on_start else None
@@ -308,7 +321,10 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
     def _start(self) -> None:
         if self.watch is not None:
             return
-        self.watch = AbortWatch(self.plan, self._configuration, self._secrets, self._fire)
+        try:
+            self.watch = AbortWatch(self.plan, self._configuration, self._secrets, self._fire)
+        except ChaosExtError as exc:  # chaoslib would swallow it and run unwatched
+            raise RunRefused(f"abort watch {self.plan.source or 'plan'}: {exc}") from exc
         self._write()
         self.watch.start()
 
