@@ -201,7 +201,10 @@ def _abort_handlers(
     def announce(text: str) -> None:
         console.print(f"[bold red]■ {escape(text)}[/]", highlight=False)
 
-    return (AbortOnBreach(plan, announce=announce, configuration=config_vars),)
+    def warn(text: str) -> None:
+        console.print(f"[bold yellow]⚠ {escape(text)}[/]", highlight=False)
+
+    return (AbortOnBreach(plan, announce=announce, configuration=config_vars, warn=warn),)
 
 
 def _control_guard(args: argparse.Namespace, console: Console) -> ControlGuard:

@@ -53,12 +53,14 @@ from chaos_ext.prometheus._abort import (
 from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
 from chaos_ext.prometheus._alertstate import RuleState, replay_times
 from chaos_ext.prometheus._alertwatch import RuleOutcome, SourceOutcome
+from chaos_ext.prometheus._firable import unfirable_in
 from chaos_ext.prometheus._rules import parse_selector
 
 __all__ = [
     "AbortOnBreach",
     "AbortPlan",
     "AbortWatch",
+    "cannot_fire",
     "interrupt_main_thread",
     "load_plan",
     "load_sources",
@@ -129,6 +131,22 @@ def prometheus_problem(
     except ChaosExtError as exc:
         return f"abort watch {plan.source or 'plan'}: Alertmanager does not answer: {exc}"
     return None
+
+
+def cannot_fire(
+    plan: AbortPlan, configuration: Mapping[str, Any] | None, secrets: Mapping[str, Any] | None
+) -> list[str]:
+    """One line per selected alerting rule that can never fire against this Prometheus
+    (the recording rules or series it needs are not there); [] when it cannot tell."""
+    if not plan.alerts.rules:
+        return []
+    try:
+        prom = client(configuration, _prometheus_secrets(secrets),
+                      timeout=max(plan.timeout, START_TIMEOUT), retries=0)  # fmt: skip
+        return unfirable_in(prom, plan.alerts.rules)
+    except ChaosExtError as exc:
+        logger.debug("could not check which alerts can fire: %s", exc)
+        return []
 
 
 def _evaluate(prom: PrometheusClient, condition: AbortCondition) -> float | Exception:
@@ -288,6 +306,7 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
     def __init__(
         self, plan: AbortPlan, announce: Callable[[str], None] | None = None,
         *, check_on_start: bool = True, configuration: Mapping[str, Any] | None = None,
+        warn: Callable[[str], None] | None = None,
     ) -> None:  # fmt: skip
         """``configuration``: values given on the command line (``--var``), which chaoslib
         drops unless the experiment declares the key; they win over the run's."""
@@ -297,6 +316,8 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         self.check_on_start = check_on_start
         self._overrides = dict(configuration or {})
         self.announce = announce or logger.warning
+        self.warn = warn or logger.warning
+        self.cannot_fire: list[str] = []
         self.watch: AbortWatch | None = None
         self._journal: dict[str, Any] | None = None
         self._configuration: Mapping[str, Any] | None = None
@@ -313,6 +334,9 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         )
         if problem is not None:
             raise RunRefused(problem)  # before the hypothesis: nothing has run yet
+        self.cannot_fire = cannot_fire(self.plan, configuration, secrets)
+        for line in self.cannot_fire:
+            self.warn(line)
         self._start()  # settling and the hypothesis are watched too, not just the method
 
     def start_method(self, experiment: Any) -> None:
@@ -339,7 +363,9 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
 
     def _write(self) -> None:
         if self._journal is not None and self.watch is not None:
-            self._journal.setdefault("gameday", {})["abort"] = self.watch.record()
+            self._journal.setdefault("gameday", {})["abort"] = {
+                **self.watch.record(), "cannot_fire": self.cannot_fire,
+            }  # fmt: skip
 
     def stop(self) -> None:
         if self.watch is not None:
