@@ -42,7 +42,9 @@ open by a dead run (owner process gone) are undone and listed (--no-recover
 refuses to start instead). During the run, progress is shown live. Rollbacks
 always run (completed, deviated, failed, Ctrl-C, SIGTERM), then every fault
 this run left in the ledger is undone. After SIGTERM or Ctrl-C the run exits
-within 10 s, journal written, whatever pause is pending.
+within 10 s, journal written, whatever pause is pending; the processes an
+activity started end with their process group; further signals never cut the
+rollbacks short (exit 2).
 
 The journal of each experiment is written to --journal (one experiment) or to
 JOURNAL_DIR/journal-<experiment file name>.json.
@@ -56,9 +58,10 @@ examples:
   gameday run --abort-on alertmanager --alerts 'severity=critical' \
       --var alertmanager_url=http://alertmanager:9093 exp.json
 
---abort-on FILE watches stop conditions in Prometheus while the method runs
-(repeatable): an abort plan (probes from `gameday catalog`; a built-in plan is
-named: `--abort-on edge`), a Prometheus rule file (`groups:`, e.g. a mixin's
+--abort-on FILE watches stop conditions in Prometheus from the start of the run
+(settling and the hypothesis too; repeatable): an abort plan (probes from
+`gameday catalog`; a built-in plan is named: `--abort-on edge`), a Prometheus
+rule file (`groups:`, e.g. a mixin's
 alerts) or a PrometheusRule manifest, or the words `prometheus-alerts` /
 `alertmanager` for alerts already firing there. Alerting rules are evaluated
 by gameday with Prometheus's semantics: an alert stops the run once its
@@ -66,8 +69,10 @@ expression has returned series for its whole `for:` (keep_firing_for
 honoured). --alerts SELECTOR (repeatable, any of them) picks alerts by name
 and labels: `severity=critical`, `alertname=~"CoreDNS.*",severity!=info`,
 `KubeAPIDown`. A breach, a firing alert, or Prometheus unreachable too many
-checks in a row interrupts the experiment at once and rolls back. The journal
-records which condition or alert fired and when (gameday.abort). Formats:
+checks in a row ends the pause, activity or settle loop in progress at once
+(and the processes it started) and rolls back: outcome "aborted". The journal
+records which condition or alert fired and when (gameday.abort). Alerts that
+can never fire against the Prometheus are named before the run. Formats:
 docs/prometheus.md. If Prometheus does not answer when the watch starts, the
 run does not start (exit 3).
 
