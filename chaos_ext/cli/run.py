@@ -61,9 +61,8 @@ examples:
 --abort-on FILE watches stop conditions in Prometheus from the start of the run
 (settling and the hypothesis too; repeatable): an abort plan (probes from
 `gameday catalog`; a built-in plan is named: `--abort-on edge`), a Prometheus
-rule file (`groups:`, e.g. a mixin's
-alerts) or a PrometheusRule manifest, or the words `prometheus-alerts` /
-`alertmanager` for alerts already firing there. Alerting rules are evaluated
+rule file (`groups:`, e.g. a mixin's alerts) or a PrometheusRule manifest, or
+the words `prometheus-alerts` / `alertmanager` for alerts already firing there. Alerting rules are evaluated
 by gameday with Prometheus's semantics: an alert stops the run once its
 expression has returned series for its whole `for:` (keep_firing_for
 honoured). --alerts SELECTOR (repeatable, any of them) picks alerts by name
