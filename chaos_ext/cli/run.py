@@ -62,10 +62,10 @@ examples:
 (settling and the hypothesis too; repeatable): an abort plan (probes from
 `gameday catalog`; a built-in plan is named: `--abort-on edge`), a Prometheus
 rule file (`groups:`, e.g. a mixin's alerts) or a PrometheusRule manifest, or
-the words `prometheus-alerts` / `alertmanager` for alerts already firing there. Alerting rules are evaluated
-by gameday with Prometheus's semantics: an alert stops the run once its
-expression has returned series for its whole `for:` (keep_firing_for
-honoured). --alerts SELECTOR (repeatable, any of them) picks alerts by name
+the words `prometheus-alerts` / `alertmanager` for alerts already firing there.
+Alerting rules are evaluated by gameday with Prometheus's semantics: an alert
+stops the run once its expression has returned series for its whole `for:`
+(keep_firing_for honoured). --alerts SELECTOR (repeatable, any of them) picks alerts by name
 and labels: `severity=critical`, `alertname=~"CoreDNS.*",severity!=info`,
 `KubeAPIDown`. A breach, a firing alert, or Prometheus unreachable too many
 checks in a row ends the pause, activity or settle loop in progress at once
