@@ -16,9 +16,14 @@ from chaos_ext.cli._common import (
     load_settings_or_none,
     load_valid_experiments,
 )
+from chaos_ext.controls.stop_conditions import (
+    AbortOnBreach,
+    AbortPlan,
+    load_sources,
+    parse_selector,
+)
 from chaos_ext.errors import InvalidArgument, LedgerError
 from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.prometheus.abort import AbortOnBreach, AbortPlan, load_sources, parse_selector
 from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
 from chaos_ext.runner.controls import ControlGuard, activate_global_controls
 from chaos_ext.runner.execute import (

@@ -13,8 +13,8 @@ from chaos_ext.cli._common import (
     load_settings_or_none,
     load_valid_experiments,
 )
+from chaos_ext.controls.stop_conditions import load_sources, parse_selector
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus.abort import load_sources, parse_selector
 from chaos_ext.runner.execute import EXIT_HELD, EXIT_INVALID
 
 HELP = """\

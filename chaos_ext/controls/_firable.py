@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from chaos_ext._prometheus.client import PrometheusClient
 from chaos_ext._prometheus.promql import missing_metrics
-from chaos_ext.prometheus._rules import AlertRule
+from chaos_ext._prometheus.rules import AlertRule
 
 __all__ = ["unfirable", "unfirable_in"]
 

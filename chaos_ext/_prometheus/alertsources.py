@@ -32,9 +32,9 @@ from typing import Any
 
 import requests
 
+from chaos_ext._prometheus.alertwatch import ExternalAlert
 from chaos_ext._prometheus.client import PrometheusClient, go_time
 from chaos_ext.errors import InvalidArgument, PrometheusHTTPError, PrometheusUnreachable
-from chaos_ext.prometheus._alertwatch import ExternalAlert
 
 __all__ = ["alertmanager_alerts", "alertmanager_url", "firing_since", "prometheus_alerts"]
 

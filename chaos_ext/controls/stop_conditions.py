@@ -1,4 +1,11 @@
-"""Continuous abort conditions: watch Prometheus while the method runs, stop on a breach.
+"""Stop conditions, the one public entry: watch Prometheus and alerts, stop on a breach.
+
+The abort plan (:mod:`._plan`), the alert watch built on the shared alert
+machinery (:mod:`chaos_ext._prometheus.alertwatch`, ``alertstate``,
+``replay``, ``alertsources``), the check for alerts that can never fire
+(:mod:`._firable`) and the run-event handler live here; the CLI, the runner
+and the ``chaos_ext.controls.abort`` control use this module only. No fault
+domain imports it (import-linter).
 
 :class:`AbortOnBreach` is a chaoslib ``RunEventHandler``: it starts a watch
 thread when the run starts (settling and the steady-state hypothesis are
@@ -37,10 +44,15 @@ from typing import Any
 from chaoslib.run import RunEventHandler
 
 from chaos_ext import _stop
+from chaos_ext._prometheus.alertsources import alertmanager_alerts, prometheus_alerts
+from chaos_ext._prometheus.alertstate import RuleState
+from chaos_ext._prometheus.alertwatch import RuleOutcome, SourceOutcome
 from chaos_ext._prometheus.client import PrometheusClient, client
-from chaos_ext._prometheus.results import parse_instant, parse_range, single_value
-from chaos_ext.errors import ChaosExtError, InvalidArgument, RunRefused
-from chaos_ext.prometheus._abort import (
+from chaos_ext._prometheus.replay import restore
+from chaos_ext._prometheus.results import parse_instant, single_value
+from chaos_ext._prometheus.rules import parse_selector
+from chaos_ext.controls._firable import unfirable_in
+from chaos_ext.controls._plan import (
     AbortCondition,
     AbortPlan,
     Tracker,
@@ -50,11 +62,7 @@ from chaos_ext.prometheus._abort import (
     parse_plan,
     plan_path,
 )
-from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
-from chaos_ext.prometheus._alertstate import RuleState, replay_times
-from chaos_ext.prometheus._alertwatch import RuleOutcome, SourceOutcome
-from chaos_ext.prometheus._firable import unfirable_in
-from chaos_ext.prometheus._rules import parse_selector
+from chaos_ext.errors import ChaosExtError, InvalidArgument, RunRefused
 
 __all__ = [
     "AbortOnBreach",
@@ -168,31 +176,6 @@ def _rule_samples(prom: PrometheusClient, state: RuleState) -> RuleOutcome:
         return parse_instant(prom.instant(state.rule.expr), state.rule.expr)
     except ChaosExtError as exc:
         return exc
-
-
-def restore(prom: PrometheusClient, state: RuleState, now: float, interval: float) -> None:
-    """Replay a rule's recent past (``for`` + ``keep_firing_for``) through a range query,
-    so an alert already pending when the watch starts fires when Prometheus would.
-
-    The replay starts no earlier than the Prometheus process (its rule manager
-    could not have been pending before); without that time (a query frontend
-    such as Thanos), there is no replay: an alert then fires ``for`` after the
-    watch first sees it, later than Prometheus might, never earlier.
-    """
-    if state.rule.for_s <= 0 and state.rule.keep_firing_for_s <= 0:
-        return
-    started = prom.start_time()  # before that, Prometheus could not have been pending either
-    if started is None:  # (absent() answers for times it has no data): no replay, never early
-        return
-    start, end, step = replay_times(state.rule, now, interval)
-    start = round(max(start, started), 3)
-    if start >= end:
-        return
-    count = int((end - start) // step) + 1
-    times = [round(start + k * step, 3) for k in range(count)]
-    series = parse_range(prom.range(state.rule.expr, start=start, end=times[-1], step=step),
-                         state.rule.expr)  # fmt: skip
-    state.replay(series, times)
 
 
 class AbortWatch:

@@ -26,7 +26,7 @@ A tolerance says what *steady* looks like: a condition breaches when its value
 is outside it. An empty answer is "no data" (not a breach) unless the entry has
 ``if_empty``/``if_nan``; a query Prometheus rejects aborts at once (fail-safe).
 An alert stops the run when it fires, with Prometheus's semantics (pending for
-its ``for:``, ``keep_firing_for``): see :mod:`._alertstate`. A rule file or a
+its ``for:``, ``keep_firing_for``): see :mod:`chaos_ext._prometheus.alertstate`. A rule file or a
 ``PrometheusRule`` manifest is a plan by itself (``gameday run --abort-on
 rules.yaml --alerts severity=critical``).
 """
@@ -41,15 +41,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from chaos_ext._prometheus.promql import check_promql
-from chaos_ext._prometheus.results import Condition
-from chaos_ext.errors import (
-    EmptyResult,
-    InvalidArgument,
-    PrometheusHTTPError,
-    PrometheusUnreachable,
-)
-from chaos_ext.prometheus._alertwatch import (
+from chaos_ext._prometheus.alertwatch import (
     AlertHit,
     AlertSpec,
     AlertTracker,
@@ -59,14 +51,22 @@ from chaos_ext.prometheus._alertwatch import (
     parse_alerts_section,
     resolve_rules,
 )
-from chaos_ext.prometheus._catalog import (
+from chaos_ext._prometheus.promql import check_promql
+from chaos_ext._prometheus.results import Condition
+from chaos_ext._prometheus.rules import Selector, is_rule_document
+from chaos_ext.errors import (
+    EmptyResult,
+    InvalidArgument,
+    PrometheusHTTPError,
+    PrometheusUnreachable,
+)
+from chaos_ext.prometheus.catalogs import (
     Catalog,
     CatalogProbe,
     builtin_abort_plans,
     default_catalog,
     parse_entries,
 )
-from chaos_ext.prometheus._rules import Selector, is_rule_document
 
 __all__ = [
     "AbortCondition", "AbortPlan", "Tracker", "Verdict", "load_plan", "load_sources",

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chaos_ext._prometheus.results import Sample, Series
-from chaos_ext.prometheus._rules import AlertRule
+from chaos_ext._prometheus.rules import AlertRule
 
 __all__ = ["ActiveAlert", "RuleState", "replay_times"]
 

@@ -8,7 +8,7 @@ The ``alerts`` section of an abort plan (or of the ``alerts_quiet`` probe)::
       firing: [prometheus, alertmanager]   # also alerts already firing there
 
 ``rules`` are evaluated by gameday itself through the query API with
-Prometheus's pending/firing semantics (:mod:`._alertstate`); ``firing`` reads
+Prometheus's pending/firing semantics (:mod:`chaos_ext._prometheus.alertstate`); ``firing`` reads
 Prometheus's ``/api/v1/alerts`` (state ``firing``) and Alertmanager's
 ``/api/v2/alerts`` (active, not silenced or inhibited), filtered by the same
 selectors. Nothing here does I/O.
@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._alertstate import ActiveAlert, RuleState
-from chaos_ext.prometheus._rules import (
+from chaos_ext._prometheus.alertstate import ActiveAlert, RuleState
+from chaos_ext._prometheus.rules import (
     AlertRule,
     Selector,
     load_rules,
     parse_selector,
     select_rules,
 )
+from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "FIRING_SOURCES",
