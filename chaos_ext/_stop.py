@@ -45,7 +45,9 @@ KILL_GRACE_S = 1.0
 """Seconds a stopped process group has between SIGTERM and SIGKILL."""
 
 _EVENT = threading.Event()
-_LOCK = threading.Lock()
+# reentrant: a signal handler runs request_stop in the main thread, possibly while that
+# thread holds the lock (a second SIGTERM 0 ms after the first deadlocked a plain Lock)
+_LOCK = threading.RLock()
 _cause: list[str] = []
 _groups: set[int] = set()
 _shield: list[bool] = [False]

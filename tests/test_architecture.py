@@ -187,7 +187,7 @@ def test_a_module_outside_every_layer_is_found(tmp_path: Path) -> None:
         ),
         ("from chaos_ext.dns._book import Book", []),  # the same package
         ("from chaos_ext._targets import netns", []),  # a plumbing package's public module
-        ("from chaos_ext.prometheus.abort import load_plan", []),
+        ("from chaos_ext.controls.stop_conditions import load_plan", []),
         ("from chaos_ext import _procfs", []),
     ],
 )

@@ -58,6 +58,7 @@ __all__ = [
     "PrometheusClient",
     "PrometheusSettings",
     "client",
+    "go_time",
     "settings_from",
 ]
 
@@ -146,7 +147,7 @@ def settings_from(
     )
 
 
-def _go_time(text: str) -> float:
+def go_time(text: str) -> float:
     """Unix time of a Go RFC 3339 timestamp (nanoseconds cut to what Python parses)."""
     found = re.match(r"^(.*T\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$", text.strip())
     if found is None:
@@ -237,12 +238,42 @@ class PrometheusClient:
             raise ValueError("no 'alerts' list in the answer")
         return alerts
 
+    def alerting_rules(self) -> list[dict[str, Any]]:
+        """The alerting rules Prometheus evaluates (``/api/v1/rules?type=alert``), each with
+        its group's ``interval`` (seconds) added: their ``duration`` (``for``) and alerts."""
+        return self._rules("alert")
+
+    def recorded_names(self) -> set[str]:
+        """The names of the recording rules Prometheus evaluates."""
+        return {str(rule.get("name")) for rule in self._rules("record")}
+
+    def metric_names(self) -> set[str]:
+        """Every metric name Prometheus has series of (``/api/v1/label/__name__/values``)."""
+        path = "/api/v1/label/__name__/values"
+        data = self._call(path, self._get_data, path=path)
+        if not isinstance(data, list):
+            raise ValueError("no list of names in the answer")
+        return {str(name) for name in data}
+
+    def _rules(self, kind: str) -> list[dict[str, Any]]:
+        path = f"/api/v1/rules?type={kind}"
+        data = self._call("/api/v1/rules", self._get_data, path=path)
+        groups = data.get("groups") if isinstance(data, dict) else None
+        if not isinstance(groups, list):
+            raise ValueError("no 'groups' list in the answer")
+        wanted = "alerting" if kind == "alert" else "recording"
+        return [
+            {**rule, "interval": float(group.get("interval") or 0)}
+            for group in groups for rule in group.get("rules") or []
+            if rule.get("type") == wanted
+        ]  # fmt: skip
+
     def start_time(self) -> float | None:
         """When the Prometheus process started (``/api/v1/status/runtimeinfo``), None when
         the server does not say (Thanos, Mimir and other query frontends)."""
         try:
             data = self._call("runtimeinfo", self._get_data, path="/api/v1/status/runtimeinfo")
-            return _go_time(str(data["startTime"]))
+            return go_time(str(data["startTime"]))
         except (PrometheusHTTPError, PromQLError, KeyError, TypeError, ValueError):
             return None
 

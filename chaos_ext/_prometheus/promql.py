@@ -38,6 +38,7 @@ __all__ = [
     "check_promql",
     "histogram_quantile_expr",
     "matchers",
+    "missing_metrics",
     "promql_duration",
     "quote",
     "require_metric_name",
@@ -192,3 +193,44 @@ def histogram_quantile_expr(
     series = f"{bucket}{matchers(selector or {})}"
     expr = f"histogram_quantile({quantile:g}, sum by ({grouping}) (rate({series}[{window}])))"
     return check_promql(expr, "histogram_quantile")
+
+
+_ABSENCE = {"absent", "absent_over_time"}  # true when the series is missing
+
+
+def _selector_names(node: promql_parser.VectorSelector) -> set[str]:
+    names = [m.value for m in node.matchers.matchers
+             if m.name == "__name__" and m.op == promql_parser.MatchOp.Equal]  # fmt: skip
+    return {n for n in [node.name, *names] if n}
+
+
+def _operands(node: object) -> list[object]:
+    """The sub-expressions that must all return series for ``node`` to return any."""
+    if isinstance(node, promql_parser.MatrixSelector):
+        return [node.vector_selector]
+    if isinstance(node, promql_parser.Call):
+        return [] if node.func.name in _ABSENCE else list(node.args)
+    if isinstance(node, promql_parser.AggregateExpr | promql_parser.ParenExpr
+                  | promql_parser.UnaryExpr | promql_parser.SubqueryExpr):  # fmt: skip
+        return [node.expr]
+    return []  # literals
+
+
+def _blocking(node: object, present: set[str]) -> set[str]:
+    """Names whose missing series stop ``node`` from ever returning a series (empty: it
+    can return some)."""
+    if isinstance(node, promql_parser.VectorSelector):
+        return _selector_names(node) - present
+    if isinstance(node, promql_parser.BinaryExpr):
+        left, right = _blocking(node.lhs, present), _blocking(node.rhs, present)
+        op = str(node.op)
+        if op == "or":
+            return left | right if left and right else set()
+        return left if op == "unless" else left | right
+    return set().union(*(_blocking(part, present) for part in _operands(node)))
+
+
+def missing_metrics(expr: str, present: set[str]) -> set[str]:
+    """The metric names, absent from ``present``, that keep ``expr`` from ever returning
+    a series (``a or b`` needs one of them; ``absent(x)`` needs none)."""
+    return _blocking(promql_parser.parse(expr), present)

@@ -22,8 +22,8 @@ from rich.markup import escape
 
 from chaos_ext._prometheus.promql import validating
 from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
+from chaos_ext.controls.stop_conditions import AbortPlan, load_sources, parse_selector
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus.abort import AbortPlan, load_sources, parse_selector
 from chaos_ext.runner.experiments import ExperimentInvalid
 from chaos_ext.runner.recovery import recover_seconds_of
 from chaos_ext.runner.settle import settle_seconds_of
@@ -91,8 +91,9 @@ def _declared_value(experiment: dict[str, Any], config_vars: dict[str, Any], key
 def _run_problems(
     args: argparse.Namespace, plan: AbortPlan | None, config_vars: dict[str, Any]
 ) -> Callable[[Path, dict[str, Any]], list[ExperimentInvalid]]:
-    """What only the run's options make a problem of an experiment: its settle time, and
-    the Alertmanager URL its configuration (or --var) must give when alerts are watched."""
+    """What only the run's options make a problem of an experiment: its settle and recover
+    times, and the Alertmanager URL --var or its configuration must give when alerts are
+    watched (the watch reads --var itself: chaos_ext.controls.stop_conditions)."""
     watch_alertmanager = plan is not None and any(
         w.source == "alertmanager" for w in plan.alerts.firing
     )
@@ -107,13 +108,15 @@ def _run_problems(
             recover_seconds_of(experiment, getattr(args, "recover", None))
         except InvalidArgument as exc:
             found.append(ExperimentInvalid(path, "recover", str(exc)))
-        if watch_alertmanager and not _declared_value(experiment, config_vars, _ALERTMANAGER):
+        given = config_vars.get(_ALERTMANAGER) or _declared_value(
+            experiment, config_vars, _ALERTMANAGER
+        )
+        if watch_alertmanager and not given:
             found.append(ExperimentInvalid(
                 path, f"configuration.{_ALERTMANAGER}",
-                "watching alertmanager (--abort-on alertmanager) needs it in the experiment's "
-                "configuration, e.g. \"alertmanager_url\": {\"type\": \"env\", \"key\": "
-                "\"ALERTMANAGER_URL\"}; --var only sets a key the experiment declares "
-                "(as with chaos run)",
+                "watching alertmanager (--abort-on alertmanager) needs its URL: "
+                "--var alertmanager_url=http://alertmanager:9093, or the key in the "
+                "experiment's configuration",
             ))  # fmt: skip
         return found
 

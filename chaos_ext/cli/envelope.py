@@ -13,9 +13,9 @@ from rich.table import Table
 
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.cli.run import _abort_handlers, recover
+from chaos_ext.controls.stop_conditions import AbortPlan, load_plan, plan_path
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import default_ledger
-from chaos_ext.prometheus.abort import AbortPlan, load_plan, plan_path
 from chaos_ext.runner.envelope import EnvelopeResult, run_envelope
 from chaos_ext.runner.envelope_search import fmt
 from chaos_ext.runner.envelope_spec import EnvelopeSettings, apply_magnitude, settings_from
@@ -262,7 +262,7 @@ def search_envelope(
         return EXIT_FAILED
     result = run_envelope(
         path, experiment, settings, base, ledger, console, out,
-        handlers=lambda: _abort_handlers(plan, console),
+        handlers=lambda: _abort_handlers(plan, console, base.config_vars),
     )  # fmt: skip
     _print_result(result.document, console)
     console.print(f"envelope: {result.path}; journals: {out / 'runs'}", highlight=False)

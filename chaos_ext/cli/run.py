@@ -12,9 +12,9 @@ from rich.markup import escape
 
 from chaos_ext.cli._admission import add_var_options, admit
 from chaos_ext.cli._common import add_control_options
+from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
 from chaos_ext.errors import LedgerError
 from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.prometheus.abort import AbortOnBreach, AbortPlan
 from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
 from chaos_ext.runner.controls import ControlGuard, activate_global_controls, control_problems
 from chaos_ext.runner.execute import (
@@ -39,7 +39,9 @@ open by a dead run (owner process gone) are undone and listed (--no-recover
 refuses to start instead). During the run, progress is shown live. Rollbacks
 always run (completed, deviated, failed, Ctrl-C, SIGTERM), then every fault
 this run left in the ledger is undone. After SIGTERM or Ctrl-C the run exits
-within 10 s, journal written, whatever pause is pending.
+within 10 s, journal written, whatever pause is pending; the processes an
+activity started end with their process group; further signals never cut the
+rollbacks short (exit 2).
 
 The journal of each experiment is written to --journal (one experiment) or to
 JOURNAL_DIR/journal-<experiment file name>.json.
@@ -54,18 +56,20 @@ examples:
   gameday run --abort-on alertmanager --alerts 'severity=critical' \
       --var alertmanager_url=http://alertmanager:9093 exp.json
 
---abort-on FILE watches stop conditions in Prometheus while the method runs
-(repeatable): an abort plan (probes from `gameday catalog`; a built-in plan is
-named: `--abort-on edge`), a Prometheus rule file (`groups:`, e.g. a mixin's
-alerts) or a PrometheusRule manifest, or the words `prometheus-alerts` /
-`alertmanager` for alerts already firing there. Alerting rules are evaluated
-by gameday with Prometheus's semantics: an alert stops the run once its
-expression has returned series for its whole `for:` (keep_firing_for
-honoured). --alerts SELECTOR (repeatable, any of them) picks alerts by name
+--abort-on FILE watches stop conditions in Prometheus from the start of the run
+(settling and the hypothesis too; repeatable): an abort plan (probes from
+`gameday catalog`; a built-in plan is named: `--abort-on edge`), a Prometheus
+rule file (`groups:`, e.g. a mixin's alerts) or a PrometheusRule manifest, or
+the words `prometheus-alerts` / `alertmanager` for alerts already firing there.
+Alerting rules are evaluated by gameday with Prometheus's semantics: an alert
+stops the run once its expression has returned series for its whole `for:`
+(keep_firing_for honoured). --alerts SELECTOR (repeatable, any of them) picks alerts by name
 and labels: `severity=critical`, `alertname=~"CoreDNS.*",severity!=info`,
 `KubeAPIDown`. A breach, a firing alert, or Prometheus unreachable too many
-checks in a row interrupts the experiment at once and rolls back. The journal
-records which condition or alert fired and when (gameday.abort). Formats:
+checks in a row ends the pause, activity or settle loop in progress at once
+(and the processes it started) and rolls back: outcome "aborted". The journal
+records which condition or alert fired and when (gameday.abort). Alerts that
+can never fire against the Prometheus are named before the run. Formats:
 docs/prometheus.md. If Prometheus does not answer when the watch starts, the
 run does not start (exit 3).
 
@@ -213,15 +217,21 @@ def recover(ledger: Ledger, console: Console, refuse: bool) -> bool:
     return True
 
 
-def _abort_handlers(plan: AbortPlan | None, console: Console) -> tuple[AbortOnBreach, ...]:
-    """A fresh abort watch per experiment (none without --abort-on)."""
+def _abort_handlers(
+    plan: AbortPlan | None, console: Console, config_vars: dict[str, Any]
+) -> tuple[AbortOnBreach, ...]:
+    """A fresh abort watch per experiment (none without --abort-on); it sees every --var
+    (alertmanager_url, prometheus_url) even when the experiment does not declare it."""
     if plan is None:
         return ()
 
     def announce(text: str) -> None:
         console.print(f"[bold red]■ {escape(text)}[/]", highlight=False)
 
-    return (AbortOnBreach(plan, announce=announce),)
+    def warn(text: str) -> None:
+        console.print(f"[bold yellow]⚠ {escape(text)}[/]", highlight=False)
+
+    return (AbortOnBreach(plan, announce=announce, configuration=config_vars, warn=warn),)
 
 
 def _control_guard(args: argparse.Namespace, console: Console) -> ControlGuard:
@@ -346,7 +356,10 @@ def run_batch(
             hypothesis_strategy=args.hypothesis_strategy,
             hypothesis_frequency=args.hypothesis_frequency,
             fail_fast=args.fail_fast,
-            extra_handlers=(_control_guard(args, console), *_abort_handlers(abort_plan, console)),
+            extra_handlers=(
+                _control_guard(args, console),
+                *_abort_handlers(abort_plan, console, config_vars),
+            ),
             settle_seconds=admitted.settle[path],
             recover_seconds=admitted.recover[path],
             unprotected=unprotected(args, experiment, admitted.settings),

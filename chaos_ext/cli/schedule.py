@@ -12,8 +12,8 @@ from rich.markup import escape
 
 from chaos_ext import __version__
 from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.controls.stop_conditions import load_plan
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus.abort import load_plan
 from chaos_ext.reporting.manifests import ScheduleSpec, manifests, manifests_yaml
 from chaos_ext.reporting.model import inline_secrets
 from chaos_ext.reporting.permissions import permissions_of

@@ -53,8 +53,7 @@ from chaoslib import substitute
 from chaoslib.exceptions import InterruptExecution
 from chaoslib.settings import get_loaded_settings
 
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus.abort import (
+from chaos_ext.controls.stop_conditions import (
     AbortOnBreach,
     AbortPlan,
     load_plan,
@@ -62,6 +61,7 @@ from chaos_ext.prometheus.abort import (
     plan_path,
     prometheus_problem,
 )
+from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "before_experiment_control",

@@ -1,1 +1,1 @@
-"""Prometheus-backed steady state: typed probes, the probe catalog, abort conditions."""
+"""Prometheus-backed steady state: typed probes, the probe catalog, alerts as probes."""

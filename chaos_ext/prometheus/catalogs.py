@@ -1,6 +1,7 @@
 """The named-probe catalogs and the built-in abort plans, as ``gameday catalog`` lists them.
 
-The public face of :mod:`chaos_ext.prometheus._catalog` for the CLI: the
+The public face of :mod:`chaos_ext.prometheus._catalog` for the CLI and the
+stop conditions (:mod:`chaos_ext.controls.stop_conditions` reads catalog probes): the
 catalog files of ``probes/`` (shipped as ``chaos_ext/prometheus/catalog/``), the extra ones named
 by ``$GAMEDAY_CATALOG``, and the abort plans shipped beside them.
 """
@@ -9,9 +10,14 @@ from __future__ import annotations
 
 from chaos_ext.prometheus._catalog import (
     CATALOG_ENV,
+    Catalog,
     CatalogProbe,
     builtin_abort_plans,
     default_catalog,
+    parse_entries,
 )
 
-__all__ = ["CATALOG_ENV", "CatalogProbe", "builtin_abort_plans", "default_catalog"]
+__all__ = [
+    "CATALOG_ENV", "Catalog", "CatalogProbe", "builtin_abort_plans", "default_catalog",
+    "parse_entries",
+]  # fmt: skip

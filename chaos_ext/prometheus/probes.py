@@ -14,8 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from chaos_ext._prometheus.alertsources import alertmanager_alerts, prometheus_alerts
+from chaos_ext._prometheus.alertstate import RuleState
+from chaos_ext._prometheus.alertwatch import AlertSpec, firing_alerts, parse_alerts_section
 from chaos_ext._prometheus.client import client
 from chaos_ext._prometheus.promql import check_promql, histogram_quantile_expr
+from chaos_ext._prometheus.replay import restore
 from chaos_ext._prometheus.results import (
     AGGREGATES,
     Condition,
@@ -29,11 +33,7 @@ from chaos_ext._prometheus.results import (
 )
 from chaos_ext.contract import Configuration, Secrets
 from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
-from chaos_ext.prometheus._alertstate import RuleState
-from chaos_ext.prometheus._alertwatch import AlertSpec, firing_alerts, parse_alerts_section
 from chaos_ext.prometheus._catalog import default_catalog
-from chaos_ext.prometheus.abort import restore
 from chaos_ext.validation import require_range, validated_by
 
 __all__ = [

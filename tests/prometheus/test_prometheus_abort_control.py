@@ -18,8 +18,8 @@ from support.promquery import wait_value
 
 from chaos_ext._prometheus.results import Condition
 from chaos_ext._servers.prometheus import PrometheusServer, free_port
+from chaos_ext.controls._plan import AbortCondition, AbortPlan, Tracker, parse_plan
 from chaos_ext.errors import EmptyResult, InvalidArgument, PrometheusUnreachable, PromQLError
-from chaos_ext.prometheus._abort import AbortCondition, AbortPlan, Tracker, parse_plan
 
 CHAOS = Path(sys.executable).with_name("chaos")
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from chaos_ext._prometheus.alertstate import RuleState, replay_times
 from chaos_ext._prometheus.results import Sample, Series
+from chaos_ext._prometheus.rules import AlertRule, load_rules, parse_selector
+from chaos_ext.controls._plan import Tracker, load_plan, load_sources, parse_plan
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.ledger import Ledger
-from chaos_ext.prometheus._abort import Tracker, load_plan, load_sources, parse_plan
-from chaos_ext.prometheus._alertstate import RuleState, replay_times
-from chaos_ext.prometheus._rules import AlertRule, load_rules, parse_selector
 
 RULES = Path(__file__).parent / "fixtures" / "rules"
 COREDNS = RULES / "coredns-mixin-alerts.yaml"
@@ -147,7 +147,7 @@ def test_keep_firing_for_counts_from_the_first_missed_evaluation() -> None:
 def test_replay_restores_an_alert_that_was_already_pending() -> None:
     rule = _rule(for_s=60)
     start, end, step = replay_times(rule, now=1000.0, interval=1.0)
-    assert (start, end, step) == (938.0, 999.0, 1.0)
+    assert (start, end, step) == (878.0, 999.0, 1.0)
     times = [start + k * step for k in range(int((end - start) / step) + 1)]
     pending_since = 950.0  # true from t=950 on, as a range query would answer
     series = Series({"pvc": "a"}, tuple((t, 0.01) for t in times if t >= pending_since))
@@ -158,6 +158,18 @@ def test_replay_restores_an_alert_that_was_already_pending() -> None:
     assert state.firing() == []
     _at(state, 1010, "a")
     assert [a.fired_at for a in state.firing()] == [1010.0]  # 60 s after 950, not after 1000
+
+
+def test_replay_keeps_the_real_first_true_time_of_an_alert_already_firing() -> None:
+    """Issue 26: pending since 920, watched from 1000 with for: 60 -> pending since 920
+    and firing since 980, not "pending since now - for" (940)."""
+    rule = _rule(for_s=60)
+    start, end, step = replay_times(rule, now=1000.0, interval=1.0)
+    times = [start + k * step for k in range(int((end - start) / step) + 1)]
+    series = Series({"pvc": "a"}, tuple((t, 0.01) for t in times if t >= 920.0))
+    state = RuleState(rule)
+    state.replay([series], times)
+    assert [(a.active_at, a.fired_at) for a in state.firing()] == [(920.0, 980.0)]
 
 
 def test_long_for_is_replayed_with_a_bounded_number_of_points() -> None:

@@ -14,9 +14,9 @@ from support.promquery import wait_result, wait_value
 
 from chaos_ext._prometheus.client import client
 from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext.controls._plan import load_plan
 from chaos_ext.errors import EmptyResult, InvalidArgument
 from chaos_ext.prometheus import probes
-from chaos_ext.prometheus._abort import load_plan
 from chaos_ext.prometheus._catalog import (
     BUILTIN_DIR,
     CATALOG_ENV,

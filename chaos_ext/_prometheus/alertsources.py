@@ -25,27 +25,57 @@ answer), which an abort watch counts towards ``unreachable_after``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import requests
 
-from chaos_ext._prometheus.client import PrometheusClient
+from chaos_ext._prometheus.alertwatch import ExternalAlert
+from chaos_ext._prometheus.client import PrometheusClient, go_time
 from chaos_ext.errors import InvalidArgument, PrometheusHTTPError, PrometheusUnreachable
-from chaos_ext.prometheus._alertwatch import ExternalAlert
 
-__all__ = ["alertmanager_alerts", "alertmanager_url", "prometheus_alerts"]
+__all__ = ["alertmanager_alerts", "alertmanager_url", "firing_since", "prometheus_alerts"]
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+
+
+def firing_since(active_at: float, for_s: float, interval_s: float) -> float:
+    """When Prometheus turned an alert active since ``active_at`` to firing: its first
+    evaluation at least ``for`` later (evaluations every ``interval_s`` from ``active_at``,
+    which is itself an evaluation time)."""
+    if for_s <= 0:
+        return active_at
+    if interval_s <= 0:
+        return active_at + for_s
+    return active_at + math.ceil(round(for_s / interval_s, 6)) * interval_s
+
+
+def _rule_alert(rule: Mapping[str, Any], alert: Mapping[str, Any]) -> ExternalAlert:
+    labels = {str(k): str(v) for k, v in (alert.get("labels") or {}).items()}
+    summary = str((alert.get("annotations") or {}).get("summary", ""))
+    state = str(alert.get("state", ""))
+    try:
+        active_at = go_time(str(alert.get("activeAt", "")))
+    except ValueError:  # no time given: say nothing rather than something wrong
+        return ExternalAlert("prometheus", labels, state, "", summary)
+    fired = firing_since(active_at, float(rule.get("duration") or 0),
+                         float(rule.get("interval") or 0))  # fmt: skip
+    since = _iso(fired) if state == "firing" else ""
+    return ExternalAlert("prometheus", labels, state, since, summary, _iso(active_at))
 
 
 def prometheus_alerts(prom: PrometheusClient) -> list[ExternalAlert]:
-    """Pending and firing alerts of Prometheus's own rule evaluation."""
-    found = []
-    for a in prom.alerts():
-        labels = {str(k): str(v) for k, v in (a.get("labels") or {}).items()}
-        summary = str((a.get("annotations") or {}).get("summary", ""))
-        found.append(ExternalAlert("prometheus", labels, str(a.get("state", "")),
-                                   str(a.get("activeAt", "")), summary))  # fmt: skip
-    return found
+    """Pending and firing alerts of Prometheus's own rule evaluation, with their real
+    times: pending since ``activeAt``, firing since the first evaluation ``for`` later
+    (``/api/v1/rules``: ``/api/v1/alerts`` gives ``activeAt`` only, not ``for``)."""
+    return [
+        _rule_alert(rule, alert)
+        for rule in prom.alerting_rules() for alert in rule.get("alerts") or []
+    ]  # fmt: skip
 
 
 def _setting(source: Mapping[str, Any] | None, key: str) -> str:

@@ -1,4 +1,11 @@
-"""Continuous abort conditions: watch Prometheus while the method runs, stop on a breach.
+"""Stop conditions, the one public entry: watch Prometheus and alerts, stop on a breach.
+
+The abort plan (:mod:`._plan`), the alert watch built on the shared alert
+machinery (:mod:`chaos_ext._prometheus.alertwatch`, ``alertstate``,
+``replay``, ``alertsources``), the check for alerts that can never fire
+(:mod:`._firable`) and the run-event handler live here; the CLI, the runner
+and the ``chaos_ext.controls.abort`` control use this module only. No fault
+domain imports it (import-linter).
 
 :class:`AbortOnBreach` is a chaoslib ``RunEventHandler``: it starts a watch
 thread when the run starts (settling and the steady-state hypothesis are
@@ -37,10 +44,15 @@ from typing import Any
 from chaoslib.run import RunEventHandler
 
 from chaos_ext import _stop
+from chaos_ext._prometheus.alertsources import alertmanager_alerts, prometheus_alerts
+from chaos_ext._prometheus.alertstate import RuleState
+from chaos_ext._prometheus.alertwatch import RuleOutcome, SourceOutcome
 from chaos_ext._prometheus.client import PrometheusClient, client
-from chaos_ext._prometheus.results import parse_instant, parse_range, single_value
-from chaos_ext.errors import ChaosExtError, InvalidArgument, RunRefused
-from chaos_ext.prometheus._abort import (
+from chaos_ext._prometheus.replay import restore
+from chaos_ext._prometheus.results import parse_instant, single_value
+from chaos_ext._prometheus.rules import parse_selector
+from chaos_ext.controls._firable import unfirable_in
+from chaos_ext.controls._plan import (
     AbortCondition,
     AbortPlan,
     Tracker,
@@ -50,15 +62,13 @@ from chaos_ext.prometheus._abort import (
     parse_plan,
     plan_path,
 )
-from chaos_ext.prometheus._alertsources import alertmanager_alerts, prometheus_alerts
-from chaos_ext.prometheus._alertstate import RuleState, replay_times
-from chaos_ext.prometheus._alertwatch import RuleOutcome, SourceOutcome
-from chaos_ext.prometheus._rules import parse_selector
+from chaos_ext.errors import ChaosExtError, InvalidArgument, RunRefused
 
 __all__ = [
     "AbortOnBreach",
     "AbortPlan",
     "AbortWatch",
+    "cannot_fire",
     "interrupt_main_thread",
     "load_plan",
     "load_sources",
@@ -131,6 +141,22 @@ def prometheus_problem(
     return None
 
 
+def cannot_fire(
+    plan: AbortPlan, configuration: Mapping[str, Any] | None, secrets: Mapping[str, Any] | None
+) -> list[str]:
+    """One line per selected alerting rule that can never fire against this Prometheus
+    (the recording rules or series it needs are not there); [] when it cannot tell."""
+    if not plan.alerts.rules:
+        return []
+    try:
+        prom = client(configuration, _prometheus_secrets(secrets),
+                      timeout=max(plan.timeout, START_TIMEOUT), retries=0)  # fmt: skip
+        return unfirable_in(prom, plan.alerts.rules)
+    except ChaosExtError as exc:
+        logger.debug("could not check which alerts can fire: %s", exc)
+        return []
+
+
 def _evaluate(prom: PrometheusClient, condition: AbortCondition) -> float | Exception:
     """The condition's value; with several series, one that breaches if any does."""
     expr = condition.expr
@@ -152,31 +178,6 @@ def _rule_samples(prom: PrometheusClient, state: RuleState) -> RuleOutcome:
         return exc
 
 
-def restore(prom: PrometheusClient, state: RuleState, now: float, interval: float) -> None:
-    """Replay a rule's recent past (``for`` + ``keep_firing_for``) through a range query,
-    so an alert already pending when the watch starts fires when Prometheus would.
-
-    The replay starts no earlier than the Prometheus process (its rule manager
-    could not have been pending before); without that time (a query frontend
-    such as Thanos), there is no replay: an alert then fires ``for`` after the
-    watch first sees it, later than Prometheus might, never earlier.
-    """
-    if state.rule.for_s <= 0 and state.rule.keep_firing_for_s <= 0:
-        return
-    started = prom.start_time()  # before that, Prometheus could not have been pending either
-    if started is None:  # (absent() answers for times it has no data): no replay, never early
-        return
-    start, end, step = replay_times(state.rule, now, interval)
-    start = round(max(start, started), 3)
-    if start >= end:
-        return
-    count = int((end - start) // step) + 1
-    times = [round(start + k * step, 3) for k in range(count)]
-    series = parse_range(prom.range(state.rule.expr, start=start, end=times[-1], step=step),
-                         state.rule.expr)  # fmt: skip
-    state.replay(series, times)
-
-
 class AbortWatch:
     """The watch thread: evaluates the plan every interval until stopped or fired."""
 
@@ -187,13 +188,22 @@ class AbortWatch:
         self.plan = plan
         self.tracker = Tracker(plan)
         self.verdict: Verdict | None = None
-        self._prom = client(configuration, _prometheus_secrets(secrets),
-                            timeout=plan.timeout, retries=0)  # fmt: skip
+        # an Alertmanager-only plan needs no Prometheus (nor its prometheus_url)
+        self._client = (
+            client(configuration, _prometheus_secrets(secrets), timeout=plan.timeout, retries=0)
+            if _needs(plan)[0] else None
+        )  # fmt: skip
         self._configuration, self._secrets = configuration, secrets
         self._on_fire = on_fire
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="gameday-abort", daemon=True)
+
+    @property
+    def _prom(self) -> PrometheusClient:
+        if self._client is None:  # pragma: no cover - only plans that read Prometheus ask
+            raise InvalidArgument("this abort plan reads no Prometheus")
+        return self._client
 
     def start(self) -> None:
         self._thread.start()
@@ -278,13 +288,19 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
 
     def __init__(
         self, plan: AbortPlan, announce: Callable[[str], None] | None = None,
-        *, check_on_start: bool = True,
+        *, check_on_start: bool = True, configuration: Mapping[str, Any] | None = None,
+        warn: Callable[[str], None] | None = None,
     ) -> None:  # fmt: skip
+        """``configuration``: values given on the command line (``--var``), which chaoslib
+        drops unless the experiment declares the key; they win over the run's."""
         if plan.empty:
             raise InvalidArgument("an abort plan needs at least one condition or alert")
         self.plan = plan
         self.check_on_start = check_on_start
+        self._overrides = dict(configuration or {})
         self.announce = announce or logger.warning
+        self.warn = warn or logger.warning
+        self.cannot_fire: list[str] = []
         self.watch: AbortWatch | None = None
         self._journal: dict[str, Any] | None = None
         self._configuration: Mapping[str, Any] | None = None
@@ -294,12 +310,16 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         self, experiment: Any, journal: dict[str, Any], configuration: Mapping[str, Any] | None,
         secrets: Mapping[str, Any] | None, schedule: Any, settings: Any,
     ) -> None:  # fmt: skip
+        configuration = {**(configuration or {}), **self._overrides}
         self._journal, self._configuration, self._secrets = journal, configuration, secrets
         problem = (
             prometheus_problem(self.plan, configuration, secrets) if self.check_on_start else None
         )
         if problem is not None:
             raise RunRefused(problem)  # before the hypothesis: nothing has run yet
+        self.cannot_fire = cannot_fire(self.plan, configuration, secrets)
+        for line in self.cannot_fire:
+            self.warn(line)
         self._start()  # settling and the hypothesis are watched too, not just the method
 
     def start_method(self, experiment: Any) -> None:
@@ -308,7 +328,10 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
     def _start(self) -> None:
         if self.watch is not None:
             return
-        self.watch = AbortWatch(self.plan, self._configuration, self._secrets, self._fire)
+        try:
+            self.watch = AbortWatch(self.plan, self._configuration, self._secrets, self._fire)
+        except ChaosExtError as exc:  # chaoslib would swallow it and run unwatched
+            raise RunRefused(f"abort watch {self.plan.source or 'plan'}: {exc}") from exc
         self._write()
         self.watch.start()
 
@@ -323,7 +346,9 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
 
     def _write(self) -> None:
         if self._journal is not None and self.watch is not None:
-            self._journal.setdefault("gameday", {})["abort"] = self.watch.record()
+            self._journal.setdefault("gameday", {})["abort"] = {
+                **self.watch.record(), "cannot_fire": self.cannot_fire,
+            }  # fmt: skip
 
     def stop(self) -> None:
         if self.watch is not None:

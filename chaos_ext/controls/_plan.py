@@ -26,7 +26,7 @@ A tolerance says what *steady* looks like: a condition breaches when its value
 is outside it. An empty answer is "no data" (not a breach) unless the entry has
 ``if_empty``/``if_nan``; a query Prometheus rejects aborts at once (fail-safe).
 An alert stops the run when it fires, with Prometheus's semantics (pending for
-its ``for:``, ``keep_firing_for``): see :mod:`._alertstate`. A rule file or a
+its ``for:``, ``keep_firing_for``): see :mod:`chaos_ext._prometheus.alertstate`. A rule file or a
 ``PrometheusRule`` manifest is a plan by itself (``gameday run --abort-on
 rules.yaml --alerts severity=critical``).
 """
@@ -34,22 +34,14 @@ rules.yaml --alerts severity=critical``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
-from chaos_ext._prometheus.promql import check_promql
-from chaos_ext._prometheus.results import Condition
-from chaos_ext.errors import (
-    EmptyResult,
-    InvalidArgument,
-    PrometheusHTTPError,
-    PrometheusUnreachable,
-)
-from chaos_ext.prometheus._alertwatch import (
+from chaos_ext._prometheus.alertwatch import (
     AlertHit,
     AlertSpec,
     AlertTracker,
@@ -59,20 +51,29 @@ from chaos_ext.prometheus._alertwatch import (
     parse_alerts_section,
     resolve_rules,
 )
-from chaos_ext.prometheus._catalog import (
+from chaos_ext._prometheus.promql import check_promql
+from chaos_ext._prometheus.results import Condition
+from chaos_ext._prometheus.rules import Selector, is_rule_document
+from chaos_ext.errors import (
+    EmptyResult,
+    InvalidArgument,
+    PrometheusHTTPError,
+    PrometheusUnreachable,
+)
+from chaos_ext.prometheus.catalogs import (
     Catalog,
     CatalogProbe,
     builtin_abort_plans,
     default_catalog,
     parse_entries,
 )
-from chaos_ext.prometheus._rules import Selector, is_rule_document
 
 __all__ = [
     "AbortCondition", "AbortPlan", "Tracker", "Verdict", "load_plan", "load_sources",
     "merge_plans", "parse_plan", "plan_path",
 ]  # fmt: skip
 
+_T = TypeVar("_T")
 _PLAN_KEYS = {
     "interval_seconds", "unreachable_after", "timeout_seconds", "conditions", "probes", "alerts",
 }  # fmt: skip
@@ -191,25 +192,51 @@ def parse_plan(
     extra = sorted(set(document) - _PLAN_KEYS)
     if extra:
         raise InvalidArgument(f"{source}: unknown key(s) {extra}; allowed: {sorted(_PLAN_KEYS)}")
-    book = catalog or default_catalog()
-    if document.get("probes"):
-        book = Catalog({**book.probes, **parse_entries(document, source)})
-    alerts = parse_alerts_section(document.get("alerts"), source, base)
+    problems: list[str] = []
+    book = _checked(problems, _book, document, source, catalog) or default_catalog()
+    alerts = _checked(problems, parse_alerts_section, document.get("alerts"), source, base)
     conditions: Sequence[Any] = document.get("conditions") or []
-    if not isinstance(conditions, list) or not (conditions or alerts.rules or alerts.firing):
-        raise InvalidArgument(f"{source}: 'conditions' must be a non-empty list (or give alerts)")
-    interval = _seconds(document.get("interval_seconds", 1), f"{source}: interval_seconds")
+    if not isinstance(conditions, list) or not (
+        conditions or alerts is None or alerts.rules or alerts.firing
+    ):
+        problems.append(f"{source}: 'conditions' must be a non-empty list (or give alerts)")
+        conditions = []
+    parsed = [_checked(problems, _condition, c, i, book, source) for i, c in enumerate(conditions)]
+    interval = _checked(problems, _seconds, document.get("interval_seconds", 1),
+                        f"{source}: interval_seconds")  # fmt: skip
     timeout = document.get("timeout_seconds")
+    timeout_s = _checked(problems, _seconds, timeout, f"{source}: timeout_seconds") if (
+        timeout is not None) else None  # fmt: skip
+    unreachable = _checked(problems, _number, document.get("unreachable_after", 3),
+                           f"{source}: unreachable_after")  # fmt: skip
+    if problems:  # every problem of the plan at once, not just the first
+        raise InvalidArgument(problems[0] if len(problems) == 1 else (
+            f"{len(problems)} problems: " + "; ".join(problems)))  # fmt: skip
+    assert interval is not None and unreachable is not None and alerts is not None  # noqa: S101
     return AbortPlan(
-        conditions=tuple(_condition(c, i, book, source) for i, c in enumerate(conditions)),
+        conditions=tuple(c for c in parsed if c is not None),
         interval=interval,
-        unreachable_after=_number(document.get("unreachable_after", 3), "unreachable_after"),
-        timeout=min(interval, 5.0)
-        if timeout is None
-        else _seconds(timeout, f"{source}: timeout_seconds"),
+        unreachable_after=unreachable,
+        timeout=min(interval, 5.0) if timeout_s is None else timeout_s,
         source=source,
         alerts=alerts,
     )
+
+
+def _book(document: Mapping[str, Any], source: str, catalog: Catalog | None) -> Catalog:
+    book = catalog or default_catalog()
+    if document.get("probes"):
+        book = Catalog({**book.probes, **parse_entries(document, source)})
+    return book
+
+
+def _checked(problems: list[str], check: Callable[..., _T], *args: Any) -> _T | None:
+    """``check(*args)``, or None with its refusal added to ``problems``."""
+    try:
+        return check(*args)
+    except InvalidArgument as exc:
+        problems.append(str(exc))
+        return None
 
 
 def _seconds(value: Any, where: str) -> float:

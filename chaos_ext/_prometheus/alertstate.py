@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chaos_ext._prometheus.results import Sample, Series
-from chaos_ext.prometheus._rules import AlertRule
+from chaos_ext._prometheus.rules import AlertRule
 
 __all__ = ["ActiveAlert", "RuleState", "replay_times"]
 
@@ -126,11 +126,14 @@ class RuleState:
 def replay_times(rule: AlertRule, now: float, interval: float) -> tuple[float, float, float]:
     """``(start, end, step)`` of the range query that rebuilds a rule's state before ``now``.
 
-    It covers ``for`` + ``keep_firing_for`` (at most 2000 points: a long
-    ``for`` is replayed at a coarser step, so the restored ``active_at`` is
-    exact to one step). ``end`` is one interval before ``now``.
+    It covers twice ``for`` + ``keep_firing_for``, so an alert pending (or
+    firing) for longer than ``for`` keeps its real first-true time, not
+    ``now - for`` (at most 2000 points: a long ``for`` is replayed at a coarser
+    step, so the restored ``active_at`` is exact to one step). ``end`` is one
+    interval before ``now``. An alert true for the whole replay shows its start
+    as ``active_at``: it fires at once either way.
     """
-    span = rule.for_s + rule.keep_firing_for_s + interval
+    span = 2 * (rule.for_s + rule.keep_firing_for_s) + interval
     step = max(interval, span / _MAX_REPLAY_POINTS)
     end = now - interval
     return end - span, end, step

@@ -8,7 +8,7 @@ The ``alerts`` section of an abort plan (or of the ``alerts_quiet`` probe)::
       firing: [prometheus, alertmanager]   # also alerts already firing there
 
 ``rules`` are evaluated by gameday itself through the query API with
-Prometheus's pending/firing semantics (:mod:`._alertstate`); ``firing`` reads
+Prometheus's pending/firing semantics (:mod:`chaos_ext._prometheus.alertstate`); ``firing`` reads
 Prometheus's ``/api/v1/alerts`` (state ``firing``) and Alertmanager's
 ``/api/v2/alerts`` (active, not silenced or inhibited), filtered by the same
 selectors. Nothing here does I/O.
@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus._alertstate import ActiveAlert, RuleState
-from chaos_ext.prometheus._rules import (
+from chaos_ext._prometheus.alertstate import ActiveAlert, RuleState
+from chaos_ext._prometheus.rules import (
     AlertRule,
     Selector,
     load_rules,
     parse_selector,
     select_rules,
 )
+from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "FIRING_SOURCES",
@@ -74,8 +74,9 @@ class ExternalAlert:
     source: str
     labels: Mapping[str, str]
     state: str
-    since: str = ""
+    since: str = ""  # firing since (Alertmanager: startsAt)
     summary: str = ""
+    pending_since: str = ""  # Prometheus: activeAt
 
 
 def _selectors(raw: Any, where: str) -> tuple[Selector, ...]:
@@ -222,10 +223,12 @@ class AlertTracker:
             name = alert.labels.get("alertname", "alert")
             shown = {k: v for k, v in alert.labels.items() if k != "alertname"}
             detail = f"{name}{shown} firing in {alert.source} since {alert.since}"
+            if alert.pending_since:
+                detail += f" (pending since {alert.pending_since})"
             return AlertHit(
                 name, detail + (f": {alert.summary}" if alert.summary else ""), None,
                 {"labels": dict(alert.labels), "state": "firing", "source": alert.source,
-                 "since": alert.since},
+                 "since": alert.since, "pending_since": alert.pending_since or None},
             )  # fmt: skip
         return None
 
