@@ -218,12 +218,17 @@ def run_experiment(
                 windows.stop()
                 journal.setdefault("gameday", {})["fault_windows"] = windows.record()
                 outcomes += sweep_run(ledger, run_id, console, only=(WINDOW_KIND,))
+        # the recovery check measures the live system, not this run's (undone) faults: its
+        # probes see a run of their own (a load probe measures a fresh baseline), swept after
+        set_current_run_id(f"{run_id}.recovery")
         check_recovery(
             journal, (experiment, policy.configuration, policy.secrets),
             run_history(ledger, run_id), options.recover_seconds, console,
             method_started=policy.method_started,
             stopped=journal.get("status") in ("interrupted", "aborted"),
         )  # fmt: skip
+        with shielded(console):
+            outcomes += sweep_run(ledger, f"{run_id}.recovery", console)
         set_current_run_id(None)
         restore_signals()
         clear_cache()
