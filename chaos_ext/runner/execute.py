@@ -218,21 +218,30 @@ def run_experiment(
                 windows.stop()
                 journal.setdefault("gameday", {})["fault_windows"] = windows.record()
                 outcomes += sweep_run(ledger, run_id, console, only=(WINDOW_KIND,))
-        # the recovery check measures the live system, not this run's (undone) faults: its
-        # probes see a run of their own (a load probe measures a fresh baseline), swept after
-        set_current_run_id(f"{run_id}.recovery")
-        check_recovery(
-            journal, (experiment, policy.configuration, policy.secrets),
-            run_history(ledger, run_id), options.recover_seconds, console,
-            method_started=policy.method_started,
-            stopped=journal.get("status") in ("interrupted", "aborted"),
-        )  # fmt: skip
-        with shielded(console):
-            outcomes += sweep_run(ledger, f"{run_id}.recovery", console)
+        outcomes += _recover(journal, (experiment, policy), options, ledger, run_id, console)
         set_current_run_id(None)
         restore_signals()
         clear_cache()
     return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
+
+
+def _recover(
+    journal: dict[str, Any], context: tuple[dict[str, Any], RollbackPolicy],
+    options: RunOptions, ledger: Ledger, run_id: str, console: Console,
+) -> list[UndoOutcome]:  # fmt: skip
+    """The recovery check (runner.recovery). It measures the live system, not this run's
+    undone faults: its probes see a run of their own (a load probe measures a fresh
+    baseline), whose leftovers are swept here."""
+    experiment, policy = context
+    set_current_run_id(f"{run_id}.recovery")
+    check_recovery(
+        journal, (experiment, policy.configuration, policy.secrets),
+        run_history(ledger, run_id), options.recover_seconds, console,
+        method_started=policy.method_started,
+        stopped=journal.get("status") in ("interrupted", "aborted"),
+    )  # fmt: skip
+    with shielded(console):
+        return sweep_run(ledger, f"{run_id}.recovery", console)
 
 
 def _fault_windows(

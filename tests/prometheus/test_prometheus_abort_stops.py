@@ -145,5 +145,10 @@ def test_a_breach_while_settling_stops_the_run_before_anything_is_injected(
     started = time.monotonic()
     journal, output = _finish(proc, tmp_path)
     assert time.monotonic() - started < 10, output  # not the 40 s settle time
-    assert _aborted(journal, output, proc, tmp_path) <= ROLLBACK_WITHIN_S, output
+    assert proc.returncode == 2, output
+    assert (journal["status"], journal["gameday"]["outcome"]) == ("aborted", "aborted"), output
+    assert journal["gameday"]["abort"]["fired"]["condition"] == "errors"
     assert not (tmp_path / "acted").exists(), "the method ran after the stop condition fired"
+    # nothing was injected, so no rollback is needed (docs/verdicts.md, rule 4)
+    assert journal["rollbacks"] == [], output
+    assert "rollbacks not needed" in journal["gameday"]["rollbacks_skipped"]
