@@ -103,6 +103,7 @@ def metric_samples(views: Sequence[RunView]) -> dict[str, MetricSamples]:
             entry.runs.append(series.values)
             entry.boolean = entry.boolean and series.boolean
             entry.catalog_names |= _catalog_names(view, series.name)
+    _add_recovery(found, views)
     return found
 
 
@@ -145,8 +146,6 @@ def _compare_pair(
 ) -> list[Comparison]:  # fmt: skip
     base_metrics = metric_samples(judged(baseline)[0])
     tuned_metrics = metric_samples(judged(tuned)[0])
-    _add_recovery(base_metrics, judged(baseline)[0])
-    _add_recovery(tuned_metrics, judged(tuned)[0])
     results = []
     for name in (n for n in base_metrics if n in tuned_metrics):
         base, new = base_metrics[name], tuned_metrics[name]
@@ -196,7 +195,11 @@ def _main_effect(results: Sequence[Comparison]) -> str:
     top = max(moved, key=lambda c: abs(c.relative) if c.relative is not None else float("inf"))
     base = top.baseline.median if top.statistic == "median" else top.baseline.mean
     new = top.tuned.median if top.statistic == "median" else top.tuned.mean
-    return f"{top.metric} {base:.4g} → {new:.4g} ({top.verdict})"
+    verdict = top.verdict
+    if verdict == "direction only" and top.better is not None:
+        way = "improved" if (top.difference < 0) == (top.better == "lower") else "regressed"
+        verdict = f"{way}, direction only: run --repeat {top.runs_needed}"
+    return f"{top.metric} {base:.4g} → {new:.4g} ({verdict})"
 
 
 def headlines(

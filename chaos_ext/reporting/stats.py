@@ -13,10 +13,11 @@ value the metric took in a run: before/during/after checks, method probes,
   then samples within them), so run-to-run variation counts, not only
   within-run noise;
 - the two-sided Mann-Whitney U p-value. Its unit is one *independent*
-  observation: samples of one run are a time series, so each run is thinned
-  to every k-th sample first, k from the run's lag-1 autocorrelation r
-  (k = ceil((1+r)/(1-r)); a constant run is kept whole); the interval
-  is bootstrapped from the same thinned samples;
+  observation: samples of one run are a time series, so each run is cut
+  into batches of k samples, k from the run's lag-1 autocorrelation r
+  (k = ceil((1+r)/(1-r)); 1 for r <= 0 and for a constant run), and each
+  batch's mean is one observation (the method of batch means); the interval
+  is bootstrapped from the same batch means;
 - a verdict by one rule for both: ``improved`` / ``regressed`` when the
   interval excludes 0 *and* p < alpha *and* the change reaches ``min_effect``
   (relative to the baseline); ``no change`` when neither the interval nor the
@@ -141,22 +142,26 @@ def _p_value(base: Any, tuned: Any) -> float:
 
 
 def effective_samples(run: Sequence[float]) -> tuple[list[float], int]:
-    """The run's samples thinned to roughly independent ones, and the step used.
+    """The run's samples as roughly independent observations, and the batch size used.
 
     Successive samples of one run (a time series, checks a second apart) are
     autocorrelated: counting each as independent overstates the evidence.
-    With lag-1 autocorrelation r, every k-th sample is kept, k = ceil((1+r)/(1-r))
-    (1 for r <= 0, and for a constant run).
+    With lag-1 autocorrelation r, the run is cut into batches of
+    k = ceil((1+r)/(1-r)) samples (1 for r <= 0, and for a constant run) and
+    each batch's mean is one observation: the method of batch means, which
+    keeps what every sample says (a short burst of errors too) while counting
+    it as the evidence it is.
     """
     values = np.asarray(run, dtype=float)
-    if values.size < 3:
-        return values.tolist(), 1
-    if np.ptp(values) == 0:
-        return values.tolist(), 1  # no variation: nothing says the samples depend
+    if values.size < 3 or np.ptp(values) == 0:
+        return values.tolist(), 1  # too short to tell, or no variation: nothing depends
     centred = values - values.mean()
     r = float(np.dot(centred[:-1], centred[1:]) / np.dot(centred, centred))
     step = 1 if r <= 0 else min(int(values.size), math.ceil((1 + r) / (1 - r)))
-    return values[::step].tolist(), step
+    if step == 1:
+        return values.tolist(), 1
+    batches = [values[i : i + step] for i in range(0, values.size, step)]
+    return [float(b.mean()) for b in batches], step
 
 
 def _runs_needed(diff: float, spread: float, alpha: float) -> int:
@@ -243,7 +248,11 @@ def compare_metric(
     base_eff, base_step = _thinned(base_runs)
     tuned_eff, tuned_step = _thinned(tuned_runs)
     step = max(base_step, tuned_step)
-    unit = "sample" if step == 1 else f"every {step}th sample (autocorrelated series)"
+    unit = (
+        "sample"
+        if step == 1
+        else f"means of {step} samples (batch means: an autocorrelated series)"
+    )
     p = _p_value(np.concatenate(base_eff), np.concatenate(tuned_eff))
     stat = settings.statistic
     if stat == "auto":
