@@ -15,7 +15,7 @@ from chaos_ext.cli._common import (
 )
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.prometheus.abort import load_sources, parse_selector
-from chaos_ext.runner.execute import EXIT_HELD, EXIT_INVALID
+from chaos_ext.runner.verdict import EXIT_HELD, EXIT_INVALID
 
 HELP = """\
 Validate experiments: the Chaos Toolkit schema, that every Python activity
