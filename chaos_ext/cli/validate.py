@@ -14,7 +14,6 @@ from chaos_ext.cli._common import (
     load_valid_experiments,
 )
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.prometheus.abort import load_sources, parse_selector
 from chaos_ext.runner.verdict import EXIT_HELD, EXIT_INVALID
 
 HELP = """\
@@ -67,6 +66,10 @@ def register(sub: Any) -> None:
 
 
 def _check_abort(args: argparse.Namespace, console: Console) -> bool:
+    if not args.alerts and not args.abort_on:
+        return True  # nothing to check: the stop-condition machinery is not imported
+    from chaos_ext.prometheus.abort import load_sources, parse_selector  # noqa: PLC0415 - lazy
+
     try:
         selectors = [parse_selector(text) for text in args.alerts]
         if selectors and not args.abort_on:
