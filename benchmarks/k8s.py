@@ -36,6 +36,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from _peers import require
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
@@ -192,6 +194,7 @@ def bench_drain(tmp: Path, *, budgets: bool, runs: int) -> float:
 
 
 def main() -> None:
+    require("k8s", "kubectl")
     # no options: --help says what is measured instead of starting the run
     argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
