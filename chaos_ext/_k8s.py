@@ -48,6 +48,7 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "ROLLBACK_CONTEXT",
     "ROLLBACK_KUBECONFIG",
+    "PageDecoder",
     "api_client",
     "call",
     "cluster_identity",
@@ -63,6 +64,8 @@ REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 """(connect, read) seconds for every Kubernetes API call."""
 
 T = TypeVar("T")
+PageDecoder = Callable[[bytes], "tuple[Iterator[dict[str, Any]], str] | None"]
+"""A list page's bytes -> its items and ``continue`` token (None: decode it as usual)."""
 
 IDENTITY_RULE = Rule(
     "", "namespaces", ("get",), cluster_scoped=True, resource_names=("kube-system",)
@@ -160,6 +163,7 @@ def iter_items(
     what: str,
     page_size: int = 500,
     error: type[ChaosExtError] = KubernetesError,
+    decode: PageDecoder | None = None,
     **kwargs: Any,
 ) -> Iterator[dict[str, Any]]:
     """Every item of a list call, as dicts, fetched ``page_size`` at a time (limit/continue).
@@ -167,7 +171,9 @@ def iter_items(
     A generator: each item is decoded on its own as it is reached
     (:mod:`chaos_ext._jsonlist`), so a caller that keeps only what it needs of
     each item holds one page's text and one item in memory, and the garbage
-    collector never has to walk a whole decoded page.
+    collector never has to walk a whole decoded page. ``decode`` (the page's
+    bytes -> its items and ``continue`` token, or None to fall back to the
+    standard decoding) lets a caller decode only the fields it reads.
     """
     token = ""
     for _ in range(_MAX_PAGES):
@@ -175,6 +181,12 @@ def iter_items(
         if token:
             page_args["_continue"] = token
         response = call(func, *args, what=what, error=error, _preload_content=False, **page_args)
+        lean = decode(response.data or b"{}") if decode is not None else None
+        if lean is not None:
+            yield from lean[0]
+            if not (token := lean[1]):
+                return
+            continue
         envelope: dict[str, Any] = {}
         try:
             yield from stream_items((response.data or b"{}").decode("utf-8"), envelope)
