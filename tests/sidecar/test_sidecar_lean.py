@@ -6,10 +6,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from kubernetes import client
 from support import istio_fixtures as istio
+from support.k8s_emulator import EmulatorHandle
 
 from chaos_ext._jsonlist import stream_items
-from chaos_ext._k8s import PageDecoder
+from chaos_ext._k8s import PageDecoder, api_client, iter_items
 from chaos_ext.sidecar import _drift
 from chaos_ext.sidecar._lean import lean_pods, lean_replicasets
 from chaos_ext.sidecar._template import template_from_configmap
@@ -80,3 +82,25 @@ def test_a_page_msgspec_refuses_falls_back_to_the_standard_decoding() -> None:
     assert lean_pods(_page([odd])) is None
     assert lean_pods(b'{"items": [') is None
     assert lean_replicasets(b"not json") is None
+
+
+def test_iter_items_pages_through_the_emulator_with_either_decoding(
+    emulator: EmulatorHandle,
+) -> None:
+    values = istio.injector_values(tag="1.23.1")
+    emulator.put(
+        istio.mesh_deployment("shop", "web", replicas=5, nodes=["worker-0"], values=values)
+    )
+    core = client.CoreV1Api(api_client())
+
+    def names(decode: PageDecoder | None) -> list[str]:
+        items = iter_items(
+            core.list_pod_for_all_namespaces, what="list pods", page_size=2, decode=decode
+        )
+        return sorted(pod["metadata"]["name"] for pod in items)
+
+    refused: PageDecoder = lambda _: None  # noqa: E731 - every page falls back
+    full = names(None)
+    assert len(full) == 5  # three pages of 2: the continue token is followed
+    assert names(lean_pods) == full
+    assert names(refused) == full
