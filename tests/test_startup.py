@@ -17,6 +17,7 @@ Importing any domain's ``actions``/``probes`` module (as ``chaos discover`` and
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -38,9 +39,13 @@ def _importtime(argv: list[str], tmp_path: Path) -> list[tuple[str, int]]:
     """``(module as indented by the report, cumulative µs)`` of a fresh interpreter."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", *argv],
-        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
         env=cli_env(tmp_path / "ledger.sqlite3"),
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = []
     for line in done.stderr.splitlines():
@@ -69,9 +74,13 @@ def _imports(argv: list[str], tmp_path: Path) -> set[str]:
     out = tmp_path / "modules.json"
     done = subprocess.run(
         [sys.executable, "-c", _DUMP, str(out), *argv],
-        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
         env=cli_env(tmp_path / "ledger.sqlite3"),
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return set(json.loads(out.read_text()))
 
@@ -118,3 +127,49 @@ def test_activity_module_imports_no_charts_and_no_sandbox(module: str, tmp_path:
     modules = _imports(["-c", f"import {module}"], tmp_path)
     assert module in modules
     assert _heavy(modules, NEVER_FROM_ACTIVITIES) == []
+
+
+def test_help_lists_every_command_with_the_line_its_module_registers() -> None:
+    from chaos_ext.cli import COMMANDS  # noqa: PLC0415
+    from chaos_ext.cli.main import build_parser  # noqa: PLC0415
+
+    full = build_parser()  # every module registers: the help lines they declare
+    sub = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    declared = {action.dest: action.help for action in sub._choices_actions}
+    assert declared == {c.name: c.help for c in COMMANDS}
+    lazy = build_parser(["--help"]).format_help()
+    assert lazy == full.format_help()
+    assert "exit codes (run, gate" in lazy
+
+
+@pytest.mark.parametrize(
+    ("argv", "chosen"),
+    [
+        (["run", "x.json"], "run"),
+        (["--ledger", "run", "rollback"], "rollback"),  # a ledger file named "run"
+        (["--led", "/tmp/l", "-v", "validate", "x.json"], "validate"),
+        (["--ledger=/tmp/l", "--debug", "ledger", "--all"], "ledger"),
+        (["--help"], None),
+        (["--", "run"], None),
+    ],
+)
+def test_the_chosen_command_is_the_first_word_after_the_global_options(
+    argv: list[str], chosen: str | None
+) -> None:
+    from chaos_ext.cli.main import chosen_command  # noqa: PLC0415
+
+    assert chosen_command(argv) == chosen
+
+
+def test_rollback_is_registered_by_the_ledger_module(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "chaos_ext.cli.main", "rollback", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
+        env=cli_env(tmp_path / "ledger.sqlite3"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: gameday rollback")
