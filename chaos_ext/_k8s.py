@@ -26,9 +26,11 @@ another cluster. ``gameday rollback --kubeconfig/--context`` supplies others.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -157,6 +159,28 @@ def read_json(
     return body
 
 
+def _stream_page(
+    data: bytes, what: str, error: type[ChaosExtError]
+) -> Generator[dict[str, Any], None, str]:
+    """The items of one page, decoded one at a time; returns its ``continue`` token."""
+    envelope: dict[str, Any] = {}
+    try:
+        yield from stream_items(data.decode("utf-8"), envelope)
+    except ValueError as exc:  # UnicodeDecodeError is one too
+        raise error(f"{what}: the Kubernetes API answered a list that is not JSON") from exc
+    return str((envelope.get("metadata") or {}).get("continue") or "")
+
+
+def _at_once(fetch: Callable[[str], bytes], token: str) -> Future[bytes]:
+    """``fetch(token)`` in this thread, as a completed future."""
+    done: Future[bytes] = Future()
+    try:
+        done.set_result(fetch(token))
+    except Exception as exc:  # noqa: BLE001 - handed on: result() raises it
+        done.set_exception(exc)
+    return done
+
+
 def iter_items(
     func: Callable[..., Any],
     *args: Any,
@@ -173,28 +197,36 @@ def iter_items(
     each item holds one page's text and one item in memory, and the garbage
     collector never has to walk a whole decoded page. ``decode`` (the page's
     bytes -> its items and ``continue`` token, or None to fall back to the
-    standard decoding) lets a caller decode only the fields it reads.
+    standard decoding) lets a caller decode only the fields it reads; with it,
+    the next page is fetched in a worker thread while the caller works through
+    this one (one request in flight, each with its timeout).
     """
-    token = ""
-    for _ in range(_MAX_PAGES):
+
+    def fetch(token: str) -> bytes:
         page_args = {**kwargs, "limit": page_size}
         if token:
             page_args["_continue"] = token
         response = call(func, *args, what=what, error=error, _preload_content=False, **page_args)
-        lean = decode(response.data or b"{}") if decode is not None else None
-        if lean is not None:
-            yield from lean[0]
-            if not (token := lean[1]):
+        return response.data or b"{}"
+
+    with contextlib.ExitStack() as stack:
+        pool = None if decode is None else stack.enter_context(ThreadPoolExecutor(1))
+        submit = pool.submit if pool is not None else _at_once
+        pending = submit(fetch, "")
+        for _ in range(_MAX_PAGES):
+            data = pending.result()
+            lean = decode(data) if decode is not None else None
+            if lean is not None:
+                items, token = lean
+                if token:
+                    pending = submit(fetch, token)  # while this page is worked through
+                yield from items
+            else:
+                token = yield from _stream_page(data, what, error)
+                if token:
+                    pending = submit(fetch, token)
+            if not token:
                 return
-            continue
-        envelope: dict[str, Any] = {}
-        try:
-            yield from stream_items((response.data or b"{}").decode("utf-8"), envelope)
-        except ValueError as exc:  # UnicodeDecodeError is one too
-            raise error(f"{what}: the Kubernetes API answered a list that is not JSON") from exc
-        token = (envelope.get("metadata") or {}).get("continue") or ""
-        if not token:
-            return
     raise error(f"{what}: more than {_MAX_PAGES} pages of {page_size}; narrow the selection")
 
 
