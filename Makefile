@@ -1,11 +1,13 @@
 # gameday: two commands on a fresh Debian 12 machine, as root.
 #   make demo   install, bring up the local sandbox, run the default game day, write reports/
 #   make test   install what the tests need, run lint, types and the whole test suite
+#   make bench  install what the benchmarks compare against, run every benchmark
 
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 PYTEST_ARGS ?=
 # `make check`: the pure tests (rules, verdicts, conventions, layers, statistics), no servers
 FAST_TESTS := tests/test_verdict_rules.py tests/test_conventions.py tests/test_architecture.py \
@@ -15,18 +17,22 @@ FAST_TESTS := tests/test_verdict_rules.py tests/test_conventions.py tests/test_a
 	tests/test_truth_table.py::test_the_table_covers_every_phase_ending_and_provider \
 	tests/test_truth_table.py::test_the_readme_outcomes_match_docs_verdicts
 
-.PHONY: demo test check system-deps demo-deps venv lint typecheck unit fast clean-reports help
+.PHONY: demo test check bench system-deps demo-deps bench-deps venv lint typecheck unit fast clean-reports help
 
 help:
 	@echo "make demo   - run the default game day and write a report under reports/"
 	@echo "make test   - lint, type-check and run the whole test suite"
 	@echo "make check  - lint, type-check and the fast tests (about a minute; while working)"
+	@echo "make bench  - install the benchmarks' peers, run every benchmark, print each one's figures"
 
 system-deps:
 	@scripts/install-system-deps.sh
 
 demo-deps:
 	@scripts/install-system-deps.sh demo
+
+bench-deps:
+	@scripts/install-system-deps.sh bench
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -36,6 +42,12 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# the bench extra: chaostoolkit-reporting, which benchmarks/report.py and cli.py compare with
+$(BENCH_STAMP): $(STAMP)
+	@echo "Python packages: installing the bench extra into $(VENV)"
+	@scripts/progress.sh "installing the bench extra" $(PY) -m pip install -q -e '.[test,bench]'
+	@touch $(BENCH_STAMP)
 
 lint: venv
 	$(VENV)/bin/ruff check chaos_ext tests benchmarks
@@ -57,6 +69,9 @@ test: system-deps venv lint typecheck unit
 
 demo: demo-deps venv
 	@scripts/demo.sh
+
+bench: bench-deps $(BENCH_STAMP)
+	@PY=$(PY) scripts/bench.sh
 
 clean-reports:
 	find reports -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _peers import require
+
 from chaos_ext._servers import postgres
 from chaos_ext._servers.postgres import PostgresServer
 from chaos_ext.db.actions import exhaust_connections, release_connections
@@ -90,6 +92,7 @@ def _exhaust(server: PostgresServer) -> float:
 
 
 def main() -> None:
+    require("db", "/usr/lib/postgresql/15/bin/pgbench", "/usr/lib/postgresql/15/bin/postgres")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     rounds = parser.parse_args().rounds

@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _peers import require
+
 ROOT = Path(__file__).resolve().parents[1]
 # This file is named dns.py: its folder first on sys.path would shadow dnspython's ``dns``.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
@@ -158,6 +160,7 @@ def rate_limit_accuracy() -> float:
 
 
 def main() -> None:
+    require("dns", "dnsperf", "dnsmasq")
     # no options: --help says what is measured instead of starting the run
     argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -57,6 +57,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import uvloop
+from _peers import require
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -251,6 +252,7 @@ def event_loop_floor_ms(url: str) -> float:
 
 
 def main() -> None:
+    require("load", "wrk", "nginx")
     # no options: --help says what is measured instead of starting the run
     argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -28,6 +28,7 @@ from typing import Any
 
 import logzero
 import yaml
+from _peers import require
 from chaosprometheus.probes import query as ctk_query
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -170,6 +171,7 @@ def _abort_once(url: str, metric: Gauge, work: Path) -> float:
 
 
 def main() -> None:
+    require("prometheus", "prometheus")
     logzero.loglevel(logging.WARNING)  # chaostoolkit-prometheus logs every query at DEBUG
     registry = CollectorRegistry()
     metrics = _platform_metrics(registry)

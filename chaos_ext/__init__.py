@@ -7,7 +7,6 @@ One folder per fault domain (``chaos_ext/<domain>/actions.py`` and
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from typing import Any
 
 __version__ = "0.1.0"
@@ -16,6 +15,8 @@ __all__ = ["__version__", "activity_modules", "discover"]
 
 def activity_modules() -> list[tuple[str, str]]:
     """``(module, "action" | "probe")`` for every domain's actions/probes module."""
+    import pkgutil  # noqa: PLC0415 - only discovery needs it, not `gameday --help`
+
     found: list[tuple[str, str]] = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if not info.ispkg or info.name.startswith("_"):

@@ -26,9 +26,11 @@ another cluster. ``gameday rollback --kubeconfig/--context`` supplies others.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -48,6 +50,7 @@ __all__ = [
     "REQUEST_TIMEOUT",
     "ROLLBACK_CONTEXT",
     "ROLLBACK_KUBECONFIG",
+    "PageDecoder",
     "api_client",
     "call",
     "cluster_identity",
@@ -63,6 +66,8 @@ REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 """(connect, read) seconds for every Kubernetes API call."""
 
 T = TypeVar("T")
+PageDecoder = Callable[[bytes], "tuple[Iterator[dict[str, Any]], str] | None"]
+"""A list page's bytes -> its items and ``continue`` token (None: decode it as usual)."""
 
 IDENTITY_RULE = Rule(
     "", "namespaces", ("get",), cluster_scoped=True, resource_names=("kube-system",)
@@ -154,12 +159,35 @@ def read_json(
     return body
 
 
+def _stream_page(
+    data: bytes, what: str, error: type[ChaosExtError]
+) -> Generator[dict[str, Any], None, str]:
+    """The items of one page, decoded one at a time; returns its ``continue`` token."""
+    envelope: dict[str, Any] = {}
+    try:
+        yield from stream_items(data.decode("utf-8"), envelope)
+    except ValueError as exc:  # UnicodeDecodeError is one too
+        raise error(f"{what}: the Kubernetes API answered a list that is not JSON") from exc
+    return str((envelope.get("metadata") or {}).get("continue") or "")
+
+
+def _at_once(fetch: Callable[[str], bytes], token: str) -> Future[bytes]:
+    """``fetch(token)`` in this thread, as a completed future."""
+    done: Future[bytes] = Future()
+    try:
+        done.set_result(fetch(token))
+    except Exception as exc:  # noqa: BLE001 - handed on: result() raises it
+        done.set_exception(exc)
+    return done
+
+
 def iter_items(
     func: Callable[..., Any],
     *args: Any,
     what: str,
     page_size: int = 500,
     error: type[ChaosExtError] = KubernetesError,
+    decode: PageDecoder | None = None,
     **kwargs: Any,
 ) -> Iterator[dict[str, Any]]:
     """Every item of a list call, as dicts, fetched ``page_size`` at a time (limit/continue).
@@ -167,22 +195,38 @@ def iter_items(
     A generator: each item is decoded on its own as it is reached
     (:mod:`chaos_ext._jsonlist`), so a caller that keeps only what it needs of
     each item holds one page's text and one item in memory, and the garbage
-    collector never has to walk a whole decoded page.
+    collector never has to walk a whole decoded page. ``decode`` (the page's
+    bytes -> its items and ``continue`` token, or None to fall back to the
+    standard decoding) lets a caller decode only the fields it reads; with it,
+    the next page is fetched in a worker thread while the caller works through
+    this one (one request in flight, each with its timeout).
     """
-    token = ""
-    for _ in range(_MAX_PAGES):
+
+    def fetch(token: str) -> bytes:
         page_args = {**kwargs, "limit": page_size}
         if token:
             page_args["_continue"] = token
         response = call(func, *args, what=what, error=error, _preload_content=False, **page_args)
-        envelope: dict[str, Any] = {}
-        try:
-            yield from stream_items((response.data or b"{}").decode("utf-8"), envelope)
-        except ValueError as exc:  # UnicodeDecodeError is one too
-            raise error(f"{what}: the Kubernetes API answered a list that is not JSON") from exc
-        token = (envelope.get("metadata") or {}).get("continue") or ""
-        if not token:
-            return
+        return response.data or b"{}"
+
+    with contextlib.ExitStack() as stack:
+        pool = None if decode is None else stack.enter_context(ThreadPoolExecutor(1))
+        submit = pool.submit if pool is not None else _at_once
+        pending = submit(fetch, "")
+        for _ in range(_MAX_PAGES):
+            data = pending.result()
+            lean = decode(data) if decode is not None else None
+            if lean is not None:
+                items, token = lean
+                if token:
+                    pending = submit(fetch, token)  # while this page is worked through
+                yield from items
+            else:
+                token = yield from _stream_page(data, what, error)
+                if token:
+                    pending = submit(fetch, token)
+            if not token:
+                return
     raise error(f"{what}: more than {_MAX_PAGES} pages of {page_size}; narrow the selection")
 
 

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from hdrh.histogram import HdrHistogram
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "HIGHEST_US",
@@ -62,6 +64,8 @@ def _check(q: float) -> float:
 
 def percentiles(values: Iterable[float], qs: Sequence[float]) -> dict[float, float | None]:
     """``{q: percentile}`` of ``values`` for each ``q`` in [0, 100] (type 7, see above)."""
+    import numpy as np  # noqa: PLC0415 - numpy only when a percentile is computed
+
     wanted = [_check(q) for q in qs]
     data = np.asarray(list(values), dtype=float)
     if not data.size:
@@ -82,6 +86,8 @@ def new_latency_histogram() -> HdrHistogram:
 
 def clipped_us(values: Sequence[int]) -> np.ndarray[Any, np.dtype[np.int64]]:
     """Microsecond values as an array, clipped to what a latency histogram holds."""
+    import numpy as np  # noqa: PLC0415 - numpy only when a percentile is computed
+
     return np.clip(np.asarray(values, dtype=np.int64), 1, HIGHEST_US)
 
 
@@ -95,6 +101,8 @@ def histogram_of(values_us: Sequence[int]) -> HdrHistogram:
     value is recorded once with its count. Values outside 1 µs..130 s are
     clipped to those bounds.
     """
+    import numpy as np  # noqa: PLC0415 - numpy only when a percentile is computed
+
     hist = new_latency_histogram()
     if not len(values_us):
         return hist
@@ -185,6 +193,8 @@ def histogram_percentiles(hist: HdrHistogram, qs: Sequence[float]) -> dict[float
     The values at the two ranks around ``h`` are found from the cumulative
     counts and interpolated; each is the highest value equivalent to its bucket.
     """
+    import numpy as np  # noqa: PLC0415 - numpy only when a percentile is computed
+
     wanted = [_check(q) for q in qs]
     total = int(hist.get_total_count())
     if not total:

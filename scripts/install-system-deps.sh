@@ -5,7 +5,15 @@
 # instances on their own ports and data directories).
 #   scripts/install-system-deps.sh         everything (make test)
 #   scripts/install-system-deps.sh demo    only what make demo needs (a faster first install)
+#   scripts/install-system-deps.sh bench   the demo's services and what the benchmarks compare
+#                                          against (make bench): dnsperf, wrk, nginx, pgbench,
+#                                          kubectl, pandoc, stress-ng
 set -euo pipefail
+mode="${1:-all}"
+case "$mode" in
+  all|demo|bench) ;;
+  *) echo "usage: $0 [demo|bench]" >&2; exit 3 ;;
+esac
 cd "$(dirname "$0")"
 
 # the demo: the sandbox's services, its node VM (qemu, Debian's kernel, busybox) and sshd
@@ -14,7 +22,14 @@ packages=(
   dnsmasq-base nftables postgresql-15 prometheus
   qemu-system-x86 linux-image-amd64 busybox-static
 )
-if [ "${1:-all}" != "demo" ]; then
+# the benchmarks' peers: dnsperf (benchmarks/dns.py), wrk and nginx (load.py), pgbench
+# (db.py; postgresql-15 has it, postgresql-client too), kubectl (k8s.py), pandoc (report.py
+# and cli.py: chaostoolkit-reporting converts with it), stress-ng (sandbox.py)
+if [ "$mode" = "bench" ]; then
+  packages+=(dnsperf wrk nginx postgresql-client pandoc stress-ng)
+  command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
+fi
+if [ "$mode" = "all" ]; then
   packages+=(
     mariadb-server prometheus-alertmanager prometheus-pushgateway
     dnsperf wrk hyperfine nginx openssl ca-certificates stress-ng

@@ -7,14 +7,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-
-from rich.console import Console
-from rich.logging import RichHandler
+from typing import TYPE_CHECKING
 
 from chaos_ext import __version__
-from chaos_ext._console import make_console
-from chaos_ext.cli import commands
-from chaos_ext.runner.execute import EXIT_INVALID
+from chaos_ext.cli import COMMANDS, command_module
+from chaos_ext.runner.verdict import EXIT_INVALID
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["build_parser", "main"]
 
@@ -64,7 +64,30 @@ they need.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+_GLOBAL_WITH_VALUE = "--ledger"
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first word that is not a global option)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--":
+            return None
+        elif word.startswith("--") and "=" not in word and _GLOBAL_WITH_VALUE.startswith(word):
+            skip = True  # --ledger PATH (or an abbreviation of it): PATH is not a command
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``gameday`` parser. Only the module of the command chosen in ``argv`` is
+    imported and registers its options; the others are listed by name and help line
+    (``argv=None``: every module registers, as for a full parser)."""
+    chosen = chosen_command(argv) if argv is not None else None
+    modules = {c.module for c in COMMANDS if argv is None or c.name == chosen}
     parser = argparse.ArgumentParser(
         prog="gameday",
         description=DESCRIPTION,
@@ -83,8 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-color", action="store_true", help="no colours or styles (also: NO_COLOR=1)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in commands():
-        module.register(sub)
+    for command in COMMANDS:
+        if command.name in sub.choices:
+            continue  # registered with its module's first command (ledger: rollback)
+        if command.module in modules:
+            command_module(command).register(sub)
+        else:
+            stub = sub.add_parser(command.name, help=command.help, add_help=False)
+            stub.add_argument("words", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
 
 
@@ -96,6 +125,8 @@ class _QuietForcedRollbacks(logging.Filter):
 
 
 def _configure_logging(debug: bool, verbose: bool, console: Console) -> None:
+    from rich.logging import RichHandler  # noqa: PLC0415 - not needed by --help
+
     level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
     handler: logging.Handler
     if console.is_terminal:
@@ -110,13 +141,22 @@ def _configure_logging(debug: bool, verbose: bool, console: Console) -> None:
     logging.getLogger("chaostoolkit").setLevel(level)
 
 
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    args = build_parser(argv).parse_args(argv)
+    if not hasattr(args, "handler"):  # the command was not where chosen_command looked
+        args = build_parser().parse_args(argv)
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        args = _parse(words)
     except SystemExit as exc:  # argparse: 2 for usage errors; ours is 3
         code = exc.code if isinstance(exc.code, int) else 0
         return EXIT_INVALID if code == 2 else code
+    from chaos_ext._console import make_console  # noqa: PLC0415 - rich: not needed by --help
+
     console = make_console(stderr=True, no_color=args.no_color)
     if args.ledger:
         os.environ["GAMEDAY_LEDGER"] = args.ledger

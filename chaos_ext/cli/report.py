@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from chaos_ext.cli._journals import load_envelopes, load_views
-from chaos_ext.runner.execute import EXIT_INVALID
+from chaos_ext.runner.verdict import EXIT_INVALID
 
 HELP = """\
 Turn journals written by `gameday run` (or `chaos run`) into a report:

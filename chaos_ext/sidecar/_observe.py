@@ -12,6 +12,7 @@ from kubernetes import client
 from chaos_ext._k8s import iter_items, parse_time, read_json
 from chaos_ext.errors import InvalidArgument, SidecarError
 from chaos_ext.sidecar import _drift
+from chaos_ext.sidecar._lean import lean_pods, lean_replicasets
 from chaos_ext.sidecar._template import SidecarTemplate, template_from_configmap
 from chaos_ext.validation import require_name, require_range
 
@@ -117,6 +118,7 @@ def _pods(core: client.CoreV1Api, query: DriftQuery) -> Iterator[dict[str, Any]]
             page_size=query.page_size,
             what=f"list pods in {ns}",
             error=SidecarError,
+            decode=lean_pods,
         )
         for ns in query.include_namespaces
     ] or [
@@ -126,6 +128,7 @@ def _pods(core: client.CoreV1Api, query: DriftQuery) -> Iterator[dict[str, Any]]
             page_size=query.page_size,
             what="list pods",
             error=SidecarError,
+            decode=lean_pods,
         )
     ]
     for pods in listings:
@@ -143,6 +146,7 @@ def _replicasets(
             page_size=page,
             what="list ReplicaSets",
             error=SidecarError,
+            decode=lean_replicasets,
         )
         return
     for ns in namespaces:
@@ -152,6 +156,7 @@ def _replicasets(
             page_size=page,
             what=f"list ReplicaSets in {ns}",
             error=SidecarError,
+            decode=lean_replicasets,
         )
 
 
