@@ -11,6 +11,7 @@ _COMMANDS = (
     "run",
     "envelope",
     "validate",
+    "plan",
     "ledger",
     "sandbox",
     "audit",
