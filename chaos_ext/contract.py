@@ -20,11 +20,17 @@
        "faults": [{"ledger_id": "...", "kind": "netem", "target": "...", "note": "..."}],
        "left_alone": [{"ledger_id": "...", "run_id": "...", "reason": "..."}]}
 
+* :func:`plan_function_of` finds the plan function of a fault action
+  (``<domain>.actions.add_latency`` -> ``<domain>.plan.plan_add_latency``):
+  same arguments, touches nothing, returns :func:`plan_result`'s shape, with
+  each preflight as :func:`preflight_check` builds it (docs/conventions.md §7).
+
 ``tests/test_conventions.py`` walks every activity and checks all of this.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -33,11 +39,15 @@ from chaos_ext.ledger import Entry, Ledger, in_scope, undo
 
 __all__ = [
     "LEDGER_ID",
+    "PLAN_PREFIX",
     "ROLE_ATTRIBUTE",
     "Configuration",
     "Secrets",
     "fault_action",
     "left_alone",
+    "plan_function_of",
+    "plan_result",
+    "preflight_check",
     "remedy_action",
     "role_of",
     "roll_back",
@@ -152,3 +162,49 @@ def roll_back(
         if e.id not in chosen
     ]
     return undo_entries(mine, book, skipped=others)
+
+
+PLAN_PREFIX = "plan_"
+"""A fault action ``f`` of ``<domain>.actions`` has its plan ``<domain>.plan.plan_f``."""
+
+
+def plan_function_of(module: str, func: str) -> Callable[..., dict[str, Any]] | None:
+    """The plan function of the action ``module.func`` (None: it has none yet).
+
+    The naming rule of docs/conventions.md §7: ``chaos_ext.db.actions`` /
+    ``exhaust_connections`` -> ``chaos_ext.db.plan.plan_exhaust_connections``.
+    """
+    package, _, leaf = module.rpartition(".")
+    if leaf != "actions" or not package:
+        return None
+    try:
+        plans = importlib.import_module(f"{package}.plan")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.plan":
+            raise
+        return None
+    found = getattr(plans, PLAN_PREFIX + func, None)
+    return found if callable(found) else None
+
+
+def preflight_check(check: str, ok: bool, detail: str) -> dict[str, Any]:
+    """One item of a plan's ``preflight`` list."""
+    return {"check": check, "ok": bool(ok), "detail": detail}
+
+
+def plan_result(
+    *,
+    action: str,
+    targets: list[str],
+    would: str,
+    preflight: list[dict[str, Any]],
+    blast_radius: Mapping[str, Any],
+) -> dict[str, Any]:
+    """What a plan function returns: JSON-friendly, the same keys for every domain."""
+    return {
+        "action": action,
+        "targets": list(targets),
+        "would": would,
+        "preflight": [dict(p) for p in preflight],
+        "blast_radius": dict(blast_radius),
+    }

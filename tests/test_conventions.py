@@ -9,6 +9,7 @@ notices.
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 import types
 from collections.abc import Callable
@@ -21,9 +22,11 @@ from support.conventions import problems_of
 from chaos_ext import activity_modules
 from chaos_ext.contract import (
     LEDGER_ID,
+    PLAN_PREFIX,
     Configuration,
     Secrets,
     fault_action,
+    plan_function_of,
     remedy_action,
     role_of,
     rollback_activity,
@@ -263,3 +266,47 @@ def test_the_old_name_check_notices_them() -> None:
         "delay_ms", "ledger_entry", "timeout_s",
     ]  # fmt: skip
     assert old_names_in("delay_seconds timeout_seconds ledger_id connect_timeout_seconds") == []
+
+
+# --- §7: every fault action has a plan function (gameday plan) ----------------------
+
+PLANS_NOT_WRITTEN_YET: frozenset[str] = frozenset()
+"""Fault actions that have no plan function yet (``module.func``); docs/conventions.md §7
+lists the same. Empty: every fault action has one. A new fault action comes with its plan."""
+
+FAULTS = [
+    pytest.param(m, n, id=f"{m}.{n}")
+    for m, k, n in ACTIVITIES
+    if k == "action"
+    and (role_of(getattr(importlib.import_module(m), n)) or {}).get("role") == "fault"
+]
+
+
+@pytest.mark.parametrize(("module_name", "name"), FAULTS)
+def test_fault_action_has_a_plan_function_with_its_arguments(module_name: str, name: str) -> None:
+    planner = plan_function_of(module_name, name)
+    if f"{module_name}.{name}" in PLANS_NOT_WRITTEN_YET:
+        assert planner is None, f"{module_name}.{name} has a plan now: drop it from the list"
+        return
+    assert planner is not None, f"{module_name}.{name}: write {PLAN_PREFIX}{name} in its plan.py"
+    action = inspect.signature(getattr(importlib.import_module(module_name), name))
+    plan = inspect.signature(planner)
+    assert [(p.name, p.default, p.kind) for p in plan.parameters.values()] == [
+        (p.name, p.default, p.kind) for p in action.parameters.values()
+    ]
+    assert role_of(planner) is None  # a plan is no activity: it records and changes nothing
+    assert planner.__doc__ and planner.__doc__.strip()
+
+
+def test_plan_modules_plan_only_fault_actions() -> None:
+    faults = {(p.values[0], p.values[1]) for p in FAULTS}
+    for module_name, _ in {(m, k) for m, k, _ in ACTIVITIES if k == "action"}:
+        package = module_name.rpartition(".")[0]
+        try:
+            plans = importlib.import_module(f"{package}.plan")
+        except ModuleNotFoundError:
+            continue
+        for exported in plans.__all__:
+            assert exported.startswith(PLAN_PREFIX), f"{package}.plan.{exported}"
+            assert (module_name, exported.removeprefix(PLAN_PREFIX)) in faults, exported
+    assert len(FAULTS) >= 8

@@ -26,6 +26,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("run", "run", "run experiments, roll back on every exit path"),
     Command("envelope", "envelope", "find the magnitude at which a hypothesis breaks"),
     Command("validate", "validate", "validate experiments, touch nothing"),
+    Command("plan", "plan", "show each fault's blast radius and preflights, inject nothing"),
     Command("ledger", "ledger", "list open faults; check or repair the ledger"),
     Command("rollback", "ledger", "undo every open fault"),
     Command("sandbox", "sandbox", "bring the local sandbox platform up or down"),

@@ -1,0 +1,121 @@
+"""Plan of the database fault: what ``exhaust_connections`` would hold, read from the server.
+
+One short read-only connection (like ``connection_headroom``): the server's
+identity, ``max_connections``, the reserved slots and the client connections
+in use, so the number of connections the holder would keep is exact. Nothing
+is recorded in the ledger and nothing is held.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos_ext.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext.db._credentials import connect_params
+from chaos_ext.db._engines import ConnectFailure, capacity, close, connect, scrub, server_identity
+from chaos_ext.db._target import (
+    Capacity,
+    check_exhaust_arguments,
+    parse_target,
+    planned_total,
+)
+
+__all__ = ["plan_exhaust_connections"]
+
+
+def _superuser_reserved(conn: Any, engine: str) -> int:
+    if engine != "postgresql":
+        return 0  # MySQL's extra SUPER slot comes on top of max_connections
+    row = conn.execute("SELECT current_setting('superuser_reserved_connections')::int").fetchone()
+    return int(row[0])
+
+
+def _would_hold(target: Any, cap: Capacity) -> tuple[int, int]:
+    """(connections the holder would keep, slots a normal user could take without the plan's)."""
+    available = cap.usable_free + 1  # the plan's own connection is the holder's first one
+    total = planned_total(target, cap)
+    return (available if total is None else min(total, available)), available
+
+
+def plan_exhaust_connections(
+    engine: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    database: str = "",
+    user: str = "",
+    target: int | str = "max",
+    hold_seconds: float = 60.0,
+    open_concurrency: int = 16,
+    keepalive_seconds: float = 0.0,
+    connect_timeout_seconds: float = 5.0,
+    refill_seconds: float = 0.0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """What ``exhaust_connections`` would hold on this server, from one read-only connection."""
+    arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
+    check_exhaust_arguments(arguments)
+    params = connect_params(
+        engine=engine,
+        host=host,
+        port=port,
+        database=database,
+        user=user,
+        connect_timeout=connect_timeout_seconds,
+        secrets=secrets,
+        application_name="gameday-plan",
+    )
+    wanted = parse_target(target)
+    where = f"{params.engine}://{params.host}:{params.port}/{params.database}"
+    radius: dict[str, Any] = {
+        "server": where,
+        "user": params.user,
+        "target": str(wanted),
+        "hold_seconds": hold_seconds,
+    }
+    try:
+        conn = connect(params)
+    except ConnectFailure as exc:
+        check = preflight_check("connect", False, scrub(exc.message, params.password))
+        return plan_result(
+            action="exhaust_connections",
+            targets=[where],
+            would="hold nothing: the server refused the plan's connection",
+            preflight=[check],
+            blast_radius=radius,
+        )
+    try:
+        cap = capacity(conn, params.engine)
+        identity = server_identity(conn, params.engine)
+        superuser = _superuser_reserved(conn, params.engine)
+    finally:
+        close(conn)
+    held, available = _would_hold(wanted, cap)
+    radius.update(
+        {
+            "server_identity": identity,
+            "max_connections": cap.max_connections,
+            "superuser_reserved_connections": superuser,
+            "reserved_for_this_user": cap.reserved,
+            "in_use": cap.in_use - 1,
+            "free_for_this_user": available,
+            "would_hold": held,
+            "left_free": available - held,
+        }
+    )
+    checks = [
+        preflight_check("connect", True, f"logged in as {params.user} ({identity['version']})"),
+        preflight_check(
+            "free slots",
+            held > 0 and available > 0,
+            f"{available} slot(s) free for {params.user}, {held} would be held",
+        ),
+    ]
+    return plan_result(
+        action="exhaust_connections",
+        targets=[where],
+        would=f"hold {held} connection(s) to {where} for {hold_seconds:g} s"
+        f" ({available - held} left free for {params.user})",
+        preflight=checks,
+        blast_radius=radius,
+    )

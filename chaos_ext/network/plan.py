@@ -1,0 +1,117 @@
+"""Plan of the latency fault: where ``add_latency`` would delay, and the qdisc tree it replaces.
+
+The same target resolution and preflight as the action (``_connect.executor_for``),
+then a read of the interface's root qdisc tree; nothing is applied and nothing
+is recorded in the ledger. Reading qdiscs works on a kernel without netem:
+the missing features are a failed preflight, not an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos_ext._targets.spec import parse_target
+from chaos_ext.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext.errors import ChaosExtError
+from chaos_ext.network import _connect, _spec
+
+__all__ = ["plan_add_latency"]
+
+
+def _latency_present(snap: dict[str, Any]) -> bool:
+    return bool(snap.get("latency_active")) or any(
+        i.get("type") == "qdisc" and i.get("handle") == _spec.ROOT_HANDLE
+        for i in snap.get("items", [])
+    )
+
+
+def _tree_summary(snap: dict[str, Any]) -> list[str]:
+    """``qdisc noqueue 0:0 parent ffffffff``-like lines: what the fault would replace."""
+    return [
+        f"{i.get('type')} {i.get('kind')} {_spec.handle_text(int(i.get('handle') or 0))}"
+        f" parent {_spec.handle_text(int(i.get('parent') or 0))}"
+        for i in snap.get("items", [])
+    ]
+
+
+def plan_add_latency(
+    interface: str,
+    delay_seconds: float,
+    destinations: list[str],
+    ports: list[int] | None = None,
+    jitter_seconds: float = 0,
+    correlation: float = 0,
+    loss: float = 0,
+    duration_seconds: float = 0,
+    target: str = "local",
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """Where ``add_latency`` would delay and the root qdisc it would replace; changes nothing."""
+    arguments = {
+        "interface": interface,
+        "delay_seconds": delay_seconds,
+        "destinations": destinations,
+        "ports": ports,
+        "jitter_seconds": jitter_seconds,
+        "correlation": correlation,
+        "loss": loss,
+        "duration_seconds": duration_seconds,
+        "target": target,
+    }
+    spec = _spec.check_latency_arguments(arguments)
+    where = parse_target(target)
+    label = where.label(interface)
+    checks: list[dict[str, Any]] = []
+    radius: dict[str, Any] = {
+        "target": where.where,
+        "interface": interface,
+        **spec.as_dict(),
+        "duration_seconds": duration_seconds,
+    }
+    try:
+        with _connect.executor_for(where, configuration, secrets) as (executor, _connection):
+            try:
+                info = executor.preflight(interface)
+                checks.append(
+                    preflight_check(
+                        "kernel and CAP_NET_ADMIN",
+                        True,
+                        f"kernel {info.get('kernel')}: {', '.join(info.get('features', []))}",
+                    )
+                )
+            except ChaosExtError as exc:
+                checks.append(preflight_check("kernel and CAP_NET_ADMIN", False, str(exc)))
+            before = executor.snapshot(interface)
+    except ChaosExtError as exc:
+        checks.append(preflight_check("target", False, str(exc)))
+        return plan_result(
+            action="add_latency",
+            targets=[label],
+            would="delay nothing: the target cannot be read",
+            preflight=checks,
+            blast_radius=radius,
+        )
+    present = _latency_present(before)
+    checks.append(
+        preflight_check(
+            "no latency fault there yet",
+            not present,
+            f"{label} already has a latency tree: remove it first"
+            if present
+            else f"{label} has none",
+        )
+    )
+    previous = before.get("root_kind") or "kernel default"
+    radius.update({"replaces_root": previous, "current_tree": _tree_summary(before)})
+    scope = ", ".join(radius["destinations"]) + (
+        f" ports {', '.join(str(p) for p in spec.ports)}" if spec.ports else ""
+    )
+    return plan_result(
+        action="add_latency",
+        targets=[label],
+        would=f"replace the root qdisc of {label} ({previous}) with htb+netem delaying"
+        f" {spec.delay_seconds * 1000:g} ms towards {scope}",
+        preflight=checks,
+        blast_radius=radius,
+    )

@@ -1,0 +1,154 @@
+"""Plan of the node drain: the nodes, their pods and the budgets that allow or block each eviction.
+
+The same selection as ``drain_nodes`` (``_drain_plan``: choose, blast radius,
+per-pod rules), from the live objects; then each pod to evict is judged
+against the PodDisruptionBudgets of its namespace (``_budgets``). Only get and
+list calls: nothing is cordoned, evicted or recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from chaos_ext._k8s import api_client, list_items
+from chaos_ext.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext.errors import PreflightFailed
+from chaos_ext.node import _budgets
+from chaos_ext.node import _drain_plan as plan
+from chaos_ext.node.actions import DEFAULT_MAX_FRACTION, _check_drain
+
+__all__ = ["plan_drain_nodes"]
+
+
+def _check(name: str, step: Callable[[], None], passed: str) -> dict[str, Any]:
+    try:
+        step()
+    except PreflightFailed as exc:
+        return preflight_check(name, False, str(exc))
+    return preflight_check(name, True, passed)
+
+
+def _budget_check(judged: list[dict[str, Any]]) -> dict[str, Any]:
+    blocked = [j for j in judged if j["verdict"] == "blocked"]
+    if not blocked:
+        waits = sum(1 for j in judged if j["verdict"] == "waits")
+        return preflight_check(
+            "disruption budgets", True, f"every eviction allowed ({waits} wait for a replacement)"
+        )
+    shown = "; ".join(
+        f"{j['pod']} blocked by PodDisruptionBudget {', '.join(j['blocking'])}"
+        for j in blocked[:10]
+    )
+    return preflight_check("disruption budgets", False, f"{len(blocked)} eviction(s): {shown}")
+
+
+def _budgets_now(policy: client.PolicyV1Api, core: client.CoreV1Api) -> list[_budgets.Budget]:
+    pdbs = list_items(
+        policy.list_pod_disruption_budget_for_all_namespaces, what="list PodDisruptionBudgets"
+    )
+    found = []
+    for pdb in pdbs:
+        ns = (pdb.get("metadata") or {}).get("namespace", "")
+        needs_pods = (pdb.get("status") or {}).get("disruptionsAllowed") is None
+        pods = (
+            list_items(core.list_namespaced_pod, ns, what=f"list pods in {ns}")
+            if needs_pods
+            else []
+        )
+        found.append(_budgets.budget_of(pdb, pods))
+    return found
+
+
+def plan_drain_nodes(
+    label_selector: str,
+    count: int = 0,
+    percent: float = 0,
+    max_fraction: float = DEFAULT_MAX_FRACTION,
+    protected_namespaces: list[str] | None = None,
+    pick: str = "random",
+    delete_emptydir_data: bool = False,
+    force: bool = False,
+    timeout_seconds: float = 300,
+    parallel: int = 8,
+    backoff_initial_seconds: float = 0.5,
+    backoff_max_seconds: float = 8.0,
+    wait_for_deletion: bool = True,
+    grace_period_seconds: int = -1,
+    uncordon_after_seconds: float = 0,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """The nodes ``drain_nodes`` would cordon, their pods and the budgets of each eviction."""
+    _check_drain(locals())
+    api = api_client(secrets)
+    core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
+    nodes = [
+        plan.NodeInfo.from_manifest(n)
+        for n in list_items(
+            core.list_node,
+            label_selector=label_selector,
+            what=f"list nodes matching {label_selector!r}",
+        )
+    ]
+    wanted = plan.wanted_count(nodes, count=count, percent=percent)
+    chosen = plan.choose_nodes(nodes, count=count, percent=percent, pick=pick)
+    checks = [
+        _check(
+            "blast radius",
+            lambda: plan.check_blast_radius(
+                nodes, chosen, max_fraction=max_fraction, selector=label_selector, wanted=wanted
+            ),
+            f"{len(chosen)} of {sum(1 for n in nodes if n.ready)} Ready node(s), "
+            f"max_fraction={max_fraction:g}",
+        )
+    ]
+    manifests = {}
+    for node in chosen:
+        for pod in list_items(
+            core.list_pod_for_all_namespaces,
+            field_selector=f"spec.nodeName={node.name}",
+            what=f"list pods on node {node.name}",
+        ):
+            manifests[plan.PodInfo.from_manifest(pod).key] = pod
+    plans = plan.plan_pods(
+        [plan.PodInfo.from_manifest(p) for p in manifests.values()],
+        delete_emptydir_data=delete_emptydir_data,
+        force=force,
+    )
+    checks.append(_check("pods drainable", lambda: plan.refusals(plans), "no pod needs a flag"))
+    checks.append(
+        _check(
+            "protected namespaces",
+            lambda: plan.check_protected(plans, protected_namespaces or []),
+            "no pod of a protected namespace",
+        )
+    )
+    order = plan.interleave([p.pod for p in plans if p.action == "evict"])
+    judged = _budgets.judge_evictions([manifests[p.key] for p in order], _budgets_now(policy, core))
+    checks.append(_budget_check(judged))
+    names = [n.name for n in chosen]
+    radius = {
+        "label_selector": label_selector,
+        "pick": pick,
+        "candidates": sorted(n.name for n in nodes if n.ready and not n.unschedulable),
+        "nodes": [
+            {"name": n.name, "pods": [p.as_dict() for p in plans if p.pod.node == n.name]}
+            for n in chosen
+        ],
+        "evictions": judged,
+        "force": force,
+        "timeout_seconds": timeout_seconds,
+    }
+    if pick == "random":
+        radius["note"] = "pick=random: the run draws its own nodes among the candidates"
+    return plan_result(
+        action="drain_nodes",
+        targets=[f"node/{n}" for n in names],
+        would=f"cordon {', '.join(names) or 'no node'} and evict {len(order)} pod(s)"
+        f" ({sum(1 for p in plans if p.action == 'skip')} skipped)",
+        preflight=checks,
+        blast_radius=radius,
+    )

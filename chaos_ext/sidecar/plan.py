@@ -1,0 +1,122 @@
+"""Plan of the sidecar template change: the keys it would change and the workloads it reaches.
+
+The injector ConfigMap is read and the change computed as
+``change_sidecar_template`` computes it (``changed_data``); then every pod
+that carries the sidecar is compared with the *changed* template (the drift
+analysis of ``sidecar_drift``): those pods' workloads are what the change
+reaches (their next pods get the new sidecar; the running ones drift until
+restarted). Only get and list calls: the ConfigMap is not patched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from kubernetes import client
+
+from chaos_ext._k8s import api_client, read_json
+from chaos_ext.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext.errors import ChaosExtError, InvalidArgument, SidecarError
+from chaos_ext.sidecar import _drift, _observe
+from chaos_ext.sidecar._template import changed_data, template_from_configmap
+from chaos_ext.sidecar.actions import _check_change
+
+__all__ = ["plan_change_sidecar_template"]
+
+CONTAINER = "istio-proxy"
+
+
+def _sha(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def plan_change_sidecar_template(
+    values_patch: dict[str, Any] | None = None,
+    data: dict[str, str] | None = None,
+    configmap_name: str = "istio-sidecar-injector",
+    configmap_namespace: str = "istio-system",
+    values_key: str = "values",
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """The keys ``change_sidecar_template`` would change and the workloads and pods it reaches."""
+    _check_change(locals())
+    api = api_client(secrets)
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    where = f"ConfigMap {configmap_namespace}/{configmap_name}"
+    cm = read_json(
+        core.read_namespaced_config_map,
+        configmap_name,
+        configmap_namespace,
+        what=f"read {where}",
+        error=SidecarError,
+    )
+    current: dict[str, str] = dict(cm.get("data") or {})
+    try:
+        new = changed_data(current, values_key=values_key, values_patch=values_patch, data=data)
+    except InvalidArgument as exc:  # the change changes nothing: the action refuses it
+        return plan_result(
+            action="change_sidecar_template",
+            targets=[where],
+            would=f"refuse: {exc}",
+            preflight=[preflight_check("changes something", False, str(exc))],
+            blast_radius={
+                "configmap": f"{configmap_namespace}/{configmap_name}",
+                "changed_keys": [],
+                "pods_reached": 0,
+            },
+        )
+    changes = sorted(new)
+    checks = [preflight_check("changes something", True, f"keys {', '.join(changes)}")]
+    radius: dict[str, Any] = {
+        "configmap": f"{configmap_namespace}/{configmap_name}",
+        "changed_keys": sorted(new),
+        "previous_sha256": {k: _sha(current.get(k)) for k in new},
+        "new_sha256": {k: _sha(v) for k, v in new.items()},
+    }
+    try:
+        template = template_from_configmap(
+            {**current, **new}, template_format="istio", values_key=values_key, config_key="config"
+        )
+    except ChaosExtError as exc:
+        checks.append(preflight_check("changed template readable", False, str(exc)))
+        return plan_result(
+            action="change_sidecar_template",
+            targets=[where],
+            would=f"patch {where}",
+            preflight=checks,
+            blast_radius=radius,
+        )
+    query = _observe.DriftQuery(
+        configmap_name=configmap_name,
+        configmap_namespace=configmap_namespace,
+        values_key=values_key,
+    )
+    owners = _drift.owners_of_replicasets(_observe._replicasets(apps, (), query.page_size))
+    workloads, without = _drift.analyse(
+        _observe._pods(core, query), owners, template, container_name=CONTAINER
+    )
+    reached = sorted(
+        (w for w in workloads.values() if w.drifted), key=lambda w: (w.namespace, w.kind, w.name)
+    )
+    radius.update(
+        {
+            "expected_after": template.summary(),
+            "pods_with_sidecar": sum(w.pods for w in workloads.values()),
+            "pods_without_sidecar": without,
+            "pods_reached": sum(w.drifted for w in reached),
+            "workloads_reached": [
+                f"{w.kind}/{w.namespace}/{w.name} ({w.drifted} pod(s))" for w in reached
+            ],
+        }
+    )
+    return plan_result(
+        action="change_sidecar_template",
+        targets=[where],
+        would=f"patch {where} ({', '.join(changes)}): new pods of"
+        f" {len(reached)} workload(s) get the new sidecar, {radius['pods_reached']}"
+        " running pod(s) drift until restarted",
+        preflight=checks,
+        blast_radius=radius,
+    )
