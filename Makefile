@@ -1,6 +1,7 @@
 # gameday: two commands on a fresh Debian 12 machine, as root.
 #   make demo   install, bring up the local sandbox, run the default game day, write reports/
 #   make test   install what the tests need, run lint, types and the whole test suite
+#   make mutate each fault kind's undo made a no-op in turn: which tests catch it (~15 min)
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -8,11 +9,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test system-deps demo-deps venv lint typecheck unit clean-reports help
+.PHONY: demo test mutate system-deps demo-deps venv lint typecheck unit clean-reports help
 
 help:
 	@echo "make demo   - run the default game day and write a report under reports/"
 	@echo "make test   - lint, type-check and run the whole test suite"
+	@echo "make mutate - break each fault kind's undo in turn; every one must be caught"
 
 system-deps:
 	@scripts/install-system-deps.sh
@@ -41,6 +43,9 @@ unit: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test: system-deps venv lint typecheck unit
+
+mutate: system-deps venv
+	$(PY) -m pytest -m mutation -s tests/test_mutation.py $(PYTEST_ARGS)
 
 demo: demo-deps venv
 	@scripts/demo.sh
