@@ -2,6 +2,7 @@
 #   make demo   install, bring up the local sandbox, run the default game day, write reports/
 #   make test   install what the tests need, run lint, types and the whole test suite
 #   make bench  install what the benchmarks compare against, run every benchmark
+#   make mutate each fault kind's undo made a no-op in turn: which tests catch it (~15 min)
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -17,13 +18,14 @@ FAST_TESTS := tests/test_verdict_rules.py tests/test_conventions.py tests/test_a
 	tests/test_truth_table.py::test_the_table_covers_every_phase_ending_and_provider \
 	tests/test_truth_table.py::test_the_readme_outcomes_match_docs_verdicts
 
-.PHONY: demo test check bench system-deps demo-deps bench-deps venv lint typecheck unit fast clean-reports help
+.PHONY: demo test check bench mutate system-deps demo-deps bench-deps venv lint typecheck unit fast clean-reports help
 
 help:
 	@echo "make demo   - run the default game day and write a report under reports/"
 	@echo "make test   - lint, type-check and run the whole test suite"
 	@echo "make check  - lint, type-check and the fast tests (about a minute; while working)"
 	@echo "make bench  - install the benchmarks' peers, run every benchmark, print each one's figures"
+	@echo "make mutate - break each fault kind's undo in turn; every one must be caught"
 
 system-deps:
 	@scripts/install-system-deps.sh
@@ -66,6 +68,9 @@ fast: venv
 check: venv lint typecheck fast
 
 test: system-deps venv lint typecheck unit
+
+mutate: system-deps venv
+	$(PY) -m pytest -m mutation -s tests/test_mutation.py $(PYTEST_ARGS)
 
 demo: demo-deps venv
 	@scripts/demo.sh

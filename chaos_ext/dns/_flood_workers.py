@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext import _helper, _procfs
+from chaos_ext._failpoint import failpoint
 from chaos_ext.dns._book import FloodPlan, summarize
 from chaos_ext.dns._flood import flood_tally
 from chaos_ext.errors import ChaosExtError, DnsError
@@ -75,6 +76,7 @@ def run_parallel(
                 raise DnsError(f"flood worker {index} did not start: {exc}") from exc
             pids.append(handle.pid)
         (workdir / "go").touch()
+        failpoint("dns-flood.mid-apply")  # the workers are flooding (the crash matrix's window)
         tallies = _collect(workdir, pids, plan.duration + plan.timeout + _EXIT_GRACE)
     finally:
         _helper.stop_helpers(token)

@@ -4,7 +4,11 @@ For each fault kind and each window of its action (before the ledger entry,
 after it, mid-apply, after apply, mid-undo), a real ``gameday run`` is
 SIGKILLed at that point by a failpoint (``GAMEDAY_FAILPOINTS``, see
 :mod:`chaos_ext._failpoint`); its exit by SIGKILL proves the window was
-reached. Then ``gameday rollback`` runs, and what is still injected is read
+reached. After the kill, in the windows where the fault is applied
+(``Kind.live_after``), the target's own interface must show it (a state
+reader that cannot see the fault fails here), and a timed fault lasts
+``HOLD_S``, at least twice as long as the whole cell, so it cannot end by
+itself before the final check. Then ``gameday rollback`` runs, and what is still injected is read
 through the target's own interface (``ss``, ``pg_stat_activity``, dnsmasq's
 query log, the HTTP server's counters, the Kubernetes API) and must equal
 what it was before. The ledger must then pass ``gameday ledger --verify``.
@@ -41,7 +45,11 @@ from chaos_ext import ledger as fault_ledger
 from chaos_ext._servers import postgres
 from chaos_ext.ledger import Ledger
 
+# Every timed fault lasts this long by itself, so it cannot end before a cell's final check:
+# the slowest cell took 10 s (load 3, 2 cores); a cell must end within half of HOLD_S (2x)
+HOLD_S = 120
 WINDOWS = ("before-entry", "after-entry", "mid-apply", "after-apply", "mid-undo")
+ALL_LIVE = ("mid-apply", "after-apply", "mid-undo")  # a partial apply or undo is still visible
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,12 @@ class Kind:
     mid_undo: str
     state: Callable[[Any], dict[str, Any]]
     env: Callable[[Any], dict[str, str]] = lambda target: {}
+    # how long the fault lasts by itself if nobody undoes it (None: until undone); a timed
+    # fault must outlast a cell's final check, or a no-op undo would pass (issue 34)
+    lasts_s: float | None = None
+    # the windows after whose kill the fault is live, as the target itself shows it (seen in
+    # every run; a helper's mid-undo comes after its SIGTERM, its mid-apply before it is ready)
+    live_after: tuple[str, ...] = ("after-apply",)
 
     def failpoint(self, window: str) -> str:
         special = {"mid-apply": self.mid_apply, "mid-undo": self.mid_undo}
@@ -70,7 +84,7 @@ def _python(module: str, func: str, **arguments: Any) -> dict[str, Any]:
 def _pg_action(server: postgres.PostgresServer) -> dict[str, Any]:
     return {
         **_python("db.actions", "exhaust_connections", engine="postgresql", host=server.host,
-                  port=server.port, database=server.database, target=10, hold_seconds=120),
+                  port=server.port, database=server.database, target=10, hold_seconds=HOLD_S),
         "secrets": ["db"],
     }  # fmt: skip
 
@@ -81,41 +95,43 @@ KINDS = {
         Kind(
             "dnsmasq-tcp-hold", "dns_server",
             lambda s: _python("dns.actions", "saturate_dnsmasq_tcp", server=s.address,
-                              port=s.port, connections=5, hold_seconds=120),
+                              port=s.port, connections=5, hold_seconds=HOLD_S),
             lambda s: _python("dns.actions", "release_dnsmasq_tcp"),
-            "helper.started", "helper.stopping", dns_hold_state,
+            "helper.started", "helper.stopping", dns_hold_state, lasts_s=HOLD_S,
         ),
         Kind(
             "dns-flood", "dns_server",
             lambda s: _python("dns.actions", "flood_dns", server=s.address, port=s.port,
-                              names=["www.example.test"], qps=100, duration_seconds=3, workers=2),
-            None, "helper.started", "undo.before-close", dns_flood_state,
+                              names=["www.example.test"], qps=50, duration_seconds=HOLD_S,
+                              workers=2),
+            None, "dns-flood.mid-apply", "undo.before-close", dns_flood_state, lasts_s=HOLD_S,
+            live_after=("mid-apply",),  # the action returns once the flood is over
         ),
         Kind(
             "dns-rate-limit", "resolvers",
             lambda p: _python("dns.actions", "limit_dns_rate", pps=100, target=p.target),
             lambda p: _python("dns.actions", "remove_dns_rate_limit", target=p.target),
-            "dns-rate-limit.mid-apply", "dns-rate-limit.mid-undo", nft_state,
+            "dns-rate-limit.mid-apply", "dns-rate-limit.mid-undo", nft_state, live_after=ALL_LIVE,
         ),
         Kind(
             "db-connections", "pg_server", _pg_action,
             lambda s: _python("db.actions", "release_connections"),
-            "helper.started", "helper.stopping", pg_state,
+            "helper.started", "helper.stopping", pg_state, lasts_s=HOLD_S,
             env=lambda s: {"GD_CRASH_DB_USER": s.user, "GD_CRASH_DB_PASSWORD": PASSWORD},
         ),
         Kind(
             "http-load", "web",
             lambda s: _python("load.actions", "drive_http_load", urls=[s.url], rate=20,
-                              duration_seconds=60, processes=1),
+                              duration_seconds=HOLD_S, processes=1),
             lambda s: _python("load.actions", "stop_http_load"),
-            "helper.started", "helper.stopping", web_state,
+            "helper.started", "helper.stopping", web_state, lasts_s=HOLD_S,
         ),
         Kind(
             "node-drain", "cluster",
             lambda c: _python("node.actions", "drain_nodes", label_selector="role=eat-workers",
                               count=2, pick="first", max_fraction=0.5),
             lambda c: _python("node.actions", "uncordon_drained_nodes"),
-            "node-drain.mid-apply", "node-drain.mid-undo", node_state,
+            "node-drain.mid-apply", "node-drain.mid-undo", node_state, live_after=ALL_LIVE,
             env=lambda c: {"KUBECONFIG": str(c.kubeconfig)},
         ),
         Kind(
@@ -124,17 +140,22 @@ KINDS = {
                               values_patch={"global": {"tag": "1.23.0"}}),
             lambda c: _python("faults.actions", "rollback_faults"),
             "sidecar-template.mid-apply", "sidecar-template.mid-undo", configmap_state,
+            live_after=ALL_LIVE,
             env=lambda c: {"KUBECONFIG": str(c.kubeconfig)},
         ),
     )
 }  # fmt: skip
 
 
-def _experiment(kind: Kind, target: Any) -> dict[str, Any]:
+def _experiment(kind: Kind, target: Any, window: str) -> dict[str, Any]:
+    provider = kind.action(target)
+    if kind.name == "dns-flood" and window not in kind.live_after:
+        # the flood's action returns when the flood ends: a window after it would wait HOLD_S
+        provider["arguments"]["duration_seconds"] = 3
     experiment: dict[str, Any] = {
         "title": f"{kind.name}, crashed on purpose",
         "description": "the crash matrix (issue 22)",
-        "method": [{"type": "action", "name": "inject", "provider": kind.action(target)}],
+        "method": [{"type": "action", "name": "inject", "provider": provider}],
     }  # fmt: skip
     if kind.name == "db-connections":
         experiment["secrets"] = {"db": {
@@ -171,7 +192,7 @@ def test_a_crash_in_any_window_leaves_nothing_after_rollback(
     baseline = _settled(kind, target, kind.state(target))
     env = {**cli_env(ledger_path), **kind.env(target),
            "GAMEDAY_FAILPOINTS": f"{kind.failpoint(window)}={how}"}  # fmt: skip
-    path = write_experiment(_experiment(kind, target))
+    path = write_experiment(_experiment(kind, target, window))
     started = time.monotonic()
     run = subprocess.run(
         gameday_argv("run", "--journal", "j.json", str(path)), env=env, cwd=tmp_path,
@@ -180,6 +201,9 @@ def test_a_crash_in_any_window_leaves_nothing_after_rollback(
     ran_s = time.monotonic() - started
     expected = -9 if how == "kill" else 2  # killed there, or the action failed there
     assert run.returncode == expected, f"failpoint not reached? {run.stderr[-3000:]}"
+    # the fault was live, as the target shows it: so a no-op undo cannot pass (checked after
+    # the rollback, which must run whatever this shows)
+    live = kind.state(target) if how == "kill" and window in kind.live_after else None
 
     env.pop("GAMEDAY_FAILPOINTS")
     if how == "raise":  # the failed action undid its fault at once: no rollback needed
@@ -192,9 +216,12 @@ def test_a_crash_in_any_window_leaves_nothing_after_rollback(
         assert rollback.returncode == 0, rollback.stderr
     rolled_s = time.monotonic() - started
     assert _settled(kind, target, baseline) == baseline, run.stderr[-3000:]
+    assert live != baseline, f"{kind_name} not live after a kill at {window}: {live}"
     verdict = fault_ledger.verify(ledger_path, full=True)  # the ledger agrees with itself
     assert verdict.ok, verdict.problems
     assert Ledger(ledger_path).open_entries() == []
     took = time.monotonic() - started
+    if kind.lasts_s is not None and window in kind.live_after:  # it outlived the final check
+        assert took * 2 <= kind.lasts_s, f"{kind_name} took {took:.1f} s of {kind.lasts_s} s"
     cost = f"run {ran_s:.1f} s, rollback at {rolled_s:.1f} s, total {took:.1f} s"
     print(f"{kind_name} {window} {how}: {cost}")  # noqa: T201 - the matrix's cost, cell by cell

@@ -16,7 +16,7 @@ from support.netlab import VethNs, kernel_has_netem, sh, tc_show
 
 from chaos_ext._targets.spec import parse_target
 from chaos_ext.errors import PreflightFailed
-from chaos_ext.ledger import Ledger
+from chaos_ext.ledger import Ledger, undo
 from chaos_ext.network import _local, _tree, actions, probes
 
 HAS_NETEM = kernel_has_netem()
@@ -176,7 +176,7 @@ def test_remove_latency_without_a_ledger_entry(veth_ns: VethNs, ledger_path: Pat
 
 _OTHER_RUN = """
 import json, sys, time
-from chaos_ext.ledger import Ledger
+from chaos_ext.ledger import Ledger, undo
 recipe = json.loads(sys.argv[2])
 Ledger().record(kind="netem", target=sys.argv[1], recipe=recipe,
                 module="chaos_ext.network.actions")
@@ -233,3 +233,26 @@ def test_a_restore_cut_short_after_deleting_the_tree_still_brings_the_saved_one_
     # someone else's new root is still left alone
     sh("tc", "-n", veth_ns.ns, "qdisc", "replace", "dev", "va", "root", "handle", "9:", "pfifo")
     assert "left alone" in _local.restore(target, "va", saved)
+
+
+def test_the_ledger_undo_alone_brings_the_saved_tree_back(
+    veth_ns: VethNs, ledger_path: Path
+) -> None:
+    """The netem undo handler by itself, with no sweep behind it (issue 34's mutation check):
+    a fault's latency tree in place of a configured one, undone from its ledger entry."""
+    target = f"netns:{veth_ns.ns}"
+    _shaped(veth_ns)
+    before = tc_show(veth_ns.ns, "va")
+    snapshot = _local.snapshot(parse_target(target), "va")
+    book = Ledger(ledger_path)
+    entry = book.record(
+        kind="netem", target=f"{target}/va", module="chaos_ext.network.actions",
+        recipe={"target": target, "interface": "va", "spec": {}, "snapshot": snapshot,
+                "connection": {}},
+    )  # fmt: skip
+    sh("tc", "-n", veth_ns.ns, "qdisc", "replace", "dev", "va", "root", "handle", "1d1a:", "htb")
+    assert "1d1a:" in tc_show(veth_ns.ns, "va")  # the fault is there, as tc shows it
+    outcome = undo(entry, book)
+    assert outcome.ok, outcome.note
+    assert tc_show(veth_ns.ns, "va") == before
+    assert book.open_entries() == []

@@ -37,11 +37,14 @@ def dns_flood_state(server: Dnsmasq) -> dict[str, Any]:
 
 
 def pg_state(server: postgres.PostgresServer) -> dict[str, Any]:
+    """The test role's client sessions, counted by the server (not by gameday's own label)."""
     with server.admin_connect() as conn:
         row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'gameday-exhaust'"
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE usename = %s AND backend_type = 'client backend'",
+            (server.user,),
         ).fetchone()
-    return {"held_connections": int(row[0]) if row else -1}
+    return {"sessions": int(row[0]) if row else -1}
 
 
 def web_state(server: HttpTarget) -> dict[str, Any]:

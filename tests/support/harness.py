@@ -16,12 +16,19 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
+MUTANT_SITE = TESTS / "support" / "mutant_site"  # the mutation check's no-op undo (issue 34)
+
+
+def pythonpath() -> str:
+    """``PYTHONPATH`` for a CLI the tests start; in the mutation check, its no-op undo first."""
+    mutant = [str(MUTANT_SITE)] if os.environ.get("GAMEDAY_MUTANT_UNDO") else []
+    return os.pathsep.join([*mutant, str(TESTS), str(ROOT)])
 
 
 def cli_env(ledger: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["GAMEDAY_LEDGER"] = str(ledger)
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT)])
+    env["PYTHONPATH"] = pythonpath()
     env["COLUMNS"] = "200"
     return env
 
