@@ -50,13 +50,23 @@ from chaos_ext._servers import prometheus  # noqa: E402
 
 SCRAPE = "250ms"
 HOLD_S = 30  # every place would last this long without the stop condition
-PLACES = ("python-action", "process-action", "pause-before", "pause-after", "probe",
-          "settling", "batch-gap")  # fmt: skip
+PLACES = (
+    "python-action",
+    "process-action",
+    "pause-before",
+    "pause-after",
+    "probe",
+    "settling",
+    "batch-gap",
+)
 
 
 def _py(kind: str, name: str, module: str, func: str, **arguments: Any) -> dict[str, Any]:
-    return {"type": kind, "name": name, "provider": {
-        "type": "python", "module": module, "func": func, "arguments": arguments}}  # fmt: skip
+    return {
+        "type": kind,
+        "name": name,
+        "provider": {"type": "python", "module": module, "func": func, "arguments": arguments},
+    }
 
 
 def _mark(name: str, path: Path) -> dict[str, Any]:
@@ -74,19 +84,25 @@ def _experiment(tmp: Path, place: str, sleep: str, url: str) -> dict[str, Any]:
     methods: dict[str, list[Any]] = {
         "python-action": [_mark("enter", here), nap],
         "process-action": [_shell("shell", f"touch {here}; sleep {sleep}")],
-        "pause-before": [_mark("enter", here), {**_mark("later", tmp / "x"),
-                                                "pauses": {"before": HOLD_S}}],
+        "pause-before": [
+            _mark("enter", here),
+            {**_mark("later", tmp / "x"), "pauses": {"before": HOLD_S}},
+        ],
         "pause-after": [{**_mark("enter", here), "pauses": {"after": HOLD_S}}],
-        "probe": [_mark("enter", here),
-                  _py("probe", "nap", "support.faultkit", "nap", seconds=HOLD_S)],
+        "probe": [
+            _mark("enter", here),
+            _py("probe", "nap", "support.faultkit", "nap", seconds=HOLD_S),
+        ],
         "settling": [_mark("inject", tmp / "x")],
         "batch-gap": [nap],
-    }  # fmt: skip
+    }
     experiment: dict[str, Any] = {
-        "title": f"abort in {place}", "description": "benchmarks/abort.py",
-        "configuration": {"prometheus_url": url}, "method": methods[place],
+        "title": f"abort in {place}",
+        "description": "benchmarks/abort.py",
+        "configuration": {"prometheus_url": url},
+        "method": methods[place],
         "rollbacks": [_mark("rollback", tmp / "rb")],
-    }  # fmt: skip
+    }
     if place == "settling":
         never = {**_shell("never-steady", f"touch {here}; exit 1", "probe"), "tolerance": 0}
         experiment["steady-state-hypothesis"] = {"title": "never", "probes": [never]}
@@ -113,10 +129,13 @@ def _files(tmp: Path, place: str, sleep: str, url: str) -> list[str]:
         return [str(main)]
     first = tmp / "first"
     first.mkdir()
-    quick = {"title": "first of the batch", "description": "-",
-             "configuration": {"prometheus_url": url},
-             "method": [_mark("noop", first / "x")],
-             "rollbacks": [_mark("rollback", tmp / "in")]}  # fmt: skip
+    quick = {
+        "title": "first of the batch",
+        "description": "-",
+        "configuration": {"prometheus_url": url},
+        "method": [_mark("noop", first / "x")],
+        "rollbacks": [_mark("rollback", tmp / "in")],
+    }
     return [str(_write(tmp / "a-first.json", quick)), str(main)]
 
 
@@ -133,10 +152,21 @@ def trial(place: str, url: str, gauge: Any, plan: Path, work: Path) -> tuple[flo
     extra = ["--settle", str(HOLD_S)] if place == "settling" else []
     env = {**cli_env(tmp / "ledger.sqlite3"), "GAMEDAY_LEDGER_MARKERS": str(tmp / "markers")}
     proc = subprocess.Popen(
-        gameday_argv("run", "--journal-dir", str(tmp), "--abort-on", str(plan), *extra,
-                     *_files(tmp, place, sleep, url)),
-        env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        gameday_argv(
+            "run",
+            "--journal-dir",
+            str(tmp),
+            "--abort-on",
+            str(plan),
+            *extra,
+            *_files(tmp, place, sleep, url),
+        ),
+        env=env,
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         if not _wait((tmp / "in").exists, 60):
             raise RuntimeError(f"{place}: the run never got there")
@@ -166,14 +196,26 @@ def main() -> None:
     gauge = exporter.gauge("gameday_bench_abort")
     latencies: list[float] = []
     leftover, failures = 0, 0
-    with tempfile.TemporaryDirectory(prefix="bench-abort-") as work, prometheus.start(
-        targets=[exporter.target], scrape_interval=SCRAPE
-    ) as prom:  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-abort-") as work,
+        prometheus.start(targets=[exporter.target], scrape_interval=SCRAPE) as prom,
+    ):
         prom.wait_scraped(timeout=30)
         plan = Path(work) / "plan.yaml"
-        plan.write_text(yaml.safe_dump({"interval_seconds": 0.25, "conditions": [
-            {"name": "bench", "promql": "max(gameday_bench_abort)",
-             "tolerance": {"op": "<", "threshold": 0.5}}]}))  # fmt: skip
+        plan.write_text(
+            yaml.safe_dump(
+                {
+                    "interval_seconds": 0.25,
+                    "conditions": [
+                        {
+                            "name": "bench",
+                            "promql": "max(gameday_bench_abort)",
+                            "tolerance": {"op": "<", "threshold": 0.5},
+                        }
+                    ],
+                }
+            )
+        )
         print(f"{'place':<16}{'median s':>10}{'p95 s':>8}{'max s':>8}{'left':>6}{'failed':>8}")
         for place in PLACES:
             runs = [trial(place, prom.url, gauge, plan, Path(work)) for _ in range(args.trials)]
@@ -183,8 +225,11 @@ def main() -> None:
             latencies += took
             leftover += left
             failures += failed
-            print(f"{place:<16}{statistics.median(took):>10.3f}{_p95(took):>8.3f}"
-                  f"{max(took):>8.3f}{left:>6}{failed:>8}", flush=True)  # fmt: skip
+            print(
+                f"{place:<16}{statistics.median(took):>10.3f}{_p95(took):>8.3f}"
+                f"{max(took):>8.3f}{left:>6}{failed:>8}",
+                flush=True,
+            )
     exporter.stop()
     print(
         f"{len(latencies)} trials, {failures} not aborted; breach = the gauge set on the "

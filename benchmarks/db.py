@@ -48,10 +48,25 @@ def _pgbench(server: PostgresServer, script: Path) -> float:
     per_client = -(-TARGET // CONCURRENCY)
     env = {**os.environ, "PGPASSWORD": PASSWORD, "PGGSSENCMODE": "disable"}
     argv = [
-        str(postgres.BIN / "pgbench"), "-n", "-C", "-c", str(CONCURRENCY),
-        "-j", str(PGBENCH_THREADS), "-t", str(per_client), "-f", str(script),
-        "-h", server.host, "-p", str(server.port), "-U", server.user, server.database,
-    ]  # fmt: skip
+        str(postgres.BIN / "pgbench"),
+        "-n",
+        "-C",
+        "-c",
+        str(CONCURRENCY),
+        "-j",
+        str(PGBENCH_THREADS),
+        "-t",
+        str(per_client),
+        "-f",
+        str(script),
+        "-h",
+        server.host,
+        "-p",
+        str(server.port),
+        "-U",
+        server.user,
+        server.database,
+    ]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=True)
     match = re.search(r"^tps = ([0-9.]+)", done.stdout, re.MULTILINE)
     if not match:
@@ -79,10 +94,15 @@ def _exhaust(server: PostgresServer) -> float:
     credentials = {"user": server.user, "password": PASSWORD}
     started = time.monotonic()
     report = exhaust_connections(
-        engine="postgresql", host=server.host, port=server.port, database=server.database,
-        target=TARGET, open_concurrency=CONCURRENCY,
-        hold_seconds=120, secrets=credentials,
-    )  # fmt: skip
+        engine="postgresql",
+        host=server.host,
+        port=server.port,
+        database=server.database,
+        target=TARGET,
+        open_concurrency=CONCURRENCY,
+        hold_seconds=120,
+        secrets=credentials,
+    )
     seconds = time.monotonic() - started
     if report["opened"] != TARGET:
         raise SystemExit(f"exhaust_connections opened {report['opened']}, not {TARGET}")

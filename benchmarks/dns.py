@@ -59,10 +59,28 @@ LIMIT_SECONDS = 30
 
 def dnsperf_qps(server: dnsmasq.Dnsmasq, data: Path) -> float:
     out = subprocess.run(
-        ["dnsperf", "-s", server.address, "-p", str(server.port), "-d", str(data),
-         "-c", str(CLIENTS), "-q", str(OUTSTANDING), "-l", str(SECONDS), "-t", "1"],
-        capture_output=True, text=True, timeout=SECONDS + 30, check=True,
-    ).stdout  # fmt: skip
+        [
+            "dnsperf",
+            "-s",
+            server.address,
+            "-p",
+            str(server.port),
+            "-d",
+            str(data),
+            "-c",
+            str(CLIENTS),
+            "-q",
+            str(OUTSTANDING),
+            "-l",
+            str(SECONDS),
+            "-t",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=SECONDS + 30,
+        check=True,
+    ).stdout
     match = re.search(r"Queries per second:\s+([\d.]+)", out)
     assert match, out
     return float(match[1])
@@ -72,9 +90,16 @@ def flood_qps(server: dnsmasq.Dnsmasq) -> float:
     from chaos_ext.dns.actions import flood_dns  # noqa: PLC0415
 
     report = flood_dns(
-        server.address, names=[NAME], port=server.port, qps=100_000, duration_seconds=SECONDS,
-        timeout_seconds=1.0, concurrency=OUTSTANDING, sockets=CLIENTS, workers=WORKERS,
-    )  # fmt: skip
+        server.address,
+        names=[NAME],
+        port=server.port,
+        qps=100_000,
+        duration_seconds=SECONDS,
+        timeout_seconds=1.0,
+        concurrency=OUTSTANDING,
+        sockets=CLIENTS,
+        workers=WORKERS,
+    )
     return float(report["achieved_qps"])
 
 
@@ -90,8 +115,10 @@ def throughput_ratio() -> float:
                 f"round {round_ + 1}: dnsperf {theirs[-1]:,.0f} q/s, flood_dns {ours[-1]:,.0f} q/s"
             )
     ratio = statistics.median(ours) / statistics.median(theirs)
-    print(f"median: dnsperf {statistics.median(theirs):,.0f} q/s,"
-          f" flood_dns {statistics.median(ours):,.0f} q/s, ratio {ratio:.2f}")  # fmt: skip
+    print(
+        f"median: dnsperf {statistics.median(theirs):,.0f} q/s,"
+        f" flood_dns {statistics.median(ours):,.0f} q/s, ratio {ratio:.2f}"
+    )
     return ratio
 
 
@@ -130,8 +157,10 @@ def held_connections() -> tuple[int, float]:
         )
         time.sleep(1)
         rss = (_procfs.rss_kib(held["pid"]) or 0) / 1024
-        print(f"holder: opened {held['opened']}, held {held['held']}, failed {held['failed']},"
-              f" RSS {rss:.1f} MB")  # fmt: skip
+        print(
+            f"holder: opened {held['opened']}, held {held['held']}, failed {held['failed']},"
+            f" RSS {rss:.1f} MB"
+        )
         release_dnsmasq_tcp()
         return int(held["held"]), rss
     finally:
@@ -153,9 +182,11 @@ def rate_limit_accuracy() -> float:
         finally:
             remove_dns_rate_limit(target=pair.target)
     accuracy = report["achieved_qps"] / LIMIT_PPS
-    print(f"rate limit: asked {LIMIT_PPS} pps, offered {report['sent_qps']:,.0f} q/s for"
-          f" {LIMIT_SECONDS} s, answered {report['achieved_qps']:.1f}/s; kernel counted"
-          f" {drops['packets']} packets, dropped {drops['dropped']}")  # fmt: skip
+    print(
+        f"rate limit: asked {LIMIT_PPS} pps, offered {report['sent_qps']:,.0f} q/s for"
+        f" {LIMIT_SECONDS} s, answered {report['achieved_qps']:.1f}/s; kernel counted"
+        f" {drops['packets']} packets, dropped {drops['dropped']}"
+    )
     return accuracy
 
 
@@ -170,8 +201,10 @@ def main() -> None:
         ratio = throughput_ratio()
         held, rss = held_connections()
         accuracy = rate_limit_accuracy()
-    print(f"dns qps_ratio_vs_dnsperf={ratio:.2f} held_tcp={held} rss_mb={rss:.1f}"
-          f" rate_limit_accuracy={accuracy:.3f}")  # fmt: skip
+    print(
+        f"dns qps_ratio_vs_dnsperf={ratio:.2f} held_tcp={held} rss_mb={rss:.1f}"
+        f" rate_limit_accuracy={accuracy:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -86,12 +86,22 @@ def main() -> None:
         DnsBackedApp(dns.address, dns.port) as app,
     ):
         exp = dns_experiment(app, dns, {})
-        overrides = {"vary": f"hold-dns-tcp.connections={LOW}..{HIGH}",
-                     "resolution": RESOLUTION, "repeats": args.repeats}  # fmt: skip
+        overrides = {
+            "vary": f"hold-dns-tcp.connections={LOW}..{HIGH}",
+            "resolution": RESOLUTION,
+            "repeats": args.repeats,
+        }
         settings = settings_from(exp, overrides, "bench")
         started = time.monotonic()
-        result = run_envelope(work / "exp.json", exp, settings, RunOptions(work / "x.json"),
-                              ledger, quiet, work / "envelope")  # fmt: skip
+        result = run_envelope(
+            work / "exp.json",
+            exp,
+            settings,
+            RunOptions(work / "x.json"),
+            ledger,
+            quiet,
+            work / "envelope",
+        )
         envelope_s = time.monotonic() - started
         doc = result.document
         for run in doc["runs"]:
@@ -102,9 +112,11 @@ def main() -> None:
     held, deviated = doc["result"]["held"], doc["result"]["deviated"]
     error = abs(deviated - TRUE_BREAKING_POINT) if deviated is not None else math.inf
     within = (
-        deviated is not None and held is not None
-        and held < TRUE_BREAKING_POINT <= deviated and deviated - held <= RESOLUTION
-    )  # fmt: skip
+        deviated is not None
+        and held is not None
+        and held < TRUE_BREAKING_POINT <= deviated
+        and deviated - held <= RESOLUTION
+    )
     runs = len(doc["runs"])
     print(
         f"envelope: {doc['result']['summary']} ({doc['result']['agreement']}) in {runs} runs, "

@@ -130,8 +130,12 @@ def build_dump(target: int) -> bytes:
 def _child(mode: str, path: Path) -> dict[str, Any]:
     result = subprocess.run(
         [sys.executable, "-c", CHILD, mode, str(path)],
-        capture_output=True, text=True, timeout=600, check=True, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+        cwd=ROOT,
+    )
     data: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return data
 
@@ -149,13 +153,14 @@ def _measure(size_mib: int, runs: int, tmp: Path) -> dict[str, Any]:
         "file_mib": path.stat().st_size / 2**20,
         "checks": audits[0]["checks"],
         "audit_s": statistics.median(times),
-        "min_s": min(times), "max_s": max(times),
+        "min_s": min(times),
+        "max_s": max(times),
         "cpu_s": statistics.median(a["cpu_seconds"] for a in audits),
         "anchor_s": statistics.median(a["seconds"] for a in anchors),
         "anchor_rss": max(a["rss_mib"] for a in anchors),
         "rss_mib": max(a["rss_mib"] for a in audits),
         "traced_mib": memory["peak_bytes"] / 2**20,
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -163,19 +168,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gameday-envoy-bench-") as tmp:
         for size, runs in SIZES:
             results[size] = r = _measure(size, runs, Path(tmp))
-            print(f"{r['file_mib']:.1f} MiB dump, {LISTENERS + 2} listeners x "
-                  f"{CHAINS_PER_LISTENER} chains, {r['checks']} checks: audit median "
-                  f"{r['audit_s']:.3f} s of {runs} fresh runs (min {r['min_s']:.3f}, max "
-                  f"{r['max_s']:.3f}; CPU {r['cpu_s']:.3f} s); "
-                  f"anchor json.loads {r['anchor_s']:.3f} s "
-                  f"(audit/parse = {r['audit_s'] / r['anchor_s']:.2f}x); peak RSS "
-                  f"{r['rss_mib']:.0f} MiB (json.loads alone: {r['anchor_rss']:.0f} MiB), "
-                  f"tracemalloc peak {r['traced_mib']:.0f} MiB", flush=True)  # fmt: skip
+            print(
+                f"{r['file_mib']:.1f} MiB dump, {LISTENERS + 2} listeners x "
+                f"{CHAINS_PER_LISTENER} chains, {r['checks']} checks: audit median "
+                f"{r['audit_s']:.3f} s of {runs} fresh runs (min {r['min_s']:.3f}, max "
+                f"{r['max_s']:.3f}; CPU {r['cpu_s']:.3f} s); "
+                f"anchor json.loads {r['anchor_s']:.3f} s "
+                f"(audit/parse = {r['audit_s'] / r['anchor_s']:.2f}x); peak RSS "
+                f"{r['rss_mib']:.0f} MiB (json.loads alone: {r['anchor_rss']:.0f} MiB), "
+                f"tracemalloc peak {r['traced_mib']:.0f} MiB",
+                flush=True,
+            )
     big = results[100]
-    print(f"goal for 100 MB: < 5 s ({'met' if big['audit_s'] < 5 else 'NOT met'}), "
-          f"< 400 MB peak ({'met' if big['rss_mib'] < 400 else 'NOT met'})")  # fmt: skip
-    print(f"envoy audit_20mb_s={results[20]['audit_s']:.3f} "
-          f"audit_100mb_s={big['audit_s']:.3f} peak_mb={big['rss_mib']:.0f}")  # fmt: skip
+    print(
+        f"goal for 100 MB: < 5 s ({'met' if big['audit_s'] < 5 else 'NOT met'}), "
+        f"< 400 MB peak ({'met' if big['rss_mib'] < 400 else 'NOT met'})"
+    )
+    print(
+        f"envoy audit_20mb_s={results[20]['audit_s']:.3f} "
+        f"audit_100mb_s={big['audit_s']:.3f} peak_mb={big['rss_mib']:.0f}"
+    )
 
 
 if __name__ == "__main__":

@@ -113,10 +113,17 @@ def wrk(url: str, threads: int, connections: int, script: Path | None = None) ->
 
 
 def driver(url: str, rate: float, processes: int, connections: int) -> dict[str, Any]:
-    spec = spec_from_arguments({
-        "urls": [url], "rate": rate, "duration_seconds": SECONDS, "concurrency_limit": connections,
-        "processes": processes, "timeout_seconds": 2.0, "max_rate": max(rate, 500.0),
-    })  # fmt: skip
+    spec = spec_from_arguments(
+        {
+            "urls": [url],
+            "rate": rate,
+            "duration_seconds": SECONDS,
+            "concurrency_limit": connections,
+            "processes": processes,
+            "timeout_seconds": 2.0,
+            "max_rate": max(rate, 500.0),
+        }
+    )
     cpu = _children_cpu()
     with tempfile.TemporaryDirectory(prefix="gameday-bench-") as tmp:
         results_dir = Path(tmp)

@@ -45,8 +45,21 @@ def topology(tag: str) -> tuple[str, str]:
     for ns in (app, db):
         sh("ip", "netns", "add", ns)
         sh("ip", "-n", ns, "link", "set", "lo", "up")
-    sh("ip", "link", "add", "eth0", "netns", app, "type", "veth", "peer", "name", "eth0",
-       "netns", db)  # fmt: skip
+    sh(
+        "ip",
+        "link",
+        "add",
+        "eth0",
+        "netns",
+        app,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        db,
+    )
     for ns, addr in ((app, "10.88.0.1/24"), (db, "10.88.0.2/24")):
         sh("ip", "-n", ns, "addr", "add", addr, "dev", "eth0")
         sh("ip", "-n", ns, "link", "set", "eth0", "up")
@@ -121,14 +134,20 @@ def inside() -> None:
     try:
         port = serve(db, stop)
         spec = _spec.check_latency_arguments(
-            {"interface": "eth0", "delay_seconds": REQUESTED_MS / 1000,
-             "destinations": ["10.88.0.2/32"], "ports": [port]}
-        )  # fmt: skip
+            {
+                "interface": "eth0",
+                "delay_seconds": REQUESTED_MS / 1000,
+                "destinations": ["10.88.0.2/32"],
+                "ports": [port],
+            }
+        )
         fid = fidelity(app, port, spec)
         netlink = statistics.median(time_pyroute2(app, spec))
         cli = statistics.median(time_tc(app, spec))
-        print(f"apply+remove median: pyroute2 {netlink * 1000:.2f} ms, tc CLI {cli * 1000:.2f} ms "
-              f"({CYCLES} cycles each)")  # fmt: skip
+        print(
+            f"apply+remove median: pyroute2 {netlink * 1000:.2f} ms, tc CLI {cli * 1000:.2f} ms "
+            f"({CYCLES} cycles each)"
+        )
         print(f"netem apply_speedup_vs_tc={cli / netlink:.2f} fidelity={fid:.3f}")
     finally:
         stop.set()
@@ -141,8 +160,9 @@ def in_vm() -> None:
     from chaos_ext._vm.machine import VMConfig  # noqa: PLC0415
 
     config = VMConfig(work_dir=ROOT / ".vm", cwd=ROOT)
-    result, vm = run_in_vm([sys.executable, "benchmarks/netem.py", "--inside"], config=config,
-                           timeout=600)  # fmt: skip
+    result, vm = run_in_vm(
+        [sys.executable, "benchmarks/netem.py", "--inside"], config=config, timeout=600
+    )
     print(f"(inside the qemu micro-VM, kernel {vm.kernel_release}, {vm.accel})")
     sys.stdout.write(result.stdout)
     if result.exit_code != 0:

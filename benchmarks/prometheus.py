@@ -41,20 +41,35 @@ ROUNDS = 40
 ABORT_RUNS = 3
 SCRAPE_S = 1.0
 PROBES = [
-    "http-error-ratio", "http-latency-p95", "http-latency-p99", "dnsmasq-child-processes",
-    "coredns-forward-cache-miss-rate", "coredns-servfail-ratio", "node-local-dns-latency-p99",
-    "postgres-connection-headroom", "mysql-connection-headroom", "envoy-downstream-connections",
-]  # fmt: skip
+    "http-error-ratio",
+    "http-latency-p95",
+    "http-latency-p99",
+    "dnsmasq-child-processes",
+    "coredns-forward-cache-miss-rate",
+    "coredns-servfail-ratio",
+    "node-local-dns-latency-p99",
+    "postgres-connection-headroom",
+    "mysql-connection-headroom",
+    "envoy-downstream-connections",
+]
 JOBS = ["api", "coredns", "node-local-dns", "postgres", "mysql", "envoy", "bench"]
 
 
 def _platform_metrics(registry: CollectorRegistry) -> dict[str, Any]:
     """The metrics the 10 catalog probes read, as a small healthy platform would serve them."""
     requests = Counter("http_requests", "requests", ["code"], registry=registry)
-    latency = Histogram("http_request_duration_seconds", "latency", registry=registry,
-                        buckets=[0.05, 0.1, 0.25, 0.5, 1.0])  # fmt: skip
-    dns_latency = Histogram("coredns_dns_request_duration_seconds", "dns", registry=registry,
-                            buckets=[0.001, 0.005, 0.01, 0.05, 0.1])  # fmt: skip
+    latency = Histogram(
+        "http_request_duration_seconds",
+        "latency",
+        registry=registry,
+        buckets=[0.05, 0.1, 0.25, 0.5, 1.0],
+    )
+    dns_latency = Histogram(
+        "coredns_dns_request_duration_seconds",
+        "dns",
+        registry=registry,
+        buckets=[0.001, 0.005, 0.01, 0.05, 0.1],
+    )
     misses = Counter("coredns_forward_conn_cache_misses", "misses", registry=registry)
     responses = Counter("coredns_dns_responses", "responses", ["rcode"], registry=registry)
     gauges = {
@@ -74,8 +89,14 @@ def _platform_metrics(registry: CollectorRegistry) -> dict[str, Any]:
     gauges["mysql_threads"].set(30)
     gauges["mysql_max"].set(150)
     gauges["envoy_cx"].set(120)
-    return {"requests": requests, "latency": latency, "dns_latency": dns_latency,
-            "misses": misses, "responses": responses, **gauges}  # fmt: skip
+    return {
+        "requests": requests,
+        "latency": latency,
+        "dns_latency": dns_latency,
+        "misses": misses,
+        "responses": responses,
+        **gauges,
+    }
 
 
 def _traffic(metrics: dict[str, Any], seconds: float) -> None:
@@ -131,29 +152,67 @@ def _abort_once(url: str, metric: Gauge, work: Path) -> float:
     started.unlink(missing_ok=True)
     stamp = "import sys, time; open(sys.argv[1], 'w').write(repr(time.time()))"
     experiment = {
-        "title": "abort latency", "description": "wait until the abort watch cuts it short",
+        "title": "abort latency",
+        "description": "wait until the abort watch cuts it short",
         "configuration": {"prometheus_url": url},
         "method": [
-            {"type": "action", "name": "started", "provider": {
-                "type": "process", "path": sys.executable,
-                "arguments": ["-c", stamp, str(started)]}},
-            {"type": "probe", "name": "wait", "provider": {
-                "type": "process", "path": "sleep", "arguments": "60", "timeout": 90}},
+            {
+                "type": "action",
+                "name": "started",
+                "provider": {
+                    "type": "process",
+                    "path": sys.executable,
+                    "arguments": ["-c", stamp, str(started)],
+                },
+            },
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {"type": "process", "path": "sleep", "arguments": "60", "timeout": 90},
+            },
         ],
-        "rollbacks": [{"type": "action", "name": "stamp", "provider": {
-            "type": "process", "path": sys.executable, "arguments": ["-c", stamp, str(marker)]}}],
-    }  # fmt: skip
+        "rollbacks": [
+            {
+                "type": "action",
+                "name": "stamp",
+                "provider": {
+                    "type": "process",
+                    "path": sys.executable,
+                    "arguments": ["-c", stamp, str(marker)],
+                },
+            }
+        ],
+    }
     (work / "experiment.json").write_text(json.dumps(experiment))
-    plan = {"interval_seconds": 0.5, "conditions": [
-        {"name": "bench-error-ratio", "promql": "max(bench_error_ratio)",
-         "tolerance": {"op": "<", "threshold": 0.05}}]}  # fmt: skip
+    plan = {
+        "interval_seconds": 0.5,
+        "conditions": [
+            {
+                "name": "bench-error-ratio",
+                "promql": "max(bench_error_ratio)",
+                "tolerance": {"op": "<", "threshold": 0.05},
+            }
+        ],
+    }
     (work / "abort.yaml").write_text(yaml.safe_dump(plan))
     env = {**os.environ, "GAMEDAY_LEDGER": str(work / "ledger.sqlite3")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "chaos_ext.cli.main", "run", "--abort-on", str(work / "abort.yaml"),
-         "--journal", str(work / "journal.json"), str(work / "experiment.json")],
-        env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "chaos_ext.cli.main",
+            "run",
+            "--abort-on",
+            str(work / "abort.yaml"),
+            "--journal",
+            str(work / "journal.json"),
+            str(work / "experiment.json"),
+        ],
+        env=env,
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while not started.exists() and time.monotonic() < deadline:
@@ -190,8 +249,9 @@ def main() -> None:
         print(f"  chaos_ext catalog_probe   median {ours * 1000:8.2f} ms / round")
         print(f"  chaostoolkit-prometheus   median {ctk * 1000:8.2f} ms / round")
         print(f"  ratio ours/ctk            {ratio:.3f}  (goal <= 1.2)")
-        latencies = [_abort_once(prom.url, metrics["bench_breach"], Path(tmp))
-                     for _ in range(ABORT_RUNS)]  # fmt: skip
+        latencies = [
+            _abort_once(prom.url, metrics["bench_breach"], Path(tmp)) for _ in range(ABORT_RUNS)
+        ]
         abort = statistics.median(latencies)
         shown = ", ".join(f"{x:.3f}" for x in latencies)
         print(f"abort: breach -> rollback done, {ABORT_RUNS} runs: {shown} s")

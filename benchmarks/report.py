@@ -103,12 +103,34 @@ def main() -> None:
         ours: list[tuple[float, float]] = []
         theirs: list[tuple[float, float]] = []
         for i in range(ROUNDS):
-            ours.append(timed([sys.executable, "-m", "chaos_ext.cli.main", "report", str(path),
-                               "-o", str(work / f"gd-{i}")], env))  # fmt: skip
+            ours.append(
+                timed(
+                    [
+                        sys.executable,
+                        "-m",
+                        "chaos_ext.cli.main",
+                        "report",
+                        str(path),
+                        "-o",
+                        str(work / f"gd-{i}"),
+                    ],
+                    env,
+                )
+            )
             if problem is None:
-                theirs.append(timed([str(bin_dir / "chaos"), "--no-log-file", "report",
-                                     "--export-format=html", str(path),
-                                     str(work / f"ctk-{i}.html")], env))  # fmt: skip
+                theirs.append(
+                    timed(
+                        [
+                            str(bin_dir / "chaos"),
+                            "--no-log-file",
+                            "report",
+                            "--export-format=html",
+                            str(path),
+                            str(work / f"ctk-{i}.html"),
+                        ],
+                        env,
+                    )
+                )
         html = (work / "gd-0" / "report.html").read_text()
         print(f"gameday report: {html.count('<svg')} inline SVG charts, {len(html) / 1e6:.2f} MB")
         wall = statistics.median(w for w, _ in ours)
@@ -120,9 +142,11 @@ def main() -> None:
             their_wall = statistics.median(w for w, _ in theirs)
             their_cpu = statistics.median(c for _, c in theirs)
             ctk_html = (work / "ctk-0.html").read_text()
-            print(f"chaostoolkit-reporting  median wall {their_wall:.2f} s, cpu {their_cpu:.2f} s "
-                  f"({ROUNDS} runs, {len(ctk_html) / 1e6:.2f} MB, "
-                  f"{ctk_html.count('<img') + ctk_html.count('<svg')} charts)")  # fmt: skip
+            print(
+                f"chaostoolkit-reporting  median wall {their_wall:.2f} s, cpu {their_cpu:.2f} s "
+                f"({ROUNDS} runs, {len(ctk_html) / 1e6:.2f} MB, "
+                f"{ctk_html.count('<img') + ctk_html.count('<svg')} charts)"
+            )
             print(f"ratio gameday/ctk: wall {wall / their_wall:.2f}, cpu {cpu / their_cpu:.2f}")
         print(f"report html_1000_s={wall:.2f}")
 

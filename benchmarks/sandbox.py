@@ -102,10 +102,22 @@ def _noise(prefix: str) -> str:
     mon = topology(prefix).host("mon")
     exprs = {"p95": quantile(0.95), "p50": quantile(0.5)}
     done = subprocess.run(
-        ["ip", "netns", "exec", mon.netns, sys.executable, "-c", code, json.dumps(exprs),
-         f"http://{mon.address}:9090"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            "ip",
+            "netns",
+            "exec",
+            mon.netns,
+            sys.executable,
+            "-c",
+            code,
+            json.dumps(exprs),
+            f"http://{mon.address}:9090",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     try:
         series = json.loads(done.stdout)
     except ValueError:
@@ -131,8 +143,10 @@ def _game_day(prefix: str, env: dict[str, str], out: Path, app: str, tally: Tall
         ok, what = judge(journal, app) if journal else (False, "no journal")
         tally.verdicts.setdefault(experiment.stem, []).append(ok)
         settle = (journal.get("gameday") or {}).get("settle") or {}
-        print(f"    {experiment.stem}: {what} (settled after {settle.get('waited_s', '?')} s)",
-              flush=True)  # fmt: skip
+        print(
+            f"    {experiment.stem}: {what} (settled after {settle.get('waited_s', '?')} s)",
+            flush=True,
+        )
 
 
 def _hog() -> subprocess.Popen[bytes]:
@@ -140,8 +154,9 @@ def _hog() -> subprocess.Popen[bytes]:
         raise SystemExit("stress-ng is missing: scripts/install-system-deps.sh installs it")
     return subprocess.Popen(
         ["stress-ng", "--cpu", "1", "--timeout", f"{HOG_CAP_S}s", "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def bench_app(app: str, runs: int, work: Path) -> dict[str, Tally]:

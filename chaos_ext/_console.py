@@ -36,6 +36,10 @@ def make_console(
     if probe.is_terminal:
         return Console(stderr=stderr, file=file, color_system=colour, no_color=colour is None)
     return Console(
-        stderr=stderr, file=file, color_system=colour, no_color=colour is None,
-        soft_wrap=True, width=NOT_A_TERMINAL_WIDTH,
-    )  # fmt: skip
+        stderr=stderr,
+        file=file,
+        color_system=colour,
+        no_color=colour is None,
+        soft_wrap=True,
+        width=NOT_A_TERMINAL_WIDTH,
+    )

@@ -27,9 +27,13 @@ from typing import Any
 __all__ = ["activity_types", "portable_type"]
 
 _SCALARS: dict[Any, str] = {
-    bool: "boolean", int: "integer", float: "number", str: "string", bytes: "byte",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    bytes: "byte",
     type(None): "null",
-}  # fmt: skip
+}
 _MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
 _SEQUENCES = (list, collections.abc.Sequence, collections.abc.MutableSequence)
 _SETS = (set, frozenset, collections.abc.Set, collections.abc.MutableSet)

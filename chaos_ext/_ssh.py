@@ -77,10 +77,13 @@ class SshSettings:
     def recipe(self) -> dict[str, Any]:
         """Connection details for the ledger: never the key or passphrase."""
         return {
-            "host": self.host, "port": self.port, "user": self.user, "key_file": self.key_file,
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "key_file": self.key_file,
             "known_hosts": self.known_hosts,
             "accept_unknown_host_key": self.accept_unknown_host_key,
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_recipe(cls, recipe: Mapping[str, Any]) -> SshSettings:
@@ -165,12 +168,18 @@ class SshSession:
         self._client.set_missing_host_key_policy(policy)
         try:
             self._client.connect(
-                s.host, port=s.port, username=s.user, pkey=self._pkey(),
+                s.host,
+                port=s.port,
+                username=s.user,
+                pkey=self._pkey(),
                 key_filename=str(Path(s.key_file).expanduser()) if s.key_file else None,
-                passphrase=s.passphrase, timeout=s.connect_timeout,
-                banner_timeout=s.connect_timeout, auth_timeout=s.connect_timeout,
-                allow_agent=False, look_for_keys=False,
-            )  # fmt: skip
+                passphrase=s.passphrase,
+                timeout=s.connect_timeout,
+                banner_timeout=s.connect_timeout,
+                auth_timeout=s.connect_timeout,
+                allow_agent=False,
+                look_for_keys=False,
+            )
         except paramiko.BadHostKeyException as exc:
             raise NetworkError(
                 f"host key of {s.host}:{s.port} does not match {known}: refusing to connect"

@@ -266,9 +266,13 @@ def record(
 ) -> Entry:
     """Record a fault in the default ledger before injecting it."""
     return default_ledger().record(
-        kind=kind, target=target, recipe=recipe, module=module, identity=identity,
+        kind=kind,
+        target=target,
+        recipe=recipe,
+        module=module,
+        identity=identity,
         entry_id=entry_id,
-    )  # fmt: skip
+    )
 
 
 def open_entries_on_machine(kinds: Sequence[str] = ()) -> Census:
@@ -381,9 +385,13 @@ def fault(
     """
     book = default_ledger()
     entry = book.record(
-        kind=kind, target=target, recipe=recipe, module=module, identity=identity,
+        kind=kind,
+        target=target,
+        recipe=recipe,
+        module=module,
+        identity=identity,
         entry_id=entry_id,
-    )  # fmt: skip
+    )
     try:
         failpoint(f"{kind}.after-entry")
         yield entry

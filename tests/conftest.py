@@ -41,8 +41,9 @@ def ledger_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def gameday(ledger_path: Path, tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run the real ``gameday`` CLI in a subprocess against the test's ledger."""
 
-    def run(*args: str, timeout: float = 120, input: str | None = None
-            ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    def run(
+        *args: str, timeout: float = 120, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             gameday_argv(*args),
             input=input,

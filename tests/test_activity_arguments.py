@@ -42,7 +42,9 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "stop_dns_flood": ({"server": 53}, "server: expected str"),
     "saturate_dnsmasq_tcp": ({"server": "127.0.0.1", "connections": 0}, "connections"),
     "dns_resolution_stats": (
-        {"server": "127.0.0.1", "name": "a.test", "protocol": "pigeon"}, "protocol"),
+        {"server": "127.0.0.1", "name": "a.test", "protocol": "pigeon"},
+        "protocol",
+    ),
     "dnsmasq_child_processes": ({"pid": "1"}, "pid: expected int"),
     "limit_dns_rate": ({"pps": 0}, "pps: 0 is outside"),
     "remove_dns_rate_limit": ({"target": "ssh:"}, "is not a target"),
@@ -58,35 +60,37 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "load_window_stats": ({"from_seconds": "a"}, "from_seconds: expected float"),
     "add_latency": (
         {"interface": "lo", "delay_seconds": 0.01, "destinations": ["not-a-cidr"]},
-        "is not a CIDR"),
+        "is not a CIDR",
+    ),
     "remove_latency": ({"interface": "eth0;reboot"}, "is not a valid name"),
     "latency_supported": ({"interface": "eth0;reboot"}, "is not a valid name"),
     "qdisc_state": ({"interface": "eth0;reboot"}, "is not a valid name"),
     "measure_rtt": ({"host": "127.0.0.1", "port": 70000}, "port"),
-    "drain_nodes": ({"label_selector": "pool=a", "count": 1, "max_fraction": 2.0},
-                    "max_fraction"),
+    "drain_nodes": ({"label_selector": "pool=a", "count": 1, "max_fraction": 2.0}, "max_fraction"),
     "uncordon_drained_nodes": ({"include_dead_runs": "no"}, "include_dead_runs: expected bool"),
     "deployment_ready_ratio": ({"name": 5}, "name: expected str"),
     "hpa_replicas": ({"name": "web", "wait_seconds": "x"}, "wait_seconds: expected float"),
     "nodes_ready": ({"label_selector": 3}, "label_selector: expected str"),
     "pods_pending": ({"min_age_seconds": "x"}, "min_age_seconds: expected float"),
     "catalog_check": ({"name": "no-such-probe"}, "no probe 'no-such-probe'"),
-    "catalog_probe": (
-        {"name": "http-error-ratio", "parameters": {"job": 'a"b'}}, "double quote"),
+    "catalog_probe": ({"name": "http-error-ratio", "parameters": {"job": 'a"b'}}, "double quote"),
     "histogram_quantile": ({"metric": "http_seconds", "quantile": 2.0}, "quantile"),
     "query_series": (
-        {"expr": "up", "window_seconds": 60, "step_seconds": 300}, "longer than window_seconds"
+        {"expr": "up", "window_seconds": 60, "step_seconds": 300},
+        "longer than window_seconds",
     ),
     "query_stats": ({"expr": "sum(rate(x[5m]"}, "unclosed left parenthesis"),
     "query_value": ({"expr": "sum(rate(x[5m]"}, "unclosed left parenthesis"),
     "slo_fraction": ({"expr": "up", "op": "~"}, "op"),
     "slo_holds": ({"expr": "up", "min_fraction": 2.0}, "min_fraction"),
-    "change_sidecar_template": ({"values_patch": {"a": 1}, "configmap_name": "Bad Name"},
-                                "is not a valid name"),
+    "change_sidecar_template": (
+        {"values_patch": {"a": 1}, "configmap_name": "Bad Name"},
+        "is not a valid name",
+    ),
     "restore_sidecar_template": ({"include_dead_runs": "yes"}, "include_dead_runs: expected bool"),
     "rollout_drifted_workloads": ({"parallel": 0}, "parallel"),
     "sidecar_drift": ({"template_format": "helm2"}, "template_format"),
-}  # fmt: skip
+}
 
 
 def _discovered() -> list[dict[str, Any]]:
@@ -152,18 +156,28 @@ def test_every_activity_refuses_a_bad_argument_at_run_time_without_touching_anyt
         for a in _discovered()
     ]
     # the positive control: a good query does reach its listener, and the hook sees it
-    cases.append({
-        "module": "chaos_ext.prometheus.probes", "func": "query_value",
-        "arguments": {"expr": "up"},
-        "configuration": {"prometheus_url": f"http://127.0.0.1:{control_listener.port}"},
-    })  # fmt: skip
+    cases.append(
+        {
+            "module": "chaos_ext.prometheus.probes",
+            "func": "query_value",
+            "arguments": {"expr": "up"},
+            "configuration": {"prometheus_url": f"http://127.0.0.1:{control_listener.port}"},
+        }
+    )
     url = f"http://127.0.0.1:{listener.port}"
-    request = {"cases": cases, "configuration": {
-        "prometheus_url": url, "kubeconfig_path": "/nonexistent/kubeconfig"}}  # fmt: skip
+    request = {
+        "cases": cases,
+        "configuration": {"prometheus_url": url, "kubeconfig_path": "/nonexistent/kubeconfig"},
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "support.refusals"], input=json.dumps(request),
-        capture_output=True, text=True, timeout=240, env=cli_env(ledger_path), check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "support.refusals"],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=cli_env(ledger_path),
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     *refused, control = json.loads(done.stdout)
     assert any(e.startswith("socket.connect") for e in control["events"]), control
@@ -183,10 +197,22 @@ def test_validate_and_run_time_give_the_same_verdict() -> None:
     """What `gameday validate` says about each bad argument is what the call says."""
     by_name = {a["name"]: a for a in _discovered()}
     for name, (arguments, expected) in BAD.items():
-        experiment = {"title": "t", "description": "d", "method": [{
-            "type": "action", "name": name, "provider": {
-                "type": "python", "module": by_name[name]["mod"], "func": name,
-                "arguments": arguments}}]}  # fmt: skip
+        experiment = {
+            "title": "t",
+            "description": "d",
+            "method": [
+                {
+                    "type": "action",
+                    "name": name,
+                    "provider": {
+                        "type": "python",
+                        "module": by_name[name]["mod"],
+                        "func": name,
+                        "arguments": arguments,
+                    },
+                }
+            ],
+        }
         with pytest.raises(ExperimentInvalid, match=r"method\[0\]\.provider\.arguments") as caught:
             validate_experiment(Path("x.json"), experiment)
         assert expected in caught.value.message, (name, caught.value.message)
@@ -200,18 +226,31 @@ def test_plain_chaos_run_refuses_query_series_without_a_request(
         "title": "query_series with a step longer than its window",
         "description": "must fail before any request",
         "configuration": {"prometheus_url": f"http://127.0.0.1:{listener.port}"},
-        "method": [{"type": "probe", "name": "series", "provider": {
-            "type": "python", "module": "chaos_ext.prometheus.probes", "func": "query_series",
-            "arguments": {"expr": "up", "window_seconds": 60, "step_seconds": 300}}}],
-    }  # fmt: skip
+        "method": [
+            {
+                "type": "probe",
+                "name": "series",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.prometheus.probes",
+                    "func": "query_series",
+                    "arguments": {"expr": "up", "window_seconds": 60, "step_seconds": 300},
+                },
+            }
+        ],
+    }
     path = tmp_path / "experiment.json"
     path.write_text(json.dumps(experiment))
     journal_path = tmp_path / "journal.json"
     subprocess.run(
         [str(CHAOS), "--no-version-check", "run", "--journal-path", str(journal_path), str(path)],
-        env=cli_env(ledger_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         check=False,
-    )  # fmt: skip
+    )
     journal = json.loads(journal_path.read_text())
     (run,) = journal["run"]
     assert run["status"] == "failed"

@@ -43,9 +43,13 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
     out = tmp_path_factory.mktemp("ctk-corpus")
     child = subprocess.run(
         [sys.executable, "-m", "support.ctk_corpus", str(out)],
-        capture_output=True, text=True, timeout=120, check=True,
-        env=_env(out / "unused.sqlite3"), cwd=out,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=_env(out / "unused.sqlite3"),
+        cwd=out,
+    )
     verdicts: dict[str, str | None] = json.loads(child.stdout)
     return out, verdicts
 
@@ -53,9 +57,13 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
 def _gameday(command: str, files: list[Path], ledger: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         gameday_argv(command, *map(str, files)),
-        capture_output=True, text=True, timeout=300, check=False, env=_env(ledger),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=_env(ledger),
         cwd=ledger.parent,
-    )  # fmt: skip
+    )
 
 
 def _validate(files: list[Path], ledger: Path) -> dict[str, list[str]]:
@@ -87,8 +95,9 @@ def test_the_corpus_is_chaostoolkits_whole_fixture_file(
 
 
 def test_every_experiment_chaoslib_accepts_gameday_validate_accepts(
-    corpus: tuple[Path, dict[str, str | None]], ledger_path: Path,
-) -> None:  # fmt: skip
+    corpus: tuple[Path, dict[str, str | None]],
+    ledger_path: Path,
+) -> None:
     out, _ = corpus
     refused = _validate(sorted((out / "accepted").glob("*.json")), ledger_path)
     assert set(refused) == set(STRICTER), refused
@@ -97,8 +106,9 @@ def test_every_experiment_chaoslib_accepts_gameday_validate_accepts(
 
 
 def test_every_experiment_chaoslib_refuses_gameday_validate_refuses(
-    corpus: tuple[Path, dict[str, str | None]], ledger_path: Path,
-) -> None:  # fmt: skip
+    corpus: tuple[Path, dict[str, str | None]],
+    ledger_path: Path,
+) -> None:
     out, verdicts = corpus
     refused = _validate(sorted((out / "refused").glob("*.json")), ledger_path)
     assert set(refused) == {name for name, verdict in verdicts.items() if verdict}
@@ -113,12 +123,15 @@ def test_every_experiment_chaoslib_refuses_gameday_validate_refuses(
 
 
 def test_run_refuses_chaoslibs_refusals_with_the_lines_validate_prints(
-    corpus: tuple[Path, dict[str, str | None]], ledger_path: Path,
-) -> None:  # fmt: skip
+    corpus: tuple[Path, dict[str, str | None]],
+    ledger_path: Path,
+) -> None:
     out, _ = corpus
     files = sorted((out / "refused").glob("*.json"))
     validate, run = (_gameday(command, files, ledger_path) for command in ("validate", "run"))
     assert (validate.returncode, run.returncode) == (3, 3)
-    invalid = [[line for line in r.stderr.splitlines() if line.startswith("invalid: ")]
-               for r in (validate, run)]  # fmt: skip
+    invalid = [
+        [line for line in r.stderr.splitlines() if line.startswith("invalid: ")]
+        for r in (validate, run)
+    ]
     assert invalid[0] == invalid[1] and len(invalid[0]) >= len(files)

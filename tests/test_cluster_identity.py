@@ -59,21 +59,28 @@ def _nodes(cluster: EmulatorHandle) -> dict[str, Any]:
 
 
 def _action(module: str, func: str, **arguments: Any) -> dict[str, Any]:
-    return {"type": "action", "name": func,
-            "provider": {"type": "python", "module": module, "func": func,
-                         "arguments": arguments}}  # fmt: skip
+    return {
+        "type": "action",
+        "name": func,
+        "provider": {"type": "python", "module": module, "func": func, "arguments": arguments},
+    }
 
 
 FAULTS = {
     "sidecar-template": _action(
-        "chaos_ext.sidecar.actions", "change_sidecar_template",
+        "chaos_ext.sidecar.actions",
+        "change_sidecar_template",
         values_patch={"global": {"tag": "1.23.0"}},
     ),
     "node-drain": _action(
-        "chaos_ext.node.actions", "drain_nodes", label_selector="role=eat-workers", count=2,
-        pick="first", max_fraction=0.5,
+        "chaos_ext.node.actions",
+        "drain_nodes",
+        label_selector="role=eat-workers",
+        count=2,
+        pick="first",
+        max_fraction=0.5,
     ),
-}  # fmt: skip
+}
 
 
 def _inject_and_kill(
@@ -81,15 +88,20 @@ def _inject_and_kill(
 ) -> None:
     env = {**cli_env(ledger), "KUBECONFIG": str(kubeconfig)}
     runner = subprocess.Popen(
-        gameday_argv("run", "--journal", "j.json", str(experiment)), env=env, cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        gameday_argv("run", "--journal", "j.json", str(experiment)),
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(
-            lambda: any(e.kind == kind for e in Ledger(ledger).open_entries())
-            and runner.poll() is None,
-            60, f"the {kind} fault",
-        )  # fmt: skip
+            lambda: (
+                any(e.kind == kind for e in Ledger(ledger).open_entries()) and runner.poll() is None
+            ),
+            60,
+            f"the {kind} fault",
+        )
         wait_for(lambda: _changed(kind), 30, "the change on cluster A")
     finally:
         runner.send_signal(signal.SIGKILL)
@@ -105,9 +117,12 @@ def _changed(kind: str) -> bool:
 
 @pytest.mark.parametrize("kind", sorted(FAULTS))
 def test_rollback_against_the_wrong_cluster_refuses_and_changes_nothing(
-    kind: str, clusters: tuple[EmulatorHandle, EmulatorHandle], ledger_path: Path,
-    tmp_path: Path, write_experiment: Callable[..., Path],
-) -> None:  # fmt: skip
+    kind: str,
+    clusters: tuple[EmulatorHandle, EmulatorHandle],
+    ledger_path: Path,
+    tmp_path: Path,
+    write_experiment: Callable[..., Path],
+) -> None:
     a, b = clusters
     a_before, b_before = _digest(a), _digest(b)
     a_nodes, b_nodes = _nodes(a), _nodes(b)
@@ -115,20 +130,39 @@ def test_rollback_against_the_wrong_cluster_refuses_and_changes_nothing(
     _CHANGED["node-drain"] = lambda: (
         sum(bool(s.get("unschedulable")) for s in _nodes(a).values()) == 2
     )
-    experiment = write_experiment({
-        "title": f"{kind} on cluster A", "description": "issue 22, defect 1",
-        "method": [FAULTS[kind], {"type": "probe", "name": "wait", "provider": {
-            "type": "process", "path": "sleep", "arguments": "120", "timeout": 150}}],
-    })  # fmt: skip
+    experiment = write_experiment(
+        {
+            "title": f"{kind} on cluster A",
+            "description": "issue 22, defect 1",
+            "method": [
+                FAULTS[kind],
+                {
+                    "type": "probe",
+                    "name": "wait",
+                    "provider": {
+                        "type": "process",
+                        "path": "sleep",
+                        "arguments": "120",
+                        "timeout": 150,
+                    },
+                },
+            ],
+        }
+    )
     _inject_and_kill(kind, a.kubeconfig, ledger_path, tmp_path, experiment)
     a_faulted, a_faulted_nodes = _digest(a), _nodes(a)
 
     def rollback(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
         env = {**cli_env(ledger_path), "KUBECONFIG": str(kubeconfig)}
         return subprocess.run(
-            gameday_argv("rollback", *args), env=env, cwd=tmp_path, capture_output=True,
-            text=True, timeout=120, check=False,
-        )  # fmt: skip
+            gameday_argv("rollback", *args),
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
     wrong = rollback(kubeconfig=b.kubeconfig)
     assert wrong.returncode == 2, wrong.stderr
@@ -166,34 +200,63 @@ def _config_demo(folder: Path, development: str, test: str) -> Path:
         ["set-cluster", "test", f"--server={test.rstrip('/')}"],
         ["set-credentials", "developer", "--token=emulator-token"],
         ["set-credentials", "experimenter", "--token=emulator-token"],
-        ["set-context", "dev-frontend", "--cluster=development", "--namespace=frontend",
-         "--user=developer"],
-        ["set-context", "dev-storage", "--cluster=development", "--namespace=storage",
-         "--user=developer"],
-        ["set-context", "exp-test", "--cluster=test", "--namespace=default",
-         "--user=experimenter"],
+        [
+            "set-context",
+            "dev-frontend",
+            "--cluster=development",
+            "--namespace=frontend",
+            "--user=developer",
+        ],
+        [
+            "set-context",
+            "dev-storage",
+            "--cluster=development",
+            "--namespace=storage",
+            "--user=developer",
+        ],
+        ["set-context", "exp-test", "--cluster=test", "--namespace=default", "--user=experimenter"],
         ["use-context", "dev-frontend"],
-    ]  # fmt: skip
+    ]
     for args in commands:
-        subprocess.run(["kubectl", "config", f"--kubeconfig={path}", *args], check=True,
-                       capture_output=True, timeout=30)  # fmt: skip
+        subprocess.run(
+            ["kubectl", "config", f"--kubeconfig={path}", *args],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
     return path
 
 
 def test_context_names_the_cluster_in_one_kubeconfig(
-    clusters: tuple[EmulatorHandle, EmulatorHandle], ledger_path: Path, tmp_path: Path,
+    clusters: tuple[EmulatorHandle, EmulatorHandle],
+    ledger_path: Path,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
-) -> None:  # fmt: skip
+) -> None:
     """One kubeconfig with contexts for both: the recorded context is used, --context wins."""
     a, b = clusters
     demo = _config_demo(tmp_path, development=a.url, test=b.url)
     a_before, b_before = _digest(a), _digest(b)
     _CHANGED["sidecar-template"] = lambda: _digest(a) != a_before
-    experiment = write_experiment({
-        "title": "template on development", "description": "-",
-        "method": [FAULTS["sidecar-template"], {"type": "probe", "name": "wait", "provider": {
-            "type": "process", "path": "sleep", "arguments": "120", "timeout": 150}}],
-    })  # fmt: skip
+    experiment = write_experiment(
+        {
+            "title": "template on development",
+            "description": "-",
+            "method": [
+                FAULTS["sidecar-template"],
+                {
+                    "type": "probe",
+                    "name": "wait",
+                    "provider": {
+                        "type": "process",
+                        "path": "sleep",
+                        "arguments": "120",
+                        "timeout": 150,
+                    },
+                },
+            ],
+        }
+    )
     _inject_and_kill("sidecar-template", demo, ledger_path, tmp_path, experiment)
     (entry,) = Ledger(ledger_path).open_entries()
     assert entry.identity is not None
@@ -202,16 +265,25 @@ def test_context_names_the_cluster_in_one_kubeconfig(
 
     def rollback(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            gameday_argv("rollback", *args), env=env, cwd=tmp_path, capture_output=True,
-            text=True, timeout=120, check=False,
-        )  # fmt: skip
+            gameday_argv("rollback", *args),
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
     wrong = rollback("--context", "exp-test")
     assert wrong.returncode == 2 and "refusing to undo it there" in " ".join(wrong.stderr.split())
     assert _digest(a) != a_before and _digest(b) == b_before  # A faulted, B untouched
     # the operator switched to the test cluster; the entry still names its own context
-    subprocess.run(["kubectl", "config", f"--kubeconfig={demo}", "use-context", "exp-test"],
-                   check=True, capture_output=True, timeout=30)  # fmt: skip
+    subprocess.run(
+        ["kubectl", "config", f"--kubeconfig={demo}", "use-context", "exp-test"],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     right = rollback()
     assert right.returncode == 0, right.stderr
     assert _digest(a) == a_before

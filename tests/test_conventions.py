@@ -71,8 +71,10 @@ def test_rollback_activities_on_an_empty_ledger_undo_nothing(
     """Called with no arguments and nothing recorded, each returns the empty result."""
     result = getattr(importlib.import_module(module_name), name)()
     assert {k: result[k] for k in ("undone", "faults", "left_alone")} == {
-        "undone": 0, "faults": [], "left_alone": []
-    }  # fmt: skip
+        "undone": 0,
+        "faults": [],
+        "left_alone": [],
+    }
 
 
 # -- the checker notices each kind of break -------------------------------------------
@@ -89,9 +91,11 @@ def _module(**functions: Callable[..., Any]) -> types.ModuleType:
 @fault_action(rollback="undo_it")
 @validated_by()
 def inject(
-    target: str, hold_seconds: float = 60, configuration: Configuration = None,
+    target: str,
+    hold_seconds: float = 60,
+    configuration: Configuration = None,
     secrets: Secrets = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Inject a pretend fault for the checker's own tests; rollback: ``undo_it``."""
     return {LEDGER_ID: "x", "target": target, "hold_seconds": hold_seconds}
 
@@ -99,18 +103,22 @@ def inject(
 @rollback_activity
 @validated_by()
 def undo_it(
-    target: str = "", include_dead_runs: bool = False, configuration: Configuration = None,
+    target: str = "",
+    include_dead_runs: bool = False,
+    configuration: Configuration = None,
     secrets: Secrets = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Undo the pretend fault of this run (the checker's own tests)."""
     return {"undone": 0, "faults": [], "left_alone": []}
 
 
 @validated_by()
 def probe_it(
-    name: str, timeout_seconds: float = 1.0, configuration: Configuration = None,
+    name: str,
+    timeout_seconds: float = 1.0,
+    configuration: Configuration = None,
     secrets: Secrets = None,
-) -> float:  # fmt: skip
+) -> float:
     """Measure something pretend for the checker's own tests."""
     return 1.0
 
@@ -122,26 +130,30 @@ def test_the_good_examples_pass() -> None:
     assert problems_of(_module(probe_it=probe_it), "probe_it", probe_it, kind="probe") == []
 
 
-def _time_unit_broken(timeout: float = 1.0, configuration: Configuration = None,
-                      secrets: Secrets = None) -> float:  # fmt: skip
+def _time_unit_broken(
+    timeout: float = 1.0, configuration: Configuration = None, secrets: Secrets = None
+) -> float:
     """Measure something with a unit-less timeout (broken on purpose)."""
     return timeout
 
 
-def _time_suffix_broken(wait_s: float = 0, configuration: Configuration = None,
-                        secrets: Secrets = None) -> float:  # fmt: skip
+def _time_suffix_broken(
+    wait_s: float = 0, configuration: Configuration = None, secrets: Secrets = None
+) -> float:
     """Measure something with a _s suffix (broken on purpose)."""
     return wait_s
 
 
-def _time_string_broken(window_seconds: str = "5m", configuration: Configuration = None,
-                        secrets: Secrets = None) -> str:  # fmt: skip
+def _time_string_broken(
+    window_seconds: str = "5m", configuration: Configuration = None, secrets: Secrets = None
+) -> str:
     """Measure something with a window as text (broken on purpose)."""
     return window_seconds
 
 
-def _untyped_configuration(name: str, configuration: dict[str, Any] | None = None,
-                           secrets: dict[str, Any] | None = None) -> str:  # fmt: skip
+def _untyped_configuration(
+    name: str, configuration: dict[str, Any] | None = None, secrets: dict[str, Any] | None = None
+) -> str:
     """Measure something with dict-typed configuration (broken on purpose)."""
     return name
 
@@ -191,9 +203,11 @@ def _old_ledger_key(configuration: Configuration = None, secrets: Secrets = None
 
 @rollback_activity
 def _unscoped_undo(
-    target: str, this_run_only: bool = True, configuration: Configuration = None,
+    target: str,
+    this_run_only: bool = True,
+    configuration: Configuration = None,
     secrets: Secrets = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Undo faults with the old scope flag and a required argument (broken on purpose)."""
     return {}
 
@@ -234,11 +248,27 @@ def test_the_walk_itself_fails_on_a_broken_activity(monkeypatch: pytest.MonkeyPa
 # -- no aliases: the old names are gone from what users read and run ---------------------
 
 OLD_NAMES = (
-    "delay_ms", "jitter_ms", "timeout_s", "wait_s", "min_age_s", "uncordon_after_s",
-    "backoff_initial_s", "backoff_max_s", "grace_period_s", "interval_s", "from_s", "to_s",
-    "only_started_before", "this_run_only", "ledger_entry", "load_id", "connect_timeout",
-    "prometheus_timeout", "alertmanager_timeout", "start_delay",
-)  # fmt: skip
+    "delay_ms",
+    "jitter_ms",
+    "timeout_s",
+    "wait_s",
+    "min_age_s",
+    "uncordon_after_s",
+    "backoff_initial_s",
+    "backoff_max_s",
+    "grace_period_s",
+    "interval_s",
+    "from_s",
+    "to_s",
+    "only_started_before",
+    "this_run_only",
+    "ledger_entry",
+    "load_id",
+    "connect_timeout",
+    "prometheus_timeout",
+    "alertmanager_timeout",
+    "start_delay",
+)
 _OLD = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(OLD_NAMES) + r")(?![A-Za-z0-9_])")
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -250,9 +280,11 @@ def old_names_in(text: str) -> list[str]:
 
 def test_docs_and_experiments_use_only_the_new_names() -> None:
     paths = [
-        *ROOT.glob("docs/*.md"), ROOT / "README.md", ROOT / "CONTRIBUTING.md",
+        *ROOT.glob("docs/*.md"),
+        ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
         *ROOT.glob("experiments/**/*.json"),
-    ]  # fmt: skip
+    ]
     found = {
         str(p.relative_to(ROOT)): names
         for p in paths
@@ -263,8 +295,10 @@ def test_docs_and_experiments_use_only_the_new_names() -> None:
 
 def test_the_old_name_check_notices_them() -> None:
     assert old_names_in('"delay_ms": 150, "timeout_s": 30, "ledger_entry": x') == [
-        "delay_ms", "ledger_entry", "timeout_s",
-    ]  # fmt: skip
+        "delay_ms",
+        "ledger_entry",
+        "timeout_s",
+    ]
     assert old_names_in("delay_seconds timeout_seconds ledger_id connect_timeout_seconds") == []
 
 

@@ -165,9 +165,10 @@ def _described(activity: dict[str, object]) -> str:
     arguments = activity["arguments"]
     assert isinstance(arguments, list)
     shown = " ".join(
-        f"{a['name']}:{a.get('type')}" for a in arguments
+        f"{a['name']}:{a.get('type')}"
+        for a in arguments
         if a["name"] not in ("configuration", "secrets")
-    )  # fmt: skip
+    )
     return f"{shown} -> {activity.get('return_type')}"
 
 
@@ -205,9 +206,10 @@ def test_all_is_exactly_the_public_functions() -> None:
         public = {
             name
             for name, obj in vars(module).items()
-            if inspect.isfunction(obj) and obj.__module__ == module.__name__
+            if inspect.isfunction(obj)
+            and obj.__module__ == module.__name__
             and not name.startswith("_")
-        }  # fmt: skip
+        }
         assert set(module.__all__) == public, module_name
 
 
@@ -218,17 +220,32 @@ def test_activity_signatures_are_json_friendly_with_injected_last() -> None:
         assert names[len(names) - len(injected) :] == injected, activity["name"]
         for argument in activity["arguments"]:
             assert argument.get("type") in {
-                "string", "integer", "number", "boolean", "list", "mapping",
-            }, (activity["name"], argument)  # fmt: skip
+                "string",
+                "integer",
+                "number",
+                "boolean",
+                "list",
+                "mapping",
+            }, (activity["name"], argument)
 
 
 def _chaos_discover(tmp_path: Path) -> Path:
     out = tmp_path / "discovery.json"
     result = subprocess.run(
-        [str(CHAOS), "discover", "--no-install", "--no-system-info",
-         "--discovery-path", str(out), "chaos_ext"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            str(CHAOS),
+            "discover",
+            "--no-install",
+            "--no-system-info",
+            "--discovery-path",
+            str(out),
+            "chaos_ext",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return out
 
@@ -240,9 +257,11 @@ def test_chaos_discover_cli_shows_no_object_type(tmp_path: Path) -> None:
         ("open_faults", "probe"),
     }
     untyped = [
-        (a["name"], arg["name"]) for a in listed for arg in a["arguments"]
+        (a["name"], arg["name"])
+        for a in listed
+        for arg in a["arguments"]
         if arg.get("type") in (None, "object")
-    ]  # fmt: skip
+    ]
     assert untyped == []
     assert all(a.get("return_type") not in (None, "object") for a in listed)
 
@@ -284,11 +303,23 @@ def test_chaos_init_from_the_discovery_builds_a_valid_experiment(tmp_path: Path)
     ]
     experiment = tmp_path / "experiment.json"
     init = subprocess.run(
-        [str(CHAOS), "--settings", str(tmp_path / "settings.yaml"), "init",
-         "--discovery-path", str(discovery), "--experiment-path", str(experiment)],
-        input="\n".join(answers) + "\n", capture_output=True, text=True, timeout=120,
-        check=False, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            str(CHAOS),
+            "--settings",
+            str(tmp_path / "settings.yaml"),
+            "init",
+            "--discovery-path",
+            str(discovery),
+            "--experiment-path",
+            str(experiment),
+        ],
+        input="\n".join(answers) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
     assert init.returncode == 0, init.stdout[-2000:] + init.stderr[-2000:]
     built = json.loads(experiment.read_text())
     rtt, rollback = built["method"]
@@ -302,11 +333,20 @@ def test_chaos_init_from_the_discovery_builds_a_valid_experiment(tmp_path: Path)
     assert rollback["provider"]["arguments"] == {"include_dead_runs": False}
     checked = subprocess.run(
         [str(CHAOS), "--settings", str(tmp_path / "settings.yaml"), "validate", str(experiment)],
-        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     ours = subprocess.run(
-        gameday_argv("validate", str(experiment)), capture_output=True, text=True, timeout=120,
-        check=False, cwd=tmp_path, env=cli_env(tmp_path / "ledger.sqlite3"),
-    )  # fmt: skip
+        gameday_argv("validate", str(experiment)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env=cli_env(tmp_path / "ledger.sqlite3"),
+    )
     assert ours.returncode == 0, ours.stdout + ours.stderr

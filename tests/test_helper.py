@@ -26,9 +26,11 @@ def test_helper_environment_carries_the_token_but_not_the_runners_secrets(
     monkeypatch.setenv("LANG", "C.UTF-8")
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
     handle = _helper.start_helper(
-        module="support.port_holder", payload={"port": _free_port(), "seconds": 30},
-        token="unit-token-1", ready_timeout=20,
-    )  # fmt: skip
+        module="support.port_holder",
+        payload={"port": _free_port(), "seconds": 30},
+        token="unit-token-1",
+        ready_timeout=20,
+    )
     try:
         environ = Path(f"/proc/{handle.pid}/environ").read_bytes().split(b"\0")
         assert b"GAMEDAY_HELPER_TOKEN=unit-token-1" in environ
@@ -53,9 +55,11 @@ def test_a_helper_that_fails_reports_its_error_and_is_gone(
         port = taken.getsockname()[1]
         with pytest.raises(ChaosExtError, match="Address already in use"):
             _helper.start_helper(
-                module="support.port_holder", payload={"port": port, "seconds": 30},
-                token="unit-token-2", ready_timeout=20,
-            )  # fmt: skip
+                module="support.port_holder",
+                payload={"port": port, "seconds": 30},
+                token="unit-token-2",
+                ready_timeout=20,
+            )
     assert _helper.find_helpers("unit-token-2") == []
 
 

@@ -58,9 +58,13 @@ def _kubeconfig(path: Path, hosts: dict[str, str]) -> Path:
     contexts = [{"name": n, "context": {"cluster": n, "user": "u"}} for n in hosts]
     clusters = [{"name": n, "cluster": {"server": h}} for n, h in hosts.items()]
     config = {
-        "apiVersion": "v1", "kind": "Config", "clusters": clusters, "contexts": contexts,
-        "users": [{"name": "u", "user": {"token": "t"}}], "current-context": next(iter(hosts)),
-    }  # fmt: skip
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": clusters,
+        "contexts": contexts,
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "current-context": next(iter(hosts)),
+    }
     path.write_text(json.dumps(config))
     return path
 

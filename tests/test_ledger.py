@@ -43,11 +43,18 @@ def test_record_is_visible_to_another_process(ledger_path: Path) -> None:
     )
     # a separate process (a later `gameday rollback`) sees the committed row
     out = subprocess.run(
-        [sys.executable, "-c", "import sqlite3,sys; db=sqlite3.connect(sys.argv[1]);"
-         "print(db.execute('select id, kind, state, owner_pid from entries').fetchall())",
-         str(ledger_path)],
-        capture_output=True, text=True, check=True, timeout=30,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3,sys; db=sqlite3.connect(sys.argv[1]);"
+            "print(db.execute('select id, kind, state, owner_pid from entries').fetchall())",
+            str(ledger_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
     assert entry.id in out.stdout
     assert "'open'" in out.stdout
     assert str(os.getpid()) in out.stdout
@@ -105,8 +112,13 @@ def test_owner_alive_tells_dead_from_recycled(ledger_path: Path) -> None:
     book = Ledger(ledger_path)
     entry = book.record(kind="unit-flaky", target="t", recipe={}, module=__name__)
     assert entry.owner_alive()
-    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True, timeout=30)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
     dead_pid = int(proc.stdout)
     dead = Entry(**{**entry.__dict__, "owner_pid": dead_pid, "owner_start": 1})
     assert not dead.owner_alive()
@@ -137,9 +149,11 @@ def test_unwritable_location_is_a_ledger_error(tmp_path: Path) -> None:
 
 
 def test_a_zombie_owner_is_dead_and_the_next_run_recovers_its_fault(
-    ledger_path: Path, tmp_path: Path, netns_name: str,
+    ledger_path: Path,
+    tmp_path: Path,
+    netns_name: str,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     """Issue 22, defect 6: a killed runner not yet reaped by its parent is a zombie."""
     code = (
         "import os, signal, sys; sys.path.insert(0, sys.argv[2]);"
@@ -180,13 +194,23 @@ def test_a_fault_held_on_another_machine_is_refused_a_rebooted_ones_closes(
     here = machine_identity()
     elsewhere = {**machine_scope(), "machine": {**here, "hostname": "another-host"}}
     rebooted = {**machine_scope(), "machine": {**here, "boot_id": "0" * 36}}
-    far = book.record(kind="test-netns", target=netns_name, recipe={"name": netns_name},
-                      module="support.faultkit", identity=elsewhere)  # fmt: skip
+    far = book.record(
+        kind="test-netns",
+        target=netns_name,
+        recipe={"name": netns_name},
+        module="support.faultkit",
+        identity=elsewhere,
+    )
     outcome = undo(far, book)
     assert not outcome.ok and "TargetMismatch" in outcome.note and "another-host" in outcome.note
     assert netns_name in netns_list()  # the namespace of this host was not touched
-    old = book.record(kind="test-netns", target=netns_name, recipe={"name": netns_name},
-                      module="support.faultkit", identity=rebooted)  # fmt: skip
+    old = book.record(
+        kind="test-netns",
+        target=netns_name,
+        recipe={"name": netns_name},
+        module="support.faultkit",
+        identity=rebooted,
+    )
     outcome = undo(old, book)
     assert outcome.ok and "rebooted" in outcome.note
     assert netns_name in netns_list()  # a fault from before the reboot is gone: nothing run

@@ -40,9 +40,13 @@ def _record_in_child(ledger_path: Path, count: int, failpoints: str = "") -> int
     if failpoints:
         env["GAMEDAY_FAILPOINTS"] = failpoints
     proc = subprocess.run(
-        [sys.executable, "-c", RECORD, str(count)], env=env, capture_output=True, text=True,
-        timeout=60, check=False,
-    )  # fmt: skip
+        [sys.executable, "-c", RECORD, str(count)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     return proc.returncode
 
 

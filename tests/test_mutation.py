@@ -118,13 +118,33 @@ def _registered_kinds() -> set[str]:
 def _caught(kind: str, nodeids: list[str], tmp_path: Path) -> tuple[dict[str, str], int]:
     """Run ``nodeids`` with ``kind``'s undo a no-op: each test's outcome, and the mutant's calls."""
     junit, calls = tmp_path / f"{kind}.xml", tmp_path / f"{kind}.calls"
-    env = {**os.environ, "GAMEDAY_MUTANT_UNDO": kind, "GAMEDAY_MUTANT_LOG": str(calls),
-           "PYTHONPATH": os.pathsep.join([str(MUTANT_SITE), str(TESTS), str(ROOT)])}  # fmt: skip
+    env = {
+        **os.environ,
+        "GAMEDAY_MUTANT_UNDO": kind,
+        "GAMEDAY_MUTANT_LOG": str(calls),
+        "PYTHONPATH": os.pathsep.join([str(MUTANT_SITE), str(TESTS), str(ROOT)]),
+    }
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "", "--timeout=150",
-         f"--junitxml={junit}", *nodeids],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=KIND_S, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "",
+            "--timeout=150",
+            f"--junitxml={junit}",
+            *nodeids,
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=KIND_S,
+        check=False,
+    )
     outcomes: dict[str, str] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):  # noqa: S314 - written by our child
         name = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"

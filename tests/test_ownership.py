@@ -33,10 +33,17 @@ MEANWHILE = "already undone meanwhile by another rollback or timer"
 
 def _entry(recipe: dict[str, Any], *, kind: str = "netem", owner: int = 0, **more: Any) -> Entry:
     return Entry(
-        id=f"{abs(hash(repr(recipe))):016x}"[:16], kind=kind, target=str(recipe.get("target")),
-        module="m", recipe=recipe, run_id="r", owner_pid=owner or os.getpid(),
-        owner_start=None, created_at=0.0, **more,
-    )  # fmt: skip
+        id=f"{abs(hash(repr(recipe))):016x}"[:16],
+        kind=kind,
+        target=str(recipe.get("target")),
+        module="m",
+        recipe=recipe,
+        run_id="r",
+        owner_pid=owner or os.getpid(),
+        owner_start=None,
+        created_at=0.0,
+        **more,
+    )
 
 
 def test_local_and_this_process_s_pid_are_one_namespace() -> None:
@@ -73,18 +80,23 @@ def test_reach_keeps_a_spelling_that_still_reaches_the_namespace_and_refuses_a_g
 
 
 def test_a_rate_limit_sweep_deletes_only_tables_no_ledger_names() -> None:
-    owned = _entry({"target": "pid:7", "table": "gameday_dnsrate_aaaaaaaaaaaa"},
-                   kind="dns-rate-limit")  # fmt: skip
+    owned = _entry(
+        {"target": "pid:7", "table": "gameday_dnsrate_aaaaaaaaaaaa"}, kind="dns-rate-limit"
+    )
     census = Census([(Path("/l/a.sqlite3"), owned)])
-    plan = plan_sweep("netns:x", ["gameday_dnsrate_aaaaaaaaaaaa", "gameday_dnsrate_bbbbbbbbbbbb"],
-                      census)  # fmt: skip
+    plan = plan_sweep(
+        "netns:x", ["gameday_dnsrate_aaaaaaaaaaaa", "gameday_dnsrate_bbbbbbbbbbbb"], census
+    )
     assert plan.delete == ["gameday_dnsrate_bbbbbbbbbbbb"]
     (note,) = plan.notes
-    assert note.startswith(f"netns:x: table gameday_dnsrate_aaaaaaaaaaaa left alone: open entry"
-                           f" {owned.id} (pid:7, run r, its runner is alive) in the ledger at"
-                           " /l/a.sqlite3")  # fmt: skip
-    unreadable = plan_sweep("netns:x", ["gameday_dnsrate_bbbbbbbbbbbb"],
-                            Census([], ["/l/b.sqlite3: damaged"]))  # fmt: skip
+    assert note.startswith(
+        f"netns:x: table gameday_dnsrate_aaaaaaaaaaaa left alone: open entry"
+        f" {owned.id} (pid:7, run r, its runner is alive) in the ledger at"
+        " /l/a.sqlite3"
+    )
+    unreadable = plan_sweep(
+        "netns:x", ["gameday_dnsrate_bbbbbbbbbbbb"], Census([], ["/l/b.sqlite3: damaged"])
+    )
     assert unreadable.delete == [] and "cannot be read" in unreadable.notes[0]
     assert plan_sweep("netns:x", [], Census([], ["/l/b: damaged"])).notes == []
 
@@ -92,10 +104,12 @@ def test_a_rate_limit_sweep_deletes_only_tables_no_ledger_names() -> None:
 def test_a_latency_tree_is_kept_when_any_entry_may_own_it() -> None:
     here = Place("eth0", netns_key=HERE)
     assert here.refers(_entry({"target": "netns:a", "interface": "eth0", identity.NETNS_KEY: HERE}))
-    assert not here.refers(_entry({"target": "netns:a", "interface": "eth1",
-                                   identity.NETNS_KEY: HERE}))  # fmt: skip
-    assert not here.refers(_entry({"target": "local", "interface": "eth0",
-                                   identity.NETNS_KEY: "other:1:2"}))  # fmt: skip
+    assert not here.refers(
+        _entry({"target": "netns:a", "interface": "eth1", identity.NETNS_KEY: HERE})
+    )
+    assert not here.refers(
+        _entry({"target": "local", "interface": "eth0", identity.NETNS_KEY: "other:1:2"})
+    )
     unknowable = _entry({"target": "netns:gdt-no-such-namespace", "interface": "eth0"})
     assert here.refers(unknowable)  # cannot be told apart: kept
     node = {"scope": "ssh", "ssh": {"host_key": "ssh-ed25519 SHA256:abc"}}
@@ -110,8 +124,9 @@ def test_a_latency_tree_is_kept_when_any_entry_may_own_it() -> None:
 
 def _slow_entry(ledger_path: Path, tmp_path: Path, seconds: float = 0.5) -> Entry:
     recipe = {"runs": str(tmp_path / "runs.txt"), "seconds": seconds}
-    return Ledger(ledger_path).record(kind=slow_undo.KIND, target="t", recipe=recipe,
-                                      module=slow_undo.__name__)  # fmt: skip
+    return Ledger(ledger_path).record(
+        kind=slow_undo.KIND, target="t", recipe=recipe, module=slow_undo.__name__
+    )
 
 
 def _runs(tmp_path: Path) -> list[str]:
@@ -139,8 +154,9 @@ def test_two_rollback_activities_do_not_both_count_the_undo(
 ) -> None:
     entry = _slow_entry(ledger_path, tmp_path)
     results: list[dict[str, Any]] = []
-    threads = [threading.Thread(target=lambda: results.append(undo_entries([entry])))
-               for _ in range(2)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda: results.append(undo_entries([entry]))) for _ in range(2)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -156,11 +172,17 @@ def test_two_gameday_rollbacks_at_once_undo_an_entry_once(
 ) -> None:
     entry = _slow_entry(ledger_path, tmp_path, seconds=2.0)
     env = cli_env(ledger_path)
-    first = subprocess.Popen(gameday_argv("rollback"), env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    first = subprocess.Popen(
+        gameday_argv("rollback"),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     wait_for(lambda: _runs(tmp_path) == [entry.id], 30, "the first rollback's undo to start")
-    second = subprocess.run(gameday_argv("rollback"), env=env, capture_output=True, text=True,
-                            timeout=60, check=False)  # fmt: skip
+    second = subprocess.run(
+        gameday_argv("rollback"), env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     out_first, _ = first.communicate(timeout=60)
     assert first.returncode == 0 and second.returncode == 0, out_first + second.stdout
     assert _runs(tmp_path) == [entry.id]  # the undo ran once

@@ -109,8 +109,11 @@ def test_recorder_folds_merges_and_travels_between_processes() -> None:
     assert summary["p50_ms"] == pytest.approx(1.5, rel=0.002)
     assert summary["max_ms"] == pytest.approx(1.999, rel=0.002)
     assert LatencyRecorder().summary_ms() == {
-        "p50_ms": None, "p95_ms": None, "p99_ms": None, "mean_ms": None
-    }  # fmt: skip
+        "p50_ms": None,
+        "p95_ms": None,
+        "p99_ms": None,
+        "mean_ms": None,
+    }
     assert LatencyRecorder.decode("").encode() == ""
     service = latency_summary_ms(other.histogram(), (50,), prefix="service_", mean=False)
     assert service == {"service_p50_ms": summary["p50_ms"]}

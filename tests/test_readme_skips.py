@@ -25,11 +25,25 @@ SENTENCE = re.compile(r"skips exactly the (\d+) tests that run only inside\s+the
 def _collect(*args: str) -> tuple[set[str], set[str]]:
     """The node ids collected, and those a skip mark skips."""
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "-p", "support.skips_at_collection", *args],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": pythonpath()}, capture_output=True, text=True,
-        timeout=240, check=True,
-    ).stdout  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "support.skips_at_collection",
+            *args,
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": pythonpath()},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    ).stdout
     lines = out.splitlines()
     skipped = {line.removeprefix("SKIPPED ") for line in lines if line.startswith("SKIPPED ")}
     return {line for line in lines if "::" in line and " " not in line}, skipped

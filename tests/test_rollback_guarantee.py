@@ -37,9 +37,12 @@ def _py(label: str, func: str, /, kind: str = "action", **arguments: Any) -> dic
         "type": kind,
         "name": label,
         "provider": {
-            "type": "python", "module": "support.faultkit", "func": func, "arguments": arguments,
+            "type": "python",
+            "module": "support.faultkit",
+            "func": func,
+            "arguments": arguments,
         },
-    }  # fmt: skip
+    }
 
 
 def _sleep(seconds: int) -> dict[str, Any]:
@@ -74,12 +77,14 @@ def _inject_and_wait(
     ledger_path: Path, write_experiment: Callable[..., Path], tmp_path: Path, ns: str, port: int
 ) -> subprocess.Popen[str]:
     path = write_experiment(
-        _experiment([
-            _py("make-namespace", "create_netns", name=ns),
-            _py("hold-a-port", "hold_port", port=port, seconds=120),
-            _sleep(60),
-        ])
-    )  # fmt: skip
+        _experiment(
+            [
+                _py("make-namespace", "create_netns", name=ns),
+                _py("hold-a-port", "hold_port", port=port, seconds=120),
+                _sleep(60),
+            ]
+        )
+    )
     proc = _start(ledger_path, path, tmp_path)
     wait_for(
         lambda: len(Ledger(ledger_path).open_entries()) == 2 and _port_open(port),
@@ -91,9 +96,12 @@ def _inject_and_wait(
 
 
 def test_sigkill_then_gameday_rollback_removes_every_fault(
-    ledger_path: Path, write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str,
+    ledger_path: Path,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    netns_name: str,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     port = _free_port()
     proc = _inject_and_wait(ledger_path, write_experiment, tmp_path, netns_name, port)
     proc.send_signal(signal.SIGKILL)
@@ -114,9 +122,12 @@ def test_sigkill_then_gameday_rollback_removes_every_fault(
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_rolls_back_without_help(
-    sig: signal.Signals, ledger_path: Path, write_experiment: Callable[..., Path],
-    tmp_path: Path, netns_name: str,
-) -> None:  # fmt: skip
+    sig: signal.Signals,
+    ledger_path: Path,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    netns_name: str,
+) -> None:
     port = _free_port()
     proc = _inject_and_wait(ledger_path, write_experiment, tmp_path, netns_name, port)
     output = signal_and_collect(proc, sig, f"the runner ignored {sig.name}")
@@ -135,9 +146,12 @@ def test_signal_rolls_back_without_help(
 
 
 def test_deviated_hypothesis_still_rolls_back(
-    write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str, ledger_path: Path,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    netns_name: str,
+    ledger_path: Path,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     probe = _py("namespace-absent", "netns_exists", kind="probe", name=netns_name)
     probe["tolerance"] = False
     path = write_experiment(
@@ -162,15 +176,20 @@ def test_deviated_hypothesis_still_rolls_back(
 
 
 def test_failed_action_still_rolls_back(
-    write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str, ledger_path: Path,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    netns_name: str,
+    ledger_path: Path,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     path = write_experiment(
-        _experiment([
-            _py("make-namespace", "create_netns", name=netns_name),
-            _py("then-fail", "fail", message="injected failure"),
-        ])
-    )  # fmt: skip
+        _experiment(
+            [
+                _py("make-namespace", "create_netns", name=netns_name),
+                _py("then-fail", "fail", message="injected failure"),
+            ]
+        )
+    )
     result = gameday("run", "--journal", "j.json", str(path))
     assert result.returncode == 2, result.stderr
     journal = json.loads((tmp_path / "j.json").read_text())
@@ -181,9 +200,12 @@ def test_failed_action_still_rolls_back(
 
 
 def test_next_run_recovers_a_dead_runs_faults(
-    ledger_path: Path, write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str,
+    ledger_path: Path,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    netns_name: str,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     port = _free_port()
     proc = _inject_and_wait(ledger_path, write_experiment, tmp_path, netns_name, port)
     proc.send_signal(signal.SIGKILL)
@@ -204,9 +226,11 @@ def test_next_run_recovers_a_dead_runs_faults(
 
 
 def test_held_run_exits_zero_and_records_its_ledger(
-    write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    netns_name: str,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     probe = _py("namespace-absent", "netns_exists", kind="probe", name=netns_name)
     probe["tolerance"] = False
     path = write_experiment(
@@ -243,19 +267,24 @@ def test_held_run_exits_zero_and_records_its_ledger(
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_inside_a_python_activity_stops_the_method(
-    sig: signal.Signals, ledger_path: Path, write_experiment: Callable[..., Path],
-    tmp_path: Path, netns_name: str,
-) -> None:  # fmt: skip
+    sig: signal.Signals,
+    ledger_path: Path,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    netns_name: str,
+) -> None:
     """chaoslib turns exceptions raised in a Python activity into a failed activity and
     carries on; a signal landing there must still stop the method."""
     never = f"{netns_name}x"
     path = write_experiment(
-        _experiment([
-            _py("make-namespace", "create_netns", name=netns_name),
-            _py("nap", "nap", seconds=60),
-            _py("must-never-run", "create_netns", name=never),
-        ])
-    )  # fmt: skip
+        _experiment(
+            [
+                _py("make-namespace", "create_netns", name=netns_name),
+                _py("nap", "nap", seconds=60),
+                _py("must-never-run", "create_netns", name=never),
+            ]
+        )
+    )
     proc = _start(ledger_path, path, tmp_path)
     wait_for(lambda: netns_name in netns_list(), 30, "the first fault")
     time.sleep(1.0)  # inside nap by now

@@ -29,8 +29,9 @@ INJECT_AND_WAIT = (
 def other_run(ledger_path: Path, netns_name: str) -> Iterator[subprocess.Popen[str]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", INJECT_AND_WAIT, netns_name, str(Path(__file__).parent)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline() == "injected\n"
     yield proc
     proc.kill()

@@ -39,9 +39,16 @@ def busy_machine() -> Iterator[None]:
 
 
 def _py(label: str, func: str, /, **arguments: Any) -> dict[str, Any]:
-    return {"type": "action", "name": label,
-            "provider": {"type": "python", "module": "support.faultkit", "func": func,
-                         "arguments": arguments}}  # fmt: skip
+    return {
+        "type": "action",
+        "name": label,
+        "provider": {
+            "type": "python",
+            "module": "support.faultkit",
+            "func": func,
+            "arguments": arguments,
+        },
+    }
 
 
 def _experiment(ns: str, where: str) -> dict[str, Any]:
@@ -54,24 +61,33 @@ def _experiment(ns: str, where: str) -> dict[str, Any]:
         fault["pauses"] = {"after": 30}
         method = [fault, slow]
     return {
-        "title": "a long pause after an action", "description": "issue 22, defect 4",
+        "title": "a long pause after an action",
+        "description": "issue 22, defect 4",
         "method": method,
         "rollbacks": [_py("remove-namespace", "remove_netns", name=ns)],
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 @pytest.mark.parametrize("where", ["action", "pause"])
 def test_a_signal_ends_the_run_within_the_budget(
-    sig: signal.Signals, where: str, busy_machine: None, ledger_path: Path, tmp_path: Path,
-    netns_name: str, write_experiment: Callable[..., Path],
-) -> None:  # fmt: skip
+    sig: signal.Signals,
+    where: str,
+    busy_machine: None,
+    ledger_path: Path,
+    tmp_path: Path,
+    netns_name: str,
+    write_experiment: Callable[..., Path],
+) -> None:
     path = write_experiment(_experiment(netns_name, where))
     proc = subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
-        env=cli_env(ledger_path), cwd=tmp_path, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     wait_for(lambda: netns_name in netns_list(), 60, "the fault")
     time.sleep(1.5)  # well inside the nap (action) or the pause
     sent = time.monotonic()
@@ -94,17 +110,27 @@ def test_a_signal_right_after_a_ledger_commit_still_interrupts_the_run(
     transaction cleanup fail ("cannot rollback - no transaction is active"), and that
     error replaced the interrupt: the run went on as if nothing had been received."""
     Ledger(ledger_path)  # the run's first write is then the fault's entry
-    path = write_experiment({
-        "title": "signal after a commit", "description": "-",
-        "method": [_py("make-namespace", "create_netns", name=netns_name),
-                   _py("slow-action", "nap", seconds=60)],
-    })  # fmt: skip
+    path = write_experiment(
+        {
+            "title": "signal after a commit",
+            "description": "-",
+            "method": [
+                _py("make-namespace", "create_netns", name=netns_name),
+                _py("slow-action", "nap", seconds=60),
+            ],
+        }
+    )
     env = {**cli_env(ledger_path), "GAMEDAY_FAILPOINTS": "ledger.after-commit=term"}
     started = time.monotonic()
     run = subprocess.run(
-        gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)), env=env,
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert time.monotonic() - started < 30, run.stderr  # not the 60 s nap
     assert run.returncode == 2, run.stderr
     journal = json.loads((tmp_path / "journal.json").read_text())

@@ -25,9 +25,16 @@ SLOW_ROLLBACK_S = 0.6  # long enough for a second signal to land inside the roll
 
 
 def _py(label: str, func: str, /, **arguments: Any) -> dict[str, Any]:
-    return {"type": "action", "name": label,
-            "provider": {"type": "python", "module": "support.faultkit", "func": func,
-                         "arguments": arguments}}  # fmt: skip
+    return {
+        "type": "action",
+        "name": label,
+        "provider": {
+            "type": "python",
+            "module": "support.faultkit",
+            "func": func,
+            "arguments": arguments,
+        },
+    }
 
 
 def _shell(label: str, script: str) -> dict[str, Any]:
@@ -38,7 +45,8 @@ def _shell(label: str, script: str) -> dict[str, Any]:
 
 def _experiment(ns: str, sleep: str, marker: Path) -> dict[str, Any]:
     return {
-        "title": "a shell action, then a long pause", "description": "issue 26 item 1",
+        "title": "a shell action, then a long pause",
+        "description": "issue 26 item 1",
         "method": [
             _py("make-namespace", "create_netns", name=ns),
             {**_shell("shell-sleep", f"touch {marker}; sleep {sleep}"), "pauses": {"after": 60}},
@@ -47,15 +55,18 @@ def _experiment(ns: str, sleep: str, marker: Path) -> dict[str, Any]:
             _shell("slow-rollback", f"sleep {SLOW_ROLLBACK_S}"),
             _py("remove-namespace", "remove_netns", name=ns),
         ],
-    }  # fmt: skip
+    }
 
 
 def _start(ledger: Path, tmp: Path, experiment: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp / "journal.json"), str(experiment)),
-        env=cli_env(ledger), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=cli_env(ledger),
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-    )  # fmt: skip
+    )
 
 
 def _collect(proc: subprocess.Popen[str]) -> str:
@@ -76,8 +87,9 @@ def _assert_clean_interrupt(
     journal = json.loads((tmp / "journal.json").read_text())
     assert journal["gameday"]["outcome"] == "interrupted", (journal["gameday"], output)
     assert [(r["activity"]["name"], r["status"]) for r in journal["rollbacks"]] == [
-        ("slow-rollback", "succeeded"), ("remove-namespace", "succeeded"),
-    ], output  # fmt: skip
+        ("slow-rollback", "succeeded"),
+        ("remove-namespace", "succeeded"),
+    ], output
     assert ns not in netns_list()
     assert Ledger(ledger).open_entries() == []
     assert running_with_argument(sleep) == [], "a process of the shell action is left"
@@ -93,9 +105,14 @@ def _assert_clean_interrupt(
     ],
 )
 def test_two_signals_at_any_gap_exit_2_with_every_rollback_and_no_process_left(
-    first: signal.Signals, second: signal.Signals, gap_s: float, ledger_path: Path,
-    tmp_path: Path, netns_name: str, write_experiment: Callable[..., Path],
-) -> None:  # fmt: skip
+    first: signal.Signals,
+    second: signal.Signals,
+    gap_s: float,
+    ledger_path: Path,
+    tmp_path: Path,
+    netns_name: str,
+    write_experiment: Callable[..., Path],
+) -> None:
     sleep, marker = marked_sleep(), tmp_path / "in-the-shell"
     proc = _start(ledger_path, tmp_path, write_experiment(_experiment(netns_name, sleep, marker)))
     wait_for(lambda: marker.exists() and bool(running_with_argument(sleep)), 60, "the shell")

@@ -39,9 +39,16 @@ from chaos_ext.runner.verdict import failing_result
 DOC = ROOT / "docs" / "verdicts.md"
 PHASES = ("settle", "before", "method", "after", "rollbacks", "recovery", "ledger sweep")
 ENDINGS = (
-    "ok", "failing result", "accepted failing result", "exception", "timeout", "Ctrl-C",
-    "SIGTERM", "stop condition", "ungraceful exit",
-)  # fmt: skip
+    "ok",
+    "failing result",
+    "accepted failing result",
+    "exception",
+    "timeout",
+    "Ctrl-C",
+    "SIGTERM",
+    "stop condition",
+    "ungraceful exit",
+)
 SIGNALS = {"Ctrl-C": signal.SIGINT, "SIGTERM": signal.SIGTERM}
 HYPOTHESIS_PHASES = ("settle", "before", "after", "recovery")
 
@@ -136,10 +143,16 @@ class Builder:
 
     def _mode(self, ending: str) -> str:
         return {
-            "ok": "ok", "failing result": "fail", "accepted failing result": "fail",
-            "exception": "raise", "timeout": "hang", "Ctrl-C": "hang", "SIGTERM": "hang",
-            "stop condition": "hang", "ungraceful exit": "hang",
-        }[ending]  # fmt: skip
+            "ok": "ok",
+            "failing result": "fail",
+            "accepted failing result": "fail",
+            "exception": "raise",
+            "timeout": "hang",
+            "Ctrl-C": "hang",
+            "SIGTERM": "hang",
+            "stop condition": "hang",
+            "ungraceful exit": "hang",
+        }[ending]
 
     def provider(self, name: str, phase: str, **extra: Any) -> dict[str, Any]:
         ending = self._ending_of(phase)
@@ -154,42 +167,81 @@ class Builder:
             behaviour.update(when="after", ran=self.rolled)
         kind = self.row.provider
         if kind == "python":
-            return {"type": "python", "module": "support.verdictkit", "func": "behave",
-                    "arguments": behaviour}  # fmt: skip
+            return {
+                "type": "python",
+                "module": "support.verdictkit",
+                "func": "behave",
+                "arguments": behaviour,
+            }
         timeout = {"timeout": 1} if ending == "timeout" else {}
         if kind == "process":
-            return {"type": "process", "path": "sh",
-                    "arguments": ["-c", process_script(**behaviour)], **timeout}  # fmt: skip
+            return {
+                "type": "process",
+                "path": "sh",
+                "arguments": ["-c", process_script(**behaviour)],
+                **timeout,
+            }
         return {"type": "http", "url": self.http.url(**behaviour), **timeout}
 
     def probe(self) -> dict[str, Any]:
         tolerance = {"python": True, "process": 0, "http": 200}[self.row.provider]
         phase = self.row.phase if self.row.phase in HYPOTHESIS_PHASES else "before"
-        return {"type": "probe", "name": "probe", "tolerance": tolerance,
-                "provider": self.provider("probe", phase)}  # fmt: skip
+        return {
+            "type": "probe",
+            "name": "probe",
+            "tolerance": tolerance,
+            "provider": self.provider("probe", phase),
+        }
 
     def action(self) -> dict[str, Any]:
         if self.row.phase == "ledger sweep":
-            return {"type": "action", "name": "action", "provider": {
-                "type": "python", "module": "support.verdictkit", "func": "leave_fault",
-                "arguments": {"fail_undo": self.row.ending == "exception"}}}  # fmt: skip
-        return {"type": "action", "name": "action",
-                "provider": self.provider("action", "method", touch=self.ran)}  # fmt: skip
+            return {
+                "type": "action",
+                "name": "action",
+                "provider": {
+                    "type": "python",
+                    "module": "support.verdictkit",
+                    "func": "leave_fault",
+                    "arguments": {"fail_undo": self.row.ending == "exception"},
+                },
+            }
+        return {
+            "type": "action",
+            "name": "action",
+            "provider": self.provider("action", "method", touch=self.ran),
+        }
 
     def experiment(self) -> dict[str, Any]:
         method = [self.action()]
         if self.row.ending == "ungraceful exit":
-            method.insert(0, {"type": "action", "name": "leave-ungracefully", "background": True,
-                              "provider": {"type": "python", "module": "chaoslib.exit",
-                                           "func": "exit_ungracefully"}})  # fmt: skip
+            method.insert(
+                0,
+                {
+                    "type": "action",
+                    "name": "leave-ungracefully",
+                    "background": True,
+                    "provider": {
+                        "type": "python",
+                        "module": "chaoslib.exit",
+                        "func": "exit_ungracefully",
+                    },
+                },
+            )
         experiment: dict[str, Any] = {
             "title": f"row {self.row.id}",
             "description": "a row of docs/verdicts.md",
             "steady-state-hypothesis": {"title": "holds", "probes": [self.probe()]},
             "method": method,
-            "rollbacks": [{"type": "action", "name": "rollback", "provider": self.provider(
-                "rollback", "rollbacks", touch=self.rolled, remove=self.ran)}],
-        }  # fmt: skip
+            "rollbacks": [
+                {
+                    "type": "action",
+                    "name": "rollback",
+                    "provider": self.provider(
+                        "rollback", "rollbacks", touch=self.rolled, remove=self.ran
+                    ),
+                }
+            ],
+        }
         if self.row.ending == "stop condition":
             experiment["configuration"] = {"prometheus_url": self.prom_url}
         if self.row.ending == "accepted failing result":
@@ -199,24 +251,46 @@ class Builder:
 
 
 def _gate(row: Row, folder: Path, experiment: Path, http: BehaviourServer) -> tuple[int, str]:
-    args = ["gate", str(experiment), "--junit", str(folder / "junit.xml"),
-            "--journal-dir", str(folder), "--recover", "2"]  # fmt: skip
+    args = [
+        "gate",
+        str(experiment),
+        "--junit",
+        str(folder / "junit.xml"),
+        "--journal-dir",
+        str(folder),
+        "--recover",
+        "2",
+    ]
     if row.phase == "settle":
         args += ["--settle", "2" if row.ending not in SIGNALS else "20"]
     if row.ending == "stop condition":
         plan = folder / "plan.json"
         http.watch(row.id, str(folder / "started"))
         expr = f'max(verdict_row_started{{row="{row.id}"}}) or vector(0)'
-        plan.write_text(json.dumps({
-            "interval_seconds": 0.5, "unreachable_after": 3,
-            "conditions": [{"name": "the-action-started", "promql": expr,
-                            "tolerance": {"op": "<", "threshold": 1}}],
-        }))  # fmt: skip
+        plan.write_text(
+            json.dumps(
+                {
+                    "interval_seconds": 0.5,
+                    "unreachable_after": 3,
+                    "conditions": [
+                        {
+                            "name": "the-action-started",
+                            "promql": expr,
+                            "tolerance": {"op": "<", "threshold": 1},
+                        }
+                    ],
+                }
+            )
+        )
         args += ["--abort-on", str(plan)]
     proc = subprocess.Popen(
-        gameday_argv(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=cli_env(folder / "ledger.sqlite3"), cwd=folder,
-    )  # fmt: skip
+        gameday_argv(*args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cli_env(folder / "ledger.sqlite3"),
+        cwd=folder,
+    )
     if row.ending in SIGNALS:
         marker = folder / "started"
         deadline = time.monotonic() + 60

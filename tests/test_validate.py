@@ -43,31 +43,60 @@ def _with_provider(**changes: Any) -> dict[str, Any]:
 CASES = [
     ("missing title", _experiment(title=""), "title: required"),
     ("no method", {"title": "t", "description": "d"}, "method: required"),
-    ("bad type", _experiment(method=[{**GOOD_ACTIVITY, "type": "attack"}]),
-     "method[0].type: must be 'action' or 'probe'"),
-    ("unknown module", _with_provider(module="chaos_ext.nothing_here"),
-     "method[0].provider.module: cannot import 'chaos_ext.nothing_here'"),
-    ("unknown function", _with_provider(func="explode"),
-     "method[0].provider.func: support.faultkit has no activity 'explode'"),
-    ("wrong argument type", _with_provider(arguments={"name": 42}),
-     "method[0].provider.arguments: name: expected str, got 42"),
-    ("unknown argument", _with_provider(arguments={"name": "x", "colour": "red"}),
-     "method[0].provider.arguments: unknown argument 'colour' (accepted: name)"),
-    ("missing argument", _with_provider(arguments={}),
-     "method[0].provider.arguments: missing required argument 'name'"),
-    ("probe without tolerance",
-     _experiment(**{"steady-state-hypothesis": {"title": "h", "probes": [
-         {**GOOD_ACTIVITY, "type": "probe"}]}}),
-     "steady-state-hypothesis.probes[0].tolerance: a hypothesis probe needs a tolerance"),
-]  # fmt: skip
+    (
+        "bad type",
+        _experiment(method=[{**GOOD_ACTIVITY, "type": "attack"}]),
+        "method[0].type: must be 'action' or 'probe'",
+    ),
+    (
+        "unknown module",
+        _with_provider(module="chaos_ext.nothing_here"),
+        "method[0].provider.module: cannot import 'chaos_ext.nothing_here'",
+    ),
+    (
+        "unknown function",
+        _with_provider(func="explode"),
+        "method[0].provider.func: support.faultkit has no activity 'explode'",
+    ),
+    (
+        "wrong argument type",
+        _with_provider(arguments={"name": 42}),
+        "method[0].provider.arguments: name: expected str, got 42",
+    ),
+    (
+        "unknown argument",
+        _with_provider(arguments={"name": "x", "colour": "red"}),
+        "method[0].provider.arguments: unknown argument 'colour' (accepted: name)",
+    ),
+    (
+        "missing argument",
+        _with_provider(arguments={}),
+        "method[0].provider.arguments: missing required argument 'name'",
+    ),
+    (
+        "probe without tolerance",
+        _experiment(
+            **{
+                "steady-state-hypothesis": {
+                    "title": "h",
+                    "probes": [{**GOOD_ACTIVITY, "type": "probe"}],
+                }
+            }
+        ),
+        "steady-state-hypothesis.probes[0].tolerance: a hypothesis probe needs a tolerance",
+    ),
+]
 
 
 @pytest.mark.parametrize(("label", "experiment", "expected"), CASES, ids=[c[0] for c in CASES])
 def test_invalid_experiment_is_one_line_and_exit_3(
-    label: str, experiment: dict[str, Any], expected: str,
-    write_experiment: Callable[..., Path], ledger_path: Path,
+    label: str,
+    experiment: dict[str, Any],
+    expected: str,
+    write_experiment: Callable[..., Path],
+    ledger_path: Path,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     path = write_experiment(experiment)
     for command in ("validate", "run"):
         result = gameday(command, str(path))
@@ -90,9 +119,12 @@ def test_invalid_experiment_is_one_line_and_exit_3(
     ],
 )
 def test_malformed_files(
-    name: str, text: str, expected: str, tmp_path: Path,
+    name: str,
+    text: str,
+    expected: str,
+    tmp_path: Path,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     path = tmp_path / name
     path.write_text(text)
     result = gameday("validate", str(path))
@@ -130,9 +162,10 @@ def test_configuration_substitution_is_not_type_checked_early(
 
 
 def test_environment_configuration_not_set_is_refused_by_validate_as_by_run(
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     """As `chaos validate` (chaoslib resolves it): validate refuses what run refuses,
     with the same line, and both accept the value given with --var-file or --var."""
     experiment = _experiment(method=[])
@@ -153,9 +186,10 @@ def test_environment_configuration_not_set_is_refused_by_validate_as_by_run(
 
 
 def test_environment_secrets_are_checked_by_run_not_by_validate(
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     """The one input validate does not resolve (docs/validation.md): secrets are often set
     only where the run happens. Their shape is checked; given with --var-file, they are."""
     experiment = _experiment(method=[])
@@ -175,14 +209,21 @@ def test_environment_secrets_are_checked_by_run_not_by_validate(
 
 
 def test_configuration_vars_apply_to_every_experiment(
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     probe = {
-        "type": "probe", "name": "port-open", "tolerance": True,
-        "provider": {"type": "python", "module": "support.faultkit", "func": "port_open",
-                     "arguments": {"port": "${port}"}},
-    }  # fmt: skip
+        "type": "probe",
+        "name": "port-open",
+        "tolerance": True,
+        "provider": {
+            "type": "python",
+            "module": "support.faultkit",
+            "func": "port_open",
+            "arguments": {"port": "${port}"},
+        },
+    }
     experiment = _experiment(method=[], configuration={"port": 1})  # nothing listens on port 1
     experiment["steady-state-hypothesis"] = {"title": "h", "probes": [probe]}
     first = write_experiment(experiment, "one.json")
@@ -201,8 +242,9 @@ def test_configuration_vars_apply_to_every_experiment(
 
 
 def test_substituted_arguments_are_checked_with_their_configured_values(
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     experiment = _with_provider(arguments={"name": "${ns}"}) | {"configuration": {"ns": 42}}
     result = gameday("validate", str(write_experiment(experiment)))
     assert result.returncode == 3
@@ -213,8 +255,12 @@ def test_substituted_arguments_are_checked_with_their_configured_values(
 
 
 def _probe(label: str, module: str, func: str, **arguments: Any) -> dict[str, Any]:
-    return {"type": "probe", "name": label, "tolerance": True, "provider": {
-        "type": "python", "module": module, "func": func, "arguments": arguments}}  # fmt: skip
+    return {
+        "type": "probe",
+        "name": label,
+        "tolerance": True,
+        "provider": {"type": "python", "module": module, "func": func, "arguments": arguments},
+    }
 
 
 def _hypothesis(*probes: dict[str, Any]) -> dict[str, Any]:
@@ -226,8 +272,9 @@ def _problems(result: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def test_every_problem_of_every_file_is_one_line(
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     three = _with_provider(arguments={"name": 42})  # a wrong type ...
     three["title"] = ""  # ... a missing title ...
     three["rollbacks"] = [{**GOOD_ACTIVITY, "type": "attack"}]  # ... and a bad activity type
@@ -246,10 +293,12 @@ def test_every_problem_of_every_file_is_one_line(
 
 
 def test_a_promql_syntax_error_names_the_probe_and_the_parser_error(
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
-    probe = _probe("error-rate", "chaos_ext.prometheus.probes", "query_value",
-                   expr="sum(rate(x[5m]")  # fmt: skip
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    probe = _probe(
+        "error-rate", "chaos_ext.prometheus.probes", "query_value", expr="sum(rate(x[5m]"
+    )
     path = write_experiment(_experiment(**{"steady-state-hypothesis": _hypothesis(probe)}))
     result = gameday("validate", str(path))
     assert result.returncode == 3
@@ -262,9 +311,10 @@ def test_a_promql_syntax_error_names_the_probe_and_the_parser_error(
 
 
 def test_promql_is_checked_in_substituted_values_catalog_entries_and_third_party_probes(
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     # chaostoolkit-prometheus' README probes (github.com/chaostoolkit-incubator/
     # chaostoolkit-prometheus, README.md at 164d1b937595c3f125c2bf4d14ae917abfb90334,
     # Apache-2.0): as published they validate; with the query broken they do not.
@@ -275,9 +325,15 @@ def test_promql_is_checked_in_substituted_values_catalog_entries_and_third_party
         query="process_cpu_seconds_total{job='websvc'}",
         when="2 minutes ago",
     )
-    interval = _probe("fetch-cpu-over-interval", "chaosprometheus.probes", "query_interval",
-                      query="process_cpu_seconds_total{job='websvc'}", start="2 minutes ago",
-                      end="now", step=5)  # fmt: skip
+    interval = _probe(
+        "fetch-cpu-over-interval",
+        "chaosprometheus.probes",
+        "query_interval",
+        query="process_cpu_seconds_total{job='websvc'}",
+        start="2 minutes ago",
+        end="now",
+        step=5,
+    )
     ours = _probe("p99", "chaos_ext.prometheus.probes", "query_value", expr="${p99_query}")
     experiment = _experiment(**{"steady-state-hypothesis": _hypothesis(readme, interval, ours)})
     experiment["configuration"] = {"p99_query": "histogram_quantile(0.99, rate(x_bucket[5m]))"}
@@ -308,17 +364,23 @@ def test_promql_is_checked_in_substituted_values_catalog_entries_and_third_party
     path = write_experiment(_experiment(**{"steady-state-hypothesis": _hypothesis(uses)}))
     env = {"GAMEDAY_PROBE_CATALOG": str(catalog)}
     result = subprocess.run(
-        gameday_argv("validate", str(path)), capture_output=True, text=True, timeout=120,
-        env={**cli_env(tmp_path / "l.sqlite"), **env}, check=False,
-    )  # fmt: skip
+        gameday_argv("validate", str(path)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**cli_env(tmp_path / "l.sqlite"), **env},
+        check=False,
+    )
     assert result.returncode == 3
     (line,) = _problems(result)
     assert f"{catalog}: probe broken-ratio: promql: invalid PromQL" in line
 
 
 def test_problems_stay_on_one_line_in_a_pipe_and_colour_follows_no_color(
-    write_experiment: Callable[..., Path], ledger_path: Path, tmp_path: Path,
-) -> None:  # fmt: skip
+    write_experiment: Callable[..., Path],
+    ledger_path: Path,
+    tmp_path: Path,
+) -> None:
     """`gameday validate BAD.json 2>&1 | cat` in an 80-column CI log: one line per problem."""
     bad = _with_provider(arguments={"name": "x" * 150, "colour": "a-rather-long-value"})
     bad["title"] = ""
@@ -330,9 +392,14 @@ def test_problems_stay_on_one_line_in_a_pipe_and_colour_follows_no_color(
     def piped(*extra: str, **more_env: str) -> str:
         shell = " ".join(shlex.quote(a) for a in [*command[:-2], *extra, *command[-2:]])
         done = subprocess.run(
-            ["bash", "-c", f"{shell} 2>&1 | cat"], capture_output=True, text=True, timeout=120,
-            env={**env, **more_env}, cwd=tmp_path, check=False,
-        )  # fmt: skip
+            ["bash", "-c", f"{shell} 2>&1 | cat"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, **more_env},
+            cwd=tmp_path,
+            check=False,
+        )
         return done.stdout
 
     out = piped()
@@ -348,9 +415,10 @@ def test_problems_stay_on_one_line_in_a_pipe_and_colour_follows_no_color(
 
 
 def test_a_rule_file_whose_promql_does_not_parse_is_refused(
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     """The real CoreDNS mixin rules (tests/prometheus/fixtures/rules, Apache-2.0) validate;
     the same file with one expression cut short does not, and the line names the alert."""
     fixture = Path(__file__).parent / "prometheus" / "fixtures" / "rules"
@@ -370,8 +438,9 @@ def test_a_rule_file_whose_promql_does_not_parse_is_refused(
 
 
 def test_a_control_argument_its_functions_do_not_take_is_refused(
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     control = {
         "name": "strict",
         "provider": {
@@ -396,15 +465,25 @@ def test_a_table_in_a_pipe_keeps_its_columns(ledger_path: Path, tmp_path: Path) 
     """`gameday catalog | cat` in an 80-column CI log: one line per row, nothing folded."""
     env = {**cli_env(ledger_path), "COLUMNS": "80"}
     listing = subprocess.run(
-        gameday_argv("catalog", "--json"), capture_output=True, text=True, timeout=120,
-        env=env, cwd=tmp_path, check=True,
-    )  # fmt: skip
+        gameday_argv("catalog", "--json"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+        check=True,
+    )
     probes = json.loads(listing.stdout)["probes"]
     shell = " ".join(shlex.quote(a) for a in gameday_argv("catalog"))
     table = subprocess.run(
-        ["bash", "-c", f"{shell} | cat"], capture_output=True, text=True, timeout=120,
-        env=env, cwd=tmp_path, check=True,
-    ).stdout  # fmt: skip
+        ["bash", "-c", f"{shell} | cat"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+        check=True,
+    ).stdout
     rows = [line for line in table.splitlines() if line.startswith("│")]
     assert len(rows) == len(probes)  # a squeezed column would fold rows onto more lines
     for row, probe in zip(rows, probes, strict=True):

@@ -30,25 +30,43 @@ SUM = {"type": "python", "module": "builtins", "func": "sum", "arguments": {"ite
 CRASH = _experiment(method=[{"type": "action", "name": "add", "provider": SUM}])
 # three problems: a missing tolerance, the missing argument it used to hide, a dangling ref
 BAD = _experiment(
-    **{"steady-state-hypothesis": {"title": "h", "probes": [{"type": "probe", "name": "here",
-        "provider": {"type": "python", "module": "os.path", "func": "exists"}}]}},
+    **{
+        "steady-state-hypothesis": {
+            "title": "h",
+            "probes": [
+                {
+                    "type": "probe",
+                    "name": "here",
+                    "provider": {"type": "python", "module": "os.path", "func": "exists"},
+                }
+            ],
+        }
+    },
     rollbacks=[{"ref": "nowhere"}],
-)  # fmt: skip
+)
 REFS = _experiment(
-    **{"steady-state-hypothesis": {"title": "h", "probes": [
-        _process("probe", "alive", "true", tolerance=0), {"ref": "alive", "tolerance": 0}]}},
+    **{
+        "steady-state-hypothesis": {
+            "title": "h",
+            "probes": [
+                _process("probe", "alive", "true", tolerance=0),
+                {"ref": "alive", "tolerance": 0},
+            ],
+        }
+    },
     method=[_process("action", "say", "echo", "rolled-back"), {"ref": "alive"}],
     rollbacks=[{"ref": "say"}],
-)  # fmt: skip
+)
 INVALID = {
     **{label.replace(" ", "-"): experiment for label, experiment, _ in CASES},
     "crash": CRASH,
     "bad": BAD,
     "unset-env": _experiment(configuration={"k": {"type": "env", "key": "GD_TEST_UNSET_29"}}),
     "bad-settle": _experiment(extensions=[{"name": "gameday", "settle_seconds": "soon"}]),
-    "ref-in-hypothesis": _experiment(**{"steady-state-hypothesis": {
-        "title": "h", "probes": [{"ref": "gone", "tolerance": 0}]}}),
-}  # fmt: skip
+    "ref-in-hypothesis": _experiment(
+        **{"steady-state-hypothesis": {"title": "h", "probes": [{"ref": "gone", "tolerance": 0}]}}
+    ),
+}
 
 
 def _lines(result: subprocess.CompletedProcess[str]) -> list[str]:
@@ -85,9 +103,11 @@ def test_a_crash_is_one_line_for_its_file_and_the_other_files_are_still_validate
     ids=["plain", "alertmanager-without-url", "alerts-without-abort-on"],
 )
 def test_validate_and_run_refuse_every_invalid_fixture_with_the_same_lines(
-    options: list[str], write_experiment: Callable[..., Path], gameday: Gameday,
+    options: list[str],
+    write_experiment: Callable[..., Path],
+    gameday: Gameday,
     ledger_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     paths = [str(write_experiment(e, f"{name}.json")) for name, e in INVALID.items()]
     validate, run = (gameday(command, *options, *paths) for command in ("validate", "run"))
     assert (validate.returncode, run.returncode) == (3, 3), run.stderr
@@ -110,9 +130,11 @@ def test_dangling_refs_are_named_in_every_phase(
     assert result.returncode == 3
     wheres = [line.split(": ")[2] for line in _lines(result)]
     assert wheres == [
-        "steady-state-hypothesis.probes[0].ref", "method[0].ref", "rollbacks[0].ref",
+        "steady-state-hypothesis.probes[0].ref",
+        "method[0].ref",
+        "rollbacks[0].ref",
         "rollbacks[1].ref",
-    ]  # fmt: skip
+    ]
     assert "ref 'c' names no activity declared" in _lines(result)[2]
     assert "a ref is the name of an activity, got ''" in _lines(result)[3]
 

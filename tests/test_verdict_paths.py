@@ -33,17 +33,23 @@ def http() -> Iterator[BehaviourServer]:
 
 
 def _process(name: str, script: str, kind: str = "action") -> dict[str, Any]:
-    return {"type": kind, "name": name,
-            "provider": {"type": "process", "path": "sh", "arguments": ["-c", script]}}  # fmt: skip
+    return {
+        "type": kind,
+        "name": name,
+        "provider": {"type": "process", "path": "sh", "arguments": ["-c", script]},
+    }
 
 
 def _experiment(title: str, rollbacks: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     probe = {**_process("holds", "exit 0", "probe"), "tolerance": 0}
     return {
-        "title": title, "description": "verdict paths",
+        "title": title,
+        "description": "verdict paths",
         "steady-state-hypothesis": {"title": "holds", "probes": [probe]},
-        "method": [_process("inject", "exit 0")], "rollbacks": rollbacks, **extra,
-    }  # fmt: skip
+        "method": [_process("inject", "exit 0")],
+        "rollbacks": rollbacks,
+        **extra,
+    }
 
 
 def _write(folder: Path, name: str, experiment: dict[str, Any]) -> Path:
@@ -64,15 +70,19 @@ def test_a_failing_rollback_fails_run_and_gate(
     rollback = (
         _process("kubectl-delete-networkpolicy", "echo 'not found' >&2; exit 1")
         if kind == "process"
-        else {"type": "action", "name": "undo-over-http",
-              "provider": {"type": "http", "url": http.url(mode="fail")}}
-    )  # fmt: skip
+        else {
+            "type": "action",
+            "name": "undo-over-http",
+            "provider": {"type": "http", "url": http.url(mode="fail")},
+        }
+    )
     path = _write(tmp_path, "e.json", _experiment(f"{kind} rollback fails", [rollback]))
     ran = gameday("run", str(path), "--journal", str(tmp_path / "run.json"))
     assert ran.returncode == 2, ran.stdout + ran.stderr
     assert "rollback-failed (exit 2)" in ran.stdout + ran.stderr
-    gate = gameday("gate", str(path), "--junit", str(tmp_path / "j.xml"),
-                   "--journal-dir", str(tmp_path))  # fmt: skip
+    gate = gameday(
+        "gate", str(path), "--junit", str(tmp_path / "j.xml"), "--journal-dir", str(tmp_path)
+    )
     assert gate.returncode == 2, gate.stdout + gate.stderr
     assert "0.0 / 100 (0 of 1 hypotheses held)" in gate.stdout + gate.stderr
     root = _junit(tmp_path / "j.xml")
@@ -110,11 +120,14 @@ def test_an_ungraceful_exit_still_runs_the_rollbacks(tmp_path: Path, gameday: Ru
     marker = tmp_path / "rolled-back"
     experiment = _experiment("ungraceful", [_process("echo-undo", f"echo undone > {marker}")])
     experiment["method"] = [
-        {"type": "action", "name": "leave", "background": True,
-         "provider": {"type": "python", "module": "chaoslib.exit",
-                      "func": "exit_ungracefully"}},
+        {
+            "type": "action",
+            "name": "leave",
+            "background": True,
+            "provider": {"type": "python", "module": "chaoslib.exit", "func": "exit_ungracefully"},
+        },
         _process("work", "sleep 5"),
-    ]  # fmt: skip
+    ]
     path = _write(tmp_path, "e.json", experiment)
     ran = gameday("run", str(path), "--journal", str(tmp_path / "j.json"))
     assert ran.returncode == 2, ran.stdout + ran.stderr
@@ -136,18 +149,36 @@ def test_a_stop_condition_in_a_batch_marks_the_rest_not_run(
     tmp_path: Path, gameday: Run, prom: PrometheusServer
 ) -> None:
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({
-        "interval_seconds": 0.5,
-        "conditions": [{"name": "always-breached", "promql": "vector(1)",
-                        "tolerance": {"op": "<", "threshold": 0}}],
-    }))  # fmt: skip
+    plan.write_text(
+        json.dumps(
+            {
+                "interval_seconds": 0.5,
+                "conditions": [
+                    {
+                        "name": "always-breached",
+                        "promql": "vector(1)",
+                        "tolerance": {"op": "<", "threshold": 0},
+                    }
+                ],
+            }
+        )
+    )
     config = {"configuration": {"prometheus_url": prom.url}}
     first = _experiment("e1", [_process("undo", "exit 0")], **config)
     first["method"] = [_process("work", "sleep 20")]
     e1 = _write(tmp_path, "e1.json", first)
     e2 = _write(tmp_path, "e2.json", _experiment("e2", [_process("undo", "exit 0")], **config))
-    gate = gameday("gate", "--abort-on", str(plan), str(e1), str(e2), "--junit",
-                   str(tmp_path / "j.xml"), "--journal-dir", str(tmp_path))  # fmt: skip
+    gate = gameday(
+        "gate",
+        "--abort-on",
+        str(plan),
+        str(e1),
+        str(e2),
+        "--junit",
+        str(tmp_path / "j.xml"),
+        "--journal-dir",
+        str(tmp_path),
+    )
     assert gate.returncode == 2, gate.stdout + gate.stderr
     assert "e2.json: not-run (exit 2)" in gate.stdout + gate.stderr
     assert "0.0 / 100 (0 of 2 hypotheses held)" in gate.stdout + gate.stderr
@@ -185,8 +216,9 @@ def test_a_run_without_its_control_is_recorded_and_fails_the_gate(
     control = {"name": "safety", "provider": {"type": "python", "module": "no_such_control_mod"}}
     path = _write(tmp_path, "e.json", _experiment("unprotected", [], controls=[control]))
     assert gameday("run", str(path)).returncode == 3  # refused without the flag
-    ran = gameday("run", "--allow-missing-controls", str(path), "--journal",
-                  str(tmp_path / "j.json"))  # fmt: skip
+    ran = gameday(
+        "run", "--allow-missing-controls", str(path), "--journal", str(tmp_path / "j.json")
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     journal = json.loads((tmp_path / "j.json").read_text())
     assert "no_such_control_mod" in " ".join(journal["gameday"]["unprotected"])
@@ -194,20 +226,28 @@ def test_a_run_without_its_control_is_recorded_and_fails_the_gate(
     assert report.returncode == 0, report.stdout + report.stderr
     assert "RAN WITHOUT A SAFETY CONTROL" in (tmp_path / "r" / "summary.md").read_text()
     assert 'id="unprotected"' in (tmp_path / "r" / "report.html").read_text()
-    gate = gameday("gate", "--journals", str(tmp_path / "j.json"), "--junit",
-                   str(tmp_path / "g.xml"))  # fmt: skip
+    gate = gameday(
+        "gate", "--journals", str(tmp_path / "j.json"), "--junit", str(tmp_path / "g.xml")
+    )
     assert gate.returncode == 2, gate.stdout + gate.stderr
     props = {p.get("name"): p.get("value") for p in _junit(tmp_path / "g.xml").iter("property")}
     assert "no_such_control_mod" in props["unprotected"]
-    allowed = gameday("gate", "--journals", "--allow-missing-controls", str(tmp_path / "j.json"),
-                      "--junit", str(tmp_path / "g2.xml"))  # fmt: skip
+    allowed = gameday(
+        "gate",
+        "--journals",
+        "--allow-missing-controls",
+        str(tmp_path / "j.json"),
+        "--junit",
+        str(tmp_path / "g2.xml"),
+    )
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
 
 
 def test_a_successful_retry_turns_the_red_banner_amber(tmp_path: Path, gameday: Run) -> None:
     ready = tmp_path / "cluster-back"
-    path = _write(tmp_path, "e.json",
-                  _experiment("retried", [_process("undo", f"test -e {ready}")]))  # fmt: skip
+    path = _write(
+        tmp_path, "e.json", _experiment("retried", [_process("undo", f"test -e {ready}")])
+    )
     journal = tmp_path / "j.json"
     assert gameday("run", str(path), "--journal", str(journal)).returncode == 2
     failed = gameday("report", str(journal), "-o", str(tmp_path / "r1"))
@@ -233,25 +273,61 @@ def test_a_standard_experiment_chaos_run_completes_is_held_by_gameday(
     """Chaos Toolkit's own shapes: process and HTTP probes with tolerances, a pause, an
     HTTP action and a process rollback (docs.chaostoolkit.org's experiment reference)."""
     experiment = {
-        "version": "1.0.0", "title": "standard", "description": "ctk reference shape",
+        "version": "1.0.0",
+        "title": "standard",
+        "description": "ctk reference shape",
         "tags": ["ctk"],
-        "steady-state-hypothesis": {"title": "services are up", "probes": [
-            {"type": "probe", "name": "web-answers", "tolerance": 200,
-             "provider": {"type": "http", "url": http.url(), "timeout": 3}},
-            {"type": "probe", "name": "exits-0", "tolerance": 0,
-             "provider": {"type": "process", "path": "true"}},
-        ]},
-        "method": [{"type": "action", "name": "call-web", "pauses": {"after": 0.2},
-                    "provider": {"type": "http", "url": http.url(), "method": "GET"}}],
-        "rollbacks": [{"type": "action", "name": "echo", "provider": {
-            "type": "process", "path": "echo", "arguments": "done"}}],
-    }  # fmt: skip
+        "steady-state-hypothesis": {
+            "title": "services are up",
+            "probes": [
+                {
+                    "type": "probe",
+                    "name": "web-answers",
+                    "tolerance": 200,
+                    "provider": {"type": "http", "url": http.url(), "timeout": 3},
+                },
+                {
+                    "type": "probe",
+                    "name": "exits-0",
+                    "tolerance": 0,
+                    "provider": {"type": "process", "path": "true"},
+                },
+            ],
+        },
+        "method": [
+            {
+                "type": "action",
+                "name": "call-web",
+                "pauses": {"after": 0.2},
+                "provider": {"type": "http", "url": http.url(), "method": "GET"},
+            }
+        ],
+        "rollbacks": [
+            {
+                "type": "action",
+                "name": "echo",
+                "provider": {"type": "process", "path": "echo", "arguments": "done"},
+            }
+        ],
+    }
     path = _write(tmp_path, "std.json", experiment)
     chaos = shutil.which("chaos", path=str(Path(sys.executable).parent))
     assert chaos is not None
-    done = subprocess.run([chaos, "--no-version-check", "run", "--journal-path",
-                           str(tmp_path / "ctk.json"), str(path)], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path, check=False)  # fmt: skip
+    done = subprocess.run(
+        [
+            chaos,
+            "--no-version-check",
+            "run",
+            "--journal-path",
+            str(tmp_path / "ctk.json"),
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
     ctk = json.loads((tmp_path / "ctk.json").read_text())
     assert ctk["status"] == "completed" and ctk["deviated"] is False, done.stderr
     ran = gameday("run", str(path), "--journal", str(tmp_path / "gd.json"))

@@ -77,13 +77,16 @@ def test_a_successful_retry_clears_the_problem() -> None:
 
 def test_open_or_failed_ledger_entries_are_rollback_failed() -> None:
     journal: dict[str, Any] = _held().build()
-    journal["gameday"]["ledger"] = [{"id": "e1", "kind": "netem", "target": "eth0",
-                                     "state": "open"}]  # fmt: skip
+    journal["gameday"]["ledger"] = [
+        {"id": "e1", "kind": "netem", "target": "eth0", "state": "open"}
+    ]
     assert outcome_of(journal) == "rollback-failed"
-    journal["gameday"]["sweep"] = [{"id": "e1", "kind": "netem", "target": "eth0",
-                                    "ok": False, "note": "EPERM"}]  # fmt: skip
-    problems = verdict.rollback_problems(journal, journal["gameday"]["sweep"],
-                                         journal["gameday"]["ledger"])  # fmt: skip
+    journal["gameday"]["sweep"] = [
+        {"id": "e1", "kind": "netem", "target": "eth0", "ok": False, "note": "EPERM"}
+    ]
+    problems = verdict.rollback_problems(
+        journal, journal["gameday"]["sweep"], journal["gameday"]["ledger"]
+    )
     assert problems == ["fault netem on eth0 (ledger e1) could not be undone: EPERM"]
 
 
@@ -141,8 +144,14 @@ def test_the_readme_exit_code_table_matches_the_code() -> None:
 
 
 def test_the_help_lists_every_exit_code() -> None:
-    out = subprocess.run(gameday_argv("--help"), capture_output=True, text=True, timeout=60,
-                         check=True, cwd=Path(ROOT)).stdout  # fmt: skip
+    out = subprocess.run(
+        gameday_argv("--help"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(ROOT),
+    ).stdout
     epilog = out.split("exit codes", 1)[1]
     for code, outcomes in _readme_exit_table().items():
         assert re.search(rf"^\s+{code}\s", epilog, re.MULTILINE), code

@@ -37,30 +37,41 @@ def _closed_port() -> int:
 
 def _faultkit(label: str, func: str, kind: str = "action", **arguments: Any) -> dict[str, Any]:
     return {
-        "type": kind, "name": label,
-        "provider": {"type": "python", "module": "support.faultkit", "func": func,
-                     "arguments": arguments},
-    }  # fmt: skip
+        "type": kind,
+        "name": label,
+        "provider": {
+            "type": "python",
+            "module": "support.faultkit",
+            "func": func,
+            "arguments": arguments,
+        },
+    }
 
 
 def _loopback_answers() -> dict[str, Any]:
     """A hypothesis that holds (exit code 0)."""
     return {
-        "type": "probe", "name": "loopback-answers", "tolerance": 0,
+        "type": "probe",
+        "name": "loopback-answers",
+        "tolerance": 0,
         "provider": {"type": "process", "path": "true"},
-    }  # fmt: skip
+    }
 
 
 def _unreachable_kubeconfig(path: Path) -> Path:
     port = _closed_port()
     path.write_text(
-        json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "gone",
-            "clusters": [{"name": "gone", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-            "users": [{"name": "u", "user": {"token": "t0ken-not-used"}}],
-            "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}],
-        })
-    )  # fmt: skip
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "gone",
+                "clusters": [{"name": "gone", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t0ken-not-used"}}],
+                "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}],
+            }
+        )
+    )
     return path
 
 
@@ -74,12 +85,17 @@ def _chaosk8s_rollback_experiment(netns: str) -> dict[str, Any]:
         "rollbacks": [
             _faultkit("remove-the-namespace", "remove_netns", name=netns),
             {
-                "type": "action", "name": "remove-deny-all-ingress",
-                "provider": {"type": "python", "module": "chaosk8s.networking.actions",
-                             "func": "remove_deny_all_ingress", "arguments": {"ns": "default"}},
+                "type": "action",
+                "name": "remove-deny-all-ingress",
+                "provider": {
+                    "type": "python",
+                    "module": "chaosk8s.networking.actions",
+                    "func": "remove_deny_all_ingress",
+                    "arguments": {"ns": "default"},
+                },
             },
         ],
-    }  # fmt: skip
+    }
 
 
 def _junit_cases(path: Path) -> dict[str, ET.Element]:
@@ -88,9 +104,13 @@ def _junit_cases(path: Path) -> dict[str, ET.Element]:
 
 
 def test_a_failed_chaosk8s_rollback_fails_run_and_gate(
-    gameday: Run, write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str,
-    ledger_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    gameday: Run,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    netns_name: str,
+    ledger_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("KUBECONFIG", str(_unreachable_kubeconfig(tmp_path / "gone.kubeconfig")))
     path = write_experiment(_chaosk8s_rollback_experiment(netns_name))
 
@@ -130,13 +150,20 @@ def test_a_failed_chaosk8s_rollback_fails_run_and_gate(
 
 
 def test_a_retried_rollback_undoes_the_fault_and_clears_the_verdict(
-    gameday: Run, write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str,
-    emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch,  # noqa: F811 - the fixture
-) -> None:  # fmt: skip
+    gameday: Run,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    netns_name: str,
+    emulator: EmulatorHandle,  # noqa: F811 - the fixture
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """`gameday rollback --journal` re-runs the rollback that failed, now that it can work."""
-    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-              "metadata": {"name": "chaostoolkit-deny-all-ingress", "namespace": "default"},
-              "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}}  # fmt: skip
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "chaostoolkit-deny-all-ingress", "namespace": "default"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
     emulator.put(policy)  # the fault, as chaosk8s' deny_all_ingress leaves it
     monkeypatch.setenv("KUBECONFIG", str(_unreachable_kubeconfig(tmp_path / "gone.kubeconfig")))
     path = write_experiment(_chaosk8s_rollback_experiment(netns_name))
@@ -158,9 +185,12 @@ def test_a_retried_rollback_undoes_the_fault_and_clears_the_verdict(
 
 
 def test_a_failed_chaos_ext_rollback_fails_run_and_keeps_the_fault_listed(
-    gameday: Run, write_experiment: Callable[..., Path], tmp_path: Path,
-    emulator: EmulatorHandle, ledger_path: Path,  # noqa: F811 - the fixture
-) -> None:  # fmt: skip
+    gameday: Run,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    emulator: EmulatorHandle,  # noqa: F811 - the fixture
+    ledger_path: Path,
+) -> None:
     """A drain's undo cannot reach the cluster (the API server went away mid-run)."""
     nodes = [f"worker-{i}" for i in range(3)]
     emulator.put([o.node(n, {"pool": "verdicts"}) for n in nodes])
@@ -170,19 +200,44 @@ def test_a_failed_chaos_ext_rollback_fails_run_and_keeps_the_fault_listed(
         "description": "uncordon_drained_nodes cannot reach the API server",
         "steady-state-hypothesis": {"title": "always", "probes": [_loopback_answers()]},
         "method": [
-            {"type": "action", "name": "drain-one",
-             "provider": {"type": "python", "module": "chaos_ext.node.actions",
-                          "func": "drain_nodes",
-                          "arguments": {"label_selector": "pool=verdicts", "count": 1,
-                                        "max_fraction": 0.34, "timeout_seconds": 30}}},
-            {"type": "action", "name": "signal-and-wait",
-             "provider": {"type": "process", "path": "sh",
-                          "arguments": ["-c", f"touch {flag}; sleep 4"], "timeout": 30}},
+            {
+                "type": "action",
+                "name": "drain-one",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.node.actions",
+                    "func": "drain_nodes",
+                    "arguments": {
+                        "label_selector": "pool=verdicts",
+                        "count": 1,
+                        "max_fraction": 0.34,
+                        "timeout_seconds": 30,
+                    },
+                },
+            },
+            {
+                "type": "action",
+                "name": "signal-and-wait",
+                "provider": {
+                    "type": "process",
+                    "path": "sh",
+                    "arguments": ["-c", f"touch {flag}; sleep 4"],
+                    "timeout": 30,
+                },
+            },
         ],
-        "rollbacks": [{"type": "action", "name": "uncordon",
-                       "provider": {"type": "python", "module": "chaos_ext.node.actions",
-                                    "func": "uncordon_drained_nodes"}}],
-    }  # fmt: skip
+        "rollbacks": [
+            {
+                "type": "action",
+                "name": "uncordon",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.node.actions",
+                    "func": "uncordon_drained_nodes",
+                },
+            }
+        ],
+    }
     path = write_experiment(experiment)
 
     def stop_the_cluster() -> None:
@@ -206,18 +261,25 @@ def test_a_failed_chaos_ext_rollback_fails_run_and_keeps_the_fault_listed(
 
 
 def test_an_unsteady_baseline_injects_nothing_and_exits_4(
-    gameday: Run, write_experiment: Callable[..., Path], tmp_path: Path, netns_name: str,
+    gameday: Run,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    netns_name: str,
     ledger_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     port = _closed_port()  # the "service" is down before anything is injected
     experiment = {
         "title": "a service that is already down",
         "description": "the before-method hypothesis fails",
-        "steady-state-hypothesis": {"title": "service answers", "probes": [
-            _faultkit("service-answers", "port_open", kind="probe", port=port) | {"tolerance": True}
-        ]},
+        "steady-state-hypothesis": {
+            "title": "service answers",
+            "probes": [
+                _faultkit("service-answers", "port_open", kind="probe", port=port)
+                | {"tolerance": True}
+            ],
+        },
         "method": [_faultkit("make-a-namespace", "create_netns", name=netns_name)],
-    }  # fmt: skip
+    }
     path = write_experiment(experiment)
     run = gameday("run", "--journal", "journal.json", str(path))
     assert run.returncode == 4, run.stdout + run.stderr
@@ -249,23 +311,51 @@ def test_worst_exit_code_over_a_batch(
     port = _closed_port()
     down = _faultkit("service-answers", "port_open", kind="probe", port=port) | {"tolerance": True}
     unsteady = write_experiment(
-        {"title": "u", "description": "d",
-         "steady-state-hypothesis": {"title": "t", "probes": [down]},
-         "method": [_faultkit("nap", "nap", seconds=0)]}, "u.json")  # fmt: skip
+        {
+            "title": "u",
+            "description": "d",
+            "steady-state-hypothesis": {"title": "t", "probes": [down]},
+            "method": [_faultkit("nap", "nap", seconds=0)],
+        },
+        "u.json",
+    )
     script = f"test -e {tmp_path}/marker && exit 1; exit 0"
-    after_only = {"type": "probe", "name": "false-after", "tolerance": 0,
-                  "provider": {"type": "process", "path": "sh",
-                               "arguments": ["-c", script]}}  # fmt: skip
+    after_only = {
+        "type": "probe",
+        "name": "false-after",
+        "tolerance": 0,
+        "provider": {"type": "process", "path": "sh", "arguments": ["-c", script]},
+    }
     deviates = write_experiment(
-        {"title": "d", "description": "d",
-         "steady-state-hypothesis": {"title": "t", "probes": [after_only]},
-         "method": [{"type": "action", "name": "mark",
-                     "provider": {"type": "process", "path": "touch",
-                                  "arguments": [str(tmp_path / "marker")]}}],
-         "rollbacks": [{"type": "action", "name": "unmark",  # so that it recovers
-                        "provider": {"type": "process", "path": "rm",
-                                     "arguments": ["-f", str(tmp_path / "marker")]}}]},
-        "d.json")  # fmt: skip
+        {
+            "title": "d",
+            "description": "d",
+            "steady-state-hypothesis": {"title": "t", "probes": [after_only]},
+            "method": [
+                {
+                    "type": "action",
+                    "name": "mark",
+                    "provider": {
+                        "type": "process",
+                        "path": "touch",
+                        "arguments": [str(tmp_path / "marker")],
+                    },
+                }
+            ],
+            "rollbacks": [
+                {
+                    "type": "action",
+                    "name": "unmark",  # so that it recovers
+                    "provider": {
+                        "type": "process",
+                        "path": "rm",
+                        "arguments": ["-f", str(tmp_path / "marker")],
+                    },
+                }
+            ],
+        },
+        "d.json",
+    )
     run = gameday("run", "--journal-dir", "out", str(unsteady), str(deviates))
     assert run.returncode == 1, run.stdout + run.stderr
     assert re.search(r"u\.json: unsteady \(exit 4\)", run.stderr)

@@ -38,17 +38,23 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) 
 
 def _experiment(name: str) -> dict[str, Any]:
     probe = {
-        "type": "probe", "name": "error-ratio", "tolerance": {"type": "range", "range": [0, 0.01]},
-        "provider": {"type": "python", "module": "chaos_ext.prometheus.probes",
-                     "func": "catalog_probe",
-                     "arguments": {"name": name, "parameters": {"job": "checkout"}}},
-    }  # fmt: skip
+        "type": "probe",
+        "name": "error-ratio",
+        "tolerance": {"type": "range", "range": [0, 0.01]},
+        "provider": {
+            "type": "python",
+            "module": "chaos_ext.prometheus.probes",
+            "func": "catalog_probe",
+            "arguments": {"name": name, "parameters": {"job": "checkout"}},
+        },
+    }
     return {
-        "title": "catalog probe from an installed wheel", "description": "validate only",
+        "title": "catalog probe from an installed wheel",
+        "description": "validate only",
         "configuration": {"prometheus_url": "http://127.0.0.1:9"},
         "steady-state-hypothesis": {"title": "few errors", "probes": [probe]},
         "method": [{**probe, "name": "again"}],
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +62,26 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     source = work / "source"
     shutil.copytree(
-        ROOT, source,
-        ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "reports",
-                                      "__pycache__", ".mypy_cache", ".ruff_cache", "*.log"),
-    )  # fmt: skip
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".venv",
+            ".git",
+            "build",
+            "*.egg-info",
+            "reports",
+            "__pycache__",
+            ".mypy_cache",
+            ".ruff_cache",
+            "*.log",
+        ),
+    )
     dist = work / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist),
-          str(source)], work, dict(os.environ))  # fmt: skip
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
+        work,
+        dict(os.environ),
+    )
     (built,) = dist.glob("chaos_ext-*.whl")
     return built
 
@@ -78,9 +97,10 @@ def test_the_wheel_ships_data_not_test_servers(wheel: Path) -> None:
     assert not [n for n in names if any(f"_servers/{s}.py" in n for s in TEST_ONLY)]
     (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
     requires = [
-        line for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+        line
+        for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
         if line.startswith("Requires-Dist:") and "extra ==" not in line
-    ]  # fmt: skip
+    ]
     assert requires and not [r for r in requires if "aiohttp" in r], requires
 
 
@@ -88,8 +108,11 @@ def test_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], tmp_path, dict(os.environ))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", COLUMNS="200",
-               GAMEDAY_LEDGER=str(tmp_path / "ledger.sqlite3"))  # fmt: skip
+    env.update(
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        COLUMNS="200",
+        GAMEDAY_LEDGER=str(tmp_path / "ledger.sqlite3"),
+    )
     env.pop(CATALOG := "GAMEDAY_PROBE_CATALOG", None)
     _run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], tmp_path, env, timeout=1200)
     env["HOME"] = str(tmp_path)  # no ~/.chaostoolkit settings of this machine
@@ -105,8 +128,15 @@ def test_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) 
     (elsewhere / "ok.json").write_text(json.dumps(_experiment("http-error-ratio")))
     assert "valid:" in _run(["gameday", "validate", "ok.json"], elsewhere, env)
     (elsewhere / "typo.json").write_text(json.dumps(_experiment("http-eror-ratio")))
-    typo = subprocess.run(["gameday", "validate", "typo.json"], cwd=elsewhere, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    typo = subprocess.run(
+        ["gameday", "validate", "typo.json"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert typo.returncode == 3, typo.stdout + typo.stderr
     assert "did you mean http-error-ratio" in " ".join((typo.stdout + typo.stderr).split())
 
@@ -117,16 +147,35 @@ def test_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) 
     assert set(listing["abort_plans"]) >= {"edge"}
 
     example = UPSTREAM_ENVOY / "envoy-edge-example-02a45cb9.yaml"  # profiles load from the wheel
-    audit = subprocess.run(["gameday", "audit", "envoy", "--source", str(example),
-                            "--profile", "hardened"], cwd=elsewhere, env=env,
-                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    audit = subprocess.run(
+        ["gameday", "audit", "envoy", "--source", str(example), "--profile", "hardened"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert audit.returncode == 1 and "request-headers-timeout" in audit.stdout, audit.stderr
 
-    _run(["chaos", "discover", "--no-install", "--no-system-info", "--discovery-path",
-          "discovery.json", "chaos_ext"], elsewhere, env)  # fmt: skip
+    _run(
+        [
+            "chaos",
+            "discover",
+            "--no-install",
+            "--no-system-info",
+            "--discovery-path",
+            "discovery.json",
+            "chaos_ext",
+        ],
+        elsewhere,
+        env,
+    )
     activities = json.loads((elsewhere / "discovery.json").read_text())["activities"]
     assert len(activities) >= 38
     assert not [
-        (a["name"], arg["name"]) for a in activities for arg in a["arguments"]
+        (a["name"], arg["name"])
+        for a in activities
+        for arg in a["arguments"]
         if arg.get("type") in (None, "object")
-    ]  # fmt: skip
+    ]

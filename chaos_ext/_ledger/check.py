@@ -274,8 +274,9 @@ def _salvage(path: Path, verdict: Verdict, stamp: str) -> list[str]:
     with closing(store.connect(path)) as db:
         store.create(db)
         for entry in entries:
-            store.apply_event(db, Event(0, ledger_id, time.time(), "adopt", entry.id,
-                                        entry.to_record()), 0)  # fmt: skip
+            store.apply_event(
+                db, Event(0, ledger_id, time.time(), "adopt", entry.id, entry.to_record()), 0
+            )
     moved += _new_log(path, ledger_id, entries, stamp)
     still = sum(1 for e in entries if e.state == "open")
     return [

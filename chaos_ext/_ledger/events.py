@@ -46,9 +46,13 @@ class Event:
 
 def _body(event: Event) -> dict[str, Any]:
     return {
-        "seq": event.seq, "ledger": event.ledger, "at": event.at, "event": event.event,
-        "id": event.id, "data": event.data,
-    }  # fmt: skip
+        "seq": event.seq,
+        "ledger": event.ledger,
+        "at": event.at,
+        "event": event.event,
+        "id": event.id,
+        "data": event.data,
+    }
 
 
 def _sum(body: dict[str, Any]) -> str:
@@ -163,9 +167,12 @@ def replay(events: Iterable[Event]) -> dict[str, Entry]:
             entries[current.id] = replace(current, recipe=event.data["recipe"])
         elif event.event == "close":
             entries[current.id] = replace(
-                current, state="closed", closed_at=event.at, note=event.data.get("note"),
+                current,
+                state="closed",
+                closed_at=event.at,
+                note=event.data.get("note"),
                 last_error=None,
-            )  # fmt: skip
+            )
         elif event.event == "undo-failed":
             entries[current.id] = replace(current, last_error=event.data.get("error"))
     return entries

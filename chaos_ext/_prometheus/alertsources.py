@@ -62,8 +62,9 @@ def _rule_alert(rule: Mapping[str, Any], alert: Mapping[str, Any]) -> ExternalAl
         active_at = go_time(str(alert.get("activeAt", "")))
     except ValueError:  # no time given: say nothing rather than something wrong
         return ExternalAlert("prometheus", labels, state, "", summary)
-    fired = firing_since(active_at, float(rule.get("duration") or 0),
-                         float(rule.get("interval") or 0))  # fmt: skip
+    fired = firing_since(
+        active_at, float(rule.get("duration") or 0), float(rule.get("interval") or 0)
+    )
     since = _iso(fired) if state == "firing" else ""
     return ExternalAlert("prometheus", labels, state, since, summary, _iso(active_at))
 
@@ -74,8 +75,9 @@ def prometheus_alerts(prom: PrometheusClient) -> list[ExternalAlert]:
     (``/api/v1/rules``: ``/api/v1/alerts`` gives ``activeAt`` only, not ``for``)."""
     return [
         _rule_alert(rule, alert)
-        for rule in prom.alerting_rules() for alert in rule.get("alerts") or []
-    ]  # fmt: skip
+        for rule in prom.alerting_rules()
+        for alert in rule.get("alerts") or []
+    ]
 
 
 def _setting(source: Mapping[str, Any] | None, key: str) -> str:
@@ -108,17 +110,19 @@ def _request_options(
     token = _setting(secrets, "alertmanager_token")
     if token:
         options["headers"] = {"Authorization": f"Bearer {token}"}
-    username, password = (_setting(secrets, k) for k in ("alertmanager_username",
-                                                         "alertmanager_password"))  # fmt: skip
+    username, password = (
+        _setting(secrets, k) for k in ("alertmanager_username", "alertmanager_password")
+    )
     if username:
         options["auth"] = (username, password)
     return options
 
 
 def alertmanager_alerts(
-    configuration: Mapping[str, Any] | None, secrets: Mapping[str, Any] | None,
+    configuration: Mapping[str, Any] | None,
+    secrets: Mapping[str, Any] | None,
     timeout: float = 5.0,
-) -> list[ExternalAlert]:  # fmt: skip
+) -> list[ExternalAlert]:
     """Active alerts in Alertmanager that no silence or inhibition suppresses."""
     url = alertmanager_url(configuration)
     params = {"active": "true", "silenced": "false", "inhibited": "false"}
@@ -148,7 +152,9 @@ def _from_alertmanager(alert: Mapping[str, Any]) -> ExternalAlert:
         status.get("state") == "suppressed" or status.get("silencedBy") or status.get("inhibitedBy")
     )
     return ExternalAlert(
-        "alertmanager", {str(k): str(v) for k, v in (alert.get("labels") or {}).items()},
-        "suppressed" if suppressed else "firing", str(alert.get("startsAt", "")),
+        "alertmanager",
+        {str(k): str(v) for k, v in (alert.get("labels") or {}).items()},
+        "suppressed" if suppressed else "firing",
+        str(alert.get("startsAt", "")),
         str((alert.get("annotations") or {}).get("summary", "")),
-    )  # fmt: skip
+    )

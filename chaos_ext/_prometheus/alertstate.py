@@ -53,11 +53,14 @@ class ActiveAlert:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "labels": self.labels, "state": self.state, "value": self.value,
-            "active_at": _iso(self.active_at), "fired_at": _iso(self.fired_at),
+            "labels": self.labels,
+            "state": self.state,
+            "value": self.value,
+            "active_at": _iso(self.active_at),
+            "fired_at": _iso(self.fired_at),
             "active_at_unix": round(self.active_at, 3),
             "fired_at_unix": None if self.fired_at is None else round(self.fired_at, 3),
-        }  # fmt: skip
+        }
 
 
 @dataclass

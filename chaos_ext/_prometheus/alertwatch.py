@@ -87,9 +87,11 @@ def _selectors(raw: Any, where: str) -> tuple[Selector, ...]:
 
 
 def resolve_rules(
-    paths: Sequence[str], selectors: Sequence[Selector], base: Path | None,
+    paths: Sequence[str],
+    selectors: Sequence[Selector],
+    base: Path | None,
     required: bool = True,
-) -> tuple[AlertRule, ...]:  # fmt: skip
+) -> tuple[AlertRule, ...]:
     """Load rule files (relative paths from ``base``) and keep the selected alerts.
 
     With ``required``, selectors that pick nothing from all the files together
@@ -151,9 +153,10 @@ class FiringAlerts:
 
 
 def firing_alerts(
-    states: Sequence[RuleState], watches: Sequence[FiringWatch],
+    states: Sequence[RuleState],
+    watches: Sequence[FiringWatch],
     external: Sequence[ExternalAlert],
-) -> FiringAlerts:  # fmt: skip
+) -> FiringAlerts:
     """Firing instances of the rules, and the external alerts a watch selects."""
     found = FiringAlerts()
     for state in states:
@@ -194,8 +197,9 @@ class AlertTracker:
         """The APIs to read each round (``prometheus``, ``alertmanager``)."""
         return sorted({w.source for w in self.spec.firing})
 
-    def feed_rules(self, outcomes: Sequence[RuleOutcome], now: float,
-                   failed: list[Exception]) -> AlertHit | None:  # fmt: skip
+    def feed_rules(
+        self, outcomes: Sequence[RuleOutcome], now: float, failed: list[Exception]
+    ) -> AlertHit | None:
         """Evaluate each rule's answer; errors are handed back in ``failed``."""
         for state, outcome in zip(self.states, outcomes, strict=True):
             if isinstance(outcome, Exception):
@@ -205,13 +209,16 @@ class AlertTracker:
         for state in self.states:
             for alert in state.firing():
                 return AlertHit(
-                    state.rule.name, rule_firing_detail(state.rule, alert), alert.value,
+                    state.rule.name,
+                    rule_firing_detail(state.rule, alert),
+                    alert.value,
                     {**alert.as_dict(), "source": "rules", "rule": state.rule.describe()},
-                )  # fmt: skip
+                )
         return None
 
-    def feed_sources(self, outcomes: Mapping[str, SourceOutcome],
-                     failed: list[Exception]) -> AlertHit | None:  # fmt: skip
+    def feed_sources(
+        self, outcomes: Mapping[str, SourceOutcome], failed: list[Exception]
+    ) -> AlertHit | None:
         """Match the alerts each API lists against the watches' selectors."""
         external: list[ExternalAlert] = []
         for outcome in outcomes.values():
@@ -226,10 +233,17 @@ class AlertTracker:
             if alert.pending_since:
                 detail += f" (pending since {alert.pending_since})"
             return AlertHit(
-                name, detail + (f": {alert.summary}" if alert.summary else ""), None,
-                {"labels": dict(alert.labels), "state": "firing", "source": alert.source,
-                 "since": alert.since, "pending_since": alert.pending_since or None},
-            )  # fmt: skip
+                name,
+                detail + (f": {alert.summary}" if alert.summary else ""),
+                None,
+                {
+                    "labels": dict(alert.labels),
+                    "state": "firing",
+                    "source": alert.source,
+                    "since": alert.since,
+                    "pending_since": alert.pending_since or None,
+                },
+            )
         return None
 
     def pending(self) -> list[dict[str, Any]]:

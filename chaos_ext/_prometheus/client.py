@@ -200,13 +200,22 @@ class PrometheusClient:
             headers["Authorization"] = f"Bearer {settings.token}"
         auth = (settings.username, settings.password) if settings.username else None
         retry = Retry(
-            total=settings.retries, connect=settings.retries, read=0, status=settings.retries,
-            backoff_factor=0.1, status_forcelist=(502, 503, 504), raise_on_status=False,
-        )  # fmt: skip
+            total=settings.retries,
+            connect=settings.retries,
+            read=0,
+            status=settings.retries,
+            backoff_factor=0.1,
+            status_forcelist=(502, 503, 504),
+            raise_on_status=False,
+        )
         self._connect = PrometheusConnect(
-            url=settings.url, headers=headers, auth=auth, session=session, retry=retry,
+            url=settings.url,
+            headers=headers,
+            auth=auth,
+            session=session,
+            retry=retry,
             timeout=settings.timeout,
-        )  # fmt: skip
+        )
 
     @property
     def _timeout_param(self) -> str:
@@ -222,13 +231,15 @@ class PrometheusClient:
     def range(self, expr: str, *, start: float, end: float, step: float) -> Any:
         """``result`` of ``/api/v1/query_range`` between two Unix times."""
         return self._call(
-            expr, self._connect.custom_query_range, query=expr,
+            expr,
+            self._connect.custom_query_range,
+            query=expr,
             start_time=datetime.fromtimestamp(start, UTC),
             end_time=datetime.fromtimestamp(end, UTC),
             step=f"{step:g}",
             # the client rounds start/end to whole seconds: send them exactly
             params={"timeout": self._timeout_param, "start": f"{start:.3f}", "end": f"{end:.3f}"},
-        )  # fmt: skip
+        )
 
     def alerts(self) -> list[dict[str, Any]]:
         """``alerts`` of ``/api/v1/alerts``: pending and firing alerts of Prometheus's rules."""
@@ -264,9 +275,10 @@ class PrometheusClient:
         wanted = "alerting" if kind == "alert" else "recording"
         return [
             {**rule, "interval": float(group.get("interval") or 0)}
-            for group in groups for rule in group.get("rules") or []
+            for group in groups
+            for rule in group.get("rules") or []
             if rule.get("type") == wanted
-        ]  # fmt: skip
+        ]
 
     def start_time(self) -> float | None:
         """When the Prometheus process started (``/api/v1/status/runtimeinfo``), None when
@@ -280,9 +292,11 @@ class PrometheusClient:
     def _get_data(self, path: str) -> Any:
         connect = self._connect
         response = connect._session.get(
-            f"{self.settings.url}{path}", headers=connect.headers, auth=connect.auth,
+            f"{self.settings.url}{path}",
+            headers=connect.headers,
+            auth=connect.auth,
             timeout=self.settings.timeout,
-        )  # fmt: skip
+        )
         body = response.json()
         if body.get("status") != "success":
             raise ValueError(f"status {body.get('status')!r}: {body.get('error')}")

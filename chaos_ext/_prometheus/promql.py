@@ -123,8 +123,10 @@ def _check_offline(expr: str, what: str, *, locate: bool) -> None:
         logger.warning(
             "%s: PromQL %s: %s is unknown to the offline parser; check against your "
             "Prometheus (give its prometheus_url to have it judged there)",
-            what, shown(expr), newer,
-        )  # fmt: skip
+            what,
+            shown(expr),
+            newer,
+        )
         return
     located = promtool.syntax_error(expr) if locate and promtool.promtool() else None
     if located is not None:  # Prometheus' own words, with the position
@@ -199,8 +201,11 @@ _ABSENCE = {"absent", "absent_over_time"}  # true when the series is missing
 
 
 def _selector_names(node: promql_parser.VectorSelector) -> set[str]:
-    names = [m.value for m in node.matchers.matchers
-             if m.name == "__name__" and m.op == promql_parser.MatchOp.Equal]  # fmt: skip
+    names = [
+        m.value
+        for m in node.matchers.matchers
+        if m.name == "__name__" and m.op == promql_parser.MatchOp.Equal
+    ]
     return {n for n in [node.name, *names] if n}
 
 
@@ -210,8 +215,13 @@ def _operands(node: object) -> list[object]:
         return [node.vector_selector]
     if isinstance(node, promql_parser.Call):
         return [] if node.func.name in _ABSENCE else list(node.args)
-    if isinstance(node, promql_parser.AggregateExpr | promql_parser.ParenExpr
-                  | promql_parser.UnaryExpr | promql_parser.SubqueryExpr):  # fmt: skip
+    if isinstance(
+        node,
+        promql_parser.AggregateExpr
+        | promql_parser.ParenExpr
+        | promql_parser.UnaryExpr
+        | promql_parser.SubqueryExpr,
+    ):
         return [node.expr]
     return []  # literals
 

@@ -34,8 +34,11 @@ def rule_file_problems(path: Path) -> list[str] | None:
     try:
         done = subprocess.run(
             [binary, "check", "rules", str(path)],
-            capture_output=True, text=True, timeout=_TIMEOUT_SECONDS, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=_TIMEOUT_SECONDS,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [f"promtool check rules did not finish: {exc}"]
     if done.returncode == 0:

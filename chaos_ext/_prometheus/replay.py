@@ -33,6 +33,7 @@ def restore(prom: PrometheusClient, state: RuleState, now: float, interval: floa
         return
     count = int((end - start) // step) + 1
     times = [round(start + k * step, 3) for k in range(count)]
-    series = parse_range(prom.range(state.rule.expr, start=start, end=times[-1], step=step),
-                         state.rule.expr)  # fmt: skip
+    series = parse_range(
+        prom.range(state.rule.expr, start=start, end=times[-1], step=step), state.rule.expr
+    )
     state.replay(series, times)

@@ -42,9 +42,15 @@ __all__ = [
 
 _RULE_KEYS = {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
 _GROUP_KEYS = {
-    "name", "interval", "rules", "limit", "query_offset", "partial_response_strategy",
-    "source_tenants", "labels",
-}  # fmt: skip
+    "name",
+    "interval",
+    "rules",
+    "limit",
+    "query_offset",
+    "partial_response_strategy",
+    "source_tenants",
+    "labels",
+}
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -83,10 +89,14 @@ class AlertRule:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "alert": self.name, "expr": self.expr, "for_s": self.for_s,
-            "keep_firing_for_s": self.keep_firing_for_s, "labels": dict(self.labels),
-            "group": self.group, "source": self.source,
-        }  # fmt: skip
+            "alert": self.name,
+            "expr": self.expr,
+            "for_s": self.for_s,
+            "keep_firing_for_s": self.keep_firing_for_s,
+            "labels": dict(self.labels),
+            "group": self.group,
+            "source": self.source,
+        }
 
 
 def _strings(raw: Any, where: str) -> dict[str, str]:
@@ -113,12 +123,15 @@ def _rule(spec: Any, where: str, group: str, source: str) -> AlertRule | None:
         raise InvalidArgument(f"{where} ({name}): 'expr' is required")
     check_promql(str(expr), f"{where} ({name}): expr")
     return AlertRule(
-        name=name, expr=str(expr).strip(), for_s=prom_duration(spec.get("for"), f"{where}.for"),
+        name=name,
+        expr=str(expr).strip(),
+        for_s=prom_duration(spec.get("for"), f"{where}.for"),
         keep_firing_for_s=prom_duration(spec.get("keep_firing_for"), f"{where}.keep_firing_for"),
         labels=_strings(spec.get("labels"), f"{where}.labels"),
         annotations=_strings(spec.get("annotations"), f"{where}.annotations"),
-        group=group, source=source,
-    )  # fmt: skip
+        group=group,
+        source=source,
+    )
 
 
 def _groups(groups: Any, where: str, source: str) -> list[AlertRule]:
@@ -162,8 +175,11 @@ def _document(document: Any, where: str, source: str) -> list[AlertRule]:
     kind = document.get("kind")
     if kind == "List":
         items = document.get("items") or []
-        return [r for i, item in enumerate(items) for r in _document(item, f"{where}.items[{i}]",
-                                                                     source)]  # fmt: skip
+        return [
+            r
+            for i, item in enumerate(items)
+            for r in _document(item, f"{where}.items[{i}]", source)
+        ]
     if kind == "PrometheusRule":
         spec = document.get("spec")
         if not isinstance(spec, Mapping) or "groups" not in spec:
@@ -283,9 +299,11 @@ def parse_selector(text: str) -> Selector:
 
 
 def select_rules(
-    rules: Sequence[AlertRule], selectors: Sequence[Selector], source: str,
+    rules: Sequence[AlertRule],
+    selectors: Sequence[Selector],
+    source: str,
     required: bool = True,
-) -> list[AlertRule]:  # fmt: skip
+) -> list[AlertRule]:
     """The rules any selector matches (all without selectors); with ``required``,
     none selected is an error."""
     if not selectors:

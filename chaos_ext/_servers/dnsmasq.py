@@ -113,10 +113,16 @@ def _argv(
     extra_args: Sequence[str],
 ) -> list[str]:
     argv = [
-        "dnsmasq", "-k", "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
-        "--bind-interfaces", f"--listen-address={address}", f"--port={port}",
+        "dnsmasq",
+        "-k",
+        "--conf-file=/dev/null",
+        "--no-resolv",
+        "--no-hosts",
+        "--bind-interfaces",
+        f"--listen-address={address}",
+        f"--port={port}",
         f"--pid-file={workdir / 'dnsmasq.pid'}",
-    ]  # fmt: skip
+    ]
     argv += [f"--host-record={name},{ip}" for name, ip in records.items()]
     argv += [f"--local=/{domain}/" for domain in local_domains]
     if log_file is not None:
@@ -148,8 +154,10 @@ def start(
     last_error = ""
     for _ in range(1 if port is not None else 5):
         chosen = port if port is not None else free_port(address if not prefix else "127.0.0.1")
-        argv = [*prefix, *_argv(address, chosen, directory, records or {}, local_domains,
-                                log_file, extra_args)]  # fmt: skip
+        argv = [
+            *prefix,
+            *_argv(address, chosen, directory, records or {}, local_domains, log_file, extra_args),
+        ]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             _wait_listening(proc, chosen, ready_timeout)
@@ -158,8 +166,9 @@ def start(
             continue
         if proc.stderr is not None:
             proc.stderr.close()
-        return Dnsmasq(address, chosen, proc.pid, directory, directory / "dnsmasq.pid",
-                       log_file, proc, own)  # fmt: skip
+        return Dnsmasq(
+            address, chosen, proc.pid, directory, directory / "dnsmasq.pid", log_file, proc, own
+        )
     if own:
         shutil.rmtree(directory, ignore_errors=True)
     raise RuntimeError(f"dnsmasq did not start: {last_error}")

@@ -110,10 +110,19 @@ def _initdb(base: Path) -> Path:
         owner = pwd.getpwnam(_RUN_AS)
         os.chown(base, owner.pw_uid, owner.pw_gid)
     argv = [
-        *_as_postgres(), str(BIN / "initdb"), "-D", str(data), "-U", SUPERUSER,
-        "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync", "-E", "UTF8",
+        *_as_postgres(),
+        str(BIN / "initdb"),
+        "-D",
+        str(data),
+        "-U",
+        SUPERUSER,
+        "--auth-local=trust",
+        "--auth-host=scram-sha-256",
+        "--no-sync",
+        "-E",
+        "UTF8",
         "--locale=C",
-    ]  # fmt: skip
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         tail = " | ".join(done.stderr.strip().splitlines()[-3:])
@@ -204,11 +213,17 @@ def start(
         shutil.rmtree(base, ignore_errors=True)
         raise
     server = PostgresServer(
-        host=host, port=port, user=user, password=password, database=database,
+        host=host,
+        port=port,
+        user=user,
+        password=password,
+        database=database,
         max_connections=max_connections,
         superuser_reserved_connections=superuser_reserved_connections,
-        base_dir=base, netns=tuple(netns), process=proc,
-    )  # fmt: skip
+        base_dir=base,
+        netns=tuple(netns),
+        process=proc,
+    )
     try:
         wait_until_ready(
             proc, lambda: _ready(server), timeout=ready_timeout, what="postgres", log=log

@@ -105,8 +105,11 @@ class PrometheusServer(Stoppable):
             self.process.send_signal(signal.SIGHUP)
 
     def _extra(self) -> dict[str, Any]:
-        return {"rule_files": self.rule_files, "honor_labels": self.honor_labels,
-                "alertmanagers": self.alertmanagers}  # fmt: skip
+        return {
+            "rule_files": self.rule_files,
+            "honor_labels": self.honor_labels,
+            "alertmanagers": self.alertmanagers,
+        }
 
     def wait_scraped(self, timeout: float = 20.0) -> None:
         """Wait until every configured target has been scraped successfully.
@@ -156,14 +159,20 @@ def _write_config(
 ) -> None:
     honor = set(extra.get("honor_labels") or ())
     config: dict[str, Any] = {
-        "global": {"scrape_interval": interval, "scrape_timeout": interval,
-                   "evaluation_interval": interval},
+        "global": {
+            "scrape_interval": interval,
+            "scrape_timeout": interval,
+            "evaluation_interval": interval,
+        },
         "scrape_configs": [
-            {"job_name": job, "static_configs": [{"targets": list(targets)}],
-             **({"honor_labels": True} if job in honor else {})}
+            {
+                "job_name": job,
+                "static_configs": [{"targets": list(targets)}],
+                **({"honor_labels": True} if job in honor else {}),
+            }
             for job, targets in jobs.items()
         ],
-    }  # fmt: skip
+    }
     if extra.get("rule_files"):
         config["rule_files"] = [str(p) for p in extra["rule_files"]]
     if extra.get("alertmanagers"):
@@ -240,27 +249,47 @@ def start(
     work = Path(tempfile.mkdtemp(prefix="gameday-prom-")) if workdir is None else workdir
     work.mkdir(parents=True, exist_ok=True)
     all_jobs = {**({"gameday": list(targets)} if targets else {}), **(jobs or {})}
-    extra = {"rule_files": tuple(rule_files), "honor_labels": tuple(honor_labels),
-             "alertmanagers": tuple(alertmanagers)}  # fmt: skip
+    extra = {
+        "rule_files": tuple(rule_files),
+        "honor_labels": tuple(honor_labels),
+        "alertmanagers": tuple(alertmanagers),
+    }
     _write_config(work / "prometheus.yml", all_jobs, scrape_interval, extra)
     port = port or free_port(host if not netns else "127.0.0.1")
     argv = [
-        *netns, BINARY, f"--config.file={work / 'prometheus.yml'}",
-        f"--storage.tsdb.path={work / 'data'}", f"--web.listen-address={host}:{port}",
-        "--storage.tsdb.retention.time=2h", "--log.level=info",
-    ]  # fmt: skip
+        *netns,
+        BINARY,
+        f"--config.file={work / 'prometheus.yml'}",
+        f"--storage.tsdb.path={work / 'data'}",
+        f"--web.listen-address={host}:{port}",
+        "--storage.tsdb.retention.time=2h",
+        "--log.level=info",
+    ]
     if basic_auth or tls:
         _write_web_config(work / "web.yml", basic_auth, tls)
         argv.append(f"--web.config.file={work / 'web.yml'}")
     with (work / "prometheus.log").open("wb") as log:
         process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, cwd=work,
-        )  # fmt: skip
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=work,
+        )
     server = PrometheusServer(
-        host, port, work, process, scrape_interval, basic_auth, tls is not None, owns,
-        tuple(rule_files), tuple(honor_labels), tuple(alertmanagers),
-    )  # fmt: skip
+        host,
+        port,
+        work,
+        process,
+        scrape_interval,
+        basic_auth,
+        tls is not None,
+        owns,
+        tuple(rule_files),
+        tuple(honor_labels),
+        tuple(alertmanagers),
+    )
     try:
         _wait_ready(server, ready_timeout, check_http=not netns)
     except BaseException:

@@ -45,8 +45,12 @@ def resolve_pod(target: Target, secrets: Mapping[str, Any] | None) -> PodPlaceme
     from chaos_ext import _k8s  # noqa: PLC0415
 
     api = client.CoreV1Api(_k8s.api_client(secrets))
-    pod = _k8s.call(api.read_namespaced_pod, target.name, target.namespace,
-                    what=f"read pod {target.namespace}/{target.name}")  # fmt: skip
+    pod = _k8s.call(
+        api.read_namespaced_pod,
+        target.name,
+        target.namespace,
+        what=f"read pod {target.namespace}/{target.name}",
+    )
     node_name = pod.spec.node_name if pod.spec else None
     if not node_name:
         raise NetworkError(f"pod {target.namespace}/{target.name} is not scheduled on a node yet")
@@ -76,9 +80,16 @@ def container_pid(session: SshSession, placement: PodPlacement) -> int:
     """The container's main pid on its node (``crictl inspect``)."""
     require_container_id(placement.container_id)
     out = session.check(
-        ["crictl", "inspect", "--output", "go-template", "--template", "{{.info.pid}}",
-         placement.container_id]
-    )  # fmt: skip
+        [
+            "crictl",
+            "inspect",
+            "--output",
+            "go-template",
+            "--template",
+            "{{.info.pid}}",
+            placement.container_id,
+        ]
+    )
     try:
         pid = int(out.strip())
     except ValueError:

@@ -54,10 +54,15 @@ def open_remote(
         pid = pod.container_pid(session, placement)
         where = f"pod:{target.namespace}/{target.name}@{placement.node}"
         prefix = ["nsenter", f"--net=/proc/{pid}/ns/net"]
-        yield RemoteShell(session, where, prefix), {
-            "ssh": _pinned(settings, session), "pid": pid, "node": placement.node,
-            "where": where,
-        }  # fmt: skip
+        yield (
+            RemoteShell(session, where, prefix),
+            {
+                "ssh": _pinned(settings, session),
+                "pid": pid,
+                "node": placement.node,
+                "where": where,
+            },
+        )
 
 
 @contextlib.contextmanager

@@ -33,13 +33,28 @@ __all__ = [
 ]
 
 DEFAULT_MODULES: tuple[str, ...] = (
-    "9p", "9pnet_virtio", "virtio_pci", "virtio_net", "veth", "bridge",
-    "sch_netem", "sch_htb", "sch_tbf", "sch_prio", "sch_sfq", "sch_ingress",
-    "cls_u32", "cls_matchall", "cls_flower",
+    "9p",
+    "9pnet_virtio",
+    "virtio_pci",
+    "virtio_net",
+    "veth",
+    "bridge",
+    "sch_netem",
+    "sch_htb",
+    "sch_tbf",
+    "sch_prio",
+    "sch_sfq",
+    "sch_ingress",
+    "cls_u32",
+    "cls_matchall",
+    "cls_flower",
     # the DNS packet-rate limit (limit_dns_rate); libcrc32c (nf_tables' dependency) asks the
     # crypto API for crc32c at load time, and nothing can modprobe it here: load it first
-    "crc32c_generic", "nf_tables", "nft_limit", "nft_objref",
-)  # fmt: skip
+    "crc32c_generic",
+    "nf_tables",
+    "nft_limit",
+    "nft_objref",
+)
 """Modules the network lane (and the local sandbox) needs; dependencies are added."""
 
 BUSYBOX = Path("/bin/busybox")
@@ -148,9 +163,10 @@ def build_initramfs(
     order = module_load_order(kernel_release, modules, modules_root)
     stat = BUSYBOX.stat()
     key = hashlib.sha256(
-        "\n".join([kernel_release, *order, INIT_SCRIPT, f"{stat.st_size}:{stat.st_mtime_ns}"])
-        .encode()
-    ).hexdigest()[:12]  # fmt: skip
+        "\n".join(
+            [kernel_release, *order, INIT_SCRIPT, f"{stat.st_size}:{stat.st_mtime_ns}"]
+        ).encode()
+    ).hexdigest()[:12]
     target = cache_dir / f"initramfs-{kernel_release}-{key}.cpio.gz"
     if target.exists():
         return target

@@ -65,8 +65,16 @@ def run_in_vm(
 def run_pytest(args: list[str], *, config: VMConfig, timeout: float = 420.0) -> LaneResult:
     """Run ``pytest ARGS`` in the VM; JUnit XML comes back through the share."""
     junit_guest = f"{SHARE_IN_GUEST}/junit.xml"
-    argv = [config.python, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-            f"--junitxml={junit_guest}", *args]  # fmt: skip
+    argv = [
+        config.python,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--junitxml={junit_guest}",
+        *args,
+    ]
     result, vm = run_in_vm(argv, config=config, timeout=timeout)
     junit = vm.share / "junit.xml"
     output = result.stdout + result.stderr

@@ -208,22 +208,47 @@ class VirtualMachine:
     def _qemu_argv(self, initrd: Path, accel: str, with_taps: bool = True) -> list[str]:
         cfg = self.config
         argv = [
-            "qemu-system-x86_64", "-accel", accel, *_cpu(accel), "-m", str(cfg.memory_mb),
-            "-smp", str(cfg.cpus), "-display", "none", "-monitor", "none", "-no-reboot",
-            "-kernel", str(self.kernel_image), "-initrd", str(initrd),
-            "-virtfs", f"local,path=/,mount_tag=hostroot,{_VIRTFS},readonly=on",
-            "-virtfs", f"local,path={self.share},mount_tag=share,{_VIRTFS}",
-            "-append", "console=ttyS0 quiet panic=-1",
-        ]  # fmt: skip
+            "qemu-system-x86_64",
+            "-accel",
+            accel,
+            *_cpu(accel),
+            "-m",
+            str(cfg.memory_mb),
+            "-smp",
+            str(cfg.cpus),
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-no-reboot",
+            "-kernel",
+            str(self.kernel_image),
+            "-initrd",
+            str(initrd),
+            "-virtfs",
+            f"local,path=/,mount_tag=hostroot,{_VIRTFS},readonly=on",
+            "-virtfs",
+            f"local,path={self.share},mount_tag=share,{_VIRTFS}",
+            "-append",
+            "console=ttyS0 quiet panic=-1",
+        ]
         if cfg.forward_ports:
             forwards = ",".join(
                 f"hostfwd=tcp:127.0.0.1:{host}-:{guest}" for guest, host in self._ports.items()
             )
-            argv += ["-netdev", f"user,id=n0,restrict=on,{forwards}",
-                     "-device", "virtio-net-pci,netdev=n0"]  # fmt: skip
+            argv += [
+                "-netdev",
+                f"user,id=n0,restrict=on,{forwards}",
+                "-device",
+                "virtio-net-pci,netdev=n0",
+            ]
         for index, fd in enumerate(cfg.tap_fds if with_taps else ()):
-            argv += ["-netdev", f"tap,id=t{index},fd={fd}",
-                     "-device", f"virtio-net-pci,netdev=t{index},mac={tap_mac(index)}"]  # fmt: skip
+            argv += [
+                "-netdev",
+                f"tap,id=t{index},fd={fd}",
+                "-device",
+                f"virtio-net-pci,netdev=t{index},mac={tap_mac(index)}",
+            ]
         if not cfg.forward_ports and not (cfg.tap_fds and with_taps):
             argv += ["-nic", "none"]
         return argv
@@ -235,9 +260,13 @@ class VirtualMachine:
         argv = self._qemu_argv(initrd, accel, with_taps)
         argv += ["-serial", f"file:{log}"]
         return subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            start_new_session=True, pass_fds=self.config.tap_fds if with_taps else (),
-        )  # fmt: skip
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=self.config.tap_fds if with_taps else (),
+        )
 
     @property
     def pid(self) -> int | None:

@@ -50,13 +50,19 @@ class Admitted:
 def add_var_options(parser: argparse.ArgumentParser) -> None:
     """``--var`` and ``--var-file``, as ``chaos run`` has them."""
     parser.add_argument(
-        "--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+        "--var",
+        action="append",
+        default=[],
+        metavar="KEY[:TYPE]=VALUE",
         help="configuration value (repeatable), as in `chaos run --var`",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--var-file", action="append", default=[], metavar="FILE",
+        "--var-file",
+        action="append",
+        default=[],
+        metavar="FILE",
         help="JSON/YAML with 'configuration' and 'secrets' keys, or a .env file",
-    )  # fmt: skip
+    )
 
 
 def _refuse(console: Console, text: str) -> None:
@@ -112,12 +118,15 @@ def _run_problems(
             experiment, config_vars, _ALERTMANAGER
         )
         if watch_alertmanager and not given:
-            found.append(ExperimentInvalid(
-                path, f"configuration.{_ALERTMANAGER}",
-                "watching alertmanager (--abort-on alertmanager) needs its URL: "
-                "--var alertmanager_url=http://alertmanager:9093, or the key in the "
-                "experiment's configuration",
-            ))  # fmt: skip
+            found.append(
+                ExperimentInvalid(
+                    path,
+                    f"configuration.{_ALERTMANAGER}",
+                    "watching alertmanager (--abort-on alertmanager) needs its URL: "
+                    "--var alertmanager_url=http://alertmanager:9093, or the key in the "
+                    "experiment's configuration",
+                )
+            )
         return found
 
     return problems
@@ -142,16 +151,25 @@ def admit(
         plan, plan_ok = None, False
         _refuse(console, f"--abort-on: {exc}")
     loaded = load_valid_experiments(
-        paths, console, secret_vars, config_vars,
+        paths,
+        console,
+        secret_vars,
+        config_vars,
         allow_missing_controls=getattr(args, "allow_missing_controls", False),
         also=_run_problems(args, plan, config_vars),
         resolve="all" if secrets else "configuration",
-    )  # fmt: skip
+    )
     if loaded is None or settings is None or not plan_ok:
         return None
     settle = {path: settle_seconds_of(e, getattr(args, "settle", None)) for path, e in loaded}
     recover = {path: recover_seconds_of(e, getattr(args, "recover", None)) for path, e in loaded}
     return Admitted(
-        experiments=loaded, settings=settings[0], settings_path=settings[1], abort_plan=plan,
-        settle=settle, recover=recover, config_vars=config_vars, secret_vars=secret_vars,
-    )  # fmt: skip
+        experiments=loaded,
+        settings=settings[0],
+        settings_path=settings[1],
+        abort_plan=plan,
+        settle=settle,
+        recover=recover,
+        config_vars=config_vars,
+        secret_vars=secret_vars,
+    )

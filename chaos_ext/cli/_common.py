@@ -24,10 +24,11 @@ ALLOW_HELP = (
 def add_control_options(parser: argparse.ArgumentParser, *, allow: bool = True) -> None:
     """``--settings`` (and ``--allow-missing-controls`` for commands that run)."""
     parser.add_argument(
-        "--settings", metavar="FILE",
+        "--settings",
+        metavar="FILE",
         help="Chaos Toolkit settings whose controls apply to every experiment "
         "(default: ~/.chaostoolkit/settings.yaml, as `chaos run`)",
-    )  # fmt: skip
+    )
     if allow:
         parser.add_argument("--allow-missing-controls", action="store_true", help=ALLOW_HELP)
 

@@ -62,9 +62,11 @@ def envelope_suite(
     for name, floor in floors:
         found = [v for v in views if matches(v, name)]
         if not found:
-            console.print(f"[red]--min-envelope {escape(name)}: no envelope varies it "
-                          f"(given: {escape(', '.join(v.key for v in views) or 'none')})[/]",
-                          highlight=False)  # fmt: skip
+            console.print(
+                f"[red]--min-envelope {escape(name)}: no envelope varies it "
+                f"(given: {escape(', '.join(v.key for v in views) or 'none')})[/]",
+                highlight=False,
+            )
             codes.append(EXIT_INVALID)
             continue
         for view in found:
@@ -76,8 +78,11 @@ def envelope_suite(
             cases.append(case)
             codes.append(_code(view, check.passed))
             colour = "green" if check.passed else "red"
-            console.print(f"[{colour}]envelope {escape(view.label)} {escape(view.key)}: "
-                          f"{escape(check.text)}[/]", highlight=False)  # fmt: skip
+            console.print(
+                f"[{colour}]envelope {escape(view.label)} {escape(view.key)}: "
+                f"{escape(check.text)}[/]",
+                highlight=False,
+            )
     props = {"floors": ", ".join(f"{n}={f:g}" for n, f in floors)}
     return ("gameday.envelope", cases, props), max(codes, default=EXIT_INVALID)
 
@@ -100,9 +105,11 @@ def search_envelopes(args: argparse.Namespace, console: Console) -> list[Envelop
             return result
         views.append(load_envelope(result.path))
     if not views:
-        console.print("[red]--min-envelope: no experiment sets an envelope (\"extensions\": "
-                      "[{\"name\": \"gameday\", \"envelope\": {\"vary\": ...}}]); or "
-                      "read envelopes with --journals OUT[/]")  # fmt: skip
+        console.print(
+            '[red]--min-envelope: no experiment sets an envelope ("extensions": '
+            '[{"name": "gameday", "envelope": {"vary": ...}}]); or '
+            "read envelopes with --journals OUT[/]"
+        )
         return EXIT_INVALID
     args.inputs = plain
     return views

@@ -103,40 +103,70 @@ input or the fix refused (nothing written).
 
 def register(sub: Any) -> None:
     audit = sub.add_parser(
-        "audit", help="audit live configuration (Envoy edge settings)", description=HELP,
+        "audit",
+        help="audit live configuration (Envoy edge settings)",
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     targets = audit.add_subparsers(dest="target", metavar="TARGET", required=True)
     envoy = targets.add_parser(
-        "envoy", help="Envoy /config_dump against edge best practices", description=ENVOY_HELP,
+        "envoy",
+        help="Envoy /config_dump against edge best practices",
+        description=ENVOY_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     envoy.add_argument(
         "--source",
         required=True,
         help="admin URL, pod://NS/NAME, dump or bootstrap file, - (stdin)",
     )
-    envoy.add_argument("--profile", default=DEFAULT_PROFILE, choices=PROFILES,
-                       help=f"rule profile (default {DEFAULT_PROFILE})")  # fmt: skip
-    envoy.add_argument("--role", default="auto", choices=ROLE_CHOICES,
-                       help="the proxy's role (default: detected from the node id)")  # fmt: skip
+    envoy.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        choices=PROFILES,
+        help=f"rule profile (default {DEFAULT_PROFILE})",
+    )
+    envoy.add_argument(
+        "--role",
+        default="auto",
+        choices=ROLE_CHOICES,
+        help="the proxy's role (default: detected from the node id)",
+    )
     envoy.add_argument("--listener", default="", help="only this listener (default: all HTTP)")
     envoy.add_argument("--rules", default="", metavar="FILE", help="YAML rules merged by id")
     envoy.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
     envoy.add_argument("--json", action="store_true", help="print the JSON report")
-    envoy.add_argument("--fix", choices=FIX_KINDS, default="",
-                       help="write the fix: istio manifests or an envoy overlay")  # fmt: skip
-    envoy.add_argument("-o", "--output", default="", metavar="DIR",
-                       help="directory for --fix (created if missing)")  # fmt: skip
-    envoy.add_argument("--memory-limit", default="", metavar="QUANTITY",
-                       help="the istio-proxy container's limits.memory (e.g. 1024Mi): sizes "
-                            "the heap and adds the heap-below-limit rule")  # fmt: skip
-    envoy.add_argument("--existing", action="append", default=[], metavar="FILE",
-                       help="the gateway's manifests to merge with (Deployment, custom "
-                            "bootstrap ConfigMap, EnvoyFilters); repeatable")  # fmt: skip
-    envoy.add_argument("--deployment", default="", metavar="NAMESPACE/NAME",
-                       help="read the gateway's Deployment, its custom bootstrap and the "
-                            "namespace's EnvoyFilters from the Kubernetes API")  # fmt: skip
+    envoy.add_argument(
+        "--fix",
+        choices=FIX_KINDS,
+        default="",
+        help="write the fix: istio manifests or an envoy overlay",
+    )
+    envoy.add_argument(
+        "-o", "--output", default="", metavar="DIR", help="directory for --fix (created if missing)"
+    )
+    envoy.add_argument(
+        "--memory-limit",
+        default="",
+        metavar="QUANTITY",
+        help="the istio-proxy container's limits.memory (e.g. 1024Mi): sizes "
+        "the heap and adds the heap-below-limit rule",
+    )
+    envoy.add_argument(
+        "--existing",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="the gateway's manifests to merge with (Deployment, custom "
+        "bootstrap ConfigMap, EnvoyFilters); repeatable",
+    )
+    envoy.add_argument(
+        "--deployment",
+        default="",
+        metavar="NAMESPACE/NAME",
+        help="read the gateway's Deployment, its custom bootstrap and the "
+        "namespace's EnvoyFilters from the Kubernetes API",
+    )
     envoy.set_defaults(handler=handle_envoy)
 
 
@@ -145,15 +175,22 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-_STATUS = {"pass": "[green]PASS[/]", "fail": "[red]FAIL[/]", "unreadable": "[red]UNREADABLE[/]",
-           "warn": "[yellow]WARN[/]", "not-in-input": "[cyan]NOT-IN-INPUT[/]"}  # fmt: skip
+_STATUS = {
+    "pass": "[green]PASS[/]",
+    "fail": "[red]FAIL[/]",
+    "unreadable": "[red]UNREADABLE[/]",
+    "warn": "[yellow]WARN[/]",
+    "not-in-input": "[cyan]NOT-IN-INPUT[/]",
+}
 
 
 def report_table(report: dict[str, Any]) -> Table:
     """The audit report as a rich table (one row per check)."""
     what = escape(report["input"]["description"])
-    title = (f"Envoy audit of {escape(report['source'])}: {what}, "
-             f"{report['proxy']['role']}, profile {report['profile']}")  # fmt: skip
+    title = (
+        f"Envoy audit of {escape(report['source'])}: {what}, "
+        f"{report['proxy']['role']}, profile {report['profile']}"
+    )
     table = Table(title=title)
     for column in ("result", "severity", "rule", "listener", "expected", "found", "path"):
         table.add_column(column, overflow="fold", no_wrap=column in ("result", "severity"))
@@ -164,9 +201,14 @@ def report_table(report: dict[str, Any]) -> Table:
             absent = row["found"] == "absent" and row["note"].startswith("absent")
             found = row["note"] if absent else f"{found} ({row['note']})"
         table.add_row(
-            _STATUS[row["status"]], row["severity"], row["rule"], escape(row["listener"] or "-"),
-            escape(row["expected"]), escape(found), escape(row["path"]),
-        )  # fmt: skip
+            _STATUS[row["status"]],
+            row["severity"],
+            row["rule"],
+            escape(row["listener"] or "-"),
+            escape(row["expected"]),
+            escape(found),
+            escape(row["path"]),
+        )
     return table
 
 
@@ -175,8 +217,9 @@ def _fix(args: argparse.Namespace, run: AuditRun, facts: GatewayFacts, console: 
         console.print("--fix: every check passed, nothing to fix; no file written")
         return EXIT_HELD
     out = write_fix(run, args.fix, args.output, facts)
-    console.print(f"--fix {args.fix}: wrote {', '.join(sorted(out.files))} to {args.output}",
-                  highlight=False)  # fmt: skip
+    console.print(
+        f"--fix {args.fix}: wrote {', '.join(sorted(out.files))} to {args.output}", highlight=False
+    )
     for line in out.lines:
         console.print(f"  {escape(line)}", highlight=False)
     for line in out.caveats:
@@ -187,8 +230,9 @@ def _fix(args: argparse.Namespace, run: AuditRun, facts: GatewayFacts, console: 
 
 
 def _facts(args: argparse.Namespace) -> tuple[GatewayFacts, list[Any]]:
-    facts = load_facts(existing=args.existing, deployment=args.deployment,
-                       memory_limit=args.memory_limit)  # fmt: skip
+    facts = load_facts(
+        existing=args.existing, deployment=args.deployment, memory_limit=args.memory_limit
+    )
     if facts.memory_limit_bytes is None:
         return facts, []
     return facts, [heap_rule(facts.memory_limit_bytes, facts.memory_limit_from)]
@@ -202,10 +246,14 @@ def handle_envoy(args: argparse.Namespace, console: Console) -> int:
     try:
         facts, extra = _facts(args)
         run = run_audit(
-            args.source, listener=args.listener, rules_file=args.rules,
-            timeout_seconds=args.timeout, profile=args.profile, role=args.role,
+            args.source,
+            listener=args.listener,
+            rules_file=args.rules,
+            timeout_seconds=args.timeout,
+            profile=args.profile,
+            role=args.role,
             extra_rules=extra,
-        )  # fmt: skip
+        )
         if args.fix:
             fixed = _fix(args, run, facts, console)
     except (InvalidArgument, EnvoyError) as exc:

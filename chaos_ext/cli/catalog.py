@@ -35,9 +35,11 @@ examples:
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
-        "catalog", help="list the named Prometheus probes and abort plans", description=HELP,
+        "catalog",
+        help="list the named Prometheus probes and abort plans",
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     parser.add_argument("name", nargs="?", metavar="NAME", help="show one probe in full")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(handler=handle)
@@ -45,14 +47,20 @@ def register(sub: Any) -> None:
 
 def _as_dict(probe: CatalogProbe) -> dict[str, Any]:
     return {
-        "name": probe.name, "description": probe.description, "watches": probe.watches,
-        "promql": probe.promql.strip(), "steady": probe.tolerance.describe(), "unit": probe.unit,
+        "name": probe.name,
+        "description": probe.description,
+        "watches": probe.watches,
+        "promql": probe.promql.strip(),
+        "steady": probe.tolerance.describe(),
+        "unit": probe.unit,
         "parameters": {
             n: {"kind": p.kind, "default": p.default, "description": p.description}
             for n, p in probe.parameters.items()
         },
-        "if_empty": probe.if_empty, "if_nan": probe.if_nan, "source": probe.source,
-    }  # fmt: skip
+        "if_empty": probe.if_empty,
+        "if_nan": probe.if_nan,
+        "source": probe.source,
+    }
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:

@@ -73,31 +73,58 @@ regressed; 3 invalid input.
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
-        "compare", help="baseline vs tuned runs: per-metric differences with CIs",
-        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+        "compare",
+        help="baseline vs tuned runs: per-metric differences with CIs",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("baseline", metavar="BASELINE", help="journal or folder of journals")
     parser.add_argument("tuned", metavar="TUNED", help="journal or folder of journals")
-    parser.add_argument("--baseline", dest="more_baseline", action="append", default=[],
-                        metavar="JOURNAL", help="another baseline run (repeatable)")  # fmt: skip
-    parser.add_argument("--tuned", dest="more_tuned", action="append", default=[],
-                        metavar="JOURNAL", help="another tuned run (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--baseline",
+        dest="more_baseline",
+        action="append",
+        default=[],
+        metavar="JOURNAL",
+        help="another baseline run (repeatable)",
+    )
+    parser.add_argument(
+        "--tuned",
+        dest="more_tuned",
+        action="append",
+        default=[],
+        metavar="JOURNAL",
+        help="another tuned run (repeatable)",
+    )
     parser.add_argument("-o", "--output", required=True, metavar="DIR")
     parser.add_argument("--title", default="Tuning comparison")
-    parser.add_argument("--better", action="append", default=[], metavar="NAME=lower|higher",
-                        help="which way is better for a metric (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--better",
+        action="append",
+        default=[],
+        metavar="NAME=lower|higher",
+        help="which way is better for a metric (repeatable)",
+    )
     parser.add_argument("--alpha", type=float, default=0.05, help="significance (default 0.05)")
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (reproducible)")
-    parser.add_argument("--min-effect", type=float, default=0.0, metavar="FRACTION",
-                        help="smallest relative change that counts (e.g. 0.05)")  # fmt: skip
     parser.add_argument(
-        "--statistic", choices=("auto", "median", "mean"), default="auto",
+        "--min-effect",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="smallest relative change that counts (e.g. 0.05)",
+    )
+    parser.add_argument(
+        "--statistic",
+        choices=("auto", "median", "mean"),
+        default="auto",
         help="auto: the median; the mean for true/false metrics and for mostly-zero ones "
         "(equal medians, distributions that differ)",
-    )  # fmt: skip
-    parser.add_argument("--fail-on-regression", action="store_true",
-                        help="exit 1 when any metric regressed")  # fmt: skip
+    )
+    parser.add_argument(
+        "--fail-on-regression", action="store_true", help="exit 1 when any metric regressed"
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -139,8 +166,11 @@ def _compare_envelopes(
     for m in moves:
         console.print(m.line(), highlight=False, markup=False, soft_wrap=True)
     for view in unmatched:
-        console.print(f"not compared: {view.label}: {view.key} (only on one side)",
-                      highlight=False, markup=False)  # fmt: skip
+        console.print(
+            f"not compared: {view.label}: {view.key} (only on one side)",
+            highlight=False,
+            markup=False,
+        )
     title = args.title if args.title != "Tuning comparison" else "How the breaking points moved"
     html, md = write_envelope_comparison(moves, unmatched, Path(args.output), title)
     console.print(f"comparison: {html}, {md}", highlight=False)
@@ -157,8 +187,12 @@ def _say_headline(
     heads = headlines(base, tuned, results)
     held_b = (sum(h.held_before[0] for h in heads), sum(h.held_before[1] for h in heads))
     held_t = (sum(h.held_after[0] for h in heads), sum(h.held_after[1] for h in heads))
-    console.print(f"hypotheses held: {held_b[0]} of {held_b[1]} (baseline) → "
-                  f"{held_t[0]} of {held_t[1]} (tuned)", highlight=False, markup=False)  # fmt: skip
+    console.print(
+        f"hypotheses held: {held_b[0]} of {held_b[1]} (baseline) → "
+        f"{held_t[0]} of {held_t[1]} (tuned)",
+        highlight=False,
+        markup=False,
+    )
     for head in heads:
         console.print(f"  {head.line()}", highlight=False, markup=False)
 
@@ -210,9 +244,12 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     (out / "comparison.html").write_text(html)
     for c in results:
         note = f"; {c.note}" if c.note else ""
-        console.print(f"{c.metric}: {c.verdict} ({c.statistic} {c.difference:+.4g}, "
-                      f"CI [{c.ci[0]:+.4g}, {c.ci[1]:+.4g}], p={c.p_value:.3g}{note})",
-                      highlight=False, markup=False)  # fmt: skip
+        console.print(
+            f"{c.metric}: {c.verdict} ({c.statistic} {c.difference:+.4g}, "
+            f"CI [{c.ci[0]:+.4g}, {c.ci[1]:+.4g}], p={c.p_value:.3g}{note})",
+            highlight=False,
+            markup=False,
+        )
     console.print(f"comparison: {out / 'comparison.html'}, {out / 'comparison.md'}")
     regressed = any(c.verdict == "regressed" for c in results)
     return EXIT_DEVIATED if regressed and args.fail_on_regression else 0

@@ -80,18 +80,23 @@ complete, --max-runs reached); 3 invalid input (nothing was injected);
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
-        "envelope", help="find the magnitude at which a hypothesis breaks", description=HELP,
+        "envelope",
+        help="find the magnitude at which a hypothesis breaks",
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     parser.add_argument("experiment", metavar="EXPERIMENT", help="JSON/YAML experiment file")
     parser.add_argument(
         "--vary",
         metavar="ACTIVITY.ARGUMENT=LOW..HIGH",
         help="the method activity's argument and its range (both ends required)",
     )
-    parser.add_argument("--resolution", metavar="R|P%",
-                        help="absolute (5) or relative to the boundary (10%%); default 1 for "
-                             "integer ranges, 5%% otherwise")  # fmt: skip
+    parser.add_argument(
+        "--resolution",
+        metavar="R|P%",
+        help="absolute (5) or relative to the boundary (10%%); default 1 for "
+        "integer ranges, 5%% otherwise",
+    )
     parser.add_argument(
         "--direction",
         choices=("up", "down"),
@@ -166,10 +171,11 @@ def _add_runner_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--hypothesis-frequency", type=float, default=1.0, metavar="SECONDS")
     parser.add_argument(
-        "--abort-on", metavar="FILE|NAME",
+        "--abort-on",
+        metavar="FILE|NAME",
         help="stop conditions (a file, or a built-in plan such as edge) checked in Prometheus "
         "during each run; one firing stops the search",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--no-recover", action="store_true", help="refuse to start if a dead run left faults open"
     )
@@ -177,11 +183,16 @@ def _add_runner_options(parser: argparse.ArgumentParser) -> None:
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "vary": args.vary, "resolution": args.resolution, "direction": args.direction,
-        "repeats": args.repeats, "max_runs": args.max_runs,
-        "settle_seconds": args.settle_seconds, "format": args.value_format,
-        "unit": args.unit, "label": args.label,
-    }  # fmt: skip
+        "vary": args.vary,
+        "resolution": args.resolution,
+        "direction": args.direction,
+        "repeats": args.repeats,
+        "max_runs": args.max_runs,
+        "settle_seconds": args.settle_seconds,
+        "format": args.value_format,
+        "unit": args.unit,
+        "label": args.label,
+    }
 
 
 def _invalid(console: Console, text: str) -> int:
@@ -190,9 +201,12 @@ def _invalid(console: Console, text: str) -> int:
 
 
 def _check_ends(
-    path: Path, experiment: dict[str, Any], settings: EnvelopeSettings,
-    secrets: dict[str, Any], config: dict[str, Any],
-) -> None:  # fmt: skip
+    path: Path,
+    experiment: dict[str, Any],
+    settings: EnvelopeSettings,
+    secrets: dict[str, Any],
+    config: dict[str, Any],
+) -> None:
     """Both ends pass the activity's own validation (nothing runs otherwise)."""
     space = settings.search.space
     for end in (space.low, space.high):
@@ -220,10 +234,12 @@ def _prepare(
     if (out / "envelope.json").exists():
         return _invalid(console, f"{out} already holds an envelope.json: choose another --out")
     base = RunOptions(
-        journal_path=out / "runs" / "run.json", config_vars=config_vars,
-        secret_vars=secret_vars, hypothesis_strategy=args.hypothesis_strategy,
+        journal_path=out / "runs" / "run.json",
+        config_vars=config_vars,
+        secret_vars=secret_vars,
+        hypothesis_strategy=args.hypothesis_strategy,
         hypothesis_frequency=args.hypothesis_frequency,
-    )  # fmt: skip
+    )
     return path, experiment, settings, base, plan
 
 
@@ -252,8 +268,9 @@ def search_envelope(
     if isinstance(prepared, int):
         return prepared
     path, experiment, settings, base, plan = prepared
-    console.print(f"[bold]envelope of {escape(str(path))}[/]: {escape(_plan_text(settings))}",
-                  highlight=False)  # fmt: skip
+    console.print(
+        f"[bold]envelope of {escape(str(path))}[/]: {escape(_plan_text(settings))}", highlight=False
+    )
     if getattr(args, "dry_run", False):
         console.print("dry run: nothing was injected")
         return EXIT_HELD
@@ -261,9 +278,15 @@ def search_envelope(
     if not recover(ledger, console, refuse=getattr(args, "no_recover", False)):
         return EXIT_FAILED
     result = run_envelope(
-        path, experiment, settings, base, ledger, console, out,
+        path,
+        experiment,
+        settings,
+        base,
+        ledger,
+        console,
+        out,
         handlers=lambda: _abort_handlers(plan, console, base.config_vars),
-    )  # fmt: skip
+    )
     _print_result(result.document, console)
     console.print(f"envelope: {result.path}; journals: {out / 'runs'}", highlight=False)
     return result
@@ -293,9 +316,12 @@ def _print_result(doc: dict[str, Any], console: Console) -> None:
     for run in doc["runs"]:
         colour = colours.get(run["outcome"], "yellow")
         table.add_row(
-            str(run["run"]), escape(str(run["value"])), run["phase"],
-            f"[{colour}]{run['outcome']}[/]", escape(_after_values(run)),
-        )  # fmt: skip
+            str(run["run"]),
+            escape(str(run["value"])),
+            run["phase"],
+            f"[{colour}]{run['outcome']}[/]",
+            escape(_after_values(run)),
+        )
     console.print(table)
     result = doc["result"]
     colour = {"noisy": "yellow", "incomplete": "red"}.get(result["kind"], "green")
@@ -306,7 +332,10 @@ def _print_result(doc: dict[str, Any], console: Console) -> None:
     for line in result["non_monotone"]:
         console.print(f"[yellow]non-monotone:[/] {escape(line)}", highlight=False)
     for item in result["not_counted"]:
-        console.print(f"[dim]not counted: run {item['run']} at {fmt(item['magnitude'])} "
-                      f"was {item['outcome']}[/]", highlight=False)  # fmt: skip
+        console.print(
+            f"[dim]not counted: run {item['run']} at {fmt(item['magnitude'])} "
+            f"was {item['outcome']}[/]",
+            highlight=False,
+        )
     if doc.get("note"):
         console.print(f"[yellow]{escape(doc['note'])}[/]", highlight=False)

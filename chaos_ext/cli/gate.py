@@ -84,29 +84,39 @@ examples:
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
-        "gate", help="run experiments as a CI gate: JUnit XML + exit code", description=HELP,
+        "gate",
+        help="run experiments as a CI gate: JUnit XML + exit code",
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     parser.add_argument("inputs", nargs="+", metavar="EXPERIMENT", help="experiment files")
     parser.add_argument("--junit", required=True, metavar="FILE", help="JUnit XML to write")
     parser.add_argument(
-        "--journals", action="store_true",
+        "--journals",
+        action="store_true",
         help="the arguments are journals (or folders of them) of earlier runs: run nothing",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--min-score", type=float, metavar="N",
+        "--min-score",
+        type=float,
+        metavar="N",
         help="pass deviations while the resilience score (0-100) is at least N",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--min-envelope", action="append", default=[], metavar="ARGUMENT=FLOOR",
+        "--min-envelope",
+        action="append",
+        default=[],
+        metavar="ARGUMENT=FLOOR",
         help="envelopes of ARGUMENT (searched for experiments that set one, or read with "
         "--journals) must show the hypothesis holding at FLOOR or harsher (repeatable)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--max-recovery", type=float, metavar="SECONDS",
+        "--max-recovery",
+        type=float,
+        metavar="SECONDS",
         help="fail (exit 5) a run whose system took longer than SECONDS to hold its steady "
         "state again after the undo, or whose recovery was not measured",
-    )  # fmt: skip
+    )
     add_run_options(parser)  # --journal-dir, --var, --var-file, --hypothesis-*, --abort-on
     parser.set_defaults(handler=handle)
 
@@ -119,11 +129,15 @@ def nothing_measured(strategy: str) -> Callable[[Path, dict[str, Any]], str | No
         hypothesis = experiment.get("steady-state-hypothesis")
         probes = hypothesis.get("probes") if isinstance(hypothesis, dict) else None
         if strategy == "skip":
-            return (f"gate: {path}: --hypothesis-strategy skip checks nothing: a gate needs a "
-                    "steady-state hypothesis checked (use `gameday run` to explore)")  # fmt: skip
+            return (
+                f"gate: {path}: --hypothesis-strategy skip checks nothing: a gate needs a "
+                "steady-state hypothesis checked (use `gameday run` to explore)"
+            )
         if not probes:
-            return (f"gate: {path}: no steady-state hypothesis (or none with probes): a gate "
-                    "would pass with nothing measured (use `gameday run` to explore)")  # fmt: skip
+            return (
+                f"gate: {path}: no steady-state hypothesis (or none with probes): a gate "
+                "would pass with nothing measured (use `gameday run` to explore)"
+            )
         return None
 
     return refuse
@@ -132,9 +146,13 @@ def nothing_measured(strategy: str) -> Callable[[Path, dict[str, Any]], str | No
 def _run_all(args: argparse.Namespace, console: Console) -> list[tuple[RunView, int]] | int:
     out = Path(args.journal_dir)
     results = run_batch(
-        args, args.inputs, console, lambda path: out / f"journal-{path.stem}.json",
-        refuse_recover=False, refuse=nothing_measured(args.hypothesis_strategy),
-    )  # fmt: skip
+        args,
+        args.inputs,
+        console,
+        lambda path: out / f"journal-{path.stem}.json",
+        refuse_recover=False,
+        refuse=nothing_measured(args.hypothesis_strategy),
+    )
     if isinstance(results, int):
         return results
     return [
@@ -153,9 +171,12 @@ def _from_journals(args: argparse.Namespace, console: Console) -> list[tuple[Run
         # may have recorded exit 0 for a rollback that failed
         code = exit_code_for(view.outcome or outcome_of(journal))
         if view.unprotected and not args.allow_missing_controls:
-            console.print(f"[red]{view.source}: ran without a safety control "
-                          f"({'; '.join(view.unprotected)}): failed (gate "
-                          "--allow-missing-controls accepts it)[/]", highlight=False)  # fmt: skip
+            console.print(
+                f"[red]{view.source}: ran without a safety control "
+                f"({'; '.join(view.unprotected)}): failed (gate "
+                "--allow-missing-controls accepts it)[/]",
+                highlight=False,
+            )
             code = worst_exit([code, EXIT_FAILED])
         found.append((view, code))
     return found
@@ -179,8 +200,9 @@ def _envelopes(
         return EXIT_INVALID
     views, args.inputs = loaded
     if views and not floors:
-        console.print("[red]envelopes given: say which floor to hold with --min-envelope "
-                      "ARGUMENT=FLOOR[/]")  # fmt: skip
+        console.print(
+            "[red]envelopes given: say which floor to hold with --min-envelope ARGUMENT=FLOOR[/]"
+        )
         return EXIT_INVALID
     return views, floors
 
@@ -223,8 +245,9 @@ def _slow_recovery(view: RunView, code: int, limit: float, console: Console) -> 
         return code
     unmeasured = (view.recovery or {}).get("why", "no recovery check")
     why = f"took {took:g} s" if took is not None else f"was not measured ({unmeasured})"
-    console.print(f"[red]{view.source}: recovery {why}; --max-recovery {limit:g}[/]",
-                  highlight=False)  # fmt: skip
+    console.print(
+        f"[red]{view.source}: recovery {why}; --max-recovery {limit:g}[/]", highlight=False
+    )
     return worst_exit([code, EXIT_NOT_RECOVERED])
 
 

@@ -75,23 +75,28 @@ ROLLBACK_CONTEXT = "GAMEDAY_ROLLBACK_CONTEXT"
 
 def register(sub: Any) -> None:
     ledger = sub.add_parser(
-        "ledger", help="list open faults; check or repair the ledger", description=LEDGER_HELP,
+        "ledger",
+        help="list open faults; check or repair the ledger",
+        description=LEDGER_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     ledger.add_argument("--all", action="store_true", help="include undone entries (history)")
     ledger.add_argument("--json", action="store_true", help="print JSON instead of a table")
     action = ledger.add_mutually_exclusive_group()
     action.add_argument("--verify", action="store_true", help="full check, reported in detail")
     action.add_argument("--repair", action="store_true", help="rebuild a damaged ledger")
     ledger.add_argument(
-        "--accept-loss", action="store_true",
+        "--accept-loss",
+        action="store_true",
         help="with --repair: when no part is intact, keep what is still readable",
-    )  # fmt: skip
+    )
     ledger.set_defaults(handler=handle_ledger)
     rollback = sub.add_parser(
-        "rollback", help="undo every open fault", description=ROLLBACK_HELP,
+        "rollback",
+        help="undo every open fault",
+        description=ROLLBACK_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     rollback.add_argument("--run", metavar="RUN_ID", help="only this run's faults")
     rollback.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig with credentials for the recorded cluster"
@@ -100,17 +105,24 @@ def register(sub: Any) -> None:
         "--context", metavar="NAME", help="kubeconfig context of the recorded cluster"
     )
     rollback.add_argument(
-        "--journal", metavar="JOURNAL",
+        "--journal",
+        metavar="JOURNAL",
         help="retry the rollback activities that did not succeed in this run's journal",
-    )  # fmt: skip
+    )
     rollback.add_argument(
-        "--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
+        "--var",
+        action="append",
+        default=[],
+        metavar="KEY[:TYPE]=VALUE",
         help="configuration value for --journal (repeatable)",
-    )  # fmt: skip
+    )
     rollback.add_argument(
-        "--var-file", action="append", default=[], metavar="FILE",
+        "--var-file",
+        action="append",
+        default=[],
+        metavar="FILE",
         help="configuration and secrets for --journal, as for `gameday run`",
-    )  # fmt: skip
+    )
     rollback.set_defaults(handler=handle_rollback)
 
 
@@ -168,9 +180,15 @@ def _table(book: Ledger, entries: list[Entry], *, no_color: bool) -> None:
     now = time.time()
     for e in entries:
         table.add_row(
-            e.id, e.state, e.kind, e.target, _system(e), e.run_id, _owner(e),
+            e.id,
+            e.state,
+            e.kind,
+            e.target,
+            _system(e),
+            e.run_id,
+            _owner(e),
             f"{now - e.created_at:.0f} s",
-        )  # fmt: skip
+        )
     make_console(no_color=no_color).print(table)
 
 
@@ -228,8 +246,10 @@ def _retry_journal(args: argparse.Namespace, console: Console) -> int:
         ok = attempt["status"] == "succeeded"
         mark = "[green]✓[/]" if ok else "[red]✗[/]"
         error = f": {attempt['error']}" if attempt.get("error") else ""
-        console.print(f"{mark} rollback {escape(str(attempt['name']))} {attempt['status']}"
-                      f"{escape(error)}", highlight=False)  # fmt: skip
+        console.print(
+            f"{mark} rollback {escape(str(attempt['name']))} {attempt['status']}{escape(error)}",
+            highlight=False,
+        )
     failed = [a for a in attempts if a["status"] != "succeeded"]
     if failed:
         console.print(f"[red]{len(failed)} rollback(s) still failing; fix the cause and retry[/]")

@@ -43,9 +43,11 @@ examples:
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
-        "report", help="HTML report + Markdown summary from journals", description=HELP,
+        "report",
+        help="HTML report + Markdown summary from journals",
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     parser.add_argument(
         "journals", nargs="+", metavar="JOURNAL", help="journal files, or folders of them"
     )
@@ -54,9 +56,12 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--title", default="Game day report", help="the report's title")
     parser.add_argument(
-        "--redact", action="append", default=[], metavar="VALUE",
+        "--redact",
+        action="append",
+        default=[],
+        metavar="VALUE",
         help="a further value to mask wherever it appears (repeatable)",
-    )  # fmt: skip
+    )
     parser.set_defaults(handler=handle)
 
 

@@ -122,16 +122,19 @@ _STRATEGIES = (
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
-        "run", help="run experiments, roll back on every exit path", description=HELP,
+        "run",
+        help="run experiments, roll back on every exit path",
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT", help="JSON/YAML files")
     parser.add_argument("--journal", metavar="FILE", help="journal path (one experiment only)")
     add_run_options(parser)
     parser.add_argument(
-        "--no-recover", action="store_true",
+        "--no-recover",
+        action="store_true",
         help="refuse to start if a dead run left faults open (default: undo them first)",
-    )  # fmt: skip
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -142,41 +145,59 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     add_var_options(parser)
     parser.add_argument(
-        "--hypothesis-strategy", choices=_STRATEGIES, default="default",
+        "--hypothesis-strategy",
+        choices=_STRATEGIES,
+        default="default",
         help="when the steady-state hypothesis is checked (default: before and after)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--hypothesis-frequency", type=float, default=1.0, metavar="SECONDS",
+        "--hypothesis-frequency",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
         help="interval for during-method/continuous hypothesis checks",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--fail-fast", action="store_true", help="stop at the first deviation during the method"
     )
     parser.add_argument(
-        "--abort-on", metavar="FILE", action="append", default=[],
+        "--abort-on",
+        metavar="FILE",
+        action="append",
+        default=[],
         help="stop conditions checked while the method runs (repeatable): an abort plan, a "
         "rule file or PrometheusRule, a built-in plan name, prometheus-alerts or alertmanager",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--alerts", metavar="SELECTOR", action="append", default=[],
+        "--alerts",
+        metavar="SELECTOR",
+        action="append",
+        default=[],
         help="which alerts of --abort-on stop the run (repeatable; any): severity=critical",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--recover", type=float, metavar="SECONDS",
+        "--recover",
+        type=float,
+        metavar="SECONDS",
         help="after the undo, wait up to SECONDS for the hypothesis to hold again; never: "
         "not-recovered, exit 5 (default: the experiment's gameday extension "
         f"recover_seconds, else {DEFAULT_RECOVER_S:g}; 0 turns it off)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--repeat", type=_positive, default=1, metavar="N",
+        "--repeat",
+        type=_positive,
+        default=1,
+        metavar="N",
         help="run each experiment N times (journals JOURNAL_DIR/journal-<name>-<i>.json): "
         "the runs `gameday compare` needs to decide a tuning change (default 1)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--settle", type=float, metavar="SECONDS",
+        "--settle",
+        type=float,
+        metavar="SECONDS",
         help="wait up to SECONDS for the hypothesis to hold before starting "
         "(default: the experiment's gameday extension settle_seconds, else 0)",
-    )  # fmt: skip
+    )
     add_control_options(parser)
 
 
@@ -286,13 +307,18 @@ def say_verdict(result: RunResult, console: Console) -> None:
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     if args.journal and (len(args.experiments) > 1 or args.repeat > 1):
-        console.print("[red]--journal takes one experiment run once; use --journal-dir for "
-                      "several (or --repeat)[/]")  # fmt: skip
+        console.print(
+            "[red]--journal takes one experiment run once; use --journal-dir for "
+            "several (or --repeat)[/]"
+        )
         return EXIT_INVALID
     results = run_batch(
-        args, args.experiments, console, lambda path: _journal_path(args, path),
+        args,
+        args.experiments,
+        console,
+        lambda path: _journal_path(args, path),
         refuse_recover=args.no_recover,
-    )  # fmt: skip
+    )
     if isinstance(results, int):
         return results
     return worst_exit(r.exit_code for r in results)

@@ -47,9 +47,11 @@ sandbox's addresses and database password given as --var-file.
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
-        "sandbox", help="bring the local sandbox platform up or down", description=HELP,
+        "sandbox",
+        help="bring the local sandbox platform up or down",
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     actions = parser.add_subparsers(dest="sandbox_command", metavar="ACTION", required=True)
     for name, text in (
         ("up", "build the namespaces and start every service"),
@@ -63,26 +65,37 @@ def register(sub: Any) -> None:
         if name == "up":
             action.add_argument("--backend", choices=("auto", "netns", "vm"), default="auto")
             action.add_argument(
-                "--app", choices=("fragile", "tuned"), default="fragile", dest="app_mode",
+                "--app",
+                choices=("fragile", "tuned"),
+                default="fragile",
+                dest="app_mode",
                 help="the demo app's robustness (default fragile)",
-            )  # fmt: skip
+            )
         if name == "status":
             action.add_argument("--json", action="store_true", help="print JSON")
         action.set_defaults(handler=handle)
     run = actions.add_parser(
-        "run", help="run experiments inside the sandbox (gameday run there)",
+        "run",
+        help="run experiments inside the sandbox (gameday run there)",
         description="Run `gameday run EXPERIMENT...` in the sandbox's monitoring host.",
-    )  # fmt: skip
+    )
     run.add_argument("--prefix", default="gd")
     run.add_argument("--journal-dir", default=".", help="where the journals go (default .)")
     run.add_argument("--timeout", type=float, help="cap in seconds (default 900 per --repeat)")
-    run.add_argument("--repeat", type=int, default=1, metavar="N",
-                     help="run each experiment N times (gameday run --repeat)")  # fmt: skip
     run.add_argument(
-        "--settle", type=float, metavar="SECONDS",
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run each experiment N times (gameday run --repeat)",
+    )
+    run.add_argument(
+        "--settle",
+        type=float,
+        metavar="SECONDS",
         help="wait up to SECONDS for each steady state before its fault (gameday run --settle; "
         "default: the experiment's settle_seconds, 60 s for the default game day)",
-    )  # fmt: skip
+    )
     run.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
     run.set_defaults(handler=handle)
     _register_envelope(actions)
@@ -100,16 +113,19 @@ _ENVELOPE_OPTIONS = (
 
 def _register_envelope(actions: Any) -> None:
     envelope = actions.add_parser(
-        "envelope", help="find an experiment's breaking point inside the sandbox",
+        "envelope",
+        help="find an experiment's breaking point inside the sandbox",
         description="Run `gameday envelope EXPERIMENT` in the sandbox's monitoring host "
         "(options as there; the experiment's gameday extension holds the rest).",
-    )  # fmt: skip
+    )
     envelope.add_argument("--prefix", default="gd")
-    envelope.add_argument("--journal-dir", default=".",
-                          help="parent of the envelope's folder (default .)")  # fmt: skip
+    envelope.add_argument(
+        "--journal-dir", default=".", help="parent of the envelope's folder (default .)"
+    )
     envelope.add_argument("-o", "--out", metavar="DIR", help="the envelope's folder")
-    envelope.add_argument("--timeout", type=float, default=3600,
-                          help="cap in seconds (default 3600)")  # fmt: skip
+    envelope.add_argument(
+        "--timeout", type=float, default=3600, help="cap in seconds (default 3600)"
+    )
     for option, metavar in _ENVELOPE_OPTIONS:
         envelope.add_argument(option, metavar=metavar, help=f"as in `gameday envelope {option}`")
     envelope.add_argument("experiment", metavar="EXPERIMENT")
@@ -150,9 +166,11 @@ def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], Non
             repeat = ["--repeat", str(args.repeat)] if args.repeat != 1 else []
             timeout = args.timeout or 900.0 * max(1, args.repeat)
             return backends.run_in_sandbox(
-                args.prefix, ["run", *settle, *repeat, *args.experiments],
-                Path(args.journal_dir).resolve(), timeout,
-            )  # fmt: skip
+                args.prefix,
+                ["run", *settle, *repeat, *args.experiments],
+                Path(args.journal_dir).resolve(),
+                timeout,
+            )
         if args.sandbox_command == "envelope":
             return backends.run_in_sandbox(
                 args.prefix, _envelope_argv(args), Path(args.journal_dir).resolve(), args.timeout
@@ -184,8 +202,11 @@ def _print_status(report: dict[str, Any], no_color: bool = False) -> None:
     for name, svc in report["services"].items():
         where = f"{svc['address']}:{svc['port']}" if "address" in svc else ""
         table.add_row(
-            name, svc.get("netns", ""), where,
-            str(svc.get("pid", "")), "yes" if svc["running"] else "NO",
+            name,
+            svc.get("netns", ""),
+            where,
+            str(svc.get("pid", "")),
+            "yes" if svc["running"] else "NO",
             {True: "yes", False: "NO", None: "-"}[svc["answering"]],
-        )  # fmt: skip
+        )
     console.print(table)

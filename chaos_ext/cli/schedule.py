@@ -54,35 +54,66 @@ examples:
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
-        "schedule", help="emit CronJob + RBAC manifests for a scheduled game day",
-        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+        "schedule",
+        help="emit CronJob + RBAC manifests for a scheduled game day",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
     parser.add_argument("--cron", required=True, help='schedule, e.g. "0 10 * * 2" or @weekly')
     parser.add_argument("--name", default="gameday", help="CronJob/ServiceAccount name")
     parser.add_argument("--namespace", default="gameday", help="where the CronJob runs")
-    parser.add_argument("--target-namespace", action="append", default=[], metavar="NS",
-                        help="namespace the experiments act on (repeatable)")  # fmt: skip
-    parser.add_argument("--all-namespaces", action="store_true",
-                        help="grant namespaced rules cluster-wide (ClusterRole)")  # fmt: skip
+    parser.add_argument(
+        "--target-namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="namespace the experiments act on (repeatable)",
+    )
+    parser.add_argument(
+        "--all-namespaces",
+        action="store_true",
+        help="grant namespaced rules cluster-wide (ClusterRole)",
+    )
     parser.add_argument("--image", default=f"gameday:{__version__}", help="runner image")
     parser.add_argument("--reports-pvc", metavar="CLAIM", help="existing claim for reports")
     parser.add_argument("--pvc-size", default="1Gi", help="size of the claim created")
     parser.add_argument("--storage-class", help="storage class of the claim created")
-    parser.add_argument("--push-command", metavar="SH",
-                        help="shell command run after the report, $REPORT_DIR set")  # fmt: skip
-    parser.add_argument("--abort-on", metavar="FILE",
-                        help="stop conditions for `gameday run --abort-on`, shipped in the "
-                             "ConfigMap")  # fmt: skip
-    parser.add_argument("--var", action="append", default=[], metavar="KEY[:TYPE]=VALUE",
-                        help="passed to `gameday run --var` (repeatable)")  # fmt: skip
-    parser.add_argument("--env-from-secret", action="append", default=[], metavar="SECRET",
-                        help="expose a Secret's keys as environment variables")  # fmt: skip
-    parser.add_argument("--deadline", type=int, default=3600, metavar="SECONDS",
-                        help="activeDeadlineSeconds of each run (default 3600)")  # fmt: skip
+    parser.add_argument(
+        "--push-command", metavar="SH", help="shell command run after the report, $REPORT_DIR set"
+    )
+    parser.add_argument(
+        "--abort-on",
+        metavar="FILE",
+        help="stop conditions for `gameday run --abort-on`, shipped in the ConfigMap",
+    )
+    parser.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="KEY[:TYPE]=VALUE",
+        help="passed to `gameday run --var` (repeatable)",
+    )
+    parser.add_argument(
+        "--env-from-secret",
+        action="append",
+        default=[],
+        metavar="SECRET",
+        help="expose a Secret's keys as environment variables",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=int,
+        default=3600,
+        metavar="SECONDS",
+        help="activeDeadlineSeconds of each run (default 3600)",
+    )
     parser.add_argument("--time-zone", metavar="TZ", help="CronJob timeZone, e.g. Europe/Paris")
-    parser.add_argument("--allow-undeclared", action="store_true",
-                        help="accept Kubernetes activities that declare no RBAC")  # fmt: skip
+    parser.add_argument(
+        "--allow-undeclared",
+        action="store_true",
+        help="accept Kubernetes activities that declare no RBAC",
+    )
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     parser.set_defaults(handler=handle)
 
@@ -95,15 +126,23 @@ def _spec(args: argparse.Namespace, files: list[Path]) -> ScheduleSpec:
     for var in args.var:
         run_args += ["--var", var]
     return ScheduleSpec(
-        name=args.name, namespace=args.namespace, cron=args.cron, image=args.image,
+        name=args.name,
+        namespace=args.namespace,
+        cron=args.cron,
+        image=args.image,
         experiments={p.name: p.read_text() for p in files},
-        target_namespaces=tuple(args.target_namespace), all_namespaces=args.all_namespaces,
-        pvc=args.reports_pvc, pvc_size=args.pvc_size, storage_class=args.storage_class,
-        push_command=args.push_command, run_args=tuple(run_args),
-        env_from_secrets=tuple(args.env_from_secret), deadline_seconds=args.deadline,
+        target_namespaces=tuple(args.target_namespace),
+        all_namespaces=args.all_namespaces,
+        pvc=args.reports_pvc,
+        pvc_size=args.pvc_size,
+        storage_class=args.storage_class,
+        push_command=args.push_command,
+        run_args=tuple(run_args),
+        env_from_secrets=tuple(args.env_from_secret),
+        deadline_seconds=args.deadline,
         time_zone=args.time_zone,
         abort_plan=Path(args.abort_on).read_text() if args.abort_on else None,
-    )  # fmt: skip
+    )
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
@@ -112,16 +151,20 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         return EXIT_INVALID
     leaky = [str(p) for p, experiment in loaded if any(inline_secrets(experiment.get("secrets")))]
     if leaky:
-        console.print(f"[red]{escape(', '.join(leaky))}: literal secret values would land in a "
-                      "ConfigMap; use {\"type\": \"env\", \"key\": ...} secrets and "
-                      "--env-from-secret[/]")  # fmt: skip
+        console.print(
+            f"[red]{escape(', '.join(leaky))}: literal secret values would land in a "
+            'ConfigMap; use {"type": "env", "key": ...} secrets and '
+            "--env-from-secret[/]"
+        )
         return EXIT_INVALID
     perms = permissions_of(experiment for _, experiment in loaded)
     if perms.undeclared:
         listed = ", ".join(perms.undeclared)
         if not args.allow_undeclared:
-            console.print(f"[red]these activities declare no Kubernetes permissions: "
-                          f"{escape(listed)} (--allow-undeclared to go on)[/]")  # fmt: skip
+            console.print(
+                f"[red]these activities declare no Kubernetes permissions: "
+                f"{escape(listed)} (--allow-undeclared to go on)[/]"
+            )
             return EXIT_INVALID
         console.print(f"[yellow]grant these activities' permissions yourself: {escape(listed)}[/]")
     if args.abort_on:

@@ -60,9 +60,11 @@ lists the rule and its reason.
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
-        "validate", help="validate experiments, touch nothing", description=HELP,
+        "validate",
+        help="validate experiments, touch nothing",
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    )
     parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT", help="JSON/YAML files")
     add_control_options(parser, allow=False)
     parser.add_argument(
@@ -72,8 +74,13 @@ def register(sub: Any) -> None:
         default=[],
         help="check stop conditions as `gameday run --abort-on` reads them",
     )
-    parser.add_argument("--alerts", metavar="SELECTOR", action="append", default=[],
-                        help="alert selectors, as `gameday run --alerts`")  # fmt: skip
+    parser.add_argument(
+        "--alerts",
+        metavar="SELECTOR",
+        action="append",
+        default=[],
+        help="alert selectors, as `gameday run --alerts`",
+    )
     add_var_options(parser)
     parser.add_argument(
         "--settle", type=float, metavar="SECONDS", help="check a settle time as `gameday run`"

@@ -35,8 +35,9 @@ def _line(name: str, missing: set[str], recorded: set[str]) -> str:
     metrics = sorted(missing - set(records))
     needs = []
     if records:
-        needs.append(f"recording rule(s) {', '.join(records)}, which this Prometheus "
-                     "does not evaluate")  # fmt: skip
+        needs.append(
+            f"recording rule(s) {', '.join(records)}, which this Prometheus does not evaluate"
+        )
     if metrics:
         needs.append(f"series {', '.join(metrics)}, which this Prometheus does not have")
     return f"alert {name} can never fire here: it needs {' and '.join(needs)}"

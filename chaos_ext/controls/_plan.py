@@ -69,17 +69,36 @@ from chaos_ext.prometheus.catalogs import (
 )
 
 __all__ = [
-    "AbortCondition", "AbortPlan", "Tracker", "Verdict", "load_plan", "load_sources",
-    "merge_plans", "parse_plan", "plan_path",
-]  # fmt: skip
+    "AbortCondition",
+    "AbortPlan",
+    "Tracker",
+    "Verdict",
+    "load_plan",
+    "load_sources",
+    "merge_plans",
+    "parse_plan",
+    "plan_path",
+]
 
 _T = TypeVar("_T")
 _PLAN_KEYS = {
-    "interval_seconds", "unreachable_after", "timeout_seconds", "conditions", "probes", "alerts",
-}  # fmt: skip
+    "interval_seconds",
+    "unreachable_after",
+    "timeout_seconds",
+    "conditions",
+    "probes",
+    "alerts",
+}
 _CONDITION_KEYS = {
-    "probe", "parameters", "tolerance", "breaches", "name", "promql", "if_empty", "if_nan",
-}  # fmt: skip
+    "probe",
+    "parameters",
+    "tolerance",
+    "breaches",
+    "name",
+    "promql",
+    "if_empty",
+    "if_nan",
+}
 
 
 @dataclass(frozen=True)
@@ -112,12 +131,22 @@ class AbortPlan:
 
     def describe(self) -> list[dict[str, Any]]:
         return [
-            *({"name": c.name, "expr": c.expr, "steady": c.tolerance.describe()}
-              for c in self.conditions),
-            *({"name": r.name, "expr": r.expr, "steady": f"not firing (for: {r.for_s:g}s)",
-               "labels": dict(r.labels), "source": r.source} for r in self.alerts.rules),
+            *(
+                {"name": c.name, "expr": c.expr, "steady": c.tolerance.describe()}
+                for c in self.conditions
+            ),
+            *(
+                {
+                    "name": r.name,
+                    "expr": r.expr,
+                    "steady": f"not firing (for: {r.for_s:g}s)",
+                    "labels": dict(r.labels),
+                    "source": r.source,
+                }
+                for r in self.alerts.rules
+            ),
             *(w.describe() for w in self.alerts.firing),
-        ]  # fmt: skip
+        ]
 
 
 @dataclass(frozen=True)
@@ -133,10 +162,13 @@ class Verdict:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "reason": self.reason, "condition": self.condition, "detail": self.detail,
-            "value": self.value, "at_unix": round(self.at, 3),
+            "reason": self.reason,
+            "condition": self.condition,
+            "detail": self.detail,
+            "value": self.value,
+            "at_unix": round(self.at, 3),
             **({"alert": dict(self.alert)} if self.alert else {}),
-        }  # fmt: skip
+        }
 
 
 def _number(raw: Any, where: str, low: float = 1) -> int:
@@ -150,10 +182,13 @@ def _from_catalog(spec: Mapping[str, Any], probe: CatalogProbe, where: str) -> A
     if "tolerance" in spec:
         tolerance = Condition.from_spec(spec["tolerance"], where)
     return AbortCondition(
-        name=probe.name, expr=probe.render(spec.get("parameters") or {}), tolerance=tolerance,
+        name=probe.name,
+        expr=probe.render(spec.get("parameters") or {}),
+        tolerance=tolerance,
         breaches=_number(spec.get("breaches", 1), f"{where}: breaches"),
-        if_empty=probe.if_empty, if_nan=probe.if_nan,
-    )  # fmt: skip
+        if_empty=probe.if_empty,
+        if_nan=probe.if_nan,
+    )
 
 
 def _condition(spec: Any, index: int, catalog: Catalog, source: str) -> AbortCondition:
@@ -172,8 +207,9 @@ def _condition(spec: Any, index: int, catalog: Catalog, source: str) -> AbortCon
         expr=check_promql(str(spec["promql"]).strip(), f"{where}: promql"),
         tolerance=Condition.from_spec(spec["tolerance"], where),
         breaches=_number(spec.get("breaches", 1), f"{where}: breaches"),
-        if_empty=_optional(spec.get("if_empty")), if_nan=_optional(spec.get("if_nan")),
-    )  # fmt: skip
+        if_empty=_optional(spec.get("if_empty")),
+        if_nan=_optional(spec.get("if_nan")),
+    )
 
 
 def _optional(raw: Any) -> float | None:
@@ -202,16 +238,24 @@ def parse_plan(
         problems.append(f"{source}: 'conditions' must be a non-empty list (or give alerts)")
         conditions = []
     parsed = [_checked(problems, _condition, c, i, book, source) for i, c in enumerate(conditions)]
-    interval = _checked(problems, _seconds, document.get("interval_seconds", 1),
-                        f"{source}: interval_seconds")  # fmt: skip
+    interval = _checked(
+        problems, _seconds, document.get("interval_seconds", 1), f"{source}: interval_seconds"
+    )
     timeout = document.get("timeout_seconds")
-    timeout_s = _checked(problems, _seconds, timeout, f"{source}: timeout_seconds") if (
-        timeout is not None) else None  # fmt: skip
-    unreachable = _checked(problems, _number, document.get("unreachable_after", 3),
-                           f"{source}: unreachable_after")  # fmt: skip
+    timeout_s = (
+        _checked(problems, _seconds, timeout, f"{source}: timeout_seconds")
+        if (timeout is not None)
+        else None
+    )
+    unreachable = _checked(
+        problems, _number, document.get("unreachable_after", 3), f"{source}: unreachable_after"
+    )
     if problems:  # every problem of the plan at once, not just the first
-        raise InvalidArgument(problems[0] if len(problems) == 1 else (
-            f"{len(problems)} problems: " + "; ".join(problems)))  # fmt: skip
+        raise InvalidArgument(
+            problems[0]
+            if len(problems) == 1
+            else (f"{len(problems)} problems: " + "; ".join(problems))
+        )
     assert interval is not None and unreachable is not None and alerts is not None  # noqa: S101
     return AbortPlan(
         conditions=tuple(c for c in parsed if c is not None),
@@ -265,9 +309,7 @@ def load_plan(path: Path, selectors: Sequence[Selector] = ()) -> AbortPlan:
         raise InvalidArgument(f"abort plan {path}: no such file (built-in plans: {names})")
     try:
         text = path.read_text()
-        documents = [json.loads(text)] if path.suffix == ".json" else list(
-            yaml.safe_load_all(text)
-        )  # fmt: skip
+        documents = [json.loads(text)] if path.suffix == ".json" else list(yaml.safe_load_all(text))
     except FileNotFoundError:
         raise InvalidArgument(f"abort plan {path}: no such file") from None
     except (OSError, ValueError, yaml.YAMLError) as exc:
@@ -276,8 +318,9 @@ def load_plan(path: Path, selectors: Sequence[Selector] = ()) -> AbortPlan:
     present = [d for d in documents if d is not None]
     if present and is_rule_document(present[0]):
         rules = resolve_rules([str(path)], selectors, None, required=False)
-        return AbortPlan(conditions=(), source=str(path), alerts=AlertSpec(rules=rules),
-                         rule_files=(path,))  # fmt: skip
+        return AbortPlan(
+            conditions=(), source=str(path), alerts=AlertSpec(rules=rules), rule_files=(path,)
+        )
     if len(present) != 1:
         raise InvalidArgument(f"abort plan {path}: expected 1 YAML document, found {len(present)}")
     return parse_plan(present[0], str(path), base=path.parent)
@@ -341,10 +384,13 @@ class Tracker:
         self.alerts = AlertTracker(self.plan.alerts)
 
     def tick(
-        self, outcomes: Sequence[tuple[AbortCondition, float | Exception]], now: float,
-        rules: Sequence[RuleOutcome] = (), sources: Mapping[str, SourceOutcome] | None = None,
+        self,
+        outcomes: Sequence[tuple[AbortCondition, float | Exception]],
+        now: float,
+        rules: Sequence[RuleOutcome] = (),
+        sources: Mapping[str, SourceOutcome] | None = None,
         eval_at: float | None = None,
-    ) -> Verdict | None:  # fmt: skip
+    ) -> Verdict | None:
         """Feed one round of results (a value or the error per condition; the
         samples of each alert rule; the alerts each firing source lists).
 
@@ -363,15 +409,21 @@ class Tracker:
         self.unreachable_streak = self.unreachable_streak + 1 if unreachable else 0
         if self.unreachable_streak >= self.plan.unreachable_after:
             return Verdict(
-                "unreachable", "prometheus",
-                f"{self.unreachable_streak} checks in a row failed: {unreachable[0]}", at=now,
-            )  # fmt: skip
+                "unreachable",
+                "prometheus",
+                f"{self.unreachable_streak} checks in a row failed: {unreachable[0]}",
+                at=now,
+            )
         return None
 
     def _alerts(
-        self, rules: Sequence[RuleOutcome], sources: Mapping[str, SourceOutcome], now: float,
-        eval_at: float, unreachable: list[str],
-    ) -> Verdict | None:  # fmt: skip
+        self,
+        rules: Sequence[RuleOutcome],
+        sources: Mapping[str, SourceOutcome],
+        now: float,
+        eval_at: float,
+        unreachable: list[str],
+    ) -> Verdict | None:
         failed: list[Exception] = []
         hit: AlertHit | None = None
         if self.alerts.states:
@@ -387,9 +439,12 @@ class Tracker:
         return Verdict("alert", hit.name, hit.detail, value=hit.value, at=now, alert=hit.alert)
 
     def _one(
-        self, condition: AbortCondition, outcome: float | Exception, now: float,
+        self,
+        condition: AbortCondition,
+        outcome: float | Exception,
+        now: float,
         unreachable: list[str],
-    ) -> Verdict | None:  # fmt: skip
+    ) -> Verdict | None:
         if isinstance(outcome, EmptyResult):
             self.no_data += 1
             self.last[condition.name] = None
@@ -408,7 +463,9 @@ class Tracker:
         if streak < condition.breaches:
             return None
         return Verdict(
-            "breach", condition.name,
+            "breach",
+            condition.name,
             f"{outcome:g} is not {condition.tolerance.describe()} ({condition.expr})",
-            value=outcome, at=now,
-        )  # fmt: skip
+            value=outcome,
+            at=now,
+        )

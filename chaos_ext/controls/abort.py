@@ -74,8 +74,13 @@ __all__ = [
 logger = logging.getLogger("chaostoolkit")
 
 _PLAN_KEYS = (
-    "conditions", "interval_seconds", "unreachable_after", "timeout_seconds", "probes", "alerts",
-)  # fmt: skip
+    "conditions",
+    "interval_seconds",
+    "unreachable_after",
+    "timeout_seconds",
+    "probes",
+    "alerts",
+)
 _ARGUMENT_KEYS = {"plan", *_PLAN_KEYS}
 _active: list[AbortOnBreach] = []
 _not_active: list[str] = []
@@ -110,9 +115,9 @@ def resolve_paths(arguments: dict[str, Any], base: Path) -> None:
     alerts = arguments.get("alerts")
     if isinstance(alerts, dict) and "rules" in alerts:
         rules = alerts["rules"]
-        alerts["rules"] = resolved(rules) if isinstance(rules, str) else [
-            resolved(r) for r in rules or []
-        ]  # fmt: skip
+        alerts["rules"] = (
+            resolved(rules) if isinstance(rules, str) else [resolved(r) for r in rules or []]
+        )
 
 
 def validate_control(control: dict[str, Any]) -> None:
@@ -157,9 +162,10 @@ def _refuse(reason: str) -> NoReturn:
     _not_active.append(reason)
     # under gameday, ControlGuard reports it (one line); under chaos run this is the line
     logger.error(
-        "gameday abort control NOT active, the run must not start: %s", reason,
+        "gameday abort control NOT active, the run must not start: %s",
+        reason,
         extra={"gameday_reported_by_guard": True},
-    )  # fmt: skip
+    )
     raise InvalidArgument(reason)
 
 

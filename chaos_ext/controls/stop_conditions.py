@@ -149,8 +149,12 @@ def cannot_fire(
     if not plan.alerts.rules:
         return []
     try:
-        prom = client(configuration, _prometheus_secrets(secrets),
-                      timeout=max(plan.timeout, START_TIMEOUT), retries=0)  # fmt: skip
+        prom = client(
+            configuration,
+            _prometheus_secrets(secrets),
+            timeout=max(plan.timeout, START_TIMEOUT),
+            retries=0,
+        )
         return unfirable_in(prom, plan.alerts.rules)
     except ChaosExtError as exc:
         logger.debug("could not check which alerts can fire: %s", exc)
@@ -182,17 +186,21 @@ class AbortWatch:
     """The watch thread: evaluates the plan every interval until stopped or fired."""
 
     def __init__(
-        self, plan: AbortPlan, configuration: Mapping[str, Any] | None,
-        secrets: Mapping[str, Any] | None, on_fire: Callable[[Verdict], None],
-    ) -> None:  # fmt: skip
+        self,
+        plan: AbortPlan,
+        configuration: Mapping[str, Any] | None,
+        secrets: Mapping[str, Any] | None,
+        on_fire: Callable[[Verdict], None],
+    ) -> None:
         self.plan = plan
         self.tracker = Tracker(plan)
         self.verdict: Verdict | None = None
         # an Alertmanager-only plan needs no Prometheus (nor its prometheus_url)
         self._client = (
             client(configuration, _prometheus_secrets(secrets), timeout=plan.timeout, retries=0)
-            if _needs(plan)[0] else None
-        )  # fmt: skip
+            if _needs(plan)[0]
+            else None
+        )
         self._configuration, self._secrets = configuration, secrets
         self._on_fire = on_fire
         self._stop = threading.Event()
@@ -245,7 +253,7 @@ class AbortWatch:
         rules = [
             first_errors.get(i) or _rule_samples(self._prom, state)
             for i, state in enumerate(self.tracker.alerts.states)
-        ]  # fmt: skip
+        ]
         sources = self._sources()
         return self.tracker.tick(outcomes, time.time(), rules, sources, eval_at=eval_at)
 
@@ -275,22 +283,30 @@ class AbortWatch:
         if verdict is not None:
             fired = {**verdict.as_dict(), "at": datetime.fromtimestamp(verdict.at, UTC).isoformat()}
         return {
-            "plan": self.plan.source, "interval_seconds": self.plan.interval,
+            "plan": self.plan.source,
+            "interval_seconds": self.plan.interval,
             "unreachable_after": self.plan.unreachable_after,
-            "conditions": self.plan.describe(), "checks": self.tracker.checks,
-            "no_data": self.tracker.no_data, "last_values": dict(self.tracker.last),
-            "alerts_active": self.tracker.alerts.pending(), "fired": fired,
-        }  # fmt: skip
+            "conditions": self.plan.describe(),
+            "checks": self.tracker.checks,
+            "no_data": self.tracker.no_data,
+            "last_values": dict(self.tracker.last),
+            "alerts_active": self.tracker.alerts.pending(),
+            "fired": fired,
+        }
 
 
 class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
     """Runs an :class:`AbortWatch` while the method runs; records it in the journal."""
 
     def __init__(
-        self, plan: AbortPlan, announce: Callable[[str], None] | None = None,
-        *, check_on_start: bool = True, configuration: Mapping[str, Any] | None = None,
+        self,
+        plan: AbortPlan,
+        announce: Callable[[str], None] | None = None,
+        *,
+        check_on_start: bool = True,
+        configuration: Mapping[str, Any] | None = None,
         warn: Callable[[str], None] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """``configuration``: values given on the command line (``--var``), which chaoslib
         drops unless the experiment declares the key; they win over the run's."""
         if plan.empty:
@@ -307,9 +323,14 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         self._secrets: Mapping[str, Any] | None = None
 
     def running(
-        self, experiment: Any, journal: dict[str, Any], configuration: Mapping[str, Any] | None,
-        secrets: Mapping[str, Any] | None, schedule: Any, settings: Any,
-    ) -> None:  # fmt: skip
+        self,
+        experiment: Any,
+        journal: dict[str, Any],
+        configuration: Mapping[str, Any] | None,
+        secrets: Mapping[str, Any] | None,
+        schedule: Any,
+        settings: Any,
+    ) -> None:
         configuration = {**(configuration or {}), **self._overrides}
         self._journal, self._configuration, self._secrets = journal, configuration, secrets
         problem = (
@@ -347,8 +368,9 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
     def _write(self) -> None:
         if self._journal is not None and self.watch is not None:
             self._journal.setdefault("gameday", {})["abort"] = {
-                **self.watch.record(), "cannot_fire": self.cannot_fire,
-            }  # fmt: skip
+                **self.watch.record(),
+                "cannot_fire": self.cannot_fire,
+            }
 
     def stop(self) -> None:
         if self.watch is not None:

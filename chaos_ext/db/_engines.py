@@ -239,8 +239,12 @@ def server_identity(conn: Any, engine: str) -> dict[str, str]:
     with conn.cursor() as cur:
         cur.execute("SELECT @@version, @@hostname, @@datadir, @@server_id")
         version, hostname, datadir, server_id = cur.fetchone()
-        found = {"version": str(version), "hostname": str(hostname), "datadir": str(datadir),
-                 "server_id": str(server_id)}  # fmt: skip
+        found = {
+            "version": str(version),
+            "hostname": str(hostname),
+            "datadir": str(datadir),
+            "server_id": str(server_id),
+        }
         with contextlib.suppress(Exception):  # MariaDB has no server_uuid
             cur.execute("SELECT @@server_uuid")
             found["server_uuid"] = str(cur.fetchone()[0])

@@ -85,28 +85,46 @@ def exhaust_connections(
     arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
     check_exhaust_arguments(arguments)
     params = connect_params(
-        engine=engine, host=host, port=port, database=database, user=user,
-        connect_timeout=connect_timeout_seconds, secrets=secrets,
+        engine=engine,
+        host=host,
+        port=port,
+        database=database,
+        user=user,
+        connect_timeout=connect_timeout_seconds,
+        secrets=secrets,
         application_name="gameday-exhaust",
-    )  # fmt: skip
+    )
     wanted = str(parse_target(target))
     recipe = {
-        "engine": params.engine, "host": params.host, "port": params.port,
-        "database": params.database, "user": params.user, "target": wanted,
+        "engine": params.engine,
+        "host": params.host,
+        "port": params.port,
+        "database": params.database,
+        "user": params.user,
+        "target": wanted,
         "hold_seconds": hold_seconds,
-    }  # fmt: skip
+    }
     payload = {
-        "connect": params.as_payload(), "target": wanted, "hold_seconds": hold_seconds,
-        "keepalive_seconds": keepalive_seconds, "open_concurrency": open_concurrency,
-        "open_budget": OPEN_BUDGET, "refill_seconds": refill_seconds,
-    }  # fmt: skip
+        "connect": params.as_payload(),
+        "target": wanted,
+        "hold_seconds": hold_seconds,
+        "keepalive_seconds": keepalive_seconds,
+        "open_concurrency": open_concurrency,
+        "open_budget": OPEN_BUDGET,
+        "refill_seconds": refill_seconds,
+    }
     entry, ready = _hold(params, recipe, payload)
     undo_after(entry, hold_seconds)
     return {
-        "engine": params.engine, "host": params.host, "port": params.port, **ready,
-        "hold_seconds": hold_seconds, "keepalive_seconds": keepalive_seconds,
-        "refill_seconds": refill_seconds, LEDGER_ID: entry.id,
-    }  # fmt: skip
+        "engine": params.engine,
+        "host": params.host,
+        "port": params.port,
+        **ready,
+        "hold_seconds": hold_seconds,
+        "keepalive_seconds": keepalive_seconds,
+        "refill_seconds": refill_seconds,
+        LEDGER_ID: entry.id,
+    }
 
 
 def _identity(params: ConnectParams) -> dict[str, Any]:
@@ -136,9 +154,11 @@ def _hold(
     with fault(kind=KIND, target=where, recipe=recipe, module=__name__, identity=identity) as entry:
         try:
             handle = _helper.start_helper(
-                module="chaos_ext.db._holder", payload=payload, token=entry.id,
+                module="chaos_ext.db._holder",
+                payload=payload,
+                token=entry.id,
                 ready_timeout=OPEN_BUDGET + _STARTUP + params.connect_timeout,
-            )  # fmt: skip
+            )
         except ChaosExtError as exc:
             raise DatabaseError(scrub(str(exc), params.password)) from None
         default_ledger().update_recipe(entry.id, {**recipe, "pid": handle.pid})

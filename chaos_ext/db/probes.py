@@ -42,10 +42,15 @@ def connection_headroom(
     arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
     check_headroom_arguments(arguments)
     params = connect_params(
-        engine=engine, host=host, port=port, database=database, user=user,
-        connect_timeout=connect_timeout_seconds, secrets=secrets,
+        engine=engine,
+        host=host,
+        port=port,
+        database=database,
+        user=user,
+        connect_timeout=connect_timeout_seconds,
+        secrets=secrets,
         application_name="gameday-probe",
-    )  # fmt: skip
+    )
     try:
         conn = connect(params)
     except ConnectFailure as failure:

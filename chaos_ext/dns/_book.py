@@ -155,17 +155,23 @@ class Book:
     def tally(self, elapsed: float) -> dict[str, Any]:
         """Raw totals (JSON-friendly) for :func:`summarize`, also across processes."""
         return {
-            "counts": dict(self.counts), "sent": self.sent, "late": self.late,
-            "retried": self.retried, "lookups": self.lookups, "send_blocked": self.send_blocked,
-            "lookups_answered": self.lookups_answered, "lookups_failed": self.lookups_failed,
+            "counts": dict(self.counts),
+            "sent": self.sent,
+            "late": self.late,
+            "retried": self.retried,
+            "lookups": self.lookups,
+            "send_blocked": self.send_blocked,
+            "lookups_answered": self.lookups_answered,
+            "lookups_failed": self.lookups_failed,
             "finished_queries": self.finished_queries,
             # n sends at rate r are spread over n / r seconds: the first at 0, the last at (n-1)/r
             "send_window": self.last_send - self.start + 1 / self.plan.qps,
-            "elapsed": elapsed, "latency": self.latency.encode(),
+            "elapsed": elapsed,
+            "latency": self.latency.encode(),
             # from the start to the last send or answer, whichever is later: the final
             # wait for queries that never come back is not load and is not counted
             "active": max(self.last_send + 1 / self.plan.qps, self.last_answer) - self.start,
-        }  # fmt: skip
+        }
 
     def report(self, elapsed: float) -> dict[str, Any]:
         return summarize([self.tally(elapsed)])
@@ -174,8 +180,16 @@ class Book:
 def summarize(tallies: list[dict[str, Any]]) -> dict[str, Any]:
     """One flood report from the tallies of its workers (one or more processes)."""
     counts = {key: sum(t["counts"][key] for t in tallies) for key in tallies[0]["counts"]}
-    keys = ("sent", "late", "retried", "lookups", "lookups_answered", "lookups_failed",
-            "finished_queries", "send_blocked")  # fmt: skip
+    keys = (
+        "sent",
+        "late",
+        "retried",
+        "lookups",
+        "lookups_answered",
+        "lookups_failed",
+        "finished_queries",
+        "send_blocked",
+    )
     total = {key: sum(t[key] for t in tallies) for key in keys}
     latency = LatencyRecorder()
     for t in tallies:

@@ -66,8 +66,12 @@ def run_parallel(
         pids = []
         encoded = [[wire.hex() for wire in chain] for chain in wires]
         for index, share in enumerate(split_plan(plan, workers)):
-            payload = {"plan": dataclasses.asdict(share), "wires": encoded,
-                       "workdir": str(workdir), "index": index}  # fmt: skip
+            payload = {
+                "plan": dataclasses.asdict(share),
+                "wires": encoded,
+                "workdir": str(workdir),
+                "index": index,
+            }
             try:
                 handle = _helper.start_helper(
                     module=_MODULE, payload=payload, token=token, ready_timeout=30

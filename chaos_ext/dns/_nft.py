@@ -28,9 +28,14 @@ from chaos_ext.dns import _ratelimit
 from chaos_ext.errors import DnsError, PreflightFailed, TargetGone
 
 __all__ = [
-    "NftError", "NftRunner", "counters", "delete_table", "list_ours", "runner_for",
+    "NftError",
+    "NftRunner",
+    "counters",
+    "delete_table",
+    "list_ours",
+    "runner_for",
     "runner_from_recipe",
-]  # fmt: skip
+]
 
 T = TypeVar("T")
 _ABSENT = "No such file or directory"

@@ -75,9 +75,11 @@ class RateLimitSpec:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "pps": self.pps, "burst": self.burst, "port": self.port,
+            "pps": self.pps,
+            "burst": self.burst,
+            "port": self.port,
             "resolvers": [str(r) for r in self.resolvers],
-        }  # fmt: skip
+        }
 
 
 def _require_int(label: str, value: Any, low: int, high: int) -> int:
@@ -146,8 +148,9 @@ def _rules(spec: RateLimitSpec, where: dict[str, str]) -> list[dict[str, Any]]:
     for version, protocol in ((4, "ip"), (6, "ip6")):
         addresses = [str(a) for a in spec.resolvers if a.version == version]
         if addresses:
-            daddr = _match({"payload": {"protocol": protocol, "field": "daddr"}},
-                           {"set": addresses})  # fmt: skip
+            daddr = _match(
+                {"payload": {"protocol": protocol, "field": "daddr"}}, {"set": addresses}
+            )
             expr = [*head, daddr, *tail]
             rules.append({"add": {"rule": {**where, "chain": CHAIN, "expr": expr}}})
     return rules
@@ -156,16 +159,38 @@ def _rules(spec: RateLimitSpec, where: dict[str, str]) -> list[dict[str, Any]]:
 def ruleset(spec: RateLimitSpec, table: str) -> dict[str, Any]:
     """The libnftables JSON batch that creates our table (one transaction)."""
     where = {"family": FAMILY, "table": table}
-    return {"nftables": [
-        {"add": {"table": {"family": FAMILY, "name": table}}},
-        {"add": {"limit": {**where, "name": LIMIT, "rate": spec.pps, "per": "second",
-                           "burst": spec.burst, "inv": True}}},
-        {"add": {"counter": {**where, "name": SEEN}}},
-        {"add": {"counter": {**where, "name": DROPPED}}},
-        {"add": {"chain": {**where, "name": CHAIN, "type": "filter", "hook": "postrouting",
-                           "prio": 0, "policy": "accept"}}},
-        *_rules(spec, where),
-    ]}  # fmt: skip
+    return {
+        "nftables": [
+            {"add": {"table": {"family": FAMILY, "name": table}}},
+            {
+                "add": {
+                    "limit": {
+                        **where,
+                        "name": LIMIT,
+                        "rate": spec.pps,
+                        "per": "second",
+                        "burst": spec.burst,
+                        "inv": True,
+                    }
+                }
+            },
+            {"add": {"counter": {**where, "name": SEEN}}},
+            {"add": {"counter": {**where, "name": DROPPED}}},
+            {
+                "add": {
+                    "chain": {
+                        **where,
+                        "name": CHAIN,
+                        "type": "filter",
+                        "hook": "postrouting",
+                        "prio": 0,
+                        "policy": "accept",
+                    }
+                }
+            },
+            *_rules(spec, where),
+        ]
+    }
 
 
 def delete_document(table: str) -> dict[str, Any]:
@@ -180,9 +205,10 @@ def _items(listing: Mapping[str, Any] | None) -> list[dict[str, Any]]:
 def our_tables(listing: Mapping[str, Any] | None) -> list[str]:
     """Our tables in a ``list tables`` answer (other tables are never looked at)."""
     names = [
-        item["table"]["name"] for item in _items(listing)
+        item["table"]["name"]
+        for item in _items(listing)
         if "table" in item and item["table"].get("family") == FAMILY
-    ]  # fmt: skip
+    ]
     return sorted(name for name in names if is_our_table(name))
 
 

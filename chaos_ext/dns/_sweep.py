@@ -47,10 +47,12 @@ def plan_sweep(where: str, present: Sequence[str], owners: Census) -> SweepPlan:
         return SweepPlan()
     if owners.unreadable:
         why = "; ".join(owners.unreadable)
-        return SweepPlan(notes=[
-            f"{where}: {len(present)} table(s) of ours left alone: a ledger that cannot be read"
-            f" may own them ({why})"
-        ])  # fmt: skip
+        return SweepPlan(
+            notes=[
+                f"{where}: {len(present)} table(s) of ours left alone: a ledger that cannot be read"
+                f" may own them ({why})"
+            ]
+        )
     named: Mapping[str, tuple[Path, Entry]] = {
         str(entry.recipe.get("table")): (path, entry) for path, entry in owners.entries
     }

@@ -159,10 +159,16 @@ def work(
             query = bytes.fromhex(str(payload["query_hex"]))
             answered = _send_queries(socks, query, float(payload["connect_timeout_seconds"]))
         held = sum(1 for sock in socks if _discard(sock))
-        ready({
-            "opened": len(socks), "failed": failed, "held": held, "answered": answered,
-            "pid": os.getpid(), "rss_kib": _procfs.rss_kib(os.getpid()),
-        })  # fmt: skip
+        ready(
+            {
+                "opened": len(socks),
+                "failed": failed,
+                "held": held,
+                "answered": answered,
+                "pid": os.getpid(),
+                "rss_kib": _procfs.rss_kib(os.getpid()),
+            }
+        )
         _hold(socks, stop, deadline)
     finally:
         for sock in socks:

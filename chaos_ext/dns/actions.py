@@ -90,23 +90,32 @@ def saturate_dnsmasq_tcp(
     ``pid`` and ``rss_kib``, and the ledger entry id.
     """
     args = {
-        "server": server, "port": port, "connections": connections,
-        "hold_seconds": hold_seconds, "query_name": query_name,
+        "server": server,
+        "port": port,
+        "connections": connections,
+        "hold_seconds": hold_seconds,
+        "query_name": query_name,
         "connect_timeout_seconds": connect_timeout_seconds,
-    }  # fmt: skip
+    }
     check_types(saturate_dnsmasq_tcp, args)
     check_saturation(args)
     server = args["server"] = require_server(server)  # one spelling for release_dnsmasq_tcp
     payload = {**args, "query_hex": query_wire(query_name).hex() if query_name else ""}
     waves = -(-connections // CONNECT_WAVE)  # each wave of connects may take the timeout
-    recipe = {"server": server, "port": port, "connections": connections,
-              "hold_seconds": hold_seconds}  # fmt: skip
+    recipe = {
+        "server": server,
+        "port": port,
+        "connections": connections,
+        "hold_seconds": hold_seconds,
+    }
     with fault(kind=HOLD_KIND, target=f"{server}:{port}", recipe=recipe, module=__name__) as entry:
         try:
             handle = _helper.start_helper(
-                module=_HOLDER, payload=payload, token=entry.id,
+                module=_HOLDER,
+                payload=payload,
+                token=entry.id,
                 ready_timeout=(waves + 1) * connect_timeout_seconds + 10,
-            )  # fmt: skip
+            )
         except ChaosExtError as exc:
             raise DnsError(f"cannot hold TCP connections to {server}:{port}: {exc}") from exc
         default_ledger().update_recipe(entry.id, {**recipe, "pid": handle.pid})
@@ -117,9 +126,13 @@ def saturate_dnsmasq_tcp(
             )
     undo_after(entry, float(hold_seconds))
     return {
-        "server": server, "port": port, "requested": connections,
-        "hold_seconds": hold_seconds, LEDGER_ID: entry.id, **handle.ready,
-    }  # fmt: skip
+        "server": server,
+        "port": port,
+        "requested": connections,
+        "hold_seconds": hold_seconds,
+        LEDGER_ID: entry.id,
+        **handle.ready,
+    }
 
 
 @undo_handler(HOLD_KIND)
@@ -205,21 +218,36 @@ def flood_dns(
     timeout counts, lookups, p50/p95/p99 ms and ``ledger_id``.
     """
     args = {
-        "server": server, "names": names, "port": port, "qps": qps,
-        "duration_seconds": duration_seconds, "protocol": protocol,
-        "search_domains": search_domains, "ndots": ndots, "qtype": qtype,
-        "timeout_seconds": timeout_seconds, "concurrency": concurrency,
-        "max_queries": max_queries, "sockets": sockets, "workers": workers,
-    }  # fmt: skip
+        "server": server,
+        "names": names,
+        "port": port,
+        "qps": qps,
+        "duration_seconds": duration_seconds,
+        "protocol": protocol,
+        "search_domains": search_domains,
+        "ndots": ndots,
+        "qtype": qtype,
+        "timeout_seconds": timeout_seconds,
+        "concurrency": concurrency,
+        "max_queries": max_queries,
+        "sockets": sockets,
+        "workers": workers,
+    }
     check_types(flood_dns, args)
     check_flood(args)
     search = search_domains or []
     wires = [[query_wire(c, qtype) for c in candidates(n, search, ndots)] for n in names]
     plan = FloodPlan(
-        server=server, port=port, qps=float(qps), duration=float(duration_seconds),
-        max_queries=max_queries or int(qps * duration_seconds) or 1, protocol=protocol,  # type: ignore[arg-type]
-        timeout=float(timeout_seconds), concurrency=concurrency, sockets=sockets,
-    )  # fmt: skip
+        server=server,
+        port=port,
+        qps=float(qps),
+        duration=float(duration_seconds),
+        max_queries=max_queries or int(qps * duration_seconds) or 1,
+        protocol=protocol,  # type: ignore[arg-type]
+        timeout=float(timeout_seconds),
+        concurrency=concurrency,
+        sockets=sockets,
+    )
     recipe = {"qps": qps, "duration_seconds": duration_seconds, "protocol": protocol}
     with fault(kind=FLOOD_KIND, target=f"{server}:{port}", recipe=recipe, module=__name__) as e:
         if workers > 1:
@@ -228,9 +256,13 @@ def flood_dns(
             report = run_flood(plan, wires)
     undo(e)
     return {
-        "server": server, "port": port, "protocol": protocol, "target_qps": qps, **report,
+        "server": server,
+        "port": port,
+        "protocol": protocol,
+        "target_qps": qps,
+        **report,
         LEDGER_ID: e.id,
-    }  # fmt: skip
+    }
 
 
 @undo_handler(FLOOD_KIND)
@@ -305,8 +337,14 @@ def limit_dns_rate(
     > 0 removes it by itself. Probe the drops with ``dns_rate_limit_drops``.
     Returns the table, the limit, what the kernel loaded and ``ledger_id``.
     """
-    arguments = {"pps": pps, "burst": burst, "resolvers": resolvers, "port": port,
-                 "duration_seconds": duration_seconds, "target": target}  # fmt: skip
+    arguments = {
+        "pps": pps,
+        "burst": burst,
+        "resolvers": resolvers,
+        "port": port,
+        "duration_seconds": duration_seconds,
+        "target": target,
+    }
     check_types(limit_dns_rate, arguments)
     spec = _ratelimit.check_limit_arguments(arguments)
     where = parse_target(target)
@@ -319,8 +357,12 @@ def limit_dns_rate(
                 f"{where.where} already has a DNS rate limit ({', '.join(present)}):"
                 " remove it first (remove_dns_rate_limit)"
             )
-        recipe: dict[str, Any] = {"target": target, "table": table,
-                                  "spec": spec.as_dict(), "connection": connection}  # fmt: skip
+        recipe: dict[str, Any] = {
+            "target": target,
+            "table": table,
+            "spec": spec.as_dict(),
+            "connection": connection,
+        }
         if where.kind in LOCAL_KINDS:  # which namespace, whatever the spelling
             recipe[NETNS_KEY] = namespace_key(where)
         with fault(
@@ -336,10 +378,16 @@ def limit_dns_rate(
     if duration_seconds:
         undo_after(entry, float(duration_seconds))
     return {
-        "target": where.where, "table": f"{_ratelimit.FAMILY} {table}", LEDGER_ID: entry.id,
-        **spec.as_dict(), "duration_seconds": duration_seconds, "kernel": preflight["kernel"],
-        "via": preflight["via"], "loaded_pps": loaded["pps"], "loaded_burst": loaded["burst"],
-    }  # fmt: skip
+        "target": where.where,
+        "table": f"{_ratelimit.FAMILY} {table}",
+        LEDGER_ID: entry.id,
+        **spec.as_dict(),
+        "duration_seconds": duration_seconds,
+        "kernel": preflight["kernel"],
+        "via": preflight["via"],
+        "loaded_pps": loaded["pps"],
+        "loaded_burst": loaded["burst"],
+    }
 
 
 @undo_handler(RATE_KIND)

@@ -83,9 +83,15 @@ def dns_resolution_stats(
     ``{"type": "range", "target": "p99_ms", "range": [0, 100]}``.
     """
     args = {
-        "server": server, "name": name, "port": port, "protocol": protocol, "samples": samples,
-        "timeout_seconds": timeout_seconds, "qtype": qtype, "interval_seconds": interval_seconds,
-    }  # fmt: skip
+        "server": server,
+        "name": name,
+        "port": port,
+        "protocol": protocol,
+        "samples": samples,
+        "timeout_seconds": timeout_seconds,
+        "qtype": qtype,
+        "interval_seconds": interval_seconds,
+    }
     check_types(dns_resolution_stats, args)
     check_resolution_stats(args)
     latencies = LatencyRecorder()
@@ -99,12 +105,19 @@ def dns_resolution_stats(
     timeouts = outcomes.get("timeout", 0)
     failures = samples - outcomes.get("answer", 0) - timeouts
     return {
-        "server": server, "port": port, "name": name, "protocol": protocol,
-        "samples": samples, "answered": outcomes.get("answer", 0), "timeouts": timeouts,
-        "failures": failures, "timeout_ratio": round(timeouts / samples, 4),
-        "failure_ratio": round(failures / samples, 4), "outcomes": outcomes,
+        "server": server,
+        "port": port,
+        "name": name,
+        "protocol": protocol,
+        "samples": samples,
+        "answered": outcomes.get("answer", 0),
+        "timeouts": timeouts,
+        "failures": failures,
+        "timeout_ratio": round(timeouts / samples, 4),
+        "failure_ratio": round(failures / samples, 4),
+        "outcomes": outcomes,
         **latencies.summary_ms((50, 95, 99, 100)),
-    }  # fmt: skip
+    }
 
 
 def _root_by_port(port: int) -> int:
@@ -194,11 +207,16 @@ def dns_rate_limit_drops(
     packets = sum(t["packets"] for t in tables)
     dropped = sum(t["dropped"] for t in tables)
     return {
-        "target": where.where, "active": bool(tables), "packets": packets, "dropped": dropped,
-        "passed": packets - dropped, "drop_ratio": round(dropped / packets, 4) if packets else 0.0,
+        "target": where.where,
+        "active": bool(tables),
+        "packets": packets,
+        "dropped": dropped,
+        "passed": packets - dropped,
+        "drop_ratio": round(dropped / packets, 4) if packets else 0.0,
         "pps": min((t["pps"] for t in tables), default=0),
-        "burst": min((t["burst"] for t in tables), default=0), "tables": tables,
-    }  # fmt: skip
+        "burst": min((t["burst"] for t in tables), default=0),
+        "tables": tables,
+    }
 
 
 @validated_by(_check_target)

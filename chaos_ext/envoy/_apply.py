@@ -32,8 +32,9 @@ _GLOBAL_CAP = "overload.global_downstream_max_connections"
 _CAP_MONITOR = "envoy.resource_monitors.global_downstream_max_connections"
 
 
-def _with_bootstrap(decoded: Decoded, change: Callable[[dict[str, Any]], dict[str, Any]]
-                    ) -> Decoded:  # fmt: skip
+def _with_bootstrap(
+    decoded: Decoded, change: Callable[[dict[str, Any]], dict[str, Any]]
+) -> Decoded:
     data = copy.deepcopy(decoded.data)
     if decoded.kind == "bootstrap":
         return Decoded(decoded.kind, change(data), decoded.syntax, decoded.notes)
@@ -114,8 +115,9 @@ def _merge_filter(net_filter: dict[str, Any], value: Mapping[str, Any]) -> None:
     net_filter.update(proto_merge(net_filter, patch, deep_any=True))
 
 
-def _network_filter(listener: dict[str, Any], match: Mapping[str, Any],
-                    value: Mapping[str, Any]) -> None:  # fmt: skip
+def _network_filter(
+    listener: dict[str, Any], match: Mapping[str, Any], value: Mapping[str, Any]
+) -> None:
     chain_match = (match.get("listener") or {}).get("filterChain") or {}
     name = (chain_match.get("filter") or {}).get("name")
     for chain in listener.get("filter_chains") or []:
@@ -146,8 +148,9 @@ def _apply_patch(data: dict[str, Any], patch: Mapping[str, Any]) -> None:
             _network_filter(listener, match, value)
 
 
-def with_envoyfilter(decoded: Decoded, envoyfilter: Mapping[str, Any],
-                     labels: Mapping[str, str] | None = None) -> Decoded:  # fmt: skip
+def with_envoyfilter(
+    decoded: Decoded, envoyfilter: Mapping[str, Any], labels: Mapping[str, str] | None = None
+) -> Decoded:
     """A gateway's ``/config_dump`` after istiod applied this EnvoyFilter's MERGE patches.
 
     With the gateway's pod ``labels``, as istiod does, only if its ``workloadSelector``

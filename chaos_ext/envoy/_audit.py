@@ -78,8 +78,9 @@ def walk(value: Any, expr: str) -> tuple[bool, Any]:
     return True, value
 
 
-def _lookup(location: Location, config: EdgeConfig, section: Section | None,
-            listener: Listener | None) -> tuple[bool, Any, str]:  # fmt: skip
+def _lookup(
+    location: Location, config: EdgeConfig, section: Section | None, listener: Listener | None
+) -> tuple[bool, Any, str]:
     """(found, value, path) of one location; path is where it was looked for if absent."""
     if location.scope == "runtime":
         key = location.expr.replace(LISTENER_PLACEHOLDER, (listener.name or "") if listener else "")
@@ -102,22 +103,38 @@ def _lookup(location: Location, config: EdgeConfig, section: Section | None,
 
 def _unnamed(rule: Rule, config: EdgeConfig, listener: Listener) -> Check:
     prefix, _, suffix = rule.at[0].expr.partition(LISTENER_PLACEHOLDER)
-    elsewhere = sorted(key[len(prefix): len(key) - len(suffix)] for key in config.runtime
-                       if key.startswith(prefix) and key.endswith(suffix))  # fmt: skip
+    elsewhere = sorted(
+        key[len(prefix) : len(key) - len(suffix)]
+        for key in config.runtime
+        if key.startswith(prefix) and key.endswith(suffix)
+    )
     known = {item.name for item in config.listeners}
     orphans = [name for name in elsewhere if name and name not in known]
-    note = (f"the listener has no name: Envoy gives it a generated one, so the runtime key "
-            f"{rule.at[0].expr} cannot address it. Fix: give the listener a name"
-            f" ({listener.section.path}.name)")  # fmt: skip
+    note = (
+        f"the listener has no name: Envoy gives it a generated one, so the runtime key "
+        f"{rule.at[0].expr} cannot address it. Fix: give the listener a name"
+        f" ({listener.section.path}.name)"
+    )
     if orphans:
-        note += (f"; the runtime sets {prefix}{orphans[0]}{suffix}, but no listener is named "
-                 f"{orphans[0]!r}: name this listener {orphans[0]!r}")  # fmt: skip
-    return Check(rule, listener.label, rule.unnamed_listener, None, False,
-                 f"{listener.section.path}.name", note, target=listener)  # fmt: skip
+        note += (
+            f"; the runtime sets {prefix}{orphans[0]}{suffix}, but no listener is named "
+            f"{orphans[0]!r}: name this listener {orphans[0]!r}"
+        )
+    return Check(
+        rule,
+        listener.label,
+        rule.unnamed_listener,
+        None,
+        False,
+        f"{listener.section.path}.name",
+        note,
+        target=listener,
+    )
 
 
-def _check(rule: Rule, config: EdgeConfig, section: Section | None,
-           listener: Listener | None) -> Check:  # fmt: skip
+def _check(
+    rule: Rule, config: EdgeConfig, section: Section | None, listener: Listener | None
+) -> Check:
     label = listener.label if listener else None
     if (
         listener is not None
@@ -126,8 +143,9 @@ def _check(rule: Rule, config: EdgeConfig, section: Section | None,
     ):
         return _unnamed(rule, config, listener)
     if section is not None and section.problem:
-        return Check(rule, label, "unreadable", None, False, section.path, section.problem,
-                     target=listener)  # fmt: skip
+        return Check(
+            rule, label, "unreadable", None, False, section.path, section.problem, target=listener
+        )
     tried: list[str] = []
     for location in rule.at:
         found, value, path = _lookup(location, config, section, listener)
@@ -136,8 +154,9 @@ def _check(rule: Rule, config: EdgeConfig, section: Section | None,
             if verdict is None:
                 note = f"{type(value).__name__} value cannot be read as {rule.expected}"
                 return Check(rule, label, "unreadable", value, True, path, note, target=listener)
-            return Check(rule, label, "pass" if verdict else "fail", value, True, path,
-                         target=listener)  # fmt: skip
+            return Check(
+                rule, label, "pass" if verdict else "fail", value, True, path, target=listener
+            )
         tried.append(path)
     where = " | ".join(tried)
     if any(loc.scope == "runtime" for loc in rule.at) and config.opaque_runtime_layers:
@@ -183,8 +202,9 @@ def _clusters(rule: Rule, config: EdgeConfig) -> Check:
     if not config.clusters:
         if config.clusters_from_cds:
             note = "clusters come from CDS at run time: audit the live /config_dump"
-            return Check(rule, "clusters", "not-in-input", None, False,
-                         "dynamic_resources.cds_config", note)  # fmt: skip
+            return Check(
+                rule, "clusters", "not-in-input", None, False, "dynamic_resources.cds_config", note
+            )
         return Check(rule, "clusters", "pass", "no clusters", True, "static_resources.clusters")
     statuses = cluster_statuses(rule, config)
     bad = [(cluster, status) for cluster, status in statuses if status in FAILING]
@@ -201,13 +221,21 @@ def _clusters(rule: Rule, config: EdgeConfig) -> Check:
     if bad:
         why = f": {first.note}" if first.note else ""
         note = f"{len(bad)} of {total} clusters do not comply (first: {detail['failing'][0]}{why})"
-    return Check(rule, f"{total} clusters", status, first.found, first.present, first.path,
-                 note, detail)  # fmt: skip
+    return Check(
+        rule, f"{total} clusters", status, first.found, first.present, first.path, note, detail
+    )
 
 
 def _not_in_input(rule: Rule) -> Check:
-    return Check(rule, "(from LDS)", "not-in-input", None, False, "dynamic_resources.lds_config",
-                 "listeners come from LDS at run time: audit the live /config_dump")  # fmt: skip
+    return Check(
+        rule,
+        "(from LDS)",
+        "not-in-input",
+        None,
+        False,
+        "dynamic_resources.lds_config",
+        "listeners come from LDS at run time: audit the live /config_dump",
+    )
 
 
 def _checks_of(rule: Rule, config: EdgeConfig, listeners: Sequence[Listener]) -> Iterator[Check]:
@@ -225,8 +253,16 @@ def _checks_of(rule: Rule, config: EdgeConfig, listeners: Sequence[Listener]) ->
             yield _check(rule, config, listener.section, listener)
         elif not listener.hcms:  # an hcm rule on a listener without HTTP: fails, says so
             path = listener.section.path + ".filter_chains[*].filters[?HttpConnectionManager]"
-            yield Check(rule, listener.label, "fail", None, False, path,
-                        "no HTTP connection manager on this listener", target=listener)  # fmt: skip
+            yield Check(
+                rule,
+                listener.label,
+                "fail",
+                None,
+                False,
+                path,
+                "no HTTP connection manager on this listener",
+                target=listener,
+            )
         else:
             for hcm in listener.hcms:
                 yield _check(rule, config, hcm, listener)

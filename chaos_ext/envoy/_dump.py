@@ -40,8 +40,11 @@ __all__ = [
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _STATES = (("active_state", "active"), ("warming_state", "warming"), ("draining_state", "draining"))
-_V2_STATES = (("dynamic_active_listeners", "active"), ("dynamic_warming_listeners", "warming"),
-              ("dynamic_draining_listeners", "draining"))  # fmt: skip
+_V2_STATES = (
+    ("dynamic_active_listeners", "active"),
+    ("dynamic_warming_listeners", "warming"),
+    ("dynamic_draining_listeners", "draining"),
+)
 
 
 @dataclass(frozen=True)
@@ -133,9 +136,13 @@ def _listener(obj: Any, path: str, *, name: Any, dynamic: bool, state: str) -> L
         return None
     label = name or obj.get("name")
     return Listener(
-        str(label) if label else None, Section(obj, path), dynamic, tuple(hcms_of(obj, path)),
-        state, str(obj.get("traffic_direction") or ""),
-    )  # fmt: skip
+        str(label) if label else None,
+        Section(obj, path),
+        dynamic,
+        tuple(hcms_of(obj, path)),
+        state,
+        str(obj.get("traffic_direction") or ""),
+    )
 
 
 def _dump_listeners(entry: Mapping[str, Any], base: str) -> Iterator[Listener]:
@@ -152,8 +159,9 @@ def _dump_listeners(entry: Mapping[str, Any], base: str) -> Iterator[Listener]:
             held = item.get(key)
             if isinstance(held, dict) and isinstance(held.get("listener"), dict):
                 path = f"{base}.dynamic_listeners[{i}].{key}.listener"
-                found = _listener(held["listener"], path, name=item.get("name"), dynamic=True,
-                                  state=state)  # fmt: skip
+                found = _listener(
+                    held["listener"], path, name=item.get("name"), dynamic=True, state=state
+                )
                 if found:
                     yield found
                 break
@@ -209,10 +217,17 @@ def _bootstrap_config(decoded: Decoded) -> EdgeConfig:
     if "cds_config" in dynamic:
         clusters = []  # upstream clusters come from CDS; static ones are control-plane plumbing
     return EdgeConfig(
-        "bootstrap", boot, runtime, runtime_path, tuple(listeners), tuple(clusters),
-        clusters_from_cds="cds_config" in dynamic, listeners_from_lds="lds_config" in dynamic,
-        opaque_runtime_layers=opaque, notes=decoded.notes + tuple(notes),
-    )  # fmt: skip
+        "bootstrap",
+        boot,
+        runtime,
+        runtime_path,
+        tuple(listeners),
+        tuple(clusters),
+        clusters_from_cds="cds_config" in dynamic,
+        listeners_from_lds="lds_config" in dynamic,
+        opaque_runtime_layers=opaque,
+        notes=decoded.notes + tuple(notes),
+    )
 
 
 def _dump_config(decoded: Decoded, origin: str) -> EdgeConfig:
@@ -225,25 +240,39 @@ def _dump_config(decoded: Decoded, origin: str) -> EdgeConfig:
         )
     boot = Section(found[1]["bootstrap"], f"configs[{found[0]}].bootstrap")
     runtime, runtime_path, opaque = _runtime(boot)
-    listeners = [lst for index, entry in _entries(dump, ".ListenersConfigDump")
-                 for lst in _dump_listeners(entry, f"configs[{index}]")]  # fmt: skip
+    listeners = [
+        lst
+        for index, entry in _entries(dump, ".ListenersConfigDump")
+        for lst in _dump_listeners(entry, f"configs[{index}]")
+    ]
     clusters: list[Section] = []
     notes: list[str] = []
     for index, entry in _entries(dump, ".ClustersConfigDump"):
         base = f"configs[{index}]"
-        dynamic = list(_clusters(entry.get("dynamic_active_clusters"),
-                                 f"{base}.dynamic_active_clusters", "cluster"))  # fmt: skip
+        dynamic = list(
+            _clusters(
+                entry.get("dynamic_active_clusters"), f"{base}.dynamic_active_clusters", "cluster"
+            )
+        )
         static = list(_clusters(entry.get("static_clusters"), f"{base}.static_clusters", "cluster"))
         clusters.extend(dynamic or static)
         if dynamic and static:
             names = ", ".join(str(c.value.get("name")) for c in static[:5])
-            notes.append(f"{len(static)} static cluster(s) not audited ({names}): the proxy's "
-                         "own upstreams (control plane, stats, tracing); a rule with "
-                         "bootstrap:static_resources.clusters[...] audits one")  # fmt: skip
+            notes.append(
+                f"{len(static)} static cluster(s) not audited ({names}): the proxy's "
+                "own upstreams (control plane, stats, tracing); a rule with "
+                "bootstrap:static_resources.clusters[...] audits one"
+            )
     return EdgeConfig(
-        "config_dump", boot, runtime, runtime_path, tuple(listeners), tuple(clusters),
-        opaque_runtime_layers=opaque, notes=decoded.notes + tuple(notes),
-    )  # fmt: skip
+        "config_dump",
+        boot,
+        runtime,
+        runtime_path,
+        tuple(listeners),
+        tuple(clusters),
+        opaque_runtime_layers=opaque,
+        notes=decoded.notes + tuple(notes),
+    )
 
 
 def edge_config(decoded: Decoded, *, origin: str) -> EdgeConfig:

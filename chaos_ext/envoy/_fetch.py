@@ -178,9 +178,12 @@ def _pick_pod(core: Any, src: DumpSource) -> str:
     if src.pod:
         return src.pod
     pods = call(
-        core.list_namespaced_pod, src.namespace, label_selector=src.selector,
-        what=f"list pods {src.namespace}/{src.selector}", error=EnvoyError,
-    )  # fmt: skip
+        core.list_namespaced_pod,
+        src.namespace,
+        label_selector=src.selector,
+        what=f"list pods {src.namespace}/{src.selector}",
+        error=EnvoyError,
+    )
     running = sorted(
         p.metadata.name for p in pods.items if (p.status and p.status.phase) == "Running"
     )
@@ -248,9 +251,12 @@ def _read_pod(
     name = _pick_pod(core, src)
     what = f"exec {' '.join(EXEC_COMMAND)} in {src.namespace}/{name}:{src.container}"
     pod = call(
-        core.read_namespaced_pod, name, src.namespace,
-        what=f"read pod {src.namespace}/{name}", error=EnvoyError,
-    )  # fmt: skip
+        core.read_namespaced_pod,
+        name,
+        src.namespace,
+        what=f"read pod {src.namespace}/{name}",
+        error=EnvoyError,
+    )
     containers = [c.name for c in (pod.spec.containers if pod.spec else [])]
     if src.container not in containers:
         raise EnvoyError(
@@ -261,11 +267,21 @@ def _read_pod(
 
     def connect() -> Any:
         return call(
-            stream, core.connect_get_namespaced_pod_exec, name, src.namespace,
-            command=list(EXEC_COMMAND), container=src.container, stderr=True, stdin=False,
-            stdout=True, tty=False, binary=True, _preload_content=False, what=what,
+            stream,
+            core.connect_get_namespaced_pod_exec,
+            name,
+            src.namespace,
+            command=list(EXEC_COMMAND),
+            container=src.container,
+            stderr=True,
+            stdin=False,
+            stdout=True,
+            tty=False,
+            binary=True,
+            _preload_content=False,
+            what=what,
             error=EnvoyError,
-        )  # fmt: skip
+        )
 
     ws = _with_deadline(connect, timeout, what)
     try:

@@ -51,8 +51,14 @@ class FixPlan:
 
     @property
     def empty(self) -> bool:
-        return not (self.bootstrap or self.runtime or self.listeners or self.hcms
-                    or self.clusters or self.names)  # fmt: skip
+        return not (
+            self.bootstrap
+            or self.runtime
+            or self.listeners
+            or self.hcms
+            or self.clusters
+            or self.names
+        )
 
 
 def listener_port(listener: Listener) -> int | None:

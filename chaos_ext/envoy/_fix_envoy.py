@@ -83,8 +83,9 @@ def render_yaml(data: Any, header: str = "") -> str:
     return comment + body
 
 
-def overlay_for(run: AuditRun, plan: FixPlan, *, runtime: Mapping[str, Any] | None = None
-                ) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+def overlay_for(
+    run: AuditRun, plan: FixPlan, *, runtime: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """The overlay that merges cleanly into the audited bootstrap, and what it leaves out."""
     base = run.config.bootstrap.value
     overlay, dropped = split_duplicates(base, plan.bootstrap)
@@ -115,8 +116,11 @@ def timeout_warnings(plan: FixPlan) -> list[str]:
         for key in _STREAM_CUT:
             if key in fix.fields:
                 found[key] = fix.fields[key]
-    return [f"{key} {value} on every route of {len(plan.hcms)} HTTP connection manager(s): "
-            + _STREAM_CUT[key].format(v=value) for key, value in found.items()]  # fmt: skip
+    return [
+        f"{key} {value} on every route of {len(plan.hcms)} HTTP connection manager(s): "
+        + _STREAM_CUT[key].format(v=value)
+        for key, value in found.items()
+    ]
 
 
 def _leaf(fix: Any, key: str) -> tuple[bool, Any]:
@@ -155,9 +159,11 @@ def _control_plane_advice(run: AuditRun) -> str:
     if run.role.role == "gateway":
         return " (this is an Istio gateway: --fix istio writes the EnvoyFilter)"
     if run.role.role in ("sidecar", "waypoint"):
-        return (f" (an Istio {run.role.role}: an EnvoyFilter with context "
-                f"{'SIDECAR_INBOUND' if run.role.role == 'sidecar' else 'WAYPOINT'}, written "
-                "by hand)")  # fmt: skip
+        return (
+            f" (an Istio {run.role.role}: an EnvoyFilter with context "
+            f"{'SIDECAR_INBOUND' if run.role.role == 'sidecar' else 'WAYPOINT'}, written "
+            "by hand)"
+        )
     return ""
 
 
@@ -178,14 +184,17 @@ def _patched(run: AuditRun, plan: FixPlan) -> tuple[dict[str, Any], list[str]]:
     inside = [c for c in plan.clusters if c.path.startswith(prefix + ".")]
     edits += [(cluster.path, plan.cluster_fields) for cluster in inside]
     if len(inside) < len(plan.clusters):
-        manual.append(f"{len(plan.clusters) - len(inside)} clusters (first: "
-                      f"{next(c.path for c in plan.clusters if c not in inside)}): set "
-                      f"{json.dumps(plan.cluster_fields)} through the control plane that "
-                      f"delivers them{how}")  # fmt: skip
+        manual.append(
+            f"{len(plan.clusters) - len(inside)} clusters (first: "
+            f"{next(c.path for c in plan.clusters if c not in inside)}): set "
+            f"{json.dumps(plan.cluster_fields)} through the control plane that "
+            f"delivers them{how}"
+        )
     for path, fields in edits:
         if not path.startswith(prefix + "."):
-            manual.append(f"{path}: set {json.dumps(fields)} through the control plane that "
-                          f"delivers it{how}")  # fmt: skip
+            manual.append(
+                f"{path}: set {json.dumps(fields)} through the control plane that delivers it{how}"
+            )
             continue
         tokens = path_tokens(path[len(prefix) + 1 :])
         target: Any = boot
@@ -217,29 +226,40 @@ def envoy_fix(run: AuditRun, plan: FixPlan, facts: GatewayFacts) -> FixFiles:
     if overlay:
         merged = run.again(with_overlay(run.decoded, overlay))
         out.rechecks["overlay"] = merged.report
-        header = (f"Envoy bootstrap overlay written by `gameday audit envoy --fix envoy` for\n"
-                  f"{run.origin} (profile {run.profile.name}).\n"
-                  'Merge it: envoy -c bootstrap.yaml --config-yaml "$(cat envoy-overlay.yaml)"\n'
-                  "(Envoy appends repeated fields: it adds only what is missing)")  # fmt: skip
+        header = (
+            f"Envoy bootstrap overlay written by `gameday audit envoy --fix envoy` for\n"
+            f"{run.origin} (profile {run.profile.name}).\n"
+            'Merge it: envoy -c bootstrap.yaml --config-yaml "$(cat envoy-overlay.yaml)"\n'
+            "(Envoy appends repeated fields: it adds only what is missing)"
+        )
         out.files["envoy-overlay.yaml"] = render_yaml(overlay, header)
-        out.lines.append(_outcome("envoy-overlay.yaml merged as Envoy merges --config-yaml",
-                                  merged.report))  # fmt: skip
+        out.lines.append(
+            _outcome("envoy-overlay.yaml merged as Envoy merges --config-yaml", merged.report)
+        )
         out.apply.append('envoy -c bootstrap.yaml --config-yaml "$(cat envoy-overlay.yaml)"')
     else:
-        out.lines.append("no envoy-overlay.yaml: nothing the failing rules need can be added "
-                         "with --config-yaml (see the patched bootstrap)")  # fmt: skip
-    out.lines += [f"not in the overlay (Envoy would refuse a second {p}): edit it in place"
-                  for p in dropped]  # fmt: skip
+        out.lines.append(
+            "no envoy-overlay.yaml: nothing the failing rules need can be added "
+            "with --config-yaml (see the patched bootstrap)"
+        )
+    out.lines += [
+        f"not in the overlay (Envoy would refuse a second {p}): edit it in place" for p in dropped
+    ]
     boot, manual = _patched(run, plan)
     name = "envoy-bootstrap.patched." + ("yaml" if run.decoded.syntax == "YAML" else "json")
     if run.decoded.kind == "bootstrap" or boot != run.config.bootstrap.value:
         patched = run.again(_bootstrap_decoded(run, boot))
         out.rechecks["patched"] = patched.report
-        header = (f"{run.origin} with every fix written in place by `gameday audit envoy "
-                  "--fix envoy`.\nThe source's comments are not carried over: diff it "
-                  "against the source before replacing it.")  # fmt: skip
-        out.files[name] = (render_yaml(boot, header) if name.endswith("yaml")
-                           else json.dumps(boot, indent=2) + "\n")  # fmt: skip
+        header = (
+            f"{run.origin} with every fix written in place by `gameday audit envoy "
+            "--fix envoy`.\nThe source's comments are not carried over: diff it "
+            "against the source before replacing it."
+        )
+        out.files[name] = (
+            render_yaml(boot, header)
+            if name.endswith("yaml")
+            else json.dumps(boot, indent=2) + "\n"
+        )
         out.lines.append(_outcome(f"{name} (every fix written in place)", patched.report))
         out.apply.append(f"# or deploy {name} as the bootstrap")
     out.caveats += [f"manual: {item}" for item in manual]

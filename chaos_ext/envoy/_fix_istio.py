@@ -94,16 +94,23 @@ def _hcm_patches(plan: FixPlan) -> list[dict[str, Any]]:
                 if port
                 else {"filterChain": chain_match}
             )
-            value = {"name": net_filter.get("name"),
-                     "typed_config": {"@type": HCM_TYPE, **fix.fields}}  # fmt: skip
-            patches.append({"applyTo": "NETWORK_FILTER",
-                            "match": {"context": "GATEWAY", "listener": listener},
-                            "patch": {"operation": "MERGE", "value": value}})  # fmt: skip
+            value = {
+                "name": net_filter.get("name"),
+                "typed_config": {"@type": HCM_TYPE, **fix.fields},
+            }
+            patches.append(
+                {
+                    "applyTo": "NETWORK_FILTER",
+                    "match": {"context": "GATEWAY", "listener": listener},
+                    "patch": {"operation": "MERGE", "value": value},
+                }
+            )
     return patches
 
 
-def envoyfilter_for(run: AuditRun, plan: FixPlan, selector: dict[str, str]
-                    ) -> dict[str, Any] | None:  # fmt: skip
+def envoyfilter_for(
+    run: AuditRun, plan: FixPlan, selector: dict[str, str]
+) -> dict[str, Any] | None:
     """The EnvoyFilter for the listener, HCM and cluster fields, or None if none fail."""
     namespace, workload = _names(run)
     patches: list[dict[str, Any]] = []
@@ -112,20 +119,33 @@ def envoyfilter_for(run: AuditRun, plan: FixPlan, selector: dict[str, str]
         match: dict[str, Any] = {"context": "GATEWAY"}
         if port:
             match["listener"] = {"portNumber": port}
-        patches.append({"applyTo": "LISTENER", "match": match,
-                        "patch": {"operation": "MERGE", "value": fields}})  # fmt: skip
+        patches.append(
+            {
+                "applyTo": "LISTENER",
+                "match": match,
+                "patch": {"operation": "MERGE", "value": fields},
+            }
+        )
     patches += _hcm_patches(plan)
     targets = [None] if plan.all_clusters_fail else [c.value.get("name") for c in plan.clusters]
     for name in targets if plan.clusters else []:
         match = {"context": "GATEWAY", **({"cluster": {"name": name}} if name else {})}
-        patches.append({"applyTo": "CLUSTER", "match": match,
-                        "patch": {"operation": "MERGE", "value": plan.cluster_fields}})  # fmt: skip
+        patches.append(
+            {
+                "applyTo": "CLUSTER",
+                "match": match,
+                "patch": {"operation": "MERGE", "value": plan.cluster_fields},
+            }
+        )
     if not patches:
         return None
     spec = {"workloadSelector": {"labels": selector}, "configPatches": patches}
-    return {"apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
-            "metadata": {"name": f"{workload}-edge-hardening", "namespace": namespace},
-            "spec": spec}  # fmt: skip
+    return {
+        "apiVersion": "networking.istio.io/v1alpha3",
+        "kind": "EnvoyFilter",
+        "metadata": {"name": f"{workload}-edge-hardening", "namespace": namespace},
+        "spec": spec,
+    }
 
 
 def _deployment_patch(cm_name: str | None, proxy_config_value: str | None) -> dict[str, Any]:
@@ -134,22 +154,40 @@ def _deployment_patch(cm_name: str | None, proxy_config_value: str | None) -> di
     patch: dict[str, Any] = {"spec": {"template": {}}}
     if proxy_config_value is not None:
         patch["spec"]["template"]["metadata"] = {
-            "annotations": {"proxy.istio.io/config": proxy_config_value}}  # fmt: skip
+            "annotations": {"proxy.istio.io/config": proxy_config_value}
+        }
     if cm_name:
         patch["spec"]["template"]["spec"] = {
-            "containers": [{"name": "istio-proxy",
-                            "env": [{"name": "ISTIO_BOOTSTRAP_OVERRIDE", "value": BOOTSTRAP_PATH}],
-                            "volumeMounts": [{"name": "custom-bootstrap-volume",
-                                              "mountPath": "/etc/istio/custom-bootstrap",
-                                              "readOnly": True}]}],
-            "volumes": [{"name": "custom-bootstrap-volume",
-                         "configMap": {"name": cm_name, "defaultMode": 420, "optional": False}}],
-        }  # fmt: skip
+            "containers": [
+                {
+                    "name": "istio-proxy",
+                    "env": [{"name": "ISTIO_BOOTSTRAP_OVERRIDE", "value": BOOTSTRAP_PATH}],
+                    "volumeMounts": [
+                        {
+                            "name": "custom-bootstrap-volume",
+                            "mountPath": "/etc/istio/custom-bootstrap",
+                            "readOnly": True,
+                        }
+                    ],
+                }
+            ],
+            "volumes": [
+                {
+                    "name": "custom-bootstrap-volume",
+                    "configMap": {"name": cm_name, "defaultMode": 420, "optional": False},
+                }
+            ],
+        }
     return patch
 
 
-def _bootstrap_file(run: AuditRun, facts: GatewayFacts, overlay: dict[str, Any],
-                    edits: dict[str, Any], out: FixFiles) -> tuple[bool, str | None]:  # fmt: skip
+def _bootstrap_file(
+    run: AuditRun,
+    facts: GatewayFacts,
+    overlay: dict[str, Any],
+    edits: dict[str, Any],
+    out: FixFiles,
+) -> tuple[bool, str | None]:
     """Write the custom bootstrap ConfigMap (merged with the gateway's own); (delivered, the
     ConfigMap the Deployment must newly mount, if any)."""
     namespace, workload = _names(run)
@@ -177,10 +215,16 @@ def _bootstrap_file(run: AuditRun, facts: GatewayFacts, overlay: dict[str, Any],
     out.caveats += [f"conflict: {c}" for c in conflicts]
     out.lines += [f"edited in place: {c}" for c in edited]
     # the ConfigMap's other keys are kept: kubectl apply could otherwise prune them
-    data = {**facts.configmap_data.get(name, {}),
-            "custom_bootstrap.json": json.dumps(content, indent=2) + "\n"}  # fmt: skip
-    configmap = {"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": {"name": name, "namespace": namespace}, "data": data}  # fmt: skip
+    data = {
+        **facts.configmap_data.get(name, {}),
+        "custom_bootstrap.json": json.dumps(content, indent=2) + "\n",
+    }
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    }
     what = (
         "the gateway's own custom bootstrap (ConfigMap {name}) with the fix merged in"
         if existing_name
@@ -193,8 +237,9 @@ def _bootstrap_file(run: AuditRun, facts: GatewayFacts, overlay: dict[str, Any],
     return True, None if existing_name else name
 
 
-def _proxy_config_value(facts: GatewayFacts, values: dict[str, str], out: FixFiles,
-                        labels: dict[str, str]) -> str | None:  # fmt: skip
+def _proxy_config_value(
+    facts: GatewayFacts, values: dict[str, str], out: FixFiles, labels: dict[str, str]
+) -> str | None:
     if not values:
         return None
     merged, conflicts = merged_proxy_config(facts, values)
@@ -209,8 +254,9 @@ def _proxy_config_value(facts: GatewayFacts, values: dict[str, str], out: FixFil
     return merged
 
 
-def _deployment_file(run: AuditRun, facts: GatewayFacts, cm_name: str | None,
-                     values: dict[str, str], out: FixFiles) -> None:  # fmt: skip
+def _deployment_file(
+    run: AuditRun, facts: GatewayFacts, cm_name: str | None, values: dict[str, str], out: FixFiles
+) -> None:
     namespace, workload = _names(run)
     labels = dict(run.role.labels or {}) | dict(facts.labels or {})
     annotation = _proxy_config_value(facts, values, out, labels)
@@ -228,8 +274,10 @@ def _deployment_file(run: AuditRun, facts: GatewayFacts, cm_name: str | None,
             "the gateway's pods are injected by Istio; gateway-deployment-patch.yaml is checked "
             'on a Deployment that is not (sidecar.istio.io/inject: "false")'
         )
-    usage = (f"kubectl -n {namespace} patch deployment {workload} --type strategic "
-             "--patch-file gateway-deployment-patch.yaml")  # fmt: skip
+    usage = (
+        f"kubectl -n {namespace} patch deployment {workload} --type strategic "
+        "--patch-file gateway-deployment-patch.yaml"
+    )
     out.files["gateway-deployment-patch.yaml"] = render_yaml(
         _deployment_patch(cm_name, annotation),
         "Istio gateway Deployment (checked with kubectl patch --local on Istio's "
@@ -238,8 +286,9 @@ def _deployment_file(run: AuditRun, facts: GatewayFacts, cm_name: str | None,
     out.apply += [usage, f"kubectl -n {namespace} rollout status deployment {workload}"]
 
 
-def _envoyfilter_file(run: AuditRun, plan: FixPlan, facts: GatewayFacts,
-                      out: FixFiles) -> dict[str, Any] | None:  # fmt: skip
+def _envoyfilter_file(
+    run: AuditRun, plan: FixPlan, facts: GatewayFacts, out: FixFiles
+) -> dict[str, Any] | None:
     if envoyfilter_for(run, plan, {}) is None:
         return None
     selector, why = workload_selector(run, facts)
@@ -250,8 +299,9 @@ def _envoyfilter_file(run: AuditRun, plan: FixPlan, facts: GatewayFacts,
     if envoyfilter is None:
         return None
     labels = dict(run.role.labels or {}) | dict(facts.labels or {})
-    out.caveats += [f"conflict: {c}" for c in
-                    envoyfilter_conflicts(envoyfilter, facts.envoyfilters, labels)]  # fmt: skip
+    out.caveats += [
+        f"conflict: {c}" for c in envoyfilter_conflicts(envoyfilter, facts.envoyfilters, labels)
+    ]
     out.lines.append(f"workloadSelector {why}")
     out.selector = selector
     out.files["envoyfilter.yaml"] = render_yaml(envoyfilter, "kubectl apply -f envoyfilter.yaml")
@@ -271,8 +321,9 @@ def istio_fix(run: AuditRun, plan: FixPlan, facts: GatewayFacts) -> FixFiles:
     edits: dict[str, Any] = in_existing(own, plan.bootstrap) or {}
     if edits:  # elements of the gateway's own custom bootstrap: edited in its ConfigMap
         dropped = [p for p in dropped if p not in split_duplicates(own, plan.bootstrap)[1]]
-    delivered, cm_name = (_bootstrap_file(run, facts, overlay, edits, out) if overlay or edits
-                          else (False, None))  # fmt: skip
+    delivered, cm_name = (
+        _bootstrap_file(run, facts, overlay, edits, out) if overlay or edits else (False, None)
+    )
     _deployment_file(run, facts, cm_name, values, out)
     envoyfilter = _envoyfilter_file(run, plan, facts, out)
     out.apply.sort(key=lambda line: not line.startswith("kubectl apply"))
@@ -286,11 +337,16 @@ def istio_fix(run: AuditRun, plan: FixPlan, facts: GatewayFacts) -> FixFiles:
         applied = with_envoyfilter(applied, envoyfilter, labels)
     recheck = run.again(applied)
     out.rechecks["istio"] = recheck.report
-    state = ("the audit passes" if recheck.report["passed"] else
-             "still failing: " + ", ".join(recheck.report["summary"]["failed_rules"]))  # fmt: skip
+    state = (
+        "the audit passes"
+        if recheck.report["passed"]
+        else "still failing: " + ", ".join(recheck.report["summary"]["failed_rules"])
+    )
     out.lines.append(f"manifests applied as Istio applies them: {state}")
-    out.caveats += [f"not in the custom bootstrap (Envoy would refuse a second {p}): edit it "
-                    "in place" for p in dropped]  # fmt: skip
+    out.caveats += [
+        f"not in the custom bootstrap (Envoy would refuse a second {p}): edit it in place"
+        for p in dropped
+    ]
     out.caveats += [
         f"manual: listener {label}: name it {name!r} (a bootstrap listener: an "
         "EnvoyFilter cannot rename it)"

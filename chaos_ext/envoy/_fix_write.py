@@ -19,8 +19,9 @@ FIX_KINDS = ("istio", "envoy")
 
 
 def _open(report: Mapping[str, Any]) -> set[str]:
-    return {row["rule"] for row in report["results"] if row["status"] in ("fail", "unreadable",
-                                                                          "warn")}  # fmt: skip
+    return {
+        row["rule"] for row in report["results"] if row["status"] in ("fail", "unreadable", "warn")
+    }
 
 
 def fixed_rules(run: AuditRun, out: FixFiles) -> list[str]:
@@ -37,8 +38,10 @@ def _reaudit(kind: str, run: AuditRun, out: FixFiles, facts: GatewayFacts) -> st
     elif facts.memory_limit_bytes is not None and facts.deployment:
         limit = f" --deployment {facts.deployment}"  # the heap rule, with the live limit
     if kind == "envoy":
-        return (f"gameday audit envoy --source http://127.0.0.1:9901 --profile "
-                f"{run.profile.name}{limit}")  # fmt: skip
+        return (
+            f"gameday audit envoy --source http://127.0.0.1:9901 --profile "
+            f"{run.profile.name}{limit}"
+        )
     namespace = run.role.namespace or "istio-system"
     pairs = ",".join(f"{k}={v}" for k, v in (out.selector or {}).items())
     where = f"pod://{namespace}?selector={pairs}" if pairs else f"pod://{namespace}/POD"
@@ -47,11 +50,18 @@ def _reaudit(kind: str, run: AuditRun, out: FixFiles, facts: GatewayFacts) -> st
 
 def _readme(kind: str, run: AuditRun, out: FixFiles, facts: GatewayFacts) -> str:
     fixed = fixed_rules(run, out)
-    lines = [f"# Fix written by `gameday audit envoy --fix {kind}`", "",
-             f"Audited: {run.origin} ({run.report['input']['description']}, "
-             f"{run.role.role}, profile {run.profile.name}).", "",
-             "Rules that pass once these files are applied (re-audited before writing): "
-             f"{', '.join(fixed) or 'none'}.", "", "## Files", ""]  # fmt: skip
+    lines = [
+        f"# Fix written by `gameday audit envoy --fix {kind}`",
+        "",
+        f"Audited: {run.origin} ({run.report['input']['description']}, "
+        f"{run.role.role}, profile {run.profile.name}).",
+        "",
+        "Rules that pass once these files are applied (re-audited before writing): "
+        f"{', '.join(fixed) or 'none'}.",
+        "",
+        "## Files",
+        "",
+    ]
     lines += [f"- `{name}`" for name in sorted(out.files)] or ["- none"]
     lines += ["", "## Checked before writing", ""] + [f"- {line}" for line in out.lines]
     if out.caveats:
@@ -61,13 +71,21 @@ def _readme(kind: str, run: AuditRun, out: FixFiles, facts: GatewayFacts) -> str
         lines += ["", "## What this changes for users", ""]
         lines += [f"- {line}" for line in out.warnings]
     if out.apply:
-        lines += ["", "## Apply, then re-audit", "", "```sh", *out.apply,
-                  _reaudit(kind, run, out, facts), "```"]  # fmt: skip
+        lines += [
+            "",
+            "## Apply, then re-audit",
+            "",
+            "```sh",
+            *out.apply,
+            _reaudit(kind, run, out, facts),
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 
-def write_fix(run: AuditRun, kind: str, directory: str, facts: GatewayFacts | None = None
-              ) -> FixFiles:  # fmt: skip
+def write_fix(
+    run: AuditRun, kind: str, directory: str, facts: GatewayFacts | None = None
+) -> FixFiles:
     """Plan, render, re-audit and write the fix; the files and what was checked."""
     if kind not in FIX_KINDS:
         raise InvalidArgument(f"fix: {kind!r} is not one of {', '.join(FIX_KINDS)}")

@@ -26,8 +26,9 @@ HCM_TYPE = (
     "type.googleapis.com/envoy.extensions.filters.network."
     "http_connection_manager.v3.HttpConnectionManager"
 )
-HCM_NAMES = frozenset({"envoy.filters.network.http_connection_manager",
-                       "envoy.http_connection_manager"})  # fmt: skip
+HCM_NAMES = frozenset(
+    {"envoy.filters.network.http_connection_manager", "envoy.http_connection_manager"}
+)
 _HCM_SUFFIX = ".HttpConnectionManager"
 
 
@@ -49,8 +50,12 @@ def _typed(net_filter: Mapping[str, Any], typed: Mapping[str, Any], path: str) -
     where = f"{path}.typed_config"
     if type_url.endswith(_HCM_SUFFIX):
         if "value" in typed and set(typed) <= {"@type", "value"}:
-            return Section(typed, where, "packed protobuf bytes ('value'): the dump did not "
-                                         "decode this HttpConnectionManager")  # fmt: skip
+            return Section(
+                typed,
+                where,
+                "packed protobuf bytes ('value'): the dump did not "
+                "decode this HttpConnectionManager",
+            )
         return Section(typed, where)
     if type_url.endswith("TypedStruct") and str(typed.get("type_url", "")).endswith(_HCM_SUFFIX):
         value = typed.get("value")
@@ -58,8 +63,11 @@ def _typed(net_filter: Mapping[str, Any], typed: Mapping[str, Any], path: str) -
             return Section(value, f"{where}.value")
         return Section({}, where, "TypedStruct without a 'value' object")
     if net_filter.get("name") in HCM_NAMES:
-        return Section(typed, where, f"typed_config of type {type_url or '(none)'!r} is not an "
-                                     "HttpConnectionManager")  # fmt: skip
+        return Section(
+            typed,
+            where,
+            f"typed_config of type {type_url or '(none)'!r} is not an HttpConnectionManager",
+        )
     return None
 
 

@@ -28,16 +28,43 @@ from chaos_ext.errors import EnvoyError
 
 __all__ = ["BOOTSTRAP_FIELDS", "Decoded", "decode", "snake_keys"]
 
-BOOTSTRAP_FIELDS = frozenset({
-    "node", "static_resources", "dynamic_resources", "cluster_manager", "admin",
-    "overload_manager", "layered_runtime", "stats_config", "stats_sinks", "tracing",
-    "bootstrap_extensions", "watchdog", "watchdogs", "runtime", "hds_config",
-    "node_context_params", "stats_flush_interval", "application_log_config",
-    "default_socket_interface", "inline_headers", "deferred_stat_options",
-    "flags_path", "header_prefix", "fatal_actions", "stats_server_version_override",
-})  # fmt: skip
-_CAMEL_HINTS = ("dynamicListeners", "staticListeners", "dynamicActiveClusters",
-                "staticClusters", "staticResources", "dynamicResources")  # fmt: skip
+BOOTSTRAP_FIELDS = frozenset(
+    {
+        "node",
+        "static_resources",
+        "dynamic_resources",
+        "cluster_manager",
+        "admin",
+        "overload_manager",
+        "layered_runtime",
+        "stats_config",
+        "stats_sinks",
+        "tracing",
+        "bootstrap_extensions",
+        "watchdog",
+        "watchdogs",
+        "runtime",
+        "hds_config",
+        "node_context_params",
+        "stats_flush_interval",
+        "application_log_config",
+        "default_socket_interface",
+        "inline_headers",
+        "deferred_stat_options",
+        "flags_path",
+        "header_prefix",
+        "fatal_actions",
+        "stats_server_version_override",
+    }
+)
+_CAMEL_HINTS = (
+    "dynamicListeners",
+    "staticListeners",
+    "dynamicActiveClusters",
+    "staticClusters",
+    "staticResources",
+    "dynamicResources",
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +88,10 @@ def _parse(raw: bytes | str, origin: str) -> tuple[Any, str]:
     else:
         json_error = None
     if not stripped:
-        raise EnvoyError(f"{origin}: the input is empty; expected Envoy's /config_dump or a "
-                         "bootstrap (JSON or YAML)")  # fmt: skip
+        raise EnvoyError(
+            f"{origin}: the input is empty; expected Envoy's /config_dump or a "
+            "bootstrap (JSON or YAML)"
+        )
     try:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         docs = [doc for doc in yaml.load_all(text, Loader=loader) if doc is not None]
@@ -115,16 +144,18 @@ def _kind(data: Any, origin: str) -> str:
     )
 
 
-def _lean(raw: bytes | str, cluster_keys: frozenset[str] | None
-          ) -> tuple[dict[str, Any], tuple[str, ...]] | None:  # fmt: skip
+def _lean(
+    raw: bytes | str, cluster_keys: frozenset[str] | None
+) -> tuple[dict[str, Any], tuple[str, ...]] | None:
     body = raw.encode() if isinstance(raw, str) else raw
     if body.lstrip()[:1] != b"{" or b'"configs"' not in body:
         return None
     return lean_dump(body, cluster_keys=cluster_keys)
 
 
-def decode(raw: bytes | str, *, origin: str, lean: bool = True,
-           cluster_keys: frozenset[str] | None = None) -> Decoded:  # fmt: skip
+def decode(
+    raw: bytes | str, *, origin: str, lean: bool = True, cluster_keys: frozenset[str] | None = None
+) -> Decoded:
     """Parse ``raw`` (JSON or YAML) and classify it; EnvoyError quoting ``origin``.
 
     ``lean``: a JSON ``/config_dump`` is read without building what no rule

@@ -53,8 +53,10 @@ def _cluster_item(raw: msgspec.Raw, keys: frozenset[str] | None, camel: bool) ->
         return _decode(raw)
     fields = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
     if "cluster" in fields:  # a dump entry: {"cluster": {...}, "last_updated": ...}
-        return {key: _pick(value, keys) if key == "cluster" else _decode(value)
-                for key, value in fields.items()}  # fmt: skip
+        return {
+            key: _pick(value, keys) if key == "cluster" else _decode(value)
+            for key, value in fields.items()
+        }
     return {key: _decode(value) for key, value in fields.items() if key in keys}
 
 
@@ -70,8 +72,9 @@ def _clusters(entry: dict[str, msgspec.Raw], keys: frozenset[str] | None) -> dic
     return out
 
 
-def _entries(entries: _Entries, keys: frozenset[str] | None, skipped: list[str]
-             ) -> Iterable[dict[str, Any]]:  # fmt: skip
+def _entries(
+    entries: _Entries, keys: frozenset[str] | None, skipped: list[str]
+) -> Iterable[dict[str, Any]]:
     for entry in entries:
         type_url = _decode(entry["@type"]) if "@type" in entry else None
         if not isinstance(type_url, str) or type_url.endswith(READ_TYPES):
@@ -83,8 +86,9 @@ def _entries(entries: _Entries, keys: frozenset[str] | None, skipped: list[str]
             yield {"@type": type_url}
 
 
-def lean_dump(raw: bytes, *, cluster_keys: frozenset[str] | None
-              ) -> tuple[dict[str, Any], tuple[str, ...]] | None:  # fmt: skip
+def lean_dump(
+    raw: bytes, *, cluster_keys: frozenset[str] | None
+) -> tuple[dict[str, Any], tuple[str, ...]] | None:
     """The dump with only what the audit reads, and notes on what was left out; or None."""
     try:
         top = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])

@@ -35,10 +35,17 @@ __all__ = [
     "upsert",
 ]
 
-MAP_FIELDS = frozenset({
-    "static_layer", "filter_metadata", "typed_filter_metadata", "typed_extension_protocol_options",
-    "typed_per_filter_config", "per_filter_config", "config",
-})  # fmt: skip
+MAP_FIELDS = frozenset(
+    {
+        "static_layer",
+        "filter_metadata",
+        "typed_filter_metadata",
+        "typed_extension_protocol_options",
+        "typed_per_filter_config",
+        "per_filter_config",
+        "config",
+    }
+)
 """Fields whose value is a map or a Struct: merged per key, each entry replaced."""
 
 
@@ -75,8 +82,11 @@ def upsert(base: Any, patch: Any) -> Any:
     if isinstance(base, list) and isinstance(patch, list) and _named(patch):
         merged_list = copy.deepcopy(base)
         for item in patch:
-            same = [i for i, old in enumerate(merged_list)
-                    if isinstance(old, dict) and old.get("name") == item["name"]]  # fmt: skip
+            same = [
+                i
+                for i, old in enumerate(merged_list)
+                if isinstance(old, dict) and old.get("name") == item["name"]
+            ]
             index = same[0] if same else None
             if index is None:
                 merged_list.append(copy.deepcopy(item))
@@ -86,8 +96,9 @@ def upsert(base: Any, patch: Any) -> Any:
     return copy.deepcopy(patch)
 
 
-def split_duplicates(base: Mapping[str, Any], overlay: Mapping[str, Any], path: str = ""
-                     ) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+def split_duplicates(
+    base: Mapping[str, Any], overlay: Mapping[str, Any], path: str = ""
+) -> tuple[dict[str, Any], list[str]]:
     """``overlay`` without the named elements that appending it to ``base`` would duplicate,
     and the paths of those elements.
 

@@ -59,8 +59,14 @@ class AuditRun:
 
     def again(self, decoded: Decoded) -> AuditRun:
         """The same audit (profile, rules, listener, role) on another version of the input."""
-        return audit_decoded(decoded, origin=self.origin, profile=self.profile, rules=self.rules,
-                             listener=self.listener_arg, role=self.role_arg)  # fmt: skip
+        return audit_decoded(
+            decoded,
+            origin=self.origin,
+            profile=self.profile,
+            rules=self.rules,
+            listener=self.listener_arg,
+            role=self.role_arg,
+        )
 
 
 def _role(config: EdgeConfig, override: str) -> Role:
@@ -69,9 +75,14 @@ def _role(config: EdgeConfig, override: str) -> Role:
     detected = detect_role(config)
     if override in ("auto", detected.role):
         return detected
-    return Role(override, f"given as --role {override} (detected: {detected.role}, "
-                          f"{detected.evidence})", detected.pod_ip, detected.namespace,
-                detected.workload, detected.labels)  # fmt: skip
+    return Role(
+        override,
+        f"given as --role {override} (detected: {detected.role}, {detected.evidence})",
+        detected.pod_ip,
+        detected.namespace,
+        detected.workload,
+        detected.labels,
+    )
 
 
 def _refuse_mismatch(role: Role, profile: Profile, origin: str) -> None:
@@ -95,38 +106,69 @@ _HEALTH_PORT = 15021  # Istio's status port: the default ingress Service exposes
 def _not_audited(config: EdgeConfig, listeners: Sequence[Listener]) -> list[str]:
     """Static listeners with an HTTP connection manager that the default choice skipped."""
     chosen = {id(item) for item in listeners}
-    skipped = [item for item in config.listeners
-               if not item.dynamic and item.hcms and id(item) not in chosen]  # fmt: skip
+    skipped = [
+        item
+        for item in config.listeners
+        if not item.dynamic and item.hcms and id(item) not in chosen
+    ]
     notes = []
     for item in skipped:
         address = (item.section.value.get("address") or {}).get("socket_address") or {}
-        health = " (Istio's health port: its default ingress Service exposes it)" if (
-            address.get("port_value") == _HEALTH_PORT) else ""  # fmt: skip
-        notes.append(f"static listener {item.label}{health} takes HTTP but was not audited: "
-                     f"--listener {item.name or item.label!r} audits it")  # fmt: skip
+        health = (
+            " (Istio's health port: its default ingress Service exposes it)"
+            if (address.get("port_value") == _HEALTH_PORT)
+            else ""
+        )
+        notes.append(
+            f"static listener {item.label}{health} takes HTTP but was not audited: "
+            f"--listener {item.name or item.label!r} audits it"
+        )
     return notes
 
 
 def audit_decoded(
-    decoded: Decoded, *, origin: str, profile: Profile, rules: Sequence[Rule], listener: str = "",
+    decoded: Decoded,
+    *,
+    origin: str,
+    profile: Profile,
+    rules: Sequence[Rule],
+    listener: str = "",
     role: str = "auto",
-) -> AuditRun:  # fmt: skip
+) -> AuditRun:
     """Audit a decoded input with ``rules`` of ``profile``."""
     config = edge_config(decoded, origin=origin)
     found_role = _role(config, role)
     _refuse_mismatch(found_role, profile, origin)
     inbound = profile.listeners == "inbound"
-    listeners = select_listeners(config, listener, origin=origin, inbound=inbound,
-                                 pod_ip=found_role.pod_ip)  # fmt: skip
+    listeners = select_listeners(
+        config, listener, origin=origin, inbound=inbound, pod_ip=found_role.pod_ip
+    )
     if inbound and not listeners and not config.listeners_from_lds:
         raise EnvoyError(f"{origin}: no inbound listener with an HTTP connection manager")
     checks = tuple(evaluate(config, listeners, rules))
     info = describe_input(config, decoded.data, decoded.syntax)
     info["notes"] += _not_audited(config, listeners)
-    report = audit_report(checks, source=origin, listeners=listeners, profile=profile.name,
-                          role=found_role, input_info=info)  # fmt: skip
-    return AuditRun(decoded, config, found_role, profile, listeners, checks, report, tuple(rules),
-                    listener, role, origin)  # fmt: skip
+    report = audit_report(
+        checks,
+        source=origin,
+        listeners=listeners,
+        profile=profile.name,
+        role=found_role,
+        input_info=info,
+    )
+    return AuditRun(
+        decoded,
+        config,
+        found_role,
+        profile,
+        listeners,
+        checks,
+        report,
+        tuple(rules),
+        listener,
+        role,
+        origin,
+    )
 
 
 def cluster_keys(rules: Sequence[Rule]) -> frozenset[str] | None:
@@ -143,21 +185,30 @@ def cluster_keys(rules: Sequence[Rule]) -> frozenset[str] | None:
 
 
 def audit_raw(
-    raw: bytes | str, *, origin: str, profile: Profile, rules: Sequence[Rule], listener: str = "",
+    raw: bytes | str,
+    *,
+    origin: str,
+    profile: Profile,
+    rules: Sequence[Rule],
+    listener: str = "",
     role: str = "auto",
-) -> AuditRun:  # fmt: skip
+) -> AuditRun:
     """Decode ``raw`` (a dump or a bootstrap, JSON or YAML) and audit it."""
     decoded = decode(raw, origin=origin, cluster_keys=cluster_keys(rules))
-    return audit_decoded(decoded, origin=origin, profile=profile, rules=rules, listener=listener,
-                         role=role)  # fmt: skip
+    return audit_decoded(
+        decoded, origin=origin, profile=profile, rules=rules, listener=listener, role=role
+    )
 
 
 def summary_line(report: Mapping[str, Any]) -> str:
     """``50 checks of 19 rules on A, B: 48 passed, 2 failed`` (+ unreadable, warnings)."""
     s = report["summary"]
     parts = [f"{s['passed']} passed", f"{s['failed']} failed"]
-    for key, word in (("unreadable", "unreadable"), ("warnings", "warnings"),
-                      ("not_in_input", "not in this input")):  # fmt: skip
+    for key, word in (
+        ("unreadable", "unreadable"),
+        ("warnings", "warnings"),
+        ("not_in_input", "not in this input"),
+    ):
         if s[key]:
             parts.append(f"{s[key]} {word}")
     on = ", ".join(report["listeners"]) or "no listener"
@@ -184,10 +235,17 @@ def check_audit_arguments(arguments: Mapping[str, Any]) -> None:
 
 
 def run_audit(
-    source: str, *, listener: str = "", rules: list[dict[str, Any]] | None = None,
-    rules_file: str = "", timeout_seconds: float = 30.0, profile: str = DEFAULT_PROFILE,
-    role: str = "auto", secrets: Secrets = None, extra_rules: Sequence[Rule] = (),
-) -> AuditRun:  # fmt: skip
+    source: str,
+    *,
+    listener: str = "",
+    rules: list[dict[str, Any]] | None = None,
+    rules_file: str = "",
+    timeout_seconds: float = 30.0,
+    profile: str = DEFAULT_PROFILE,
+    role: str = "auto",
+    secrets: Secrets = None,
+    extra_rules: Sequence[Rule] = (),
+) -> AuditRun:
     """Fetch ``source`` and audit it; the whole run (``gameday audit envoy`` writes fixes).
 
     ``extra_rules`` join the profile's (the heap rule, when the memory limit is known).
@@ -196,5 +254,11 @@ def run_audit(
     check_audit_arguments(dict(zip(_AUDIT_KEYS, given, strict=True)))
     chosen, chosen_rules = effective_rules(profile, rules, rules_file)
     raw, origin = fetch_dump(parse_source(source), timeout=float(timeout_seconds), secrets=secrets)
-    return audit_raw(raw, origin=origin, profile=chosen, rules=[*chosen_rules, *extra_rules],
-                     listener=listener, role=role)  # fmt: skip
+    return audit_raw(
+        raw,
+        origin=origin,
+        profile=chosen,
+        rules=[*chosen_rules, *extra_rules],
+        listener=listener,
+        role=role,
+    )

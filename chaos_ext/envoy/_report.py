@@ -14,9 +14,13 @@ __all__ = ["audit_report", "describe_input"]
 
 
 def _admin_api(data: Mapping[str, Any]) -> str:
-    versions = sorted({str(entry.get("@type", "")).rsplit(".", 2)[-2]
-                       for entry in data.get("configs") or [] if isinstance(entry, dict)
-                       and str(entry.get("@type", "")).count(".") >= 2})  # fmt: skip
+    versions = sorted(
+        {
+            str(entry.get("@type", "")).rsplit(".", 2)[-2]
+            for entry in data.get("configs") or []
+            if isinstance(entry, dict) and str(entry.get("@type", "")).count(".") >= 2
+        }
+    )
     return ", ".join(f"envoy.admin.{v}" for v in versions) or "no typed entries"
 
 
@@ -31,8 +35,10 @@ def describe_input(config: EdgeConfig, data: Mapping[str, Any], syntax: str) -> 
         notes.append(f"{len(unnamed)} listener(s) without a name: {', '.join(unnamed[:5])}")
     states = Counter(item.state for item in config.listeners if item.dynamic)
     if states.get("warming") or states.get("draining"):
-        notes.append(f"dynamic listeners by state: {dict(sorted(states.items()))} "
-                     "(draining ones are not audited)")  # fmt: skip
+        notes.append(
+            f"dynamic listeners by state: {dict(sorted(states.items()))} "
+            "(draining ones are not audited)"
+        )
     if config.kind == "config_dump":
         text = f"Envoy /config_dump ({_admin_api(data)})"
     else:
@@ -43,9 +49,14 @@ def describe_input(config: EdgeConfig, data: Mapping[str, Any], syntax: str) -> 
 
 
 def audit_report(
-    checks: Sequence[Check], *, source: str, listeners: Sequence[Listener], profile: str,
-    role: Role, input_info: Mapping[str, Any],
-) -> dict[str, Any]:  # fmt: skip
+    checks: Sequence[Check],
+    *,
+    source: str,
+    listeners: Sequence[Listener],
+    profile: str,
+    role: Role,
+    input_info: Mapping[str, Any],
+) -> dict[str, Any]:
     """The JSON-friendly result of an audit (what the probe returns)."""
     statuses = Counter(c.status for c in checks)
     failed_rules = sorted({c.rule.id for c in checks if c.status in FAILING})

@@ -50,8 +50,9 @@ def detect_role(config: EdgeConfig) -> Role:
     workload = str(metadata.get("WORKLOAD_NAME") or "")
     where = f"{config.bootstrap.path}.node.id"
     if kind in _ISTIO_TYPES:
-        return Role(_ISTIO_TYPES[kind], f"{where} = {node.get('id')!r}", pod_ip, namespace,
-                    workload, labels)  # fmt: skip
+        return Role(
+            _ISTIO_TYPES[kind], f"{where} = {node.get('id')!r}", pod_ip, namespace, workload, labels
+        )
     if any(item.name == "virtualInbound" for item in config.listeners):
         return Role("sidecar", "a listener named virtualInbound (Istio sidecar)")
     return Role("edge", "no Istio node id and no sidecar listeners: an edge proxy", labels=labels)

@@ -70,8 +70,21 @@ SEVERITIES = ("critical", "high", "medium", "low")
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 _DURATION = re.compile(r"^-?\d+(\.\d+)?s$")
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
-_FIELDS = {"id", "title", "severity", "at", "op", "value", "envoy_default", "why", "enabled",
-           "source", "fix", "when_absent", "unnamed_listener"}  # fmt: skip
+_FIELDS = {
+    "id",
+    "title",
+    "severity",
+    "at",
+    "op",
+    "value",
+    "envoy_default",
+    "why",
+    "enabled",
+    "source",
+    "fix",
+    "when_absent",
+    "unnamed_listener",
+}
 _FIX_KEYS = {"bootstrap", "runtime", "listener", "hcm", "cluster"}
 LISTENER_PLACEHOLDER = "{listener}"
 
@@ -277,8 +290,15 @@ def _rule(data: Mapping[str, Any], base: Rule | None) -> Rule:
     fields: dict[str, Any] = {
         k: v for k, v in data.items() if k in _FIELDS - {"at", "enabled", "id"}
     }
-    for text in ("title", "severity", "envoy_default", "why", "op", "when_absent",
-                 "unnamed_listener"):  # fmt: skip
+    for text in (
+        "title",
+        "severity",
+        "envoy_default",
+        "why",
+        "op",
+        "when_absent",
+        "unnamed_listener",
+    ):
         if text in fields:
             fields[text] = str(fields[text])
     if base is None:

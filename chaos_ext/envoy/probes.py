@@ -56,10 +56,15 @@ def edge_config_audit(
     and the rule's source. Pair with a ``jsonpath`` tolerance on ``$.passed``.
     """
     return run_audit(
-        source, listener=listener, rules=rules, rules_file=rules_file,
+        source,
+        listener=listener,
+        rules=rules,
+        rules_file=rules_file,
         timeout_seconds=timeout_seconds,
-        profile=profile, role=role, secrets=secrets,
-    ).report  # fmt: skip
+        profile=profile,
+        role=role,
+        secrets=secrets,
+    ).report
 
 
 def _labels(job: str, selector: Mapping[str, Any] | None) -> str:

@@ -31,9 +31,22 @@ class BucketAccumulator:
     """One worker's counts for one bucket while its requests are in flight."""
 
     __slots__ = (
-        "answered", "dropped", "errors", "index", "last_done", "latencies", "max_lag", "ok",
-        "pending", "seconds", "sent", "services", "start", "status", "worker",
-    )  # fmt: skip
+        "answered",
+        "dropped",
+        "errors",
+        "index",
+        "last_done",
+        "latencies",
+        "max_lag",
+        "ok",
+        "pending",
+        "seconds",
+        "sent",
+        "services",
+        "start",
+        "status",
+        "worker",
+    )
 
     def __init__(self, index: int, start: float, seconds: float, worker: int) -> None:
         self.index, self.start, self.seconds, self.worker = index, start, seconds, worker
@@ -71,12 +84,20 @@ class BucketAccumulator:
             le = np.bincount(np.searchsorted(_LE_US, micros), minlength=len(le)).tolist()
             lat_sum = float(micros.sum()) / 1e6
         return {
-            "i": self.index, "t": self.start, "s": self.seconds, "w": self.worker,
-            "sent": self.sent, "dropped": self.dropped, "ok": self.ok, "errors": self.errors,
+            "i": self.index,
+            "t": self.start,
+            "s": self.seconds,
+            "w": self.worker,
+            "sent": self.sent,
+            "dropped": self.dropped,
+            "ok": self.ok,
+            "errors": self.errors,
             "answered": self.answered,
             "status": {k: n for k, n in zip(_STATUS_KEYS, self.status, strict=True) if n},
-            "lat_sum": round(lat_sum, 6), "max_lag_ms": round(self.max_lag * 1000, 3),
-            "le": le, "last_done_seconds": round(self.last_done, 6),
+            "lat_sum": round(lat_sum, 6),
+            "max_lag_ms": round(self.max_lag * 1000, 3),
+            "le": le,
+            "last_done_seconds": round(self.last_done, 6),
             "hist": _encode(histogram_of(self.latencies)),
             "svc": _encode(histogram_of(self.services)),
-        }  # fmt: skip
+        }

@@ -118,9 +118,14 @@ def work(
             spec, results, label, start, spec.metrics_port, spec.metrics_addr
         )
     info = {
-        "pid": os.getpid(), "start": start, "end": end, "processes": spec.processes,
-        "worker_pids": [p.pid for p in procs], "metrics_port": metrics_port, "label": label,
-    }  # fmt: skip
+        "pid": os.getpid(),
+        "start": start,
+        "end": end,
+        "processes": spec.processes,
+        "worker_pids": [p.pid for p in procs],
+        "metrics_port": metrics_port,
+        "label": label,
+    }
     _write_json(results / "meta.json", {**info, "spec": spec.public()})
     ready(info)
     hard_cap = end + 2 * spec.timeout + 5

@@ -30,9 +30,14 @@ from chaos_ext.load import _job, _locate, _push
 from chaos_ext.load.spec import RATE_PER_PROCESS, LoadSpec
 
 __all__ = [
-    "delete_job", "deleted_note", "finalize", "shard_payload", "start_job_load", "sync",
+    "delete_job",
+    "deleted_note",
+    "finalize",
+    "shard_payload",
+    "start_job_load",
+    "sync",
     "wait_done",
-]  # fmt: skip
+]
 
 _FINAL = ("completed", "stopped", "capped", "failed")
 
@@ -44,8 +49,10 @@ def shard_payload(spec: LoadSpec, replicas: int, start_at: float) -> dict[str, A
     payload.update(
         concurrency_limit=max(1, math.ceil(spec.concurrency_limit / replicas)),
         processes=max(1, math.ceil(per_pod_rate / RATE_PER_PROCESS)),
-        start_at=start_at, metrics_port=0, shard_count=replicas,
-    )  # fmt: skip
+        start_at=start_at,
+        metrics_port=0,
+        shard_count=replicas,
+    )
     return payload
 
 
@@ -62,9 +69,12 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def start_job_load(
-    spec: LoadSpec, replicas: int, settings: _job.JobSettings,
-    secrets: Mapping[str, Any] | None, module: str,
-) -> tuple[Entry, dict[str, Any]]:  # fmt: skip
+    spec: LoadSpec,
+    replicas: int,
+    settings: _job.JobSettings,
+    secrets: Mapping[str, Any] | None,
+    module: str,
+) -> tuple[Entry, dict[str, Any]]:
     """Record, then create the Secret and the Job; returns the entry and the load's meta."""
     start = time.time() + settings.start_delay_seconds
     payload = shard_payload(spec, replicas, start)
@@ -72,11 +82,16 @@ def start_job_load(
     entry_id = new_entry_id()  # the recipe names its results folder: complete when recorded
     results = _locate.results_root() / entry_id
     recipe: dict[str, Any] = {
-        "mode": "kubernetes", "name": spec.name, "replicas": replicas,
-        "urls": [_locate.describe_url(u) for u in spec.urls], "kubernetes": settings.as_dict(),
-        "context": _context(secrets), "start": start, "end": start + spec.duration,
+        "mode": "kubernetes",
+        "name": spec.name,
+        "replicas": replicas,
+        "urls": [_locate.describe_url(u) for u in spec.urls],
+        "kubernetes": settings.as_dict(),
+        "context": _context(secrets),
+        "start": start,
+        "end": start + spec.duration,
         "results_dir": str(results),
-    }  # fmt: skip
+    }
     deadline = math.ceil(settings.start_delay_seconds + spec.duration + 2 * spec.timeout + 120)
     api = _k8s.api_client(secrets)
     identity = _k8s.cluster_identity(api, secrets)
@@ -90,27 +105,44 @@ def start_job_load(
     ) as entry:
         results.mkdir(parents=True, exist_ok=True)
         meta = {
-            "start": start, "end": start + spec.duration, "label": spec.name or entry.id,
-            "processes": replicas * int(payload["processes"]), "replicas": replicas,
-            "mode": "kubernetes", "job": _job.job_name(entry.id),
-            "namespace": settings.namespace, "spec": spec.public(),
-        }  # fmt: skip
+            "start": start,
+            "end": start + spec.duration,
+            "label": spec.name or entry.id,
+            "processes": replicas * int(payload["processes"]),
+            "replicas": replicas,
+            "mode": "kubernetes",
+            "job": _job.job_name(entry.id),
+            "namespace": settings.namespace,
+            "spec": spec.public(),
+        }
         _write_json(results / "meta.json", meta)
         _create(api, entry.id, settings, replicas, payload, deadline)
     return entry, {**meta, "results_dir": str(results)}
 
 
 def _create(
-    api: client.ApiClient, load_id: str, settings: _job.JobSettings, replicas: int,
-    payload: Mapping[str, Any], deadline: int,
-) -> None:  # fmt: skip
+    api: client.ApiClient,
+    load_id: str,
+    settings: _job.JobSettings,
+    replicas: int,
+    payload: Mapping[str, Any],
+    deadline: int,
+) -> None:
     ns, name = settings.namespace, _job.job_name(load_id)
-    _k8s.call(client.CoreV1Api(api).create_namespaced_secret, ns,
-              _job.secret_manifest(load_id, settings, payload),
-              what=f"create Secret {ns}/{name}", _preload_content=False)  # fmt: skip
-    _k8s.call(client.BatchV1Api(api).create_namespaced_job, ns,
-              _job.job_manifest(load_id, settings, replicas, deadline),
-              what=f"create Job {ns}/{name}", _preload_content=False)  # fmt: skip
+    _k8s.call(
+        client.CoreV1Api(api).create_namespaced_secret,
+        ns,
+        _job.secret_manifest(load_id, settings, payload),
+        what=f"create Secret {ns}/{name}",
+        _preload_content=False,
+    )
+    _k8s.call(
+        client.BatchV1Api(api).create_namespaced_job,
+        ns,
+        _job.job_manifest(load_id, settings, replicas, deadline),
+        what=f"create Job {ns}/{name}",
+        _preload_content=False,
+    )
 
 
 def _delete(func: Any, name: str, ns: str, what: str, **kwargs: Any) -> bool:
@@ -129,10 +161,12 @@ def delete_job(entry: Entry) -> str:
     name = _job.job_name(entry.id)
     api = _k8s.undo_api_client(entry.identity)  # the recorded cluster, or TargetMismatch
     body = client.V1DeleteOptions(propagation_policy="Foreground")
-    job = _delete(client.BatchV1Api(api).delete_namespaced_job, name, ns,
-                  f"delete Job {ns}/{name}", body=body)  # fmt: skip
-    secret = _delete(client.CoreV1Api(api).delete_namespaced_secret, name, ns,
-                     f"delete Secret {ns}/{name}")  # fmt: skip
+    job = _delete(
+        client.BatchV1Api(api).delete_namespaced_job, name, ns, f"delete Job {ns}/{name}", body=body
+    )
+    secret = _delete(
+        client.CoreV1Api(api).delete_namespaced_secret, name, ns, f"delete Secret {ns}/{name}"
+    )
     return deleted_note(f"{ns}/{name}", job=job, secret=secret, retried=bool(entry.last_error))
 
 
@@ -182,8 +216,9 @@ def finalize(entry: Entry) -> dict[str, Any]:
         ended = {int(s["shard"]) for s in found["shards"] if s["status"] in _FINAL}
         missing = sorted(set(range(int(entry.recipe["replicas"]))) - ended)
         errors = [f"shard {j} never reported its end (pod not started, or killed)" for j in missing]
-        _write_json(results / "done.json",
-                    {"status": "failed", "ended_at": time.time(), "errors": errors})  # fmt: skip
+        _write_json(
+            results / "done.json", {"status": "failed", "ended_at": time.time(), "errors": errors}
+        )
     return found
 
 

@@ -164,9 +164,13 @@ class _Worker:
             self.drop(self.backlog.popleft()[1])
 
     def done(
-        self, context: tuple[BucketAccumulator, float], sent_at: float, ended_at: float,
-        status: int | None, kind: str | None,
-    ) -> None:  # fmt: skip
+        self,
+        context: tuple[BucketAccumulator, float],
+        sent_at: float,
+        ended_at: float,
+        status: int | None,
+        kind: str | None,
+    ) -> None:
         bucket, due = context
         now = time.monotonic()
         if status is not None:

@@ -77,9 +77,18 @@ class _Origin:
 
 class _Conn(asyncio.Protocol):
     __slots__ = (
-        "client", "context", "deadline", "head", "headers_done", "origin", "parser",
-        "received_at", "sent_at", "timed_out", "transport",
-    )  # fmt: skip
+        "client",
+        "context",
+        "deadline",
+        "head",
+        "headers_done",
+        "origin",
+        "parser",
+        "received_at",
+        "sent_at",
+        "timed_out",
+        "transport",
+    )
 
     def __init__(self, client: Http1Client, origin: _Origin) -> None:
         self.client, self.origin = client, origin

@@ -55,8 +55,17 @@ RULES = (
 )
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|k|M|G)?$")
-_KEYS = {"namespace", "image", "pushgateway", "pushgateway_read", "start_delay_seconds",
-         "service_account", "cpu", "memory", "node_selector"}  # fmt: skip
+_KEYS = {
+    "namespace",
+    "image",
+    "pushgateway",
+    "pushgateway_read",
+    "start_delay_seconds",
+    "service_account",
+    "cpu",
+    "memory",
+    "node_selector",
+}
 
 
 @dataclass(frozen=True)
@@ -80,11 +89,16 @@ class JobSettings:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "namespace": self.namespace, "image": self.image, "pushgateway": self.pushgateway,
-            "pushgateway_read": self.read_url, "start_delay_seconds": self.start_delay_seconds,
-            "service_account": self.service_account, "cpu": self.cpu, "memory": self.memory,
+            "namespace": self.namespace,
+            "image": self.image,
+            "pushgateway": self.pushgateway,
+            "pushgateway_read": self.read_url,
+            "start_delay_seconds": self.start_delay_seconds,
+            "service_account": self.service_account,
+            "cpu": self.cpu,
+            "memory": self.memory,
             "node_selector": dict(self.node_selector),
-        }  # fmt: skip
+        }
 
 
 def uses_kubernetes(arguments: Mapping[str, Any]) -> bool:
@@ -143,18 +157,20 @@ def settings_from(value: Any, replicas: Any) -> JobSettings:
         namespace=_name("namespace", value.get("namespace", "default")),
         image=image,
         pushgateway_read=_url("pushgateway_read", value["pushgateway_read"])
-        if value.get("pushgateway_read") else "",
+        if value.get("pushgateway_read")
+        else "",
         start_delay_seconds=float(
             require_range(
                 "kubernetes.start_delay_seconds", value.get("start_delay_seconds", 30.0), 1, 600
             )
         ),
         service_account=_name("service_account", value["service_account"])
-        if value.get("service_account") else "",
+        if value.get("service_account")
+        else "",
         cpu=_quantity("cpu", value.get("cpu", "500m")),
         memory=_quantity("memory", value.get("memory", "256Mi")),
         node_selector=dict(selector),
-    )  # fmt: skip
+    )
 
 
 def job_name(load_id: str) -> str:
@@ -162,8 +178,11 @@ def job_name(load_id: str) -> str:
 
 
 def _labels(load_id: str) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "gameday-load", "app.kubernetes.io/managed-by": "gameday",
-            "gameday.io/load": load_id}  # fmt: skip
+    return {
+        "app.kubernetes.io/name": "gameday-load",
+        "app.kubernetes.io/managed-by": "gameday",
+        "gameday.io/load": load_id,
+    }
 
 
 def secret_manifest(
@@ -171,17 +190,24 @@ def secret_manifest(
 ) -> dict[str, Any]:
     """The Secret with the spec (headers and body are secrets of the experiment)."""
     return {
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": job_name(load_id), "namespace": settings.namespace,
-                     "labels": _labels(load_id)},
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": job_name(load_id),
+            "namespace": settings.namespace,
+            "labels": _labels(load_id),
+        },
         "stringData": {SPEC_KEY: json.dumps(spec_payload, separators=(",", ":"))},
-    }  # fmt: skip
+    }
 
 
 def _container(load_id: str, settings: JobSettings, replicas: int) -> dict[str, Any]:
     secret_ref = {"secretKeyRef": {"name": job_name(load_id), "key": SPEC_KEY}}
     return {
-        "name": "load", "image": settings.image, "imagePullPolicy": "IfNotPresent",
+        "name": "load",
+        "image": settings.image,
+        "imagePullPolicy": "IfNotPresent",
         "command": ["python", "-m", "chaos_ext.load._pod"],
         "env": [
             {"name": _pod.ENV_SPEC, "valueFrom": secret_ref},
@@ -190,12 +216,18 @@ def _container(load_id: str, settings: JobSettings, replicas: int) -> dict[str, 
             {"name": _pod.ENV_PUSHGATEWAY, "value": settings.pushgateway},
             {"name": "HOME", "value": "/tmp"},  # noqa: S108 - the pod's emptyDir
         ],
-        "resources": {"requests": {"cpu": settings.cpu, "memory": settings.memory},
-                      "limits": {"memory": settings.memory}},
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
+        "resources": {
+            "requests": {"cpu": settings.cpu, "memory": settings.memory},
+            "limits": {"memory": settings.memory},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108 - emptyDir
-    }  # fmt: skip
+    }
 
 
 def job_manifest(
@@ -213,12 +245,19 @@ def job_manifest(
     if settings.node_selector:
         pod["nodeSelector"] = dict(settings.node_selector)
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": job_name(load_id), "namespace": settings.namespace,
-                     "labels": _labels(load_id)},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(load_id),
+            "namespace": settings.namespace,
+            "labels": _labels(load_id),
+        },
         "spec": {
-            "completionMode": "Indexed", "completions": replicas, "parallelism": replicas,
-            "backoffLimit": 0, "activeDeadlineSeconds": deadline_seconds,
+            "completionMode": "Indexed",
+            "completions": replicas,
+            "parallelism": replicas,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": deadline_seconds,
             "template": {"metadata": {"labels": _labels(load_id)}, "spec": pod},
         },
-    }  # fmt: skip
+    }

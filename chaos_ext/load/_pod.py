@@ -113,8 +113,9 @@ def run_shard(environ: Mapping[str, str], stop: threading.Event) -> str:
     state: dict[str, Any] = {"status": "starting", "start": payload.get("start_at", 0)}
 
     def ready(info: dict[str, Any]) -> None:
-        state.update(status="running", start=info["start"], end=info["end"],
-                     processes=info["processes"])  # fmt: skip
+        state.update(
+            status="running", start=info["start"], end=info["end"], processes=info["processes"]
+        )
         try:
             _push.push_shard_state(url, load_id, index, state)
         except LoadError as exc:  # the load goes on; the final state is pushed again at the end
@@ -122,13 +123,13 @@ def run_shard(environ: Mapping[str, str], stop: threading.Event) -> str:
 
     publisher.start()
     try:
-        _coordinator.work({"spec": payload, "results_dir": str(results), "label": load_id},
-                          ready, stop)  # fmt: skip
+        _coordinator.work(
+            {"spec": payload, "results_dir": str(results), "label": load_id}, ready, stop
+        )
         done = json.loads((results / "done.json").read_text())
         state.update(status=done["status"], errors=done["errors"], ended_at=done["ended_at"])
     except (ChaosExtError, OSError, ValueError) as exc:
-        state.update(status="failed", errors=[f"{type(exc).__name__}: {exc}"],
-                     ended_at=time.time())  # fmt: skip
+        state.update(status="failed", errors=[f"{type(exc).__name__}: {exc}"], ended_at=time.time())
     try:
         publisher.finish()
     except LoadError as exc:

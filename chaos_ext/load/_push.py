@@ -57,26 +57,31 @@ _PREFIX = "gameday_load_bucket_"
 def registry_of_line(line: Mapping[str, Any]) -> CollectorRegistry:
     """One bucket line as gauges (pure: nothing is sent)."""
     reg = CollectorRegistry()
-    requests = Gauge(f"{_PREFIX}requests", "requests of the bucket by kind", ["kind"],
-                     registry=reg)  # fmt: skip
+    requests = Gauge(f"{_PREFIX}requests", "requests of the bucket by kind", ["kind"], registry=reg)
     for kind in _COUNTS:
         requests.labels(kind).set(line.get(kind, 0))
-    errors = Gauge(f"{_PREFIX}errors", "failed requests of the bucket by kind", ["kind"],
-                   registry=reg)  # fmt: skip
+    errors = Gauge(
+        f"{_PREFIX}errors", "failed requests of the bucket by kind", ["kind"], registry=reg
+    )
     for kind, count in line.get("errors", {}).items():
         errors.labels(kind).set(count)
     status = Gauge(f"{_PREFIX}status", "answers by status class", ["class"], registry=reg)
     for klass, count in line.get("status", {}).items():
         status.labels(klass).set(count)
     scalars = {
-        "start_time_seconds": line["t"], "length_seconds": line["s"],
+        "start_time_seconds": line["t"],
+        "length_seconds": line["s"],
         "max_lag_seconds": line.get("max_lag_ms", 0.0) / 1000,
         "last_done_seconds": line.get("last_done_seconds", 0.0),
-    }  # fmt: skip
+    }
     for name, value in scalars.items():
         Gauge(f"{_PREFIX}{name}", name.replace("_", " "), registry=reg).set(value)
-    hdr = Gauge(f"{_PREFIX}latency_hdr", "the bucket's HdrHistogram (compressed, base64)",
-                ["which", "hdr"], registry=reg)  # fmt: skip
+    hdr = Gauge(
+        f"{_PREFIX}latency_hdr",
+        "the bucket's HdrHistogram (compressed, base64)",
+        ["which", "hdr"],
+        registry=reg,
+    )
     for which, key in (("scheduled", "hist"), ("service", "svc")):
         if line.get(key):
             hdr.labels(which, line[key]).set(1)
@@ -95,8 +100,13 @@ def _grouping(load_id: str, shard: int, line: Mapping[str, Any]) -> dict[str, st
 def push_line(url: str, load_id: str, shard: int, line: Mapping[str, Any]) -> None:
     """Publish one bucket line of shard ``shard`` (LoadError if the Pushgateway refuses)."""
     try:
-        push_to_gateway(url, job=JOB, registry=registry_of_line(line),
-                        grouping_key=_grouping(load_id, shard, line), timeout=TIMEOUT)  # fmt: skip
+        push_to_gateway(
+            url,
+            job=JOB,
+            registry=registry_of_line(line),
+            grouping_key=_grouping(load_id, shard, line),
+            timeout=TIMEOUT,
+        )
     except OSError as exc:
         raise LoadError(f"cannot push load results to {url}: {exc}") from exc
 
@@ -104,8 +114,9 @@ def push_line(url: str, load_id: str, shard: int, line: Mapping[str, Any]) -> No
 def push_shard_state(url: str, load_id: str, shard: int, state: Mapping[str, Any]) -> None:
     """Publish a shard's state: ``start``, ``end``, ``status``, ``processes``, ``errors``."""
     reg = CollectorRegistry()
-    info = Gauge("gameday_load_shard_info", "a load shard's status", ["status", "errors"],
-                 registry=reg)  # fmt: skip
+    info = Gauge(
+        "gameday_load_shard_info", "a load shard's status", ["status", "errors"], registry=reg
+    )
     info.labels(str(state["status"]), json.dumps(state.get("errors") or [])[:2000]).set(1)
     for name in ("start", "end", "processes", "ended_at"):
         Gauge(f"gameday_load_shard_{name}", name, registry=reg).set(float(state.get(name) or 0))
@@ -142,7 +153,9 @@ def line_from_group(group: Mapping[str, Any]) -> dict[str, Any]:
     }
     errors = _labelled(group.get(f"{_PREFIX}errors"), "kind")
     return {
-        "i": int(labels["bucket"]), "w": int(labels["worker"]), "shard": int(labels["shard"]),
+        "i": int(labels["bucket"]),
+        "w": int(labels["worker"]),
+        "shard": int(labels["shard"]),
         "t": _value(group.get(f"{_PREFIX}start_time_seconds")),
         "s": _value(group.get(f"{_PREFIX}length_seconds")),
         **{kind: int(_value(requests, kind=kind) or 0) for kind in _COUNTS},
@@ -150,16 +163,18 @@ def line_from_group(group: Mapping[str, Any]) -> dict[str, Any]:
         "status": _labelled(group.get(f"{_PREFIX}status"), "class"),
         "max_lag_ms": 1000 * (_value(group.get(f"{_PREFIX}max_lag_seconds")) or 0.0),
         "last_done_seconds": _value(group.get(f"{_PREFIX}last_done_seconds")) or 0.0,
-        "hist": hdr.get("scheduled", ""), "svc": hdr.get("service", ""),
-    }  # fmt: skip
+        "hist": hdr.get("scheduled", ""),
+        "svc": hdr.get("service", ""),
+    }
 
 
 def _state_from_group(group: Mapping[str, Any]) -> dict[str, Any]:
     info = (group.get("gameday_load_shard_info") or {}).get("metrics", [{}])[0].get("labels", {})
     state: dict[str, Any] = {
-        "shard": int(group["labels"]["shard"]), "status": info.get("status", "unknown"),
+        "shard": int(group["labels"]["shard"]),
+        "status": info.get("status", "unknown"),
         "errors": json.loads(info.get("errors") or "[]"),
-    }  # fmt: skip
+    }
     for key in ("start", "end", "processes", "ended_at"):
         state[key] = _value(group.get(f"gameday_load_shard_{key}"))
     return state
@@ -172,8 +187,11 @@ def _groups(url: str, load_id: str) -> list[dict[str, Any]]:
         data = answer.json().get("data") or []
     except (httpx.HTTPError, ValueError) as exc:
         raise LoadError(f"cannot read load results from the Pushgateway {url}: {exc}") from exc
-    return [g for g in data if g.get("labels", {}).get("job") == JOB
-            and g.get("labels", {}).get("load") == load_id]  # fmt: skip
+    return [
+        g
+        for g in data
+        if g.get("labels", {}).get("job") == JOB and g.get("labels", {}).get("load") == load_id
+    ]
 
 
 def read_load(url: str, load_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -186,9 +204,11 @@ def read_load(url: str, load_id: str) -> tuple[list[dict[str, Any]], list[dict[s
 
 def forget_load(url: str, load_id: str, groups: Iterable[Mapping[str, str]] | None = None) -> int:
     """Delete a load's groups from the Pushgateway (after its results were kept); how many."""
-    keys = list(groups) if groups is not None else [
-        {k: v for k, v in g["labels"].items() if k != "job"} for g in _groups(url, load_id)
-    ]  # fmt: skip
+    keys = (
+        list(groups)
+        if groups is not None
+        else [{k: v for k, v in g["labels"].items() if k != "job"} for g in _groups(url, load_id)]
+    )
     for key in keys:
         try:
             delete_from_gateway(url, job=JOB, grouping_key=dict(key), timeout=TIMEOUT)

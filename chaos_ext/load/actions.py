@@ -105,11 +105,17 @@ def drive_http_load(
         return _drive_job(spec, arguments, secrets)
     entry, load = _recorded.start_recorded(spec, module=__name__)
     started = {
-        LEDGER_ID: entry.id, "name": name, "results_dir": str(load.results_dir),
-        "start": load.start, "end": load.end, "processes": load.processes,
-        "metrics_port": load.metrics_port, "peak_rate": spec.peak_rate,
-        "duration_seconds": spec.duration, "expected_requests": spec.total_requests,
-    }  # fmt: skip
+        LEDGER_ID: entry.id,
+        "name": name,
+        "results_dir": str(load.results_dir),
+        "start": load.start,
+        "end": load.end,
+        "processes": load.processes,
+        "metrics_port": load.metrics_port,
+        "peak_rate": spec.peak_rate,
+        "duration_seconds": spec.duration,
+        "expected_requests": spec.total_requests,
+    }
     if not wait:
         return started
     return {**started, "results": _recorded.finish(entry, load, spec)}
@@ -122,12 +128,19 @@ def _drive_job(
     replicas = int(arguments["replicas"])
     entry, meta = _distributed.start_job_load(spec, replicas, settings, secrets, __name__)
     started = {
-        LEDGER_ID: entry.id, "name": spec.name, "results_dir": meta["results_dir"],
-        "start": meta["start"], "end": meta["end"], "processes": meta["processes"],
-        "replicas": replicas, "job": f"{settings.namespace}/{meta['job']}",
-        "image": settings.image, "peak_rate": spec.peak_rate, "duration_seconds": spec.duration,
+        LEDGER_ID: entry.id,
+        "name": spec.name,
+        "results_dir": meta["results_dir"],
+        "start": meta["start"],
+        "end": meta["end"],
+        "processes": meta["processes"],
+        "replicas": replicas,
+        "job": f"{settings.namespace}/{meta['job']}",
+        "image": settings.image,
+        "peak_rate": spec.peak_rate,
+        "duration_seconds": spec.duration,
         "expected_requests": spec.total_requests,
-    }  # fmt: skip
+    }
     if not arguments.get("wait"):
         return started
     _distributed.wait_done(entry, max(0.0, meta["end"] - time.time()) + 2 * spec.timeout + 60)

@@ -64,10 +64,14 @@ class RunningLoad:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "token": self.token, "results_dir": str(self.results_dir), "pid": self.pid,
-            "start": self.start, "end": self.end, "processes": self.processes,
+            "token": self.token,
+            "results_dir": str(self.results_dir),
+            "pid": self.pid,
+            "start": self.start,
+            "end": self.end,
+            "processes": self.processes,
             "metrics_port": self.metrics_port,
-        }  # fmt: skip
+        }
 
 
 def start_load(

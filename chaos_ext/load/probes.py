@@ -16,9 +16,13 @@ __all__ = ["load_window_stats"]
 
 
 def _window(
-    meta: dict[str, Any], run_id: str, fault_kind: str, fault_target: str, begin: float,
+    meta: dict[str, Any],
+    run_id: str,
+    fault_kind: str,
+    fault_target: str,
+    begin: float,
     end: float,
-) -> tuple[float, float | None]:  # fmt: skip
+) -> tuple[float, float | None]:
     if fault_kind:
         if begin or end:
             raise InvalidArgument("give either fault_kind or from_seconds/to_seconds, not both")

@@ -138,14 +138,19 @@ def _counts(buckets: Sequence[MergedBucket], seconds: float) -> dict[str, Any]:
     scheduled = sent + dropped
     failed = sum(errors.values()) + dropped
     return {
-        "scheduled": scheduled, "sent": sent, "answered": answered, "dropped": dropped, "ok": ok,
-        "errors": errors, "status": dict(sorted(status.items())),
+        "scheduled": scheduled,
+        "sent": sent,
+        "answered": answered,
+        "dropped": dropped,
+        "ok": ok,
+        "errors": errors,
+        "status": dict(sorted(status.items())),
         "error_ratio": round(failed / scheduled, 6) if scheduled else None,
         "scheduled_rate": round(scheduled / seconds, 3) if seconds else None,
         "achieved_rate": round(answered / seconds, 3) if seconds else None,
         "max_lag_ms": max((b.max_lag_ms for b in buckets), default=0.0),
         "last_done_seconds": max((b.last_done_seconds for b in buckets), default=0.0),
-    }  # fmt: skip
+    }
 
 
 def bucket_view(bucket: MergedBucket, origin: float) -> dict[str, Any]:

@@ -248,9 +248,10 @@ def _check_caps(segments: list[Segment], arguments: Mapping[str, Any]) -> None:
     duration_cap = max_duration or SAFE_DURATION
     if total > duration_cap:
         hint = (
-            "" if max_duration
+            ""
+            if max_duration
             else f"; above {SAFE_DURATION:g} s set max_duration_seconds explicitly"
-        )  # fmt: skip
+        )
         raise InvalidArgument(
             f"duration_seconds: {total:g} is above the cap {duration_cap:g} s{hint}"
         )
@@ -273,11 +274,29 @@ def _processes(requested: Any, peak: float, concurrency: int) -> int:
 
 
 #: The arguments a load profile is built from (drive_http_load adds its Job ones).
-SPEC_KEYS = frozenset({
-    "urls", "rate", "duration_seconds", "ramp", "steps", "concurrency_limit", "method",
-    "headers", "body", "http2", "timeout_seconds", "max_rate", "max_duration_seconds",
-    "processes", "metrics_port", "metrics_addr", "name", "ca_file", "bucket_seconds",
-})  # fmt: skip
+SPEC_KEYS = frozenset(
+    {
+        "urls",
+        "rate",
+        "duration_seconds",
+        "ramp",
+        "steps",
+        "concurrency_limit",
+        "method",
+        "headers",
+        "body",
+        "http2",
+        "timeout_seconds",
+        "max_rate",
+        "max_duration_seconds",
+        "processes",
+        "metrics_port",
+        "metrics_addr",
+        "name",
+        "ca_file",
+        "bucket_seconds",
+    }
+)
 #: drive_http_load's own arguments that are not part of the profile.
 JOB_KEYS = frozenset({"wait", "replicas", "kubernetes"})
 

@@ -35,9 +35,10 @@ def _netns_path(target: Target) -> str | None:
     path = netns_path(target)
     if path is not None and not Path(path).exists():
         what = (
-            f"network namespace {target.name!r}" if target.kind == "netns"
+            f"network namespace {target.name!r}"
+            if target.kind == "netns"
             else f"process {target.pid}"
-        )  # fmt: skip
+        )
         raise TargetGone(f"{what} does not exist ({path} is missing)")
     return path
 
@@ -88,8 +89,9 @@ def preflight(target: Target) -> dict[str, Any]:
 
 
 def apply(target: Target, interface: str, spec: _spec.LatencySpec) -> None:
-    with_route(target, lambda ipr: _tree.apply_tree(ipr, interface_index(ipr, target, interface),
-                                                    spec))  # fmt: skip
+    with_route(
+        target, lambda ipr: _tree.apply_tree(ipr, interface_index(ipr, target, interface), spec)
+    )
 
 
 def snapshot(target: Target, interface: str) -> dict[str, Any]:

@@ -45,15 +45,67 @@ class RemoteTc:
             raise PreflightFailed(f"cannot create a scratch network namespace on {self.where}")
         exec_ = ["ip", "netns", "exec", name, "tc"]
         steps = [
-            ("sch_htb", ["qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb",
-                         "default", "1"]),
-            ("sch_htb", ["class", "add", "dev", "lo", "parent", "1:", "classid", "1:1", "htb",
-                         "rate", "1gbit"]),
-            ("sch_netem", ["qdisc", "add", "dev", "lo", "parent", "1:1", "handle", "2:", "netem",
-                           "delay", "1ms"]),
-            ("cls_u32", ["filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio",
-                         "1", "u32", "match", "u32", "0", "0", "at", "16", "flowid", "1:1"]),
-        ]  # fmt: skip
+            (
+                "sch_htb",
+                ["qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "1"],
+            ),
+            (
+                "sch_htb",
+                [
+                    "class",
+                    "add",
+                    "dev",
+                    "lo",
+                    "parent",
+                    "1:",
+                    "classid",
+                    "1:1",
+                    "htb",
+                    "rate",
+                    "1gbit",
+                ],
+            ),
+            (
+                "sch_netem",
+                [
+                    "qdisc",
+                    "add",
+                    "dev",
+                    "lo",
+                    "parent",
+                    "1:1",
+                    "handle",
+                    "2:",
+                    "netem",
+                    "delay",
+                    "1ms",
+                ],
+            ),
+            (
+                "cls_u32",
+                [
+                    "filter",
+                    "add",
+                    "dev",
+                    "lo",
+                    "parent",
+                    "1:",
+                    "protocol",
+                    "ip",
+                    "prio",
+                    "1",
+                    "u32",
+                    "match",
+                    "u32",
+                    "0",
+                    "0",
+                    "at",
+                    "16",
+                    "flowid",
+                    "1:1",
+                ],
+            ),
+        ]
         missing: list[str] = []
         try:
             for feature, args in steps:
@@ -83,8 +135,11 @@ class RemoteTc:
                 f"{self.where}/{interface} has a configured root qdisc ({snap['root_kind']}); "
                 "remote targets restore only the kernel's default root exactly: nothing changed"
             )
-        return {"kernel": release, "target": self.where, "features": ["sch_htb", "sch_netem",
-                                                                      "cls_u32"]}  # fmt: skip
+        return {
+            "kernel": release,
+            "target": self.where,
+            "features": ["sch_htb", "sch_netem", "cls_u32"],
+        }
 
     def snapshot(self, interface: str) -> dict[str, Any]:
         out = self._tc(["tc", "-j", "qdisc", "show", "dev", interface])

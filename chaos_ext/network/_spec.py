@@ -61,10 +61,13 @@ class LatencySpec:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "delay_seconds": self.delay_seconds, "jitter_seconds": self.jitter_seconds,
-            "correlation": self.correlation, "loss": self.loss,
-            "destinations": [str(n) for n in self.destinations], "ports": list(self.ports),
-        }  # fmt: skip
+            "delay_seconds": self.delay_seconds,
+            "jitter_seconds": self.jitter_seconds,
+            "correlation": self.correlation,
+            "loss": self.loss,
+            "destinations": [str(n) for n in self.destinations],
+            "ports": list(self.ports),
+        }
 
 
 def check_target_arguments(arguments: Mapping[str, Any]) -> tuple[Target, str]:
@@ -104,9 +107,13 @@ def check_latency_arguments(arguments: Mapping[str, Any]) -> LatencySpec:
             "use wider CIDRs"
         )
     return LatencySpec(
-        float(delay), float(jitter), float(correlation), float(loss), tuple(nets),
+        float(delay),
+        float(jitter),
+        float(correlation),
+        float(loss),
+        tuple(nets),
         tuple(int(p) for p in ports),
-    )  # fmt: skip
+    )
 
 
 def u32_keys(
@@ -179,13 +186,35 @@ def tc_apply_argvs(spec: LatencySpec, interface: str) -> list[list[str]]:
         netem += ["loss", f"{spec.loss:g}%"]
     rate = ["rate", NO_SHAPING_RATE, "quantum", str(HTB_QUANTUM)]
     argvs = [
-        ["tc", "qdisc", "replace", *dev, "root", "handle", root, "htb",
-         "default", f"{DEFAULT_CLASS & 0xFFFF:x}"],
+        [
+            "tc",
+            "qdisc",
+            "replace",
+            *dev,
+            "root",
+            "handle",
+            root,
+            "htb",
+            "default",
+            f"{DEFAULT_CLASS & 0xFFFF:x}",
+        ],
         ["tc", "class", "add", *dev, "parent", root, "classid", default, "htb", *rate],
         ["tc", "class", "add", *dev, "parent", root, "classid", delayed, "htb", *rate],
-        ["tc", "qdisc", "add", *dev, "parent", delayed, "handle", handle_text(NETEM_HANDLE),
-         "netem", "limit", "10000", *netem],
-    ]  # fmt: skip
+        [
+            "tc",
+            "qdisc",
+            "add",
+            *dev,
+            "parent",
+            delayed,
+            "handle",
+            handle_text(NETEM_HANDLE),
+            "netem",
+            "limit",
+            "10000",
+            *netem,
+        ],
+    ]
     for prio, (protocol, keys) in enumerate(filter_specs(spec), start=1):
         matches: list[str] = []
         for key in keys:
@@ -194,9 +223,23 @@ def tc_apply_argvs(spec: LatencySpec, interface: str) -> list[list[str]]:
             matches += ["match", "u32", value, mask, "at", offset]
         proto = "ip" if protocol == ETH_P_IP else "ipv6"
         argvs.append(
-            ["tc", "filter", "add", *dev, "parent", root, "protocol", proto, "prio", str(prio),
-             "u32", *matches, "flowid", delayed]
-        )  # fmt: skip
+            [
+                "tc",
+                "filter",
+                "add",
+                *dev,
+                "parent",
+                root,
+                "protocol",
+                proto,
+                "prio",
+                str(prio),
+                "u32",
+                *matches,
+                "flowid",
+                delayed,
+            ]
+        )
     return argvs
 
 

@@ -61,9 +61,14 @@ class _raw_tcmsg(nlmsg):  # type: ignore[misc]  # pyroute2 message classes are u
 
     prefix = "TCA_"
     fields = (
-        ("family", "B"), ("pad1", "B"), ("pad2", "H"), ("index", "i"), ("handle", "I"),
-        ("parent", "I"), ("info", "I"),
-    )  # fmt: skip
+        ("family", "B"),
+        ("pad1", "B"),
+        ("pad2", "H"),
+        ("index", "i"),
+        ("handle", "I"),
+        ("parent", "I"),
+        ("info", "I"),
+    )
     nla_map = (("TCA_UNSPEC", "none"), ("TCA_KIND", "asciiz"), ("TCA_OPTIONS", "cdata"))
 
 
@@ -302,15 +307,35 @@ def apply_tree(ipr: IPRoute, index: int, spec: _spec.LatencySpec) -> None:
     """Install the scoped latency tree (see :mod:`chaos_ext.network._spec`)."""
     rate = {"rate": _spec.NO_SHAPING_RATE, "quantum": _spec.HTB_QUANTUM}
     try:
-        ipr.tc("replace", "htb", index, _spec.ROOT_HANDLE, parent=TC_H_ROOT,
-               default=_spec.DEFAULT_CLASS & 0xFFFF)  # fmt: skip
+        ipr.tc(
+            "replace",
+            "htb",
+            index,
+            _spec.ROOT_HANDLE,
+            parent=TC_H_ROOT,
+            default=_spec.DEFAULT_CLASS & 0xFFFF,
+        )
         for classid in (_spec.DEFAULT_CLASS, _spec.DELAY_CLASS):
             ipr.tc("add-class", "htb", index, classid, parent=_spec.ROOT_HANDLE, **rate)
-        ipr.tc("add", "netem", index, _spec.NETEM_HANDLE, parent=_spec.DELAY_CLASS,
-               **_spec.netem_kwargs(spec))  # fmt: skip
+        ipr.tc(
+            "add",
+            "netem",
+            index,
+            _spec.NETEM_HANDLE,
+            parent=_spec.DELAY_CLASS,
+            **_spec.netem_kwargs(spec),
+        )
         failpoint("netem.mid-apply")  # a tree without its filters: half a fault
         for prio, (protocol, keys) in enumerate(_spec.filter_specs(spec), start=1):
-            ipr.tc("add-filter", "u32", index, parent=_spec.ROOT_HANDLE, prio=prio,
-                   protocol=protocol, target=_spec.DELAY_CLASS, keys=keys)  # fmt: skip
+            ipr.tc(
+                "add-filter",
+                "u32",
+                index,
+                parent=_spec.ROOT_HANDLE,
+                prio=prio,
+                protocol=protocol,
+                target=_spec.DELAY_CLASS,
+                keys=keys,
+            )
     except NetlinkError as exc:
         raise NetworkError(f"installing the latency tree on interface {index}: {exc}") from exc

@@ -76,10 +76,16 @@ def add_latency(
     the delay and ``ledger_id``.
     """
     arguments = {
-        "interface": interface, "delay_seconds": delay_seconds, "destinations": destinations,
-        "ports": ports, "jitter_seconds": jitter_seconds, "correlation": correlation,
-        "loss": loss, "duration_seconds": duration_seconds, "target": target,
-    }  # fmt: skip
+        "interface": interface,
+        "delay_seconds": delay_seconds,
+        "destinations": destinations,
+        "ports": ports,
+        "jitter_seconds": jitter_seconds,
+        "correlation": correlation,
+        "loss": loss,
+        "duration_seconds": duration_seconds,
+        "target": target,
+    }
     spec = _spec.check_latency_arguments(arguments)
     where = parse_target(target)
     label = where.label(interface)
@@ -89,9 +95,12 @@ def add_latency(
         if before.get("latency_active") or _is_latency_tree(before):
             raise NetworkError(f"{label} already has a latency fault: remove it first")
         recipe: dict[str, Any] = {
-            "target": target, "interface": interface, "spec": spec.as_dict(),
-            "snapshot": before, "connection": connection,
-        }  # fmt: skip
+            "target": target,
+            "interface": interface,
+            "spec": spec.as_dict(),
+            "snapshot": before,
+            "connection": connection,
+        }
         if where.kind in LOCAL_KINDS:  # which namespace, whatever the spelling
             recipe[NETNS_KEY] = namespace_key(where)
         identity = identity_of(connection)
@@ -102,10 +111,13 @@ def add_latency(
     if duration_seconds:
         undo_after(entry, duration_seconds)
     return {
-        "target": label, LEDGER_ID: entry.id, "kernel": preflight["kernel"],
-        "previous_root": before.get("root_kind") or "kernel default", **spec.as_dict(),
+        "target": label,
+        LEDGER_ID: entry.id,
+        "kernel": preflight["kernel"],
+        "previous_root": before.get("root_kind") or "kernel default",
+        **spec.as_dict(),
         "duration_seconds": duration_seconds,
-    }  # fmt: skip
+    }
 
 
 def _is_latency_tree(snap: dict[str, Any]) -> bool:

@@ -30,14 +30,28 @@ def missing_features() -> list[str]:
         with IPRoute() as ipr:
             steps: list[tuple[str, Callable[[], Any]]] = [
                 ("sch_htb", lambda: ipr.tc("add", "htb", 1, 0x10000, default=1)),
-                ("sch_htb", lambda: ipr.tc("add-class", "htb", 1, 0x10001, parent=0x10000,
-                                           rate="1gbit")),
-                ("sch_netem", lambda: ipr.tc("add", "netem", 1, 0x20000, parent=0x10001,
-                                             delay=1000)),
-                ("cls_u32", lambda: ipr.tc("add-filter", "u32", 1, parent=0x10000, prio=1,
-                                           protocol=_spec.ETH_P_IP, target=0x10001,
-                                           keys=["0x0/0x0+16"])),
-            ]  # fmt: skip
+                (
+                    "sch_htb",
+                    lambda: ipr.tc("add-class", "htb", 1, 0x10001, parent=0x10000, rate="1gbit"),
+                ),
+                (
+                    "sch_netem",
+                    lambda: ipr.tc("add", "netem", 1, 0x20000, parent=0x10001, delay=1000),
+                ),
+                (
+                    "cls_u32",
+                    lambda: ipr.tc(
+                        "add-filter",
+                        "u32",
+                        1,
+                        parent=0x10000,
+                        prio=1,
+                        protocol=_spec.ETH_P_IP,
+                        target=0x10001,
+                        keys=["0x0/0x0+16"],
+                    ),
+                ),
+            ]
             for feature, step in steps:
                 try:
                     step()

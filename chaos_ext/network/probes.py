@@ -88,8 +88,15 @@ def measure_rtt(
     1000, each within ``timeout_seconds``), from this host or from inside network
     namespace ``netns``. Failed connects are counted, not timed.
     """
-    _check_rtt({"host": host, "port": port, "samples": samples,
-                "timeout_seconds": timeout_seconds, "netns": netns})  # fmt: skip
+    _check_rtt(
+        {
+            "host": host,
+            "port": port,
+            "samples": samples,
+            "timeout_seconds": timeout_seconds,
+            "netns": netns,
+        }
+    )
     times: list[float] = []
     errors: list[str] = []
     for _ in range(samples):
@@ -109,10 +116,12 @@ def _summarize(times_ms: list[float]) -> dict[str, float | int]:
         recorder.add(ms / 1000)
     summary = recorder.summary_ms((0, 50, 95, 100))
     return {
-        "samples": len(times_ms), "median_ms": summary["p50_ms"] or 0.0,
-        "p95_ms": summary["p95_ms"] or 0.0, "min_ms": summary["p0_ms"] or 0.0,
+        "samples": len(times_ms),
+        "median_ms": summary["p50_ms"] or 0.0,
+        "p95_ms": summary["p95_ms"] or 0.0,
+        "min_ms": summary["p0_ms"] or 0.0,
         "max_ms": summary["max_ms"] or 0.0,
-    }  # fmt: skip
+    }
 
 
 def _connect_time(host: str, port: int, timeout: float, ns: str) -> float:

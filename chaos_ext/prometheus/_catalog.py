@@ -77,9 +77,16 @@ _SAMPLE = {"label": "x", "regex": ".*", "duration": "5m", "number": "1", "name":
 _NAME = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
 _PROBE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 _ENTRY_KEYS = {
-    "description", "watches", "promql", "parameters", "tolerance", "unit", "if_empty", "if_nan",
+    "description",
+    "watches",
+    "promql",
+    "parameters",
+    "tolerance",
+    "unit",
+    "if_empty",
+    "if_nan",
     "better",
-}  # fmt: skip
+}
 _LOWER_OPS = ("<", "<=", "==")  # "== 0": a count of bad things; anything else below the line
 
 
@@ -200,8 +207,12 @@ def _parameters(raw: Any, where: str) -> dict[str, Parameter]:
         if kind not in _KINDS or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(name)):
             raise InvalidArgument(f"{where}: parameter {name!r} (kind {kind!r}; kinds: {_KINDS})")
         default = spec.get("default")
-        param = Parameter(str(name), kind, None if default is None else str(default),
-                          str(spec.get("description", "")))  # fmt: skip
+        param = Parameter(
+            str(name),
+            kind,
+            None if default is None else str(default),
+            str(spec.get("description", "")),
+        )
         if param.default is not None:
             param.check(param.default, where)
         params[str(name)] = param
@@ -224,12 +235,18 @@ def _entry(name: str, spec: Any, source: str) -> CatalogProbe:
         raise InvalidArgument(f"{where}: placeholders {used} need a parameters entry each")
     tolerance = Condition.from_spec(spec["tolerance"], where)
     probe = CatalogProbe(
-        name=name, promql=str(spec["promql"]), description=str(spec.get("description", "")),
+        name=name,
+        promql=str(spec["promql"]),
+        description=str(spec.get("description", "")),
         watches=str(spec.get("watches", "")),
-        tolerance=tolerance, parameters=params, better=_better(spec, tolerance, where),
-        unit=str(spec.get("unit", "")), if_empty=_optional_float(spec.get("if_empty"), where),
-        if_nan=_optional_float(spec.get("if_nan"), where), source=source,
-    )  # fmt: skip
+        tolerance=tolerance,
+        parameters=params,
+        better=_better(spec, tolerance, where),
+        unit=str(spec.get("unit", "")),
+        if_empty=_optional_float(spec.get("if_empty"), where),
+        if_nan=_optional_float(spec.get("if_nan"), where),
+        source=source,
+    )
     samples = {n: _SAMPLE[p.kind] for n, p in params.items() if p.default is None}
     try:
         probe.render(samples)  # the template, filled with defaults, must be valid PromQL

@@ -18,6 +18,10 @@ from chaos_ext.prometheus._catalog import (
 )
 
 __all__ = [
-    "CATALOG_ENV", "Catalog", "CatalogProbe", "builtin_abort_plans", "default_catalog",
+    "CATALOG_ENV",
+    "Catalog",
+    "CatalogProbe",
+    "builtin_abort_plans",
+    "default_catalog",
     "parse_entries",
-]  # fmt: skip
+]

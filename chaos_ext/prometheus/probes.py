@@ -84,9 +84,13 @@ def _check_catalog_args(arguments: Mapping[str, Any]) -> None:
 
 
 def _value(
-    expr: str, how: str, if_empty: float | None, if_nan: float | None,
-    configuration: Configuration, secrets: Secrets,
-) -> float:  # fmt: skip
+    expr: str,
+    how: str,
+    if_empty: float | None,
+    if_nan: float | None,
+    configuration: Configuration,
+    secrets: Secrets,
+) -> float:
     samples = parse_instant(client(configuration, secrets).instant(expr), expr)
     return single_value(samples, expr, how=how, if_empty=if_empty, if_nan=if_nan)
 
@@ -222,10 +226,12 @@ def slo_holds(
 
 def _check_histogram_args(arguments: Mapping[str, Any]) -> None:
     histogram_quantile_expr(
-        str(arguments.get("metric")), float(arguments.get("quantile", 0.99)),
-        arguments.get("window_seconds", 300), arguments.get("selector"),
+        str(arguments.get("metric")),
+        float(arguments.get("quantile", 0.99)),
+        arguments.get("window_seconds", 300),
+        arguments.get("selector"),
         arguments.get("by") or [],
-    )  # fmt: skip
+    )
 
 
 @validated_by(_check_histogram_args)
@@ -342,7 +348,7 @@ def alerts_quiet(
     noisy.extend(
         f"{a.labels.get('alertname')} firing in {a.source} {dict(a.labels)}"
         for a in firing_alerts([], spec.firing, listed).external
-    )  # fmt: skip
+    )
     for line in noisy:
         logger.warning("alerts_quiet: %s", line)
     return not noisy

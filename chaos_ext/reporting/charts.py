@@ -72,9 +72,13 @@ def _shade(ax: Any, windows: Sequence[FaultWindow], origin: float, width: float)
             continue
         color, alpha = _COLORS[source]
         ax.broken_barh(
-            [(start - origin, end - start) for start, end in spans], (0, 1),
-            transform=ax.get_xaxis_transform(), color=color, alpha=alpha, lw=0,
-        )  # fmt: skip
+            [(start - origin, end - start) for start, end in spans],
+            (0, 1),
+            transform=ax.get_xaxis_transform(),
+            color=color,
+            alpha=alpha,
+            lw=0,
+        )
         proxies.append(Patch(color=color, alpha=alpha, label=label))
     return proxies
 
@@ -113,8 +117,14 @@ def chart_svg(
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
         handles, _ = ax.get_legend_handles_labels()
-        ax.legend(handles=[*proxies, *handles[:3]], fontsize=7, loc="upper left",
-                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)  # fmt: skip
+        ax.legend(
+            handles=[*proxies, *handles[:3]],
+            fontsize=7,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0,
+            frameon=False,
+        )
         fig.subplots_adjust(left=0.08, right=0.8, top=0.88, bottom=0.2)
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None})

@@ -67,8 +67,9 @@ class Headline:
     def line(self) -> str:
         (hb, nb), (ha, na) = self.held_before, self.held_after
         effect = f"; {self.effect}" if self.effect else ""
-        return (f"{self.experiment}: {self.before} → {self.after} "
-                f"(held {hb}/{nb} → {ha}/{na}){effect}")  # fmt: skip
+        return (
+            f"{self.experiment}: {self.before} → {self.after} (held {hb}/{nb} → {ha}/{na}){effect}"
+        )
 
 
 def judged(views: Sequence[RunView]) -> tuple[list[RunView], int]:
@@ -141,9 +142,12 @@ def _add_recovery(metrics: dict[str, MetricSamples], views: Sequence[RunView]) -
 
 
 def _compare_pair(
-    experiment: str, baseline: Sequence[RunView], tuned: Sequence[RunView],
-    overrides: Mapping[str, str], settings: Settings,
-) -> list[Comparison]:  # fmt: skip
+    experiment: str,
+    baseline: Sequence[RunView],
+    tuned: Sequence[RunView],
+    overrides: Mapping[str, str],
+    settings: Settings,
+) -> list[Comparison]:
     base_metrics = metric_samples(judged(baseline)[0])
     tuned_metrics = metric_samples(judged(tuned)[0])
     results = []

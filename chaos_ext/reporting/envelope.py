@@ -109,13 +109,15 @@ class EnvelopeView:
         the noise; equal to :meth:`interval` when no run disagrees."""
         tallies = {self.harshness(m): t for m, t in tallies_of(observations_of(self.runs)).items()}
         held = [
-            h for h, t in tallies.items()
+            h
+            for h, t in tallies.items()
             if t.held and not any(u.deviated for g, u in tallies.items() if g <= h)
-        ]  # fmt: skip
+        ]
         broke = [
-            h for h, t in tallies.items()
+            h
+            for h, t in tallies.items()
             if t.deviated and not any(u.held for g, u in tallies.items() if g >= h)
-        ]  # fmt: skip
+        ]
         return max(held, default=-math.inf), min(broke, default=math.inf)
 
     def phrase(self) -> str:

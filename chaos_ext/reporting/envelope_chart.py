@@ -63,8 +63,7 @@ def _points(view: EnvelopeView, probe: str | None) -> dict[str, list[tuple[float
 def _band(ax: Any, tolerance: Any) -> None:
     bounds = tolerance_bounds(tolerance)
     if len(bounds) == 2:
-        ax.axhspan(min(bounds), max(bounds), color="#2a9d4b", alpha=0.09, lw=0,
-                   label="tolerance")  # fmt: skip
+        ax.axhspan(min(bounds), max(bounds), color="#2a9d4b", alpha=0.09, lw=0, label="tolerance")
         for bound in bounds:
             ax.axhline(bound, color="#2a9d4b", lw=0.8, ls="--")
     elif len(bounds) == 1:
@@ -91,9 +90,16 @@ def _counts(ax: Any, view: EnvelopeView, colour: str, index: int) -> None:
         parts += [f"{len(tally.deviated)} deviated"] if tally.deviated else []
         other = env.deviated if tally.magnitude == env.held else env.held
         align = "center" if other is None else "right" if tally.magnitude < other else "left"
-        ax.annotate(", ".join(parts), (tally.magnitude, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(0, 3 + 10 * index), textcoords="offset points", ha=align,
-                    fontsize=7, color=colour if tally.agree else "#b71c1c")  # fmt: skip
+        ax.annotate(
+            ", ".join(parts),
+            (tally.magnitude, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(0, 3 + 10 * index),
+            textcoords="offset points",
+            ha=align,
+            fontsize=7,
+            color=colour if tally.agree else "#b71c1c",
+        )
 
 
 def _panel(ax: Any, views: Sequence[EnvelopeView], probe: str | None) -> None:
@@ -102,14 +108,24 @@ def _panel(ax: Any, views: Sequence[EnvelopeView], probe: str | None) -> None:
         points = _points(view, probe)
         suffix = f" ({view.label})" if len(views) > 1 else ""
         for outcome, marker, colour in (
-            ("held", "o", held_colour), ("deviated", "x", deviated_colour),
+            ("held", "o", held_colour),
+            ("deviated", "x", deviated_colour),
             ("other", "s", "#9a9a9a"),
-        ):  # fmt: skip
+        ):
             if points[outcome]:
                 xs, ys = zip(*points[outcome], strict=True)
                 face = "none" if outcome == "other" else colour
-                ax.scatter(xs, ys, marker=marker, s=28, color=colour, facecolors=face,
-                           lw=1.4, label=f"{outcome}{suffix}", zorder=3)  # fmt: skip
+                ax.scatter(
+                    xs,
+                    ys,
+                    marker=marker,
+                    s=28,
+                    color=colour,
+                    facecolors=face,
+                    lw=1.4,
+                    label=f"{outcome}{suffix}",
+                    zorder=3,
+                )
         _boundary(ax, view, _SIDES[index % 2][0], suffix)
         _counts(ax, view, _SIDES[index % 2][0], index)
     if probe is None:
@@ -146,13 +162,24 @@ def envelope_svg(views: Sequence[EnvelopeView], salt: str = "") -> str:
         axes[-1].set_xlabel(f"{first.argument}{unit}, {harsher}", fontsize=8)
         handles, labels = axes[0].get_legend_handles_labels()
         unique = dict(zip(labels, handles, strict=True))
-        axes[0].legend(unique.values(), unique.keys(), fontsize=7, loc="upper left",
-                       bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)  # fmt: skip
+        axes[0].legend(
+            unique.values(),
+            unique.keys(),
+            fontsize=7,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0,
+            frameon=False,
+        )
         title = " vs ".join(f"{v.label}: {v.phrase()}" for v in views)
-        fig.suptitle(first.summary if len(views) == 1 else title, fontsize=9, x=0.08,
-                     ha="left")  # fmt: skip
-        fig.subplots_adjust(left=0.09, right=0.76, top=1 - 0.45 / fig.get_figheight(),
-                            bottom=0.5 / fig.get_figheight() + 0.05, hspace=0.35)  # fmt: skip
+        fig.suptitle(first.summary if len(views) == 1 else title, fontsize=9, x=0.08, ha="left")
+        fig.subplots_adjust(
+            left=0.09,
+            right=0.76,
+            top=1 - 0.45 / fig.get_figheight(),
+            bottom=0.5 / fig.get_figheight() + 0.05,
+            hspace=0.35,
+        )
         buffer = io.StringIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None})
     return _PROLOGUE.sub("", buffer.getvalue(), count=1)

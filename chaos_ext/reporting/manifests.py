@@ -124,16 +124,24 @@ def _rbac(spec: ScheduleSpec, perms: Permissions) -> list[dict[str, Any]]:
     if cluster:
         meta = _meta(spec, name)
         objects.append(
-            {"apiVersion": _RBAC, "kind": "ClusterRole", "metadata": meta,
-             "rules": policy_rules(cluster)}
-        )  # fmt: skip
+            {
+                "apiVersion": _RBAC,
+                "kind": "ClusterRole",
+                "metadata": meta,
+                "rules": policy_rules(cluster),
+            }
+        )
         objects.append(_binding(spec, "ClusterRole", name, None))
     for namespace in (spec.target_namespaces or (spec.namespace,)) if namespaced else ():
         meta = _meta(spec, name, namespace)
         objects.append(
-            {"apiVersion": _RBAC, "kind": "Role", "metadata": meta,
-             "rules": policy_rules(namespaced)}
-        )  # fmt: skip
+            {
+                "apiVersion": _RBAC,
+                "kind": "Role",
+                "metadata": meta,
+                "rules": policy_rules(namespaced),
+            }
+        )
         objects.append(_binding(spec, "Role", name, namespace))
     return objects
 
@@ -223,12 +231,15 @@ def _cronjob(spec: ScheduleSpec, perms: Permissions) -> dict[str, Any]:
         # SIGTERM to exit: rollback and journal (chaos_ext.runner.signals, docs/ledger.md)
         "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
         "securityContext": {
-            "runAsNonRoot": True, "runAsUser": RUNNER_UID, "runAsGroup": RUNNER_UID,
-            "fsGroup": RUNNER_UID, "seccompProfile": {"type": "RuntimeDefault"},
+            "runAsNonRoot": True,
+            "runAsUser": RUNNER_UID,
+            "runAsGroup": RUNNER_UID,
+            "fsGroup": RUNNER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [_container(spec)],
         "volumes": _volumes(spec),
-    }  # fmt: skip
+    }
     cron: dict[str, Any] = {
         "schedule": spec.cron,
         "concurrencyPolicy": "Forbid",
@@ -245,8 +256,12 @@ def _cronjob(spec: ScheduleSpec, perms: Permissions) -> dict[str, Any]:
     }
     if spec.time_zone:
         cron["timeZone"] = spec.time_zone
-    return {"apiVersion": "batch/v1", "kind": "CronJob",
-            "metadata": _meta(spec, spec.name, spec.namespace), "spec": cron}  # fmt: skip
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": _meta(spec, spec.name, spec.namespace),
+        "spec": cron,
+    }
 
 
 def _pvc(spec: ScheduleSpec) -> list[dict[str, Any]]:
@@ -258,8 +273,14 @@ def _pvc(spec: ScheduleSpec) -> list[dict[str, Any]]:
     }
     if spec.storage_class:
         claim["storageClassName"] = spec.storage_class
-    return [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-             "metadata": _meta(spec, _claim(spec), spec.namespace), "spec": claim}]  # fmt: skip
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": _meta(spec, _claim(spec), spec.namespace),
+            "spec": claim,
+        }
+    ]
 
 
 def manifests(spec: ScheduleSpec, perms: Permissions) -> list[dict[str, Any]]:
@@ -270,18 +291,20 @@ def manifests(spec: ScheduleSpec, perms: Permissions) -> list[dict[str, Any]]:
     check_cron(spec.cron)
     _check_experiments(spec.experiments)
     config_map = {
-        "apiVersion": "v1", "kind": "ConfigMap",
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
         "metadata": _meta(spec, f"{spec.name}-experiments", spec.namespace),
         "data": {
             **dict(sorted(spec.experiments.items())),
             **({ABORT_KEY: spec.abort_plan} if spec.abort_plan else {}),
         },
-    }  # fmt: skip
+    }
     account = {
-        "apiVersion": "v1", "kind": "ServiceAccount",
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
         "metadata": _meta(spec, spec.name, spec.namespace),
         "automountServiceAccountToken": bool(perms.rules),
-    }  # fmt: skip
+    }
     return [config_map, account, *_rbac(spec, perms), *_pvc(spec), _cronjob(spec, perms)]
 
 

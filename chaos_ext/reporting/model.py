@@ -143,14 +143,20 @@ class RunView:
         """What a reader must know besides the outcome, one line each."""
         lines = [f"not run: {self.not_run}"] if self.not_run else []
         if self.ended == "ungracefully":
-            lines.append("the run ended ungracefully (exit_ungracefully): gameday ran the "
-                         "rollbacks chaoslib skips then")  # fmt: skip
+            lines.append(
+                "the run ended ungracefully (exit_ungracefully): gameday ran the "
+                "rollbacks chaoslib skips then"
+            )
         lines += [f"failing result: {f}" for f in self.failures]
         lines += [f"accepted by the experiment (accept_failures): {a}" for a in self.accepted]
-        lines += [f"ran WITHOUT a safety control (--allow-missing-controls): {u}"
-                  for u in self.unprotected]  # fmt: skip
-        lines += [f"rollback '{r.get('name')}' failed, then retried successfully at "
-                  f"{clock(r.get('at'))}" for r in self.retried]  # fmt: skip
+        lines += [
+            f"ran WITHOUT a safety control (--allow-missing-controls): {u}"
+            for u in self.unprotected
+        ]
+        lines += [
+            f"rollback '{r.get('name')}' failed, then retried successfully at {clock(r.get('at'))}"
+            for r in self.retried
+        ]
         if self.rollbacks_skipped:
             lines.append(self.rollbacks_skipped)
         if recovered := recovery_line(self.recovery):

@@ -65,8 +65,10 @@ def recovery_line(recovery: Mapping[str, Any] | None) -> str:
         why = (recovery or {}).get("why")
         return f"recovery not checked: {why}" if why and "off" not in str(why) else ""
     if recovery.get("recovered"):
-        return (f"recovered {recovery.get('time_to_recover_s')} s after the last undo "
-                f"({recovery.get('attempts')} check(s))")  # fmt: skip
+        return (
+            f"recovered {recovery.get('time_to_recover_s')} s after the last undo "
+            f"({recovery.get('attempts')} check(s))"
+        )
     return (
         f"not recovered: the fault was removed, but the system did not return to its "
         f"steady state within {recovery.get('seconds'):g} s ({recovery.get('last')})"

@@ -20,9 +20,13 @@ from typing import Any
 from chaos_ext.rbac import Rule, rbac_of
 
 __all__ = [
-    "Permissions", "merge_rules", "permissions_of", "policy_rules", "python_activities",
+    "Permissions",
+    "merge_rules",
+    "permissions_of",
+    "policy_rules",
+    "python_activities",
     "python_calls",
-]  # fmt: skip
+]
 
 _K8S_MODULES = ("chaosk8s",)
 
@@ -62,8 +66,11 @@ def python_calls(experiment: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapp
         provider = activity.get("provider") if isinstance(activity, Mapping) else None
         if isinstance(provider, Mapping) and provider.get("type") == "python":
             arguments = provider.get("arguments")
-            yield (str(provider.get("module")), str(provider.get("func")),
-                   arguments if isinstance(arguments, Mapping) else {})  # fmt: skip
+            yield (
+                str(provider.get("module")),
+                str(provider.get("func")),
+                arguments if isinstance(arguments, Mapping) else {},
+            )
 
 
 def merge_rules(rules: Iterable[Rule]) -> tuple[Rule, ...]:

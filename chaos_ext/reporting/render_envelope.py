@@ -40,14 +40,20 @@ def _run_rows(view: EnvelopeView, folder: str) -> list[dict[str, Any]]:
     rows = []
     for run in view.runs:
         outcome = str(run["outcome"])
-        rows.append({
-            "run": run["run"], "value": run.get("value", fmt(float(run["magnitude"]))),
-            "phase": run["phase"], "why": run.get("why", ""), "outcome": outcome,
-            "counted": outcome in COUNTED, "measured": _measured(run),
-            "reason": run.get("reason", ""),
-            "journal": f"{folder}/{run['journal']}" if run.get("journal") else "",
-            "duration": f"{run['duration_s']:.0f} s" if "duration_s" in run else "?",
-        })  # fmt: skip
+        rows.append(
+            {
+                "run": run["run"],
+                "value": run.get("value", fmt(float(run["magnitude"]))),
+                "phase": run["phase"],
+                "why": run.get("why", ""),
+                "outcome": outcome,
+                "counted": outcome in COUNTED,
+                "measured": _measured(run),
+                "reason": run.get("reason", ""),
+                "journal": f"{folder}/{run['journal']}" if run.get("journal") else "",
+                "duration": f"{run['duration_s']:.0f} s" if "duration_s" in run else "?",
+            }
+        )
     return rows
 
 
@@ -57,23 +63,25 @@ def envelope_context(views: Sequence[EnvelopeView], charts: bool) -> list[dict[s
     for index, view in enumerate(views):
         space = view.search.space
         resolution = f"{space.resolution:.0%}" if space.relative else fmt(space.resolution)
-        found.append({
-            "view": view,
-            "anchor": f"envelope-{index + 1}",
-            "kind": view.envelope.kind,
-            "summary": view.summary,
-            "agreement": view.agreement,
-            "noisy": [t.text() for t in view.envelope.noisy],
-            "non_monotone": list(view.envelope.non_monotone),
-            "settings": (
-                f"{view.key} from {fmt(space.mild)} (mild) to {fmt(space.harsh)} (harsh end, "
-                f"the blast radius), resolution {resolution}, {view.search.repeats} repeat(s) "
-                f"a side, at most {view.search.max_runs} runs"
-            ),
-            "folder": envelope_folder(index, view),
-            "rows": _run_rows(view, envelope_folder(index, view)),
-            "svg": envelope_svg([view], salt=f"e{index}") if charts else "",
-        })  # fmt: skip
+        found.append(
+            {
+                "view": view,
+                "anchor": f"envelope-{index + 1}",
+                "kind": view.envelope.kind,
+                "summary": view.summary,
+                "agreement": view.agreement,
+                "noisy": [t.text() for t in view.envelope.noisy],
+                "non_monotone": list(view.envelope.non_monotone),
+                "settings": (
+                    f"{view.key} from {fmt(space.mild)} (mild) to {fmt(space.harsh)} (harsh end, "
+                    f"the blast radius), resolution {resolution}, {view.search.repeats} repeat(s) "
+                    f"a side, at most {view.search.max_runs} runs"
+                ),
+                "folder": envelope_folder(index, view),
+                "rows": _run_rows(view, envelope_folder(index, view)),
+                "svg": envelope_svg([view], salt=f"e{index}") if charts else "",
+            }
+        )
     return found
 
 

@@ -112,9 +112,15 @@ def _summary(runs: Sequence[Sequence[float]]) -> Summary:
     found = percentiles(pooled.tolist(), (5, 50, 95))
     p05, p50, p95 = (float(found[q] or 0.0) for q in (5, 50, 95))
     return Summary(
-        runs=len(runs), n=int(pooled.size), median=float(p50), mean=float(pooled.mean()),
-        p05=float(p05), p95=float(p95), low=float(pooled.min()), high=float(pooled.max()),
-    )  # fmt: skip
+        runs=len(runs),
+        n=int(pooled.size),
+        median=float(p50),
+        mean=float(pooled.mean()),
+        p05=float(p05),
+        p95=float(p95),
+        low=float(pooled.min()),
+        high=float(pooled.max()),
+    )
 
 
 def _bootstrap(runs: Sequence[Sequence[float]], stat: str, b: int, rng: Any) -> Any:
@@ -177,9 +183,13 @@ def _runs_needed(diff: float, spread: float, alpha: float) -> int:
 
 
 def _verdict(
-    diff: float, ci: tuple[float, float], p: float, rel: float | None, better: str | None,
+    diff: float,
+    ci: tuple[float, float],
+    p: float,
+    rel: float | None,
+    better: str | None,
     settings: Settings,
-) -> tuple[str, str]:  # fmt: skip
+) -> tuple[str, str]:
     """The one rule: a change needs the interval to exclude 0 *and* the test to give
     p < alpha *and* the estimate to reach the minimum effect; both saying no is
     ``no change``; the interval and the test disagreeing is ``inconclusive``."""
@@ -200,9 +210,14 @@ def _verdict(
 
 
 def _direction_only(
-    diff: float, base: Sequence[Sequence[float]], tuned: Sequence[Sequence[float]],
-    better: str | None, base_value: float, tuned_value: float, alpha: float,
-) -> tuple[str, str, int]:  # fmt: skip
+    diff: float,
+    base: Sequence[Sequence[float]],
+    tuned: Sequence[Sequence[float]],
+    better: str | None,
+    base_value: float,
+    tuned_value: float,
+    alpha: float,
+) -> tuple[str, str, int]:
     """Too few independent observations for a test: say which way it moved, and how
     many runs a side would settle it (from the spread seen)."""
     per_run = [float(np.mean(r)) for r in (*base, *tuned)]
@@ -221,8 +236,10 @@ def _direction_only(
     if better is not None:
         way = "improved" if (diff < 0) == (better == "lower") else "regressed"
     runs = f"{len(base)} run(s) vs {len(tuned)}"
-    text = (f"direction only: {base_value:.4g} → {tuned_value:.4g} ({way}) in {runs}; "
-            f"run --repeat {needed} for a confident answer")  # fmt: skip
+    text = (
+        f"direction only: {base_value:.4g} → {tuned_value:.4g} ({way}) in {runs}; "
+        f"run --repeat {needed} for a confident answer"
+    )
     return "direction only", text, needed
 
 
@@ -277,6 +294,18 @@ def compare_metric(
     else:
         verdict, note = _verdict(diff, ci, p, rel, better[0], settings)
     return Comparison(
-        metric, stat, base_s, tuned_s, diff, ci, rel, p, better[0], better[1], verdict,
-        unit, needed, note,
-    )  # fmt: skip
+        metric,
+        stat,
+        base_s,
+        tuned_s,
+        diff,
+        ci,
+        rel,
+        p,
+        better[0],
+        better[1],
+        verdict,
+        unit,
+        needed,
+        note,
+    )

@@ -100,9 +100,13 @@ def declared_names(experiment: Mapping[str, Any]) -> set[str]:
 
 
 def check_activity(
-    problems: Problems, where: str, activity: Any, in_hypothesis: bool,
-    configuration: Mapping[str, Any], declared: set[str],
-) -> None:  # fmt: skip
+    problems: Problems,
+    where: str,
+    activity: Any,
+    in_hypothesis: bool,
+    configuration: Mapping[str, Any],
+    declared: set[str],
+) -> None:
     """Every problem of one activity (or ref) of the experiment."""
     if isinstance(activity, dict) and "ref" in activity:
         _check_ref(problems, where, activity, in_hypothesis, declared)
@@ -123,9 +127,12 @@ def check_activity(
 
 
 def _check_ref(
-    problems: Problems, where: str, activity: Mapping[str, Any], in_hypothesis: bool,
+    problems: Problems,
+    where: str,
+    activity: Mapping[str, Any],
+    in_hypothesis: bool,
     declared: set[str],
-) -> None:  # fmt: skip
+) -> None:
     ref = activity["ref"]
     if not isinstance(ref, str) or not ref:
         problems.add(f"{where}.ref", f"a ref is the name of an activity, got {ref!r:.60}")

@@ -58,10 +58,20 @@ DEFAULT_SETTINGS = CHAOSTOOLKIT_CONFIG_PATH
 logger = logging.getLogger("chaostoolkit")
 # the functions chaoslib calls with a control's arguments (chaoslib.control.python)
 _CONTROL_FUNCTIONS = (
-    "configure_control", *(f"{when}_{level}_control" for level in (
-        "experiment", "hypothesis", "method", "rollback", "activity", "loading_experiment",
-    ) for when in ("before", "after")),
-)  # fmt: skip
+    "configure_control",
+    *(
+        f"{when}_{level}_control"
+        for level in (
+            "experiment",
+            "hypothesis",
+            "method",
+            "rollback",
+            "activity",
+            "loading_experiment",
+        )
+        for when in ("before", "after")
+    ),
+)
 # chaoslib's debug line when a configure_control raised (chaoslib.control, 1.42-1.44)
 _CONFIGURE_FAILED = re.compile(r"^Control initialization '(?P<name>.*)' failed\.")
 
@@ -273,9 +283,14 @@ class ControlGuard(RunEventHandler):  # type: ignore[misc]
         return failed
 
     def running(
-        self, experiment: Any, journal: Any, configuration: Any, secrets: Any,
-        schedule: Any, settings: Any,
-    ) -> None:  # fmt: skip
+        self,
+        experiment: Any,
+        journal: Any,
+        configuration: Any,
+        secrets: Any,
+        schedule: Any,
+        settings: Any,
+    ) -> None:
         failed = self._stop_capture()
         if not failed:
             return

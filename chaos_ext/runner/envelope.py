@@ -56,9 +56,15 @@ def _journal_name(index: int, settings: EnvelopeSettings, magnitude: float) -> s
 
 
 def _record(
-    index: int, step: Step, settings: EnvelopeSettings, outcome: str, exit_code: int,
-    journal: Mapping[str, Any], journal_rel: str, started: float,
-) -> dict[str, Any]:  # fmt: skip
+    index: int,
+    step: Step,
+    settings: EnvelopeSettings,
+    outcome: str,
+    exit_code: int,
+    journal: Mapping[str, Any],
+    journal_rel: str,
+    started: float,
+) -> dict[str, Any]:
     record: dict[str, Any] = {
         "run": index,
         "magnitude": step.magnitude,
@@ -94,12 +100,19 @@ def _crashed(
 ) -> dict[str, Any]:
     """The record of a run whose runner raised: failed, never counted."""
     return {
-        "run": index, "magnitude": step.magnitude, "value": rendered(settings, step.magnitude),
-        "phase": step.phase, "why": step.why, "outcome": "failed", "exit_code": 2,
-        "journal": "", "started": round(started, 3),
-        "duration_s": round(time.time() - started, 2), "hypothesis": [],
+        "run": index,
+        "magnitude": step.magnitude,
+        "value": rendered(settings, step.magnitude),
+        "phase": step.phase,
+        "why": step.why,
+        "outcome": "failed",
+        "exit_code": 2,
+        "journal": "",
+        "started": round(started, 3),
+        "duration_s": round(time.time() - started, 2),
+        "hypothesis": [],
         "reason": f"{type(exc).__name__}: {exc}",
-    }  # fmt: skip
+    }
 
 
 class _Search:
@@ -117,9 +130,15 @@ class _Search:
 
     def save(self, status: str, ended: float | None = None, note: str = "") -> dict[str, Any]:
         doc = document(
-            self.settings, str(self.path), self.experiment, self.runs, status, self.started,
-            ended, note,
-        )  # fmt: skip
+            self.settings,
+            str(self.path),
+            self.experiment,
+            self.runs,
+            status,
+            self.started,
+            ended,
+            note,
+        )
         write_journal(self.out / "envelope.json", doc)
         return doc
 
@@ -165,18 +184,29 @@ def run_envelope(
             started = time.time()
             try:
                 result = run_experiment(
-                    path, apply_magnitude(experiment, settings, step.magnitude, index), options,
-                    ledger, console,
-                )  # fmt: skip
+                    path,
+                    apply_magnitude(experiment, settings, step.magnitude, index),
+                    options,
+                    ledger,
+                    console,
+                )
             except Exception as exc:  # noqa: BLE001 - recorded, the search stops, caller exits 2
                 search.runs.append(_crashed(index, step, settings, exc, started))
                 note = _CRASHED
                 console.print(f"[bold red]✗ {escape(note)}: {escape(repr(exc))}[/]")
                 break
             search.runs.append(
-                _record(index, step, settings, result.outcome, result.exit_code,
-                        result.journal, f"runs/{name}", started)
-            )  # fmt: skip
+                _record(
+                    index,
+                    step,
+                    settings,
+                    result.outcome,
+                    result.exit_code,
+                    result.journal,
+                    f"runs/{name}",
+                    started,
+                )
+            )
             console.print(f"  → {result.outcome} at {fmt(step.magnitude)}", highlight=False)
             search.save("running")
     except KeyboardInterrupt as exc:

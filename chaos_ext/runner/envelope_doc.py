@@ -78,13 +78,15 @@ def hypothesis_values(journal: Mapping[str, Any]) -> list[dict[str, Any]]:
                 activity = run.get("activity") or {}
                 tolerance = activity.get("tolerance")
                 met = run.get("tolerance_met")
-                found.append({
-                    "probe": str(activity.get("name", "?")),
-                    "phase": phase,
-                    "value": measured(run.get("output"), tolerance),
-                    "met": None if met is None else bool(met),
-                    "status": str(run.get("status", "?")),
-                })  # fmt: skip
+                found.append(
+                    {
+                        "probe": str(activity.get("name", "?")),
+                        "phase": phase,
+                        "value": measured(run.get("output"), tolerance),
+                        "met": None if met is None else bool(met),
+                        "status": str(run.get("status", "?")),
+                    }
+                )
     return found
 
 

@@ -193,9 +193,10 @@ def bracket(space: Space, observations: Sequence[Observation]) -> tuple[float | 
     broken = [m for m, t in tallies.items() if t.deviated]
     deviated = min(broken, key=_mildest(space)) if broken else None
     holding = [
-        m for m, t in tallies.items()
+        m
+        for m, t in tallies.items()
         if t.held and not t.deviated and (deviated is None or space.harsher(deviated, m))
-    ]  # fmt: skip
+    ]
     held = max(holding, key=_mildest(space)) if holding else None
     return held, deviated
 

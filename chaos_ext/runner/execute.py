@@ -226,28 +226,38 @@ def run_experiment(
 
 
 def _recover(
-    journal: dict[str, Any], context: tuple[dict[str, Any], RollbackPolicy],
-    options: RunOptions, ledger: Ledger, run_id: str, console: Console,
-) -> list[UndoOutcome]:  # fmt: skip
+    journal: dict[str, Any],
+    context: tuple[dict[str, Any], RollbackPolicy],
+    options: RunOptions,
+    ledger: Ledger,
+    run_id: str,
+    console: Console,
+) -> list[UndoOutcome]:
     """The recovery check (runner.recovery). It measures the live system, not this run's
     undone faults: its probes see a run of their own (a load probe measures a fresh
     baseline), whose leftovers are swept here."""
     experiment, policy = context
     set_current_run_id(f"{run_id}.recovery")
     check_recovery(
-        journal, (experiment, policy.configuration, policy.secrets),
-        run_history(ledger, run_id), options.recover_seconds, console,
+        journal,
+        (experiment, policy.configuration, policy.secrets),
+        run_history(ledger, run_id),
+        options.recover_seconds,
+        console,
         method_started=policy.method_started,
         stopped=journal.get("status") in ("interrupted", "aborted"),
-    )  # fmt: skip
+    )
     with shielded(console):
         return sweep_run(ledger, f"{run_id}.recovery", console)
 
 
 def _fault_windows(
-    experiment: dict[str, Any], options: RunOptions, run_id: str, journal: dict[str, Any],
+    experiment: dict[str, Any],
+    options: RunOptions,
+    run_id: str,
+    journal: dict[str, Any],
     console: Console,
-) -> FaultWindows | None:  # fmt: skip
+) -> FaultWindows | None:
     """Start publishing fault windows when a Pushgateway is configured (docs/reporting.md)."""
     try:
         url = pushgateway_url(options.config_vars, experiment)
@@ -274,10 +284,15 @@ def _finish(
 ) -> RunResult:
     entries = run_history(ledger, run_id)
     swept = [
-        {"id": o.entry.id, "kind": o.entry.kind, "target": o.entry.target, "ok": o.ok,
-         "note": o.note}
+        {
+            "id": o.entry.id,
+            "kind": o.entry.kind,
+            "target": o.entry.target,
+            "ok": o.ok,
+            "note": o.note,
+        }
         for o in outcomes
-    ]  # fmt: skip
+    ]
     journal.setdefault("end", journal.get("start"))
     hypothesis = hypothesis_outcome(journal)
     if hypothesis == "aborted":
@@ -309,10 +324,16 @@ def not_run(path: Path, experiment: dict[str, Any], journal_path: Path, reason: 
     journal["status"] = None
     journal["end"] = journal["start"]
     journal["gameday"] = {
-        "not_run": reason, "experiment_path": str(path), "journal_path": str(journal_path),
-        "outcome": "not-run", "hypothesis_outcome": "not-run",
-        "exit_code": exit_code_for("not-run"), "rollback_problems": [], "ledger": [], "sweep": [],
-    }  # fmt: skip
+        "not_run": reason,
+        "experiment_path": str(path),
+        "journal_path": str(journal_path),
+        "outcome": "not-run",
+        "hypothesis_outcome": "not-run",
+        "exit_code": exit_code_for("not-run"),
+        "rollback_problems": [],
+        "ledger": [],
+        "sweep": [],
+    }
     clean = Redactor([]).value(journal)
     write_journal(journal_path, clean)
     code = exit_code_for("not-run")

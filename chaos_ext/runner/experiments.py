@@ -68,9 +68,12 @@ def load_experiment(path: Path) -> dict[str, Any]:
 
 
 def _check_secrets(
-    problems: Problems, experiment: Mapping[str, Any], secret_vars: Mapping[str, Any] | None,
-    *, resolve: Resolve,
-) -> None:  # fmt: skip
+    problems: Problems,
+    experiment: Mapping[str, Any],
+    secret_vars: Mapping[str, Any] | None,
+    *,
+    resolve: Resolve,
+) -> None:
     secrets = experiment.get("secrets") or {}
     if not isinstance(secrets, dict) or not all(isinstance(v, dict) for v in secrets.values()):
         problems.add("secrets", "a mapping of targets to mappings of secrets")

@@ -177,18 +177,26 @@ def check_recovery(
         record.update(checked=False, why="a signal ended the recovery check")
     journal.setdefault("gameday", {})["recovery"] = record
     if record.get("recovered"):
-        console.print(f"  [green]recovered[/] {record['time_to_recover_s']:.1f} s after the "
-                      f"undo ({record['attempts']} check(s))", highlight=False)  # fmt: skip
+        console.print(
+            f"  [green]recovered[/] {record['time_to_recover_s']:.1f} s after the "
+            f"undo ({record['attempts']} check(s))",
+            highlight=False,
+        )
     elif record["checked"]:
-        console.print(f"  [bold red]not recovered[/] within {seconds:g} s of the undo: "
-                      f"{escape(record['last'])}", highlight=False)  # fmt: skip
+        console.print(
+            f"  [bold red]not recovered[/] within {seconds:g} s of the undo: "
+            f"{escape(record['last'])}",
+            highlight=False,
+        )
     return record
 
 
 def _poll(
-    context: tuple[dict[str, Any], dict[str, Any], dict[str, Any]], since: float,
-    seconds: float, wait: _Wait,
-) -> dict[str, Any]:  # fmt: skip
+    context: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
+    since: float,
+    seconds: float,
+    wait: _Wait,
+) -> dict[str, Any]:
     experiment, configuration, secrets = context
     deadline = time.time() + seconds
     attempts, met, last = 0, False, "not checked"
@@ -208,7 +216,11 @@ def _poll(
             break
         ended.wait(max(0.0, min(POLL_S, deadline - time.time())))
     return {
-        "seconds": seconds, "checked": True, "recovered": met, "undone_at": since,
+        "seconds": seconds,
+        "checked": True,
+        "recovered": met,
+        "undone_at": since,
         "time_to_recover_s": round(max(0.0, time.time() - since), 2) if met else None,
-        "attempts": attempts, "last": last,
-    }  # fmt: skip
+        "attempts": attempts,
+        "last": last,
+    }

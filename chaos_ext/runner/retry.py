@@ -83,9 +83,13 @@ def retry_rollbacks(
         )
         why = failing_result(run)  # a process exiting 1 "succeeded" for chaoslib
         attempts.append(
-            Retried(name=activity.get("name"), status="failed" if why else "succeeded",
-                    error=redactor.text(why) if why else None, at=time.time())
-        )  # fmt: skip
+            Retried(
+                name=activity.get("name"),
+                status="failed" if why else "succeeded",
+                error=redactor.text(why) if why else None,
+                at=time.time(),
+            )
+        )
     if attempts:
         gameday = journal.setdefault("gameday", {})
         gameday["rollback_retries"] = [*(gameday.get("rollback_retries") or []), *attempts]

@@ -58,9 +58,14 @@ class RollbackPolicy(RunEventHandler):  # type: ignore[misc]
         raise SystemExit(UNGRACEFUL_EXIT_CODE)  # as chaoslib's own handler does
 
     def running(
-        self, experiment: Any, journal: Any, configuration: Any, secrets: Any,
-        schedule: Any, settings: Any,
-    ) -> None:  # fmt: skip
+        self,
+        experiment: Any,
+        journal: Any,
+        configuration: Any,
+        secrets: Any,
+        schedule: Any,
+        settings: Any,
+    ) -> None:
         self.configuration = configuration or {}
         self.secrets = secrets or {}
 
@@ -77,9 +82,15 @@ def rollbacks_when_injected(policy: RollbackPolicy) -> Iterator[None]:
     original = chaoslib_run.run_rollback
 
     def run_rollback(
-        strategy: str, pool: Any, experiment: Any, journal: Any, configuration: Any,
-        secrets: Any, registry: Any, dry: Any,
-    ) -> None:  # fmt: skip
+        strategy: str,
+        pool: Any,
+        experiment: Any,
+        journal: Any,
+        configuration: Any,
+        secrets: Any,
+        registry: Any,
+        dry: Any,
+    ) -> None:
         if not policy.method_started:
             journal.setdefault("gameday", {})["rollbacks_skipped"] = NOT_INJECTED
             return
@@ -106,9 +117,15 @@ def run_skipped_rollbacks(
     _, pool = get_background_pools(experiment)
     try:
         chaoslib_run.run_rollback(
-            "always", pool, experiment, journal, policy.configuration, policy.secrets,
-            registry, experiment.get("dry"),
-        )  # fmt: skip
+            "always",
+            pool,
+            experiment,
+            journal,
+            policy.configuration,
+            policy.secrets,
+            registry,
+            experiment.get("dry"),
+        )
     finally:
         if pool is not None:
             pool.shutdown(wait=True)

@@ -141,8 +141,14 @@ class SettleFirst(RunEventHandler):  # type: ignore[misc]
             last = "met" if met else self.redact(_misses(state))
             if met or now >= deadline:
                 self._final(met, waited, attempts, last)
-                return {"seconds": self.seconds, "settled": met, "waited_s": round(waited, 2),
-                        "attempts": attempts, "last": last, "state": state}  # fmt: skip
+                return {
+                    "seconds": self.seconds,
+                    "settled": met,
+                    "waited_s": round(waited, 2),
+                    "attempts": attempts,
+                    "last": last,
+                    "state": state,
+                }
             if now - last_report >= _REPORT_EVERY or attempts == 1:
                 self.console.print(
                     f"  settling: {waited:.0f}/{self.seconds:g} s, attempt {attempts}: "

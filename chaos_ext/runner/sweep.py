@@ -117,9 +117,16 @@ def sweep_run(
         console.print(f"[bold cyan]▶ ledger sweep from memory[/]: {len(left)} fault(s) recorded")
         outcomes = sweep(left, ledger, console)
         broken = Entry(
-            id="-", kind="ledger", target=str(ledger.path), module=__name__, recipe={},
-            run_id=run_id, owner_pid=0, owner_start=None, created_at=0.0,
-        )  # fmt: skip
+            id="-",
+            kind="ledger",
+            target=str(ledger.path),
+            module=__name__,
+            recipe={},
+            run_id=run_id,
+            owner_pid=0,
+            owner_start=None,
+            created_at=0.0,
+        )
         return [*outcomes, UndoOutcome(broken, False, f"the ledger cannot be trusted: {exc}")]
     if not left:
         return []

@@ -111,8 +111,13 @@ RETRY_COMMAND = "gameday rollback"
 
 # most severe first; EXIT_INVALID never mixes with run results (nothing runs)
 _SEVERITY = (
-    EXIT_INVALID, EXIT_FAILED, EXIT_NOT_RECOVERED, EXIT_DEVIATED, EXIT_UNSTEADY, EXIT_HELD,
-)  # fmt: skip
+    EXIT_INVALID,
+    EXIT_FAILED,
+    EXIT_NOT_RECOVERED,
+    EXIT_DEVIATED,
+    EXIT_UNSTEADY,
+    EXIT_HELD,
+)
 
 
 def exit_code_for(outcome: str) -> int:

@@ -79,11 +79,17 @@ class FaultWindows:
         self.url, self.run_id, self.experiment = url, run_id, experiment
         self.registry = CollectorRegistry()
         self._active = Gauge(
-            "gameday_fault_active", "1 while a gameday fault is injected, 0 once undone",
-            ["experiment", "fault", "target"], registry=self.registry,
-        )  # fmt: skip
-        info = Gauge("gameday_run_info", "1 while a gameday run is active",
-                     ["experiment", "version"], registry=self.registry)  # fmt: skip
+            "gameday_fault_active",
+            "1 while a gameday fault is injected, 0 once undone",
+            ["experiment", "fault", "target"],
+            registry=self.registry,
+        )
+        info = Gauge(
+            "gameday_run_info",
+            "1 while a gameday run is active",
+            ["experiment", "version"],
+            registry=self.registry,
+        )
         info.labels(experiment, __version__).set(1)
         self._entries: dict[str, tuple[str, str]] = {}
         self._lock = threading.Lock()
@@ -92,8 +98,12 @@ class FaultWindows:
 
     def start(self) -> None:
         """Record the publication in the ledger, then publish the run (no fault yet)."""
-        record_fault(kind=KIND, target=f"{self.url} run_id={self.run_id}",
-                     recipe={"url": self.url, "run_id": self.run_id}, module=__name__)  # fmt: skip
+        record_fault(
+            kind=KIND,
+            target=f"{self.url} run_id={self.run_id}",
+            recipe={"url": self.url, "run_id": self.run_id},
+            module=__name__,
+        )
         add_listener(self._on_ledger)
         self._push()
 
@@ -117,16 +127,25 @@ class FaultWindows:
     def _push(self) -> None:
         try:
             with self._lock:
-                push_to_gateway(self.url, job=JOB, registry=self.registry,
-                                grouping_key=_grouping(self.run_id), timeout=TIMEOUT_S)  # fmt: skip
+                push_to_gateway(
+                    self.url,
+                    job=JOB,
+                    registry=self.registry,
+                    grouping_key=_grouping(self.run_id),
+                    timeout=TIMEOUT_S,
+                )
             self.pushes += 1
         except OSError as exc:  # URLError and socket errors: log, the run goes on
             self.failures.append(str(exc))
             logger.warning("fault windows: cannot push to %s: %s", self.url, exc)
 
     def record(self) -> dict[str, Any]:
-        return {"pushgateway": self.url, "group": {"job": JOB, **_grouping(self.run_id)},
-                "pushes": self.pushes, "failures": self.failures[:5]}  # fmt: skip
+        return {
+            "pushgateway": self.url,
+            "group": {"job": JOB, **_grouping(self.run_id)},
+            "pushes": self.pushes,
+            "failures": self.failures[:5],
+        }
 
 
 @undo_handler(KIND)

@@ -97,26 +97,35 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
-            "http_requests", "HTTP requests by handler and status code",
-            ["handler", "code"], registry=self.registry,
-        )  # fmt: skip
+            "http_requests",
+            "HTTP requests by handler and status code",
+            ["handler", "code"],
+            registry=self.registry,
+        )
         self.latency = Histogram(
-            "http_request_duration_seconds", "HTTP request latency",
-            ["handler"], buckets=BUCKETS, registry=self.registry,
-        )  # fmt: skip
+            "http_request_duration_seconds",
+            "HTTP request latency",
+            ["handler"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
         self.errors = Counter(
             "app_errors", "Failed requests by cause", ["cause"], registry=self.registry
         )
         self.dns = Histogram(
-            "app_dns_lookup_duration_seconds", "DNS lookup latency", buckets=BUCKETS,
+            "app_dns_lookup_duration_seconds",
+            "DNS lookup latency",
+            buckets=BUCKETS,
             registry=self.registry,
-        )  # fmt: skip
+        )
         for cause in ("dns", "db-connect", "db-query"):
             self.errors.labels(cause)
         self.gai_errors = Counter(
-            "app_getaddrinfo_errors", "Failed getaddrinfo lookups of /search by error",
-            ["error"], registry=self.registry,
-        )  # fmt: skip
+            "app_getaddrinfo_errors",
+            "Failed getaddrinfo lookups of /search by error",
+            ["error"],
+            registry=self.registry,
+        )
 
 
 class Backend:
@@ -131,10 +140,14 @@ class Backend:
     def _conn_kwargs(self, host: str) -> dict[str, Any]:
         c = self.config
         return {
-            "host": host, "port": c.db_port, "dbname": c.db_name, "user": c.db_user,
-            "password": c.db_password, "connect_timeout": max(1, int(c.db_timeout)),
+            "host": host,
+            "port": c.db_port,
+            "dbname": c.db_name,
+            "user": c.db_user,
+            "password": c.db_password,
+            "connect_timeout": max(1, int(c.db_timeout)),
             "options": f"-c statement_timeout={int(c.db_timeout * 1000)}",
-        }  # fmt: skip
+        }
 
     def resolve(self, metrics: Metrics) -> str:
         c = self.config
@@ -178,10 +191,12 @@ class Backend:
             with self._lock:
                 if self.pool is None:
                     self.pool = ConnectionPool(
-                        conninfo="", kwargs={**self._conn_kwargs(address), "autocommit": True},
-                        min_size=min(2, self.config.pool_size), max_size=self.config.pool_size,
+                        conninfo="",
+                        kwargs={**self._conn_kwargs(address), "autocommit": True},
+                        min_size=min(2, self.config.pool_size),
+                        max_size=self.config.pool_size,
                         timeout=self.config.db_timeout,
-                    )  # fmt: skip
+                    )
             try:
                 with self.pool.connection() as conn:
                     yield conn
@@ -199,8 +214,9 @@ class Backend:
         """The database's address through glibc, the search list and ndots (no app cache)."""
         started = time.monotonic()
         try:
-            infos = socket.getaddrinfo(self.config.search_name, self.config.db_port,
-                                       type=socket.SOCK_STREAM)  # fmt: skip
+            infos = socket.getaddrinfo(
+                self.config.search_name, self.config.db_port, type=socket.SOCK_STREAM
+            )
         except socket.gaierror as exc:
             name = _GAI_NAMES.get(exc.errno, f"EAI_{exc.errno}")
             metrics.gai_errors.labels(name).inc()
@@ -296,9 +312,10 @@ class PooledHTTPServer(HTTPServer):
 
 
 _GAI_NAMES = {
-    getattr(socket, n): n for n in dir(socket) if n.startswith("EAI_") and isinstance(
-        getattr(socket, n), int)
-}  # fmt: skip
+    getattr(socket, n): n
+    for n in dir(socket)
+    if n.startswith("EAI_") and isinstance(getattr(socket, n), int)
+}
 _CLONE_NEWNS = 0x00020000
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 
@@ -309,9 +326,11 @@ def use_resolv_conf(path: Path) -> None:
     steps: tuple[tuple[str, Callable[[], int]], ...] = (
         ("unshare", lambda: libc.unshare(_CLONE_NEWNS)),
         ("make / private", lambda: libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None)),
-        ("bind resolv.conf", lambda: libc.mount(str(path).encode(), b"/etc/resolv.conf",
-                                                None, _MS_BIND, None)),
-    )  # fmt: skip
+        (
+            "bind resolv.conf",
+            lambda: libc.mount(str(path).encode(), b"/etc/resolv.conf", None, _MS_BIND, None),
+        ),
+    )
     for what, step in steps:
         if step() != 0:
             raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
@@ -336,20 +355,27 @@ def _parse(argv: list[str] | None) -> tuple[str, int, int, AppConfig]:
     )
     p.add_argument("--search-name", default="db", help="the short name /search looks up")
     p.add_argument(
-        "--tuned", action="store_true",
+        "--tuned",
+        action="store_true",
         help="DNS cache 30 s serving stale answers on failure, 1 retry, a pool of 2-5 connections",
-    )  # fmt: skip
+    )
     a = p.parse_args(argv)
     host, _, port = a.listen.rpartition(":")
     config = AppConfig(
-        db_host=a.db_host, db_port=a.db_port, db_name=a.db_name, db_user=a.db_user,
-        db_password=a.db_password_file.read_text().strip(), dns_server=a.dns_server,
-        dns_port=a.dns_port, dns_protocol=a.dns_protocol,
-        dns_cache_seconds=30.0 if a.tuned else 0.0, dns_retries=1 if a.tuned else 0,
+        db_host=a.db_host,
+        db_port=a.db_port,
+        db_name=a.db_name,
+        db_user=a.db_user,
+        db_password=a.db_password_file.read_text().strip(),
+        dns_server=a.dns_server,
+        dns_port=a.dns_port,
+        dns_protocol=a.dns_protocol,
+        dns_cache_seconds=30.0 if a.tuned else 0.0,
+        dns_retries=1 if a.tuned else 0,
         dns_serve_stale=a.tuned,
         pool_size=5 if a.tuned else 0,
         search_name=a.search_name if a.resolv_conf else "",
-    )  # fmt: skip
+    )
     if a.resolv_conf:
         use_resolv_conf(a.resolv_conf)
     return host, int(port), a.metrics_port, config

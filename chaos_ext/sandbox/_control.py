@@ -50,9 +50,12 @@ def up(prefix: str, app_mode: str, say: Progress, backend: str = "netns") -> San
             node = _vmhost.wait_up(prefix, say)
             _node.route_through_node(topo)
             state.services["node"] = {
-                "pid": node["qemu_pid"], "netns": "(micro-VM)", "address": topo.node_address,
-                "port": node["ssh"]["port"], "accel": node["accel"],
-            }  # fmt: skip
+                "pid": node["qemu_pid"],
+                "netns": "(micro-VM)",
+                "address": topo.node_address,
+                "port": node["ssh"]["port"],
+                "accel": node["accel"],
+            }
             say(f"node VM up ({node['accel']}, {node['boot_seconds']:g} s): app->db now crosses it")
             save_state(state)
         write_vars(topo, state, work, _vmhost.info(prefix).get("ssh"))
@@ -69,9 +72,11 @@ def _latency_target(topo: Topology, ssh: dict[str, Any] | None) -> dict[str, Any
     if ssh is None:
         return {"latency_target": f"netns:{topo.host('app').netns}", "latency_interface": "eth0"}
     return {
-        "latency_target": f"ssh:{ssh['host']}:{ssh['port']}", "latency_interface": "eth1",
-        "ssh_key_file": ssh["key_file"], "ssh_known_hosts": ssh["known_hosts"],
-    }  # fmt: skip
+        "latency_target": f"ssh:{ssh['host']}:{ssh['port']}",
+        "latency_interface": "eth1",
+        "ssh_key_file": ssh["key_file"],
+        "ssh_known_hosts": ssh["known_hosts"],
+    }
 
 
 def write_vars(
@@ -116,9 +121,20 @@ def run(prefix: str, argv: Sequence[str], journal_dir: Path, timeout: float) -> 
     mon = topology(prefix).host("mon").netns
     vars_file = state_dir(prefix) / "vars.json"
     cli = [
-        "ip", "netns", "exec", mon, sys.executable, "-m", "chaos_ext.cli.main", argv[0],
-        "--var-file", str(vars_file), "--journal-dir", str(journal_dir), *argv[1:],
-    ]  # fmt: skip
+        "ip",
+        "netns",
+        "exec",
+        mon,
+        sys.executable,
+        "-m",
+        "chaos_ext.cli.main",
+        argv[0],
+        "--var-file",
+        str(vars_file),
+        "--journal-dir",
+        str(journal_dir),
+        *argv[1:],
+    ]
     return subprocess.run(cli, timeout=timeout, check=False).returncode
 
 
@@ -162,9 +178,11 @@ def status(prefix: str) -> dict[str, Any]:
         if "address" not in svc:
             running = _procfs.alive(int(svc["pid"]))
             report["services"][name] = {
-                "pid": svc.get("pid"), "netns": svc.get("netns"), "running": running,
+                "pid": svc.get("pid"),
+                "netns": svc.get("netns"),
+                "running": running,
                 "answering": None,
-            }  # fmt: skip
+            }
             continue
         known: dict[str, Any] = {k: svc[k] for k in ("pid", "netns", "address", "port") if k in svc}
         report["services"][name] = {

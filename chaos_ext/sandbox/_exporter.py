@@ -69,9 +69,10 @@ class SandboxCollector(Collector):
         up.add_metric([], 1)
         yield up
         activity = GaugeMetricFamily(
-            "pg_stat_activity_count", "Connections by database and state",
+            "pg_stat_activity_count",
+            "Connections by database and state",
             labels=["datname", "state"],
-        )  # fmt: skip
+        )
         for datname, state, count in rows:
             activity.add_metric([datname or "", state or "unknown"], count)
         yield activity
@@ -89,13 +90,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--db-user", default="app")
     p.add_argument("--db-name", default="app")
     p.add_argument("--db-password-file", type=Path, required=True)
-    p.add_argument("--limit-netns", default="",
-                   help="expose the DNS rate limit's counters of this namespace")  # fmt: skip
+    p.add_argument(
+        "--limit-netns", default="", help="expose the DNS rate limit's counters of this namespace"
+    )
     a = p.parse_args(argv)
     dsn = {
-        "host": a.db_host, "port": a.db_port, "user": a.db_user, "dbname": a.db_name,
+        "host": a.db_host,
+        "port": a.db_port,
+        "user": a.db_user,
+        "dbname": a.db_name,
         "password": a.db_password_file.read_text().strip(),
-    }  # fmt: skip
+    }
     registry = CollectorRegistry()
     registry.register(SandboxCollector(a.dnsmasq_pidfile, dsn))
     if a.limit_netns:

@@ -59,8 +59,12 @@ def _plug(topo: Topology, host: Host) -> None:
     peer_ns = os.open(ns_path(host.netns), os.O_RDONLY)
     try:
         with IPRoute() as ipr:
-            ipr.link("add", ifname=host.bridge_port, kind="veth",
-                     peer={"ifname": "eth0", "net_ns_fd": peer_ns})  # fmt: skip
+            ipr.link(
+                "add",
+                ifname=host.bridge_port,
+                kind="veth",
+                peer={"ifname": "eth0", "net_ns_fd": peer_ns},
+            )
             port = ipr.link_lookup(ifname=host.bridge_port)[0]
             bridge = ipr.link_lookup(ifname=topo.bridge)[0]
             ipr.link("set", index=port, master=bridge)

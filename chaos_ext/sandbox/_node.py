@@ -67,14 +67,16 @@ GUEST_SYSCTLS = (
 def guest_network_batch(topo: Topology) -> str:
     """``ip -batch`` input for the guest: eth0 to the app (no address), eth1 on the bridge."""
     app = topo.host("app").address
-    return "\n".join([
-        "link set lo up",
-        "link set eth0 up",
-        "link set eth1 up",
-        f"addr add {topo.node_address}/{topo.prefixlen} dev eth1",
-        f"route add {app}/32 dev eth0",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "link set lo up",
+            "link set eth0 up",
+            "link set eth1 up",
+            f"addr add {topo.node_address}/{topo.prefixlen} dev eth1",
+            f"route add {app}/32 dev eth0",
+            "",
+        ]
+    )
 
 
 def _open_tap(name: str) -> int:
@@ -120,8 +122,14 @@ def route_through_node(topo: Topology) -> None:
     def app_side() -> None:
         with IPRoute() as ipr:
             link = ipr.link_lookup(ifname=topo.node_link)[0]
-            ipr.route("add", dst=f"{db.address}/32", gateway=topo.node_address, oif=link,
-                      flags=RTNH_F_ONLINK, prefsrc=app.address)  # fmt: skip
+            ipr.route(
+                "add",
+                dst=f"{db.address}/32",
+                gateway=topo.node_address,
+                oif=link,
+                flags=RTNH_F_ONLINK,
+                prefsrc=app.address,
+            )
 
     def db_side() -> None:
         with IPRoute() as ipr:
@@ -147,8 +155,12 @@ class NodeSsh:
 
 
 def _keygen(path: Path) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                   check=True, timeout=60, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
     return path.with_suffix(".pub").read_text().strip()
 
 
@@ -159,16 +171,25 @@ def prepare_sshd(workdir: Path, in_guest: str, address: str, port: int) -> NodeS
     host_public = _keygen(workdir / "ssh_host_ed25519_key")
     (workdir / "authorized_keys").write_text(_keygen(workdir / "client_ed25519") + "\n")
     (workdir / "sshd_config").write_text(
-        "\n".join([
-            f"Port {port}", f"ListenAddress {address}",
-            f"HostKey {in_guest}/ssh_host_ed25519_key", f"PidFile {in_guest}/sshd.pid",
-            f"AuthorizedKeysFile {in_guest}/authorized_keys",
-            "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no", "LogLevel ERROR",
-            # sessions read no dotfiles: under emulation a shell's start-up costs seconds
-            f"SetEnv HOME={in_guest}", "",
-        ])
-    )  # fmt: skip
+        "\n".join(
+            [
+                f"Port {port}",
+                f"ListenAddress {address}",
+                f"HostKey {in_guest}/ssh_host_ed25519_key",
+                f"PidFile {in_guest}/sshd.pid",
+                f"AuthorizedKeysFile {in_guest}/authorized_keys",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "LogLevel ERROR",
+                # sessions read no dotfiles: under emulation a shell's start-up costs seconds
+                f"SetEnv HOME={in_guest}",
+                "",
+            ]
+        )
+    )
     where = address if port == 22 else f"[{address}]:{port}"
     known_hosts = workdir / "known_hosts"
     known_hosts.write_text(f"{where} {' '.join(host_public.split()[:2])}\n")

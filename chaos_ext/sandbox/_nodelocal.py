@@ -32,22 +32,30 @@ _CACHE_ARGS = ("--cache-size=1000", "--neg-ttl=30", "--min-cache-ttl=30")
 
 
 def resolv_conf(nameserver: str) -> str:
-    return (f"nameserver {nameserver}\nsearch {' '.join(SEARCH)}\n"
-            "options ndots:5 timeout:1 attempts:2\n")  # fmt: skip
+    return (
+        f"nameserver {nameserver}\nsearch {' '.join(SEARCH)}\n"
+        "options ndots:5 timeout:1 attempts:2\n"
+    )
 
 
 def _start_cache(netns: str, upstream: str, work: Path, ready_timeout: float) -> dnsmasq.Dnsmasq:
     added = subprocess.run(
         ["ip", "-n", netns, "addr", "replace", f"{NODELOCAL_ADDRESS}/32", "dev", "lo"],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     if added.returncode != 0:
         raise SandboxError(f"cannot add {NODELOCAL_ADDRESS} in {netns}: {added.stderr.strip()}")
     return dnsmasq.start(
-        address=NODELOCAL_ADDRESS, port=53, prefix=["ip", "netns", "exec", netns],
-        workdir=work / "nodelocal-dns", extra_args=[f"--server={upstream}", *_CACHE_ARGS],
+        address=NODELOCAL_ADDRESS,
+        port=53,
+        prefix=["ip", "netns", "exec", netns],
+        workdir=work / "nodelocal-dns",
+        extra_args=[f"--server={upstream}", *_CACHE_ARGS],
         ready_timeout=ready_timeout,
-    )  # fmt: skip
+    )
 
 
 def prepare(
@@ -57,8 +65,13 @@ def prepare(
     cache = None
     if app_mode == "tuned":
         server = _start_cache(netns, upstream, work, ready_timeout)
-        cache = {"pid": server.pid, "netns": netns, "address": NODELOCAL_ADDRESS,
-                 "port": server.port, "upstream": upstream}  # fmt: skip
+        cache = {
+            "pid": server.pid,
+            "netns": netns,
+            "address": NODELOCAL_ADDRESS,
+            "port": server.port,
+            "upstream": upstream,
+        }
     path = work / "app-resolv.conf"
     path.write_text(resolv_conf(NODELOCAL_ADDRESS if cache else upstream))
     return path, cache

@@ -87,8 +87,10 @@ def wait_healthy(mon_netns: str, prometheus_url: str, say: Progress) -> bool:
         if time.monotonic() - last_said >= HEARTBEAT:
             ok, errors = values.get("ok") or 0, values.get("errors") or 0
             waited = time.monotonic() - started
-            say(f"  {ok:.1f} req/s answered, {errors:.1f} errors/s, {history:.0f} s of history "
-                f"({waited:.0f} s)")  # fmt: skip
+            say(
+                f"  {ok:.1f} req/s answered, {errors:.1f} errors/s, {history:.0f} s of history "
+                f"({waited:.0f} s)"
+            )
             last_said = time.monotonic()
         time.sleep(1)
     say("warning: the app did not reach a clean baseline in time; verdicts may suffer")
@@ -96,9 +98,13 @@ def wait_healthy(mon_netns: str, prometheus_url: str, say: Progress) -> bool:
 
 
 PORTS = {
-    "postgres": 5432, "dns": 53, "app": 8080, "app_metrics": 8081, "exporter": 9187,
+    "postgres": 5432,
+    "dns": 53,
+    "app": 8080,
+    "app_metrics": 8081,
+    "exporter": 9187,
     "prometheus": 9090,
-}  # fmt: skip
+}
 Progress = Callable[[str], None]
 
 
@@ -113,9 +119,12 @@ def _netns(ns: str) -> list[str]:
 def _spawn(ns: str, argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as handle:
         return subprocess.Popen(
-            [*_netns(ns), *argv], stdin=subprocess.DEVNULL, stdout=handle,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [*_netns(ns), *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _wait_http(ns: str, url: str, timeout: float, what: str, log: Path) -> None:
@@ -151,22 +160,41 @@ def start_all(
 
     say(f"PostgreSQL in {db.netns} ({db.address}:{PORTS['postgres']}, max_connections 40)")
     pg = postgres.start(
-        password=password_file.read_text(), user="app", database="app", max_connections=40,
-        host=db.address, port=PORTS["postgres"], netns=_netns(db.netns),
+        password=password_file.read_text(),
+        user="app",
+        database="app",
+        max_connections=40,
+        host=db.address,
+        port=PORTS["postgres"],
+        netns=_netns(db.netns),
         ready_timeout=READY_TIMEOUT,
-    )  # fmt: skip
-    state.services["postgres"] = {"pid": pg.process.pid, "netns": db.netns, "address": db.address,
-                                  "port": pg.port, "dir": str(pg.base_dir)}  # fmt: skip
+    )
+    state.services["postgres"] = {
+        "pid": pg.process.pid,
+        "netns": db.netns,
+        "address": db.address,
+        "port": pg.port,
+        "dir": str(pg.base_dir),
+    }
     state.dirs.append(str(pg.base_dir))
 
     say(f"dnsmasq in {dns.netns} ({dns.address}:53) serving {DB_NAME}")
     dm = dnsmasq.start(
-        records={DB_NAME: db.address}, local_domains=["sandbox.test"], address=dns.address,
-        port=PORTS["dns"], prefix=_netns(dns.netns), workdir=work / "dnsmasq",
+        records={DB_NAME: db.address},
+        local_domains=["sandbox.test"],
+        address=dns.address,
+        port=PORTS["dns"],
+        prefix=_netns(dns.netns),
+        workdir=work / "dnsmasq",
         ready_timeout=READY_TIMEOUT,
-    )  # fmt: skip
-    state.services["dnsmasq"] = {"pid": dm.pid, "netns": dns.netns, "address": dns.address,
-                                 "port": dm.port, "pidfile": str(dm.pidfile)}  # fmt: skip
+    )
+    state.services["dnsmasq"] = {
+        "pid": dm.pid,
+        "netns": dns.netns,
+        "address": dns.address,
+        "port": dm.port,
+        "pidfile": str(dm.pidfile),
+    }
 
     resolv, cache = _nodelocal.prepare(app.netns, app_mode, dns.address, work, READY_TIMEOUT)
     if cache is not None:
@@ -174,52 +202,112 @@ def start_all(
         state.services["nodelocal-dns"] = cache
     say(f"demo app in {app.netns} ({app.address}:8080, {app_mode})")
     app_args = [
-        "--resolv-conf", str(resolv),
-        "--listen", f"0.0.0.0:{PORTS['app']}", "--metrics-port", str(PORTS["app_metrics"]),
-        "--db-host", DB_NAME, "--db-port",
-        str(PORTS["postgres"]), "--db-password-file", str(password_file),
-        "--dns-server", dns.address, "--dns-port", str(PORTS["dns"]),
+        "--resolv-conf",
+        str(resolv),
+        "--listen",
+        f"0.0.0.0:{PORTS['app']}",
+        "--metrics-port",
+        str(PORTS["app_metrics"]),
+        "--db-host",
+        DB_NAME,
+        "--db-port",
+        str(PORTS["postgres"]),
+        "--db-password-file",
+        str(password_file),
+        "--dns-server",
+        dns.address,
+        "--dns-port",
+        str(PORTS["dns"]),
         *(["--tuned"] if app_mode == "tuned" else []),
-    ]  # fmt: skip
+    ]
     state.services["app"] = {
-        **_python_service(topo, "app", "chaos_ext.sandbox._app", app_args, work,
-                          f"http://127.0.0.1:{PORTS['app']}/healthz"),
-        "address": app.address, "port": PORTS["app"],
-    }  # fmt: skip
+        **_python_service(
+            topo,
+            "app",
+            "chaos_ext.sandbox._app",
+            app_args,
+            work,
+            f"http://127.0.0.1:{PORTS['app']}/healthz",
+        ),
+        "address": app.address,
+        "port": PORTS["app"],
+    }
 
     say(f"exporter in {mon.netns} ({mon.address}:{PORTS['exporter']})")
     exp_args = [
-        "--listen", f"0.0.0.0:{PORTS['exporter']}", "--dnsmasq-pidfile", str(dm.pidfile),
-        "--db-host", db.address, "--db-port", str(PORTS["postgres"]),
-        "--db-password-file", str(password_file), "--limit-netns", app.netns,
-    ]  # fmt: skip
+        "--listen",
+        f"0.0.0.0:{PORTS['exporter']}",
+        "--dnsmasq-pidfile",
+        str(dm.pidfile),
+        "--db-host",
+        db.address,
+        "--db-port",
+        str(PORTS["postgres"]),
+        "--db-password-file",
+        str(password_file),
+        "--limit-netns",
+        app.netns,
+    ]
     state.services["exporter"] = {
-        **_python_service(topo, "mon", "chaos_ext.sandbox._exporter", exp_args, work,
-                          f"http://127.0.0.1:{PORTS['exporter']}/metrics"),
-        "address": mon.address, "port": PORTS["exporter"],
-    }  # fmt: skip
+        **_python_service(
+            topo,
+            "mon",
+            "chaos_ext.sandbox._exporter",
+            exp_args,
+            work,
+            f"http://127.0.0.1:{PORTS['exporter']}/metrics",
+        ),
+        "address": mon.address,
+        "port": PORTS["exporter"],
+    }
 
     say(f"Prometheus in {mon.netns} ({mon.address}:{PORTS['prometheus']}, scrape every 1 s)")
     prom = prometheus.start(
-        jobs={"app": [f"{app.address}:{PORTS['app_metrics']}"],
-              "sandbox": [f"{mon.address}:{PORTS['exporter']}"]},
-        scrape_interval="1s", host=mon.address, port=PORTS["prometheus"],
-        netns=_netns(mon.netns), workdir=work / "prometheus", ready_timeout=READY_TIMEOUT,
-    )  # fmt: skip
+        jobs={
+            "app": [f"{app.address}:{PORTS['app_metrics']}"],
+            "sandbox": [f"{mon.address}:{PORTS['exporter']}"],
+        },
+        scrape_interval="1s",
+        host=mon.address,
+        port=PORTS["prometheus"],
+        netns=_netns(mon.netns),
+        workdir=work / "prometheus",
+        ready_timeout=READY_TIMEOUT,
+    )
     rate = TRAFFIC_RATE
     say(f"background traffic from {mon.netns}: {rate:g} req/s to the app for at most 1 h")
     traffic = subprocess.run(
-        [*_netns(mon.netns), sys.executable, "-m", "chaos_ext.sandbox._traffic",
-         "--url", f"http://{app.address}:{PORTS['app']}/", "--rate", str(rate),
-         "--duration", "3600", "--results", str(work / "traffic"), "--token", token(topo.prefix)],
-        capture_output=True, text=True, timeout=READY_TIMEOUT, check=False,
-    )  # fmt: skip
+        [
+            *_netns(mon.netns),
+            sys.executable,
+            "-m",
+            "chaos_ext.sandbox._traffic",
+            "--url",
+            f"http://{app.address}:{PORTS['app']}/",
+            "--rate",
+            str(rate),
+            "--duration",
+            "3600",
+            "--results",
+            str(work / "traffic"),
+            "--token",
+            token(topo.prefix),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=READY_TIMEOUT,
+        check=False,
+    )
     if traffic.returncode != 0:
         raise SandboxError(f"background traffic did not start: {traffic.stderr.strip()[-400:]}")
     state.services["traffic"] = {**json.loads(traffic.stdout), "netns": mon.netns}
-    state.services["prometheus"] = {"pid": prom.process.pid, "netns": mon.netns,
-                                    "address": mon.address, "port": prom.port,
-                                    "url": f"http://{mon.address}:{prom.port}"}  # fmt: skip
+    state.services["prometheus"] = {
+        "pid": prom.process.pid,
+        "netns": mon.netns,
+        "address": mon.address,
+        "port": prom.port,
+        "url": f"http://{mon.address}:{prom.port}",
+    }
     return state
 
 

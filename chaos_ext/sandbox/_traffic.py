@@ -28,11 +28,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, required=True)
     parser.add_argument("--token", required=True)
     args = parser.parse_args(argv)
-    spec = spec_from_arguments({
-        "urls": [args.url], "rate": args.rate, "duration_seconds": args.duration,
-        "max_duration_seconds": args.duration, "concurrency_limit": 64, "timeout_seconds": 5.0,
-        "name": "sandbox-traffic",
-    })  # fmt: skip
+    spec = spec_from_arguments(
+        {
+            "urls": [args.url],
+            "rate": args.rate,
+            "duration_seconds": args.duration,
+            "max_duration_seconds": args.duration,
+            "concurrency_limit": 64,
+            "timeout_seconds": 5.0,
+            "name": "sandbox-traffic",
+        }
+    )
     try:
         load = start_load(spec, results_dir=args.results, token=args.token, ready_timeout=30)
     except ChaosExtError as exc:

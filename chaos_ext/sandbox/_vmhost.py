@@ -64,9 +64,13 @@ def start(prefix: str) -> None:
     with (work / "node.log").open("ab") as handle:
         subprocess.Popen(
             [sys.executable, "-m", "chaos_ext.sandbox._vmhost", "--prefix", prefix],
-            stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-            start_new_session=True, env=env, cwd=Path.cwd(),
-        )  # fmt: skip
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=Path.cwd(),
+        )
 
 
 def wait_up(prefix: str, say: Progress) -> dict[str, Any]:
@@ -137,8 +141,12 @@ def _configure(vm: VirtualMachine, prefix: str) -> dict[str, Any]:
         if time.monotonic() > deadline:
             raise SandboxError("the node VM's sshd did not start within 60 s")
         time.sleep(0.1)
-    return {"host": topo.node_address, "port": SSH_PORT, "key_file": str(files.client_key),
-            "known_hosts": str(files.known_hosts)}  # fmt: skip
+    return {
+        "host": topo.node_address,
+        "port": SSH_PORT,
+        "key_file": str(files.client_key),
+        "known_hosts": str(files.known_hosts),
+    }
 
 
 def _supervise(prefix: str) -> None:
@@ -148,19 +156,27 @@ def _supervise(prefix: str) -> None:
     try:
         taps = _node.open_taps(topology(prefix))
         _log("booting the node VM (Debian's kernel for netem; 1 CPU, emulated unless KVM works)")
-        config = VMConfig(work_dir=vm_dir, memory_mb=256, cpus=1, boot_timeout=BOOT_TIMEOUT,
-                          tap_fds=taps)  # fmt: skip
+        config = VMConfig(
+            work_dir=vm_dir, memory_mb=256, cpus=1, boot_timeout=BOOT_TIMEOUT, tap_fds=taps
+        )
         vm = VirtualMachine(config)
         vm.start()
         for fd in taps:  # qemu holds them now; the taps go when it exits
             os.close(fd)
         _log(f"VM booted ({vm.accel}, {time.monotonic() - started:.0f} s): routing, sshd")
         ssh = _configure(vm, prefix)
-        _write(prefix, {
-            "status": "up", "supervisor_pid": os.getpid(), "qemu_pid": vm.pid, "accel": vm.accel,
-            "kernel": vm.kernel_release, "ssh": ssh,
-            "boot_seconds": round(time.monotonic() - started, 1),
-        })  # fmt: skip
+        _write(
+            prefix,
+            {
+                "status": "up",
+                "supervisor_pid": os.getpid(),
+                "qemu_pid": vm.pid,
+                "accel": vm.accel,
+                "kernel": vm.kernel_release,
+                "ssh": ssh,
+                "boot_seconds": round(time.monotonic() - started, 1),
+            },
+        )
         _wait_for_down(state_dir(prefix), vm)
     except Exception as exc:  # noqa: BLE001 - reported to the waiting `up` through node.json
         _write(prefix, {"status": "failed", "error": str(exc)[-2000:]})

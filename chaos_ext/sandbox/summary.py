@@ -43,20 +43,36 @@ def rows(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
             missed = "NOT STEADY" if phase == "before" else "DEVIATED"
             tolerance = probe.get("activity", {}).get("tolerance")
             target = tolerance.get("target", "") if isinstance(tolerance, dict) else ""
-            found.append((f"{name} ({phase})", _figure(probe.get("output"), target),
-                          "held" if ok else missed))  # fmt: skip
+            found.append(
+                (
+                    f"{name} ({phase})",
+                    _figure(probe.get("output"), target),
+                    "held" if ok else missed,
+                )
+            )
     for run in journal.get("run") or []:
         activity = run.get("activity", {})
         if activity.get("type") == "action":
-            found.append((f"action {activity.get('name')}", _figure(run.get("output")),
-                          str(run.get("status"))))  # fmt: skip
+            found.append(
+                (
+                    f"action {activity.get('name')}",
+                    _figure(run.get("output")),
+                    str(run.get("status")),
+                )
+            )
     for entry in (journal.get("gameday") or {}).get("ledger") or []:
         held = (
             entry.get("closed_at", 0) - entry.get("created_at", 0) if entry.get("closed_at") else 0
         )
-        found.append((f"fault {entry.get('kind')} on {entry.get('target')}",
-                      f"ledger {entry.get('id')}, on for {held:.0f} s" if held else
-                      f"ledger {entry.get('id')}", str(entry.get("state"))))  # fmt: skip
+        found.append(
+            (
+                f"fault {entry.get('kind')} on {entry.get('target')}",
+                f"ledger {entry.get('id')}, on for {held:.0f} s"
+                if held
+                else f"ledger {entry.get('id')}",
+                str(entry.get("state")),
+            )
+        )
     return found
 
 

@@ -19,10 +19,18 @@ from chaos_ext.validation import require_name, require_range
 __all__ = ["QUERY_ARGUMENTS", "DriftQuery", "check_query", "measure", "read_template"]
 
 QUERY_ARGUMENTS = (
-    "container_name", "configmap_name", "configmap_namespace", "template_format", "values_key",
-    "config_key", "include_namespaces", "exclude_namespaces", "label_selector", "started_before",
+    "container_name",
+    "configmap_name",
+    "configmap_namespace",
+    "template_format",
+    "values_key",
+    "config_key",
+    "include_namespaces",
+    "exclude_namespaces",
+    "label_selector",
+    "started_before",
     "max_workloads",
-)  # fmt: skip
+)
 """The drift query's arguments: the first ones of sidecar_drift and rollout_drifted_workloads,
 with the same names, defaults and meaning (tests/sidecar check they stay the same)."""
 

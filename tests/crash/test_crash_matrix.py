@@ -77,74 +77,138 @@ class Kind:
 
 
 def _python(module: str, func: str, **arguments: Any) -> dict[str, Any]:
-    return {"type": "python", "module": f"chaos_ext.{module}", "func": func,
-            "arguments": arguments}  # fmt: skip
+    return {"type": "python", "module": f"chaos_ext.{module}", "func": func, "arguments": arguments}
 
 
 def _pg_action(server: postgres.PostgresServer) -> dict[str, Any]:
     return {
-        **_python("db.actions", "exhaust_connections", engine="postgresql", host=server.host,
-                  port=server.port, database=server.database, target=10, hold_seconds=HOLD_S),
+        **_python(
+            "db.actions",
+            "exhaust_connections",
+            engine="postgresql",
+            host=server.host,
+            port=server.port,
+            database=server.database,
+            target=10,
+            hold_seconds=HOLD_S,
+        ),
         "secrets": ["db"],
-    }  # fmt: skip
+    }
 
 
 KINDS = {
     k.name: k
     for k in (
         Kind(
-            "dnsmasq-tcp-hold", "dns_server",
-            lambda s: _python("dns.actions", "saturate_dnsmasq_tcp", server=s.address,
-                              port=s.port, connections=5, hold_seconds=HOLD_S),
+            "dnsmasq-tcp-hold",
+            "dns_server",
+            lambda s: _python(
+                "dns.actions",
+                "saturate_dnsmasq_tcp",
+                server=s.address,
+                port=s.port,
+                connections=5,
+                hold_seconds=HOLD_S,
+            ),
             lambda s: _python("dns.actions", "release_dnsmasq_tcp"),
-            "helper.started", "helper.stopping", dns_hold_state, lasts_s=HOLD_S,
+            "helper.started",
+            "helper.stopping",
+            dns_hold_state,
+            lasts_s=HOLD_S,
         ),
         Kind(
-            "dns-flood", "dns_server",
-            lambda s: _python("dns.actions", "flood_dns", server=s.address, port=s.port,
-                              names=["www.example.test"], qps=50, duration_seconds=HOLD_S,
-                              workers=2),
-            None, "dns-flood.mid-apply", "undo.before-close", dns_flood_state, lasts_s=HOLD_S,
+            "dns-flood",
+            "dns_server",
+            lambda s: _python(
+                "dns.actions",
+                "flood_dns",
+                server=s.address,
+                port=s.port,
+                names=["www.example.test"],
+                qps=50,
+                duration_seconds=HOLD_S,
+                workers=2,
+            ),
+            None,
+            "dns-flood.mid-apply",
+            "undo.before-close",
+            dns_flood_state,
+            lasts_s=HOLD_S,
             live_after=("mid-apply",),  # the action returns once the flood is over
         ),
         Kind(
-            "dns-rate-limit", "resolvers",
+            "dns-rate-limit",
+            "resolvers",
             lambda p: _python("dns.actions", "limit_dns_rate", pps=100, target=p.target),
             lambda p: _python("dns.actions", "remove_dns_rate_limit", target=p.target),
-            "dns-rate-limit.mid-apply", "dns-rate-limit.mid-undo", nft_state, live_after=ALL_LIVE,
+            "dns-rate-limit.mid-apply",
+            "dns-rate-limit.mid-undo",
+            nft_state,
+            live_after=ALL_LIVE,
         ),
         Kind(
-            "db-connections", "pg_server", _pg_action,
+            "db-connections",
+            "pg_server",
+            _pg_action,
             lambda s: _python("db.actions", "release_connections"),
-            "helper.started", "helper.stopping", pg_state, lasts_s=HOLD_S,
+            "helper.started",
+            "helper.stopping",
+            pg_state,
+            lasts_s=HOLD_S,
             env=lambda s: {"GD_CRASH_DB_USER": s.user, "GD_CRASH_DB_PASSWORD": PASSWORD},
         ),
         Kind(
-            "http-load", "web",
-            lambda s: _python("load.actions", "drive_http_load", urls=[s.url], rate=20,
-                              duration_seconds=HOLD_S, processes=1),
+            "http-load",
+            "web",
+            lambda s: _python(
+                "load.actions",
+                "drive_http_load",
+                urls=[s.url],
+                rate=20,
+                duration_seconds=HOLD_S,
+                processes=1,
+            ),
             lambda s: _python("load.actions", "stop_http_load"),
-            "helper.started", "helper.stopping", web_state, lasts_s=HOLD_S,
+            "helper.started",
+            "helper.stopping",
+            web_state,
+            lasts_s=HOLD_S,
         ),
         Kind(
-            "node-drain", "cluster",
-            lambda c: _python("node.actions", "drain_nodes", label_selector="role=eat-workers",
-                              count=2, pick="first", max_fraction=0.5),
+            "node-drain",
+            "cluster",
+            lambda c: _python(
+                "node.actions",
+                "drain_nodes",
+                label_selector="role=eat-workers",
+                count=2,
+                pick="first",
+                max_fraction=0.5,
+            ),
             lambda c: _python("node.actions", "uncordon_drained_nodes"),
-            "node-drain.mid-apply", "node-drain.mid-undo", node_state, live_after=ALL_LIVE,
+            "node-drain.mid-apply",
+            "node-drain.mid-undo",
+            node_state,
+            live_after=ALL_LIVE,
             env=lambda c: {"KUBECONFIG": str(c.kubeconfig)},
         ),
         Kind(
-            "sidecar-template", "cluster",
-            lambda c: _python("sidecar.actions", "change_sidecar_template",
-                              values_patch={"global": {"tag": "1.23.0"}}),
+            "sidecar-template",
+            "cluster",
+            lambda c: _python(
+                "sidecar.actions",
+                "change_sidecar_template",
+                values_patch={"global": {"tag": "1.23.0"}},
+            ),
             lambda c: _python("faults.actions", "rollback_faults"),
-            "sidecar-template.mid-apply", "sidecar-template.mid-undo", configmap_state,
+            "sidecar-template.mid-apply",
+            "sidecar-template.mid-undo",
+            configmap_state,
             live_after=ALL_LIVE,
             env=lambda c: {"KUBECONFIG": str(c.kubeconfig)},
         ),
     )
-}  # fmt: skip
+}
 
 
 def _experiment(kind: Kind, target: Any, window: str) -> dict[str, Any]:
@@ -156,12 +220,14 @@ def _experiment(kind: Kind, target: Any, window: str) -> dict[str, Any]:
         "title": f"{kind.name}, crashed on purpose",
         "description": "the crash matrix (issue 22)",
         "method": [{"type": "action", "name": "inject", "provider": provider}],
-    }  # fmt: skip
+    }
     if kind.name == "db-connections":
-        experiment["secrets"] = {"db": {
-            "user": {"type": "env", "key": "GD_CRASH_DB_USER"},
-            "password": {"type": "env", "key": "GD_CRASH_DB_PASSWORD"},
-        }}  # fmt: skip
+        experiment["secrets"] = {
+            "db": {
+                "user": {"type": "env", "key": "GD_CRASH_DB_USER"},
+                "password": {"type": "env", "key": "GD_CRASH_DB_PASSWORD"},
+            }
+        }
     if kind.rollback:
         undo = kind.rollback(target)
         experiment["rollbacks"] = [{"type": "action", "name": "undo", "provider": undo}]
@@ -184,20 +250,33 @@ CELLS += [(k, w, "raise") for k in KINDS for w in ("after-entry", "mid-apply")]
 
 @pytest.mark.parametrize(("kind_name", "window", "how"), CELLS)
 def test_a_crash_in_any_window_leaves_nothing_after_rollback(
-    kind_name: str, window: str, how: str, request: pytest.FixtureRequest, ledger_path: Path,
-    tmp_path: Path, write_experiment: Callable[..., Path],
-) -> None:  # fmt: skip
+    kind_name: str,
+    window: str,
+    how: str,
+    request: pytest.FixtureRequest,
+    ledger_path: Path,
+    tmp_path: Path,
+    write_experiment: Callable[..., Path],
+) -> None:
     kind = KINDS[kind_name]
     target = request.getfixturevalue(kind.fixture)
     baseline = _settled(kind, target, kind.state(target))
-    env = {**cli_env(ledger_path), **kind.env(target),
-           "GAMEDAY_FAILPOINTS": f"{kind.failpoint(window)}={how}"}  # fmt: skip
+    env = {
+        **cli_env(ledger_path),
+        **kind.env(target),
+        "GAMEDAY_FAILPOINTS": f"{kind.failpoint(window)}={how}",
+    }
     path = write_experiment(_experiment(kind, target, window))
     started = time.monotonic()
     run = subprocess.run(
-        gameday_argv("run", "--journal", "j.json", str(path)), env=env, cwd=tmp_path,
-        capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
+        gameday_argv("run", "--journal", "j.json", str(path)),
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     ran_s = time.monotonic() - started
     expected = -9 if how == "kill" else 2  # killed there, or the action failed there
     assert run.returncode == expected, f"failpoint not reached? {run.stderr[-3000:]}"
@@ -210,9 +289,14 @@ def test_a_crash_in_any_window_leaves_nothing_after_rollback(
         assert Ledger(ledger_path).open_entries() == []
     else:
         rollback = subprocess.run(
-            gameday_argv("rollback"), env=env, cwd=tmp_path, capture_output=True, text=True,
-            timeout=180, check=False,
-        )  # fmt: skip
+            gameday_argv("rollback"),
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
         assert rollback.returncode == 0, rollback.stderr
     rolled_s = time.monotonic() - started
     assert _settled(kind, target, baseline) == baseline, run.stderr[-3000:]

@@ -64,8 +64,25 @@ def node() -> Iterator[str]:
         sh("ip", "-n", ns, "addr", "add", "10.78.0.1/24", "dev", "eth0")
         for dev in ("eth0", "peer0"):
             sh("ip", "-n", ns, "link", "set", dev, "up")
-        sh("tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "handle", "7:", "tbf",
-           "rate", "1gbit", "burst", "1mb", "latency", "100ms")  # fmt: skip
+        sh(
+            "tc",
+            "-n",
+            ns,
+            "qdisc",
+            "add",
+            "dev",
+            "eth0",
+            "root",
+            "handle",
+            "7:",
+            "tbf",
+            "rate",
+            "1gbit",
+            "burst",
+            "1mb",
+            "latency",
+            "100ms",
+        )
         yield ns
     finally:
         sh("ip", "netns", "delete", ns, check=False)
@@ -76,15 +93,27 @@ def test_a_crash_in_any_window_leaves_the_tree_as_it_was(
     window: str, node: str, ledger_path: Path
 ) -> None:
     baseline = tc_show(node, "eth0")
-    args = {"interface": "eth0", "delay_seconds": 0.08, "destinations": ["10.78.0.0/24"],
-            "target": f"netns:{node}"}  # fmt: skip
-    env = {**os.environ, "GAMEDAY_LEDGER": str(ledger_path), "PYTHONPATH": str(ROOT),
-           "GAMEDAY_FAILPOINTS": WINDOWS[window]}  # fmt: skip
+    args = {
+        "interface": "eth0",
+        "delay_seconds": 0.08,
+        "destinations": ["10.78.0.0/24"],
+        "target": f"netns:{node}",
+    }
+    env = {
+        **os.environ,
+        "GAMEDAY_LEDGER": str(ledger_path),
+        "PYTHONPATH": str(ROOT),
+        "GAMEDAY_FAILPOINTS": WINDOWS[window],
+    }
     mode = "undo" if window == "mid-undo" else "keep"
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(args), mode], env=env, capture_output=True,
-        text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [sys.executable, "-c", CHILD, json.dumps(args), mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     expected = 1 if window.endswith("raise") else -9
     assert child.returncode == expected, f"failpoint not reached? {child.stderr[-2000:]}"
     if window.endswith("raise"):

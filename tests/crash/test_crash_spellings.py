@@ -66,23 +66,35 @@ ROWS = {
         ),
         Row(
             "netem",
-            lambda t: _python("support.latency_stand_in", "stand_in_latency", interface="va",
-                              target=t),
-            lambda t: _python("chaos_ext.network.actions", "remove_latency", interface="va",
-                              target=t),
+            lambda t: _python(
+                "support.latency_stand_in", "stand_in_latency", interface="va", target=t
+            ),
+            lambda t: _python(
+                "chaos_ext.network.actions", "remove_latency", interface="va", target=t
+            ),
             lambda ns: "qdisc htb 1d1a: root" in tc_show(ns.name, "va"),
         ),
     )
-}  # fmt: skip
+}
 
 #: every ordered pair of different spellings for the reported kind, a rotation for netem
 PAIRS = {
-    "dns-rate-limit": [("name", "pid"), ("pid", "name"), ("name", "alias"), ("alias", "name"),
-                       ("pid", "alias"), ("alias", "pid")],
+    "dns-rate-limit": [
+        ("name", "pid"),
+        ("pid", "name"),
+        ("name", "alias"),
+        ("alias", "name"),
+        ("pid", "alias"),
+        ("alias", "pid"),
+    ],
     "netem": [("pid", "name"), ("alias", "pid"), ("name", "alias")],
-}  # fmt: skip
-CELLS = [(k, a, b, led) for k, pairs in PAIRS.items() for a, b in pairs
-         for led in ("one ledger", "two ledgers")]  # fmt: skip
+}
+CELLS = [
+    (k, a, b, led)
+    for k, pairs in PAIRS.items()
+    for a, b in pairs
+    for led in ("one ledger", "two ledgers")
+]
 
 
 @pytest.fixture
@@ -94,49 +106,89 @@ def ns() -> Iterator[Spelled]:
 
 def _until_file(path: Path) -> dict[str, Any]:
     code = f"import os, time\nwhile not os.path.exists({str(path)!r}): time.sleep(0.05)"
-    return {"type": "probe", "name": "until-told",
-            "provider": {"type": "process", "path": sys.executable, "arguments": ["-c", code],
-                         "timeout": 180}}  # fmt: skip
+    return {
+        "type": "probe",
+        "name": "until-told",
+        "provider": {
+            "type": "process",
+            "path": sys.executable,
+            "arguments": ["-c", code],
+            "timeout": 180,
+        },
+    }
 
 
 def _experiment(title: str, method: list[dict[str, Any]], undo: dict[str, Any]) -> dict[str, Any]:
-    return {"title": title, "description": "issue 27, item 1: ownership by identity",
-            "method": method,
-            "rollbacks": [{"type": "action", "name": "undo", "provider": undo}]}  # fmt: skip
+    return {
+        "title": title,
+        "description": "issue 27, item 1: ownership by identity",
+        "method": method,
+        "rollbacks": [{"type": "action", "name": "undo", "provider": undo}],
+    }
 
 
 def _undone_by(journal: dict[str, Any]) -> list[str]:
     """Ledger ids this run undid itself: its rollbacks' ``faults`` and its ledger sweep."""
-    ids = [f["ledger_id"] for r in journal.get("rollbacks", [])
-           for f in (r.get("output") or {}).get("faults", [])]  # fmt: skip
+    ids = [
+        f["ledger_id"]
+        for r in journal.get("rollbacks", [])
+        for f in (r.get("output") or {}).get("faults", [])
+    ]
     return ids + [s["id"] for s in journal["gameday"]["sweep"] if s["ok"]]
 
 
 @pytest.mark.parametrize(("kind", "spelled_a", "spelled_b", "ledgers"), CELLS)
 def test_two_spellings_of_one_namespace_make_no_cross_run_undo(
-    kind: str, spelled_a: str, spelled_b: str, ledgers: str, ns: Spelled,
-    ledger_path: Path, tmp_path: Path, write_experiment: Callable[..., Path],
-) -> None:  # fmt: skip
+    kind: str,
+    spelled_a: str,
+    spelled_b: str,
+    ledgers: str,
+    ns: Spelled,
+    ledger_path: Path,
+    tmp_path: Path,
+    write_experiment: Callable[..., Path],
+) -> None:
     row = ROWS[kind]
     ledger_b = ledger_path if ledgers == "one ledger" else tmp_path / "b" / "ledger.sqlite3"
     finish = tmp_path / "finish-a"
-    a_path = write_experiment(_experiment(
-        "run A", [{"type": "action", "name": "inject", "provider": row.inject(ns.spell(spelled_a))},
-                  _until_file(finish)], row.undo(ns.spell(spelled_a))), "a.json")  # fmt: skip
-    b_path = write_experiment(_experiment(
-        "run B", [{"type": "probe", "name": "nothing", "provider": {"type": "process",
-                                                                     "path": "true"}}],
-        row.undo(ns.spell(spelled_b))), "b.json")  # fmt: skip
+    a_path = write_experiment(
+        _experiment(
+            "run A",
+            [
+                {"type": "action", "name": "inject", "provider": row.inject(ns.spell(spelled_a))},
+                _until_file(finish),
+            ],
+            row.undo(ns.spell(spelled_a)),
+        ),
+        "a.json",
+    )
+    b_path = write_experiment(
+        _experiment(
+            "run B",
+            [{"type": "probe", "name": "nothing", "provider": {"type": "process", "path": "true"}}],
+            row.undo(ns.spell(spelled_b)),
+        ),
+        "b.json",
+    )
     run_a = subprocess.Popen(
-        gameday_argv("run", "--journal", "ja.json", str(a_path)), env=cli_env(ledger_path),
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        gameday_argv("run", "--journal", "ja.json", str(a_path)),
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for(lambda: row.state(ns), 90, "run A's fault")
         run_b = subprocess.run(
-            gameday_argv("run", "--journal", "jb.json", str(b_path)), env=cli_env(ledger_b),
-            cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False,
-        )  # fmt: skip
+            gameday_argv("run", "--journal", "jb.json", str(b_path)),
+            env=cli_env(ledger_b),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
         assert run_b.returncode == 0, run_b.stdout + run_b.stderr
         assert row.state(ns), "run B's rollback took run A's fault"
     finally:

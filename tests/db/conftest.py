@@ -48,11 +48,13 @@ def maria_admin(maria_server: mariadb.MariaDBServer) -> Iterator[Any]:
 def db(request: pytest.FixtureRequest, ledger_path: Path) -> Iterator[Db]:
     """Each engine in turn, at its baseline; whatever the test left is undone and checked."""
     if request.param == "postgresql":
-        handle = Db("postgresql", request.getfixturevalue("pg_server"),
-                    request.getfixturevalue("pg_admin"))  # fmt: skip
+        handle = Db(
+            "postgresql", request.getfixturevalue("pg_server"), request.getfixturevalue("pg_admin")
+        )
     else:
-        handle = Db("mysql", request.getfixturevalue("maria_server"),
-                    request.getfixturevalue("maria_admin"))  # fmt: skip
+        handle = Db(
+            "mysql", request.getfixturevalue("maria_server"), request.getfixturevalue("maria_admin")
+        )
     baseline = 1  # only the admin connection
     wait_for(lambda: handle.client_count() == baseline, 15, "the server at its baseline")
     yield handle

@@ -145,10 +145,13 @@ def _experiment(arguments: dict[str, Any]) -> dict[str, Any]:
     ],
 )
 def test_gameday_validate_catches_bad_targets(
-    arguments: dict[str, Any], code: int, expected: str,
-    write_experiment: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
+    arguments: dict[str, Any],
+    code: int,
+    expected: str,
+    write_experiment: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     path = write_experiment(_experiment(arguments))
     # the secret's environment variable is not set here: validation does not need it
     monkeypatch.delenv("GD_TEST_DB_PW", raising=False)

@@ -35,19 +35,27 @@ def _held(ledger: Path) -> bool:
 def _rate_known(url: str) -> bool:
     """rate() needs two scrapes: true once the app's request rate is there."""
     rate = query_value(
-        'sum(rate(http_requests_total{job="app"}[2m]))', if_empty=0.0,
+        'sum(rate(http_requests_total{job="app"}[2m]))',
+        if_empty=0.0,
         configuration={"prometheus_url": url},
-    )  # fmt: skip
+    )
     return rate > 0
 
 
 def test_shipped_experiment_validates_without_any_environment(tmp_path: Path) -> None:
     result = subprocess.run(
-        gameday_argv("validate", str(EXPERIMENT)), capture_output=True, text=True,
-        timeout=120, check=False, cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "GAMEDAY_LEDGER": str(tmp_path / "l.sqlite3"),
-             "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+        gameday_argv("validate", str(EXPERIMENT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "GAMEDAY_LEDGER": str(tmp_path / "l.sqlite3"),
+            "PYTHONPATH": str(ROOT),
+        },
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -72,20 +80,37 @@ def test_pooled_app_holds_per_request_app_deviates(
             prom.wait_scraped()
             wait_for(lambda: _rate_known(prom.url), 30, "a request rate in Prometheus")
             env = {
-                **cli_env(ledger_path), "DB_ENGINE": db.engine, "DB_HOST": s.host,
-                "DB_PORT": str(s.port), "DB_NAME": s.database, "HOLD_SECONDS": "60",
-                "OBSERVE_SECONDS": "8", "APP_READINESS_URL": f"{app_url}/readyz",
-                "APP_JOB": "app", "PROMETHEUS_URL": prom.url,
-            }  # fmt: skip
+                **cli_env(ledger_path),
+                "DB_ENGINE": db.engine,
+                "DB_HOST": s.host,
+                "DB_PORT": str(s.port),
+                "DB_NAME": s.database,
+                "HOLD_SECONDS": "60",
+                "OBSERVE_SECONDS": "8",
+                "APP_READINESS_URL": f"{app_url}/readyz",
+                "APP_JOB": "app",
+                "PROMETHEUS_URL": prom.url,
+            }
             runner = subprocess.Popen(
                 # --recover 0: the experiment's error ratio is a rate over 2m, so after a
                 # deviation it cannot be back within the default 60 s (exit 5, not-recovered);
                 # this test is about held vs deviated, recovery has its own tests
-                gameday_argv("run", "--var-file", str(var_file), "--recover", "0", "--journal",
-                             str(tmp_path / "journal.json"), str(EXPERIMENT)),
-                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                gameday_argv(
+                    "run",
+                    "--var-file",
+                    str(var_file),
+                    "--recover",
+                    "0",
+                    "--journal",
+                    str(tmp_path / "journal.json"),
+                    str(EXPERIMENT),
+                ),
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
                 text=True,
-            )  # fmt: skip
+            )
             try:
                 wait_for(lambda: runner.poll() is not None or _held(ledger_path), 60, "the hold")
                 traffic.active = 20

@@ -20,9 +20,12 @@ from chaos_ext.ledger import Ledger
 
 def _provider(func: str, module: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {
-        "type": "python", "module": module, "func": func, "arguments": arguments,
+        "type": "python",
+        "module": module,
+        "func": func,
+        "arguments": arguments,
         "secrets": ["db"],
-    }  # fmt: skip
+    }
 
 
 def _experiment(db: Db, method_tail: list[dict[str, Any]], hold: int) -> dict[str, Any]:
@@ -51,7 +54,8 @@ def _experiment(db: Db, method_tail: list[dict[str, Any]], hold: int) -> dict[st
                 "type": "action",
                 "name": "exhaust-connections",
                 "provider": _provider(
-                    "exhaust_connections", "chaos_ext.db.actions",
+                    "exhaust_connections",
+                    "chaos_ext.db.actions",
                     {**connection, "target": "max-minus-5", "hold_seconds": hold},
                 ),
             },
@@ -61,11 +65,14 @@ def _experiment(db: Db, method_tail: list[dict[str, Any]], hold: int) -> dict[st
             {
                 "type": "action",
                 "name": "release-connections",
-                "provider": {"type": "python", "module": "chaos_ext.db.actions",
-                             "func": "release_connections"},
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.db.actions",
+                    "func": "release_connections",
+                },
             }
         ],
-    }  # fmt: skip
+    }
 
 
 def _env(ledger: Path, db: Db) -> dict[str, str]:
@@ -89,12 +96,20 @@ def test_run_holds_then_releases_and_keeps_the_password_out(
     result = subprocess.run(
         # the headroom hypothesis is checked before the hold only (during it, it is 5)
         gameday_argv(
-            "run", "--hypothesis-strategy", "before-method-only", "--journal",
-            str(journal_path), str(path),
+            "run",
+            "--hypothesis-strategy",
+            "before-method-only",
+            "--journal",
+            str(journal_path),
+            str(path),
         ),
-        env=_env(ledger_path, db), cwd=tmp_path, capture_output=True, text=True,
-        timeout=120, check=False,
-    )  # fmt: skip
+        env=_env(ledger_path, db),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     journal_text = journal_path.read_text()
@@ -125,9 +140,12 @@ def test_sigkill_of_the_runner_then_gameday_rollback(
     expected = db.free_for_user() - 5
     runner = subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp_path / "j.json"), str(path)),
-        env=_env(ledger_path, db), cwd=tmp_path, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        env=_env(ledger_path, db),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: db.client_count() == 1 + expected, 60, "the connections held")
         (entry,) = Ledger(ledger_path).open_entries()
@@ -150,9 +168,14 @@ def test_sigkill_of_the_runner_then_gameday_rollback(
     assert server.get("system_identifier") or server.get("datadir"), server
 
     result = subprocess.run(
-        gameday_argv("rollback"), env=cli_env(ledger_path), cwd=tmp_path,
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        gameday_argv("rollback"),
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ledger is clean" in result.stderr
     wait_for(lambda: db.client_count() == 1, 10, "no held connection left on the server")

@@ -27,8 +27,11 @@ def _tcp_open_here(port: int) -> bool:
 def _tcp_open_in(netns: str, port: int) -> bool:
     done = subprocess.run(
         ["ip", "netns", "exec", netns, sys.executable, "-c", CONNECT_INSIDE, str(port)],
-        capture_output=True, text=True, timeout=20, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
     return done.stdout.strip() == "open"
 
 
@@ -51,8 +54,9 @@ def test_server_inside_a_network_namespace(engine: str, netns_name: str) -> None
     try:
         subprocess.run(
             ["ip", "netns", "exec", netns_name, "ip", "link", "set", "lo", "up"],
-            check=True, timeout=10,
-        )  # fmt: skip
+            check=True,
+            timeout=10,
+        )
         launcher: Any = postgres if engine == "postgresql" else mariadb
         inside = ["ip", "netns", "exec", netns_name]
         with launcher.start(password="pw-netns", netns=inside, max_connections=25) as server:

@@ -18,35 +18,53 @@ from chaos_ext.ledger import Ledger
 
 SATURATION = ROOT / "experiments" / "dns-saturation.json"
 AMPLIFICATION = ROOT / "experiments" / "dns-search-amplification.json"
-SEARCH6 = ["default.svc.cluster.local", "svc.cluster.local", "cluster.local",
-           "ec2.internal", "corp.example.com", "example.net"]  # fmt: skip
+SEARCH6 = [
+    "default.svc.cluster.local",
+    "svc.cluster.local",
+    "cluster.local",
+    "ec2.internal",
+    "corp.example.com",
+    "example.net",
+]
 
 
 def _run(experiment: Path, ledger: Path, tmp: Path, env: dict[str, str]) -> tuple[int, Any]:
     result = subprocess.run(
         gameday_argv("run", "--journal", str(tmp / "journal.json"), str(experiment)),
-        env={**cli_env(ledger), **env}, cwd=tmp, capture_output=True, text=True, timeout=180,
+        env={**cli_env(ledger), **env},
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=180,
         check=False,
-    )  # fmt: skip
+    )
     return result.returncode, json.loads((tmp / "journal.json").read_text())
 
 
 def test_shipped_experiments_validate(tmp_path: Path, ledger_path: Path) -> None:
     result = subprocess.run(
         gameday_argv("validate", str(SATURATION), str(AMPLIFICATION)),
-        env=cli_env(ledger_path), cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
         check=False,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def _saturation_env(server: Dnsmasq, held: int) -> dict[str, str]:
     return {
-        "GAMEDAY_DNS_SERVER": server.address, "GAMEDAY_DNS_PORT": str(server.port),
-        "GAMEDAY_DNS_PROBE_SERVER": server.address, "GAMEDAY_DNS_PROBE_PORT": str(server.port),
-        "GAMEDAY_DNS_PROBE_SAMPLES": "5", "GAMEDAY_DNS_PROBE_TIMEOUT_SECONDS": "0.3",
-        "GAMEDAY_DNS_HELD_CONNECTIONS": str(held), "GAMEDAY_DNS_HOLD_SECONDS": "60",
-    }  # fmt: skip
+        "GAMEDAY_DNS_SERVER": server.address,
+        "GAMEDAY_DNS_PORT": str(server.port),
+        "GAMEDAY_DNS_PROBE_SERVER": server.address,
+        "GAMEDAY_DNS_PROBE_PORT": str(server.port),
+        "GAMEDAY_DNS_PROBE_SAMPLES": "5",
+        "GAMEDAY_DNS_PROBE_TIMEOUT_SECONDS": "0.3",
+        "GAMEDAY_DNS_HELD_CONNECTIONS": str(held),
+        "GAMEDAY_DNS_HOLD_SECONDS": "60",
+    }
 
 
 @pytest.mark.parametrize(("held", "exit_code"), [(20, 1), (10, 0)])
@@ -76,11 +94,13 @@ def test_amplification_experiment_reports_seven_queries_per_lookup(
     cluster_dns: Dnsmasq, dns_ledger: Path, tmp_path: Path
 ) -> None:
     env = {
-        "GAMEDAY_DNS_SERVER": cluster_dns.address, "GAMEDAY_DNS_PORT": str(cluster_dns.port),
+        "GAMEDAY_DNS_SERVER": cluster_dns.address,
+        "GAMEDAY_DNS_PORT": str(cluster_dns.port),
         "GAMEDAY_DNS_NAMES": json.dumps(["api.payments.example.com", "db.example.com"]),
-        "GAMEDAY_DNS_QPS": "700", "GAMEDAY_DNS_DURATION_SECONDS": "3",
+        "GAMEDAY_DNS_QPS": "700",
+        "GAMEDAY_DNS_DURATION_SECONDS": "3",
         "GAMEDAY_DNS_PROBE_SAMPLES": "10",
-    }  # fmt: skip
+    }
     code, journal = _run(AMPLIFICATION, dns_ledger, tmp_path, env)
     assert code == 0, journal["gameday"]
     flood = next(r["output"] for r in journal["run"] if r["activity"]["type"] == "action")
@@ -101,22 +121,36 @@ def test_amplification_experiment_reports_seven_queries_per_lookup(
 
 def test_validate_refuses_absurd_dns_arguments(tmp_path: Path, ledger_path: Path) -> None:
     flood = {
-        "type": "action", "name": "flood",
-        "provider": {"type": "python", "module": "chaos_ext.dns.actions", "func": "flood_dns",
-                     "arguments": {"server": "10.96.0.10", "names": ["api.example.com"],
-                                   "qps": 10_000_000}},
-    }  # fmt: skip
+        "type": "action",
+        "name": "flood",
+        "provider": {
+            "type": "python",
+            "module": "chaos_ext.dns.actions",
+            "func": "flood_dns",
+            "arguments": {"server": "10.96.0.10", "names": ["api.example.com"], "qps": 10_000_000},
+        },
+    }
     hold = {
-        "type": "action", "name": "hold",
-        "provider": {"type": "python", "module": "chaos_ext.dns.actions",
-                     "func": "saturate_dnsmasq_tcp", "arguments": {"server": "kube-dns"}},
-    }  # fmt: skip
+        "type": "action",
+        "name": "hold",
+        "provider": {
+            "type": "python",
+            "module": "chaos_ext.dns.actions",
+            "func": "saturate_dnsmasq_tcp",
+            "arguments": {"server": "kube-dns"},
+        },
+    }
     for name, activity, message in (("flood.json", flood, "qps"), ("hold.json", hold, "IP")):
         path = tmp_path / name
         path.write_text(json.dumps({"title": "t", "description": "d", "method": [activity]}))
         result = subprocess.run(
-            gameday_argv("validate", str(path)), env=cli_env(ledger_path), cwd=tmp_path,
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            gameday_argv("validate", str(path)),
+            env=cli_env(ledger_path),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert result.returncode == 3, result.stdout + result.stderr
         assert message in result.stdout + result.stderr

@@ -48,8 +48,13 @@ def test_ndots_search_expansion_sends_the_expected_queries_per_name(
     dns_server: Dnsmasq, dns_ledger: Path
 ) -> None:
     report = _flood(
-        dns_server, names=list(CHAINS), search_domains=SEARCH, ndots=5, qps=150, duration_seconds=2,
-    )  # fmt: skip
+        dns_server,
+        names=list(CHAINS),
+        search_domains=SEARCH,
+        ndots=5,
+        qps=150,
+        duration_seconds=2,
+    )
     logged = _logged(dns_server)
     # a query dropped by an overloaded dnsmasq (a timeout) is neither logged nor followed up
     lost = report["timeout"]
@@ -81,8 +86,15 @@ def test_ndots_search_expansion_sends_the_expected_queries_per_name(
 
 def test_expansion_matches_the_pure_helper(dns_server: Dnsmasq, dns_ledger: Path) -> None:
     # ndots:1 (the usual Linux default): a dotted name is asked as is first and answers
-    report = _flood(dns_server, names=["www.example.test"], search_domains=SEARCH, ndots=1,
-                    qps=100, max_queries=50, duration_seconds=5)  # fmt: skip
+    report = _flood(
+        dns_server,
+        names=["www.example.test"],
+        search_domains=SEARCH,
+        ndots=1,
+        qps=100,
+        max_queries=50,
+        duration_seconds=5,
+    )
     assert candidates("www.example.test", SEARCH, 1)[0] == "www.example.test"
     assert _logged(dns_server) == Counter({"www.example.test": 50})
     assert report["queries_per_lookup"] == 1.0 and report["answer"] == 50
@@ -92,9 +104,13 @@ def test_expansion_matches_the_pure_helper(dns_server: Dnsmasq, dns_ledger: Path
 def test_rate_is_held(dns_server: Dnsmasq, dns_ledger: Path, qps: int) -> None:
     started = time.monotonic()
     report = flood_dns(
-        dns_server.address, names=["www.example.test"], port=dns_server.port, qps=qps,
-        duration_seconds=2, concurrency=2000,
-    )  # fmt: skip
+        dns_server.address,
+        names=["www.example.test"],
+        port=dns_server.port,
+        qps=qps,
+        duration_seconds=2,
+        concurrency=2000,
+    )
     wall = time.monotonic() - started
     # never above the rate; the pace of the sends is the target's
     assert report["queries_sent"] <= 2 * qps + 1
@@ -109,16 +125,30 @@ def test_rate_is_held(dns_server: Dnsmasq, dns_ledger: Path, qps: int) -> None:
 
 def test_query_count_cap_stops_early(dns_server: Dnsmasq, dns_ledger: Path) -> None:
     started = time.monotonic()
-    report = flood_dns(dns_server.address, names=["www.example.test"], port=dns_server.port,
-                       qps=1000, duration_seconds=30, max_queries=300)  # fmt: skip
+    report = flood_dns(
+        dns_server.address,
+        names=["www.example.test"],
+        port=dns_server.port,
+        qps=1000,
+        duration_seconds=30,
+        max_queries=300,
+    )
     assert report["queries_sent"] == 300
     assert time.monotonic() - started < 2
     seconds_until(lambda: sum(_logged(dns_server).values()) == 300, 2)
 
 
 def test_tcp_flood_reuses_connections(dns_server: Dnsmasq, dns_ledger: Path) -> None:
-    report = _flood(dns_server, names=["web"], search_domains=SEARCH, ndots=5, protocol="tcp",
-                    qps=500, duration_seconds=1, concurrency=4)  # fmt: skip
+    report = _flood(
+        dns_server,
+        names=["web"],
+        search_domains=SEARCH,
+        ndots=5,
+        protocol="tcp",
+        qps=500,
+        duration_seconds=1,
+        concurrency=4,
+    )
     assert report["answer"] == report["queries_sent"] - report["retried"] > 400
     assert report["timeout"] == 0
     # dnsmasq closes a TCP connection after 100 queries; a few more are opened, not one each
@@ -130,9 +160,16 @@ def test_tcp_flood_reuses_connections(dns_server: Dnsmasq, dns_ledger: Path) -> 
 def test_tcp_flood_counts_timeouts_past_dnsmasqs_20_children(
     dns_server: Dnsmasq, dns_ledger: Path
 ) -> None:
-    report = flood_dns(dns_server.address, names=["www.example.test"], port=dns_server.port,
-                       protocol="tcp", qps=200, duration_seconds=1.5, concurrency=25,
-                       timeout_seconds=0.5)  # fmt: skip
+    report = flood_dns(
+        dns_server.address,
+        names=["www.example.test"],
+        port=dns_server.port,
+        protocol="tcp",
+        qps=200,
+        duration_seconds=1.5,
+        concurrency=25,
+        timeout_seconds=0.5,
+    )
     assert report["timeout"] >= 5  # 5 connections wait in the accept queue, never served
     assert report["answer"] > 0
 
@@ -161,9 +198,13 @@ def test_bad_input_is_refused_before_anything_is_sent(
     dns_server: Dnsmasq, dns_ledger: Path, bad: dict[str, Any]
 ) -> None:
     arguments: dict[str, Any] = {
-        "server": dns_server.address, "names": ["web"], "port": dns_server.port,
-        "search_domains": SEARCH, "ndots": 5, **bad,
-    }  # fmt: skip
+        "server": dns_server.address,
+        "names": ["web"],
+        "port": dns_server.port,
+        "search_domains": SEARCH,
+        "ndots": 5,
+        **bad,
+    }
     with pytest.raises(InvalidArgument):
         flood_dns(**arguments)
     assert not _logged(dns_server)
@@ -173,8 +214,15 @@ def test_bad_input_is_refused_before_anything_is_sent(
 def test_two_worker_processes_split_the_load_and_merge_their_counts(
     dns_server: Dnsmasq, dns_ledger: Path
 ) -> None:
-    report = _flood(dns_server, names=list(CHAINS), search_domains=SEARCH, ndots=5, qps=400,
-                    duration_seconds=1.5, workers=2)  # fmt: skip
+    report = _flood(
+        dns_server,
+        names=list(CHAINS),
+        search_domains=SEARCH,
+        ndots=5,
+        qps=400,
+        duration_seconds=1.5,
+        workers=2,
+    )
     assert report["workers"] == 2
     assert report["queries_sent"] == sum(_logged(dns_server).values())
     assert report["sent_qps"] == pytest.approx(400, rel=0.05)
@@ -184,25 +232,39 @@ def test_two_worker_processes_split_the_load_and_merge_their_counts(
 
 
 def test_sigkill_runner_then_gameday_rollback_stops_flood_workers(
-    dns_server: Dnsmasq, dns_ledger: Path, tmp_path: Path,
+    dns_server: Dnsmasq,
+    dns_ledger: Path,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     flood = {
-        "type": "action", "name": "flood",
-        "provider": {"type": "python", "module": "chaos_ext.dns.actions", "func": "flood_dns",
-                     "arguments": {"server": dns_server.address, "port": dns_server.port,
-                                   "names": ["web"], "qps": 100, "duration_seconds": 120,
-                                   "workers": 2}},
-    }  # fmt: skip
+        "type": "action",
+        "name": "flood",
+        "provider": {
+            "type": "python",
+            "module": "chaos_ext.dns.actions",
+            "func": "flood_dns",
+            "arguments": {
+                "server": dns_server.address,
+                "port": dns_server.port,
+                "names": ["web"],
+                "qps": 100,
+                "duration_seconds": 120,
+                "workers": 2,
+            },
+        },
+    }
     path = write_experiment(
         {"title": "flood, runner killed", "description": "-", "method": [flood]}
     )
     runner = subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
-        env=cli_env(dns_ledger), cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=cli_env(dns_ledger),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: sum(_logged(dns_server).values()) > 50, 60, "the flood to reach dnsmasq")
         (entry,) = Ledger(dns_ledger).open_entries()

@@ -57,9 +57,16 @@ def test_wire_query_and_classification_round_trip() -> None:
 
 def _plan(**overrides: Any) -> FloodPlan:
     settings: dict[str, Any] = {
-        "server": "127.0.0.1", "port": 53, "qps": 100.0, "duration": 10.0, "max_queries": 1000,
-        "protocol": "udp", "timeout": 1.0, "concurrency": 100, "sockets": 1,
-    }  # fmt: skip
+        "server": "127.0.0.1",
+        "port": 53,
+        "qps": 100.0,
+        "duration": 10.0,
+        "max_queries": 1000,
+        "protocol": "udp",
+        "timeout": 1.0,
+        "concurrency": 100,
+        "sockets": 1,
+    }
     return FloodPlan(**{**settings, **overrides})
 
 
@@ -92,11 +99,21 @@ def test_book_walks_the_search_chain_on_nxdomain_and_stops_on_answer() -> None:
 
 
 FLOOD = {
-    "server": "127.0.0.1", "names": ["www.example.test"], "port": 53, "qps": 100,
-    "duration_seconds": 10, "protocol": "udp", "search_domains": None, "ndots": 1, "qtype": "A",
+    "server": "127.0.0.1",
+    "names": ["www.example.test"],
+    "port": 53,
+    "qps": 100,
+    "duration_seconds": 10,
+    "protocol": "udp",
+    "search_domains": None,
+    "ndots": 1,
+    "qtype": "A",
     "timeout_seconds": 1.0,
-    "concurrency": 100, "max_queries": 0, "sockets": 4, "workers": 1,
-}  # fmt: skip
+    "concurrency": 100,
+    "max_queries": 0,
+    "sockets": 4,
+    "workers": 1,
+}
 
 
 @pytest.mark.parametrize(
@@ -123,16 +140,34 @@ def test_flood_check_refuses_absurd_values(change: dict[str, Any], message: str)
 
 
 def test_saturation_and_probe_checks() -> None:
-    good = {"server": "10.96.0.10", "port": 53, "connections": 25, "hold_seconds": 60,
-            "query_name": "", "connect_timeout_seconds": 3.0}  # fmt: skip
+    good = {
+        "server": "10.96.0.10",
+        "port": 53,
+        "connections": 25,
+        "hold_seconds": 60,
+        "query_name": "",
+        "connect_timeout_seconds": 3.0,
+    }
     check_saturation(good)
-    for change in ({"connections": 0}, {"connections": 50_000}, {"hold_seconds": 7_200},
-                   {"query_name": "bad..name"}, {"server": "localhost"}):  # fmt: skip
+    for change in (
+        {"connections": 0},
+        {"connections": 50_000},
+        {"hold_seconds": 7_200},
+        {"query_name": "bad..name"},
+        {"server": "localhost"},
+    ):
         with pytest.raises(InvalidArgument):
             check_saturation({**good, **change})
-    probe = {"server": "::1", "port": 53, "name": "www.example.test", "protocol": "tcp",
-             "samples": 20, "timeout_seconds": 1.0, "qtype": "A",
-             "interval_seconds": 0.0}  # fmt: skip
+    probe = {
+        "server": "::1",
+        "port": 53,
+        "name": "www.example.test",
+        "protocol": "tcp",
+        "samples": 20,
+        "timeout_seconds": 1.0,
+        "qtype": "A",
+        "interval_seconds": 0.0,
+    }
     check_resolution_stats(probe)
     with pytest.raises(InvalidArgument, match="fewer samples"):
         check_resolution_stats({**probe, "samples": 10_000, "timeout_seconds": 30})

@@ -64,34 +64,57 @@ def delete(path: Path) -> None:
 
 
 def _experiment(server: Dnsmasq) -> dict[str, Any]:
-    hold = {"server": server.address, "port": server.port, "connections": CONNECTIONS,
-            "hold_seconds": 240}  # fmt: skip
+    hold = {
+        "server": server.address,
+        "port": server.port,
+        "connections": CONNECTIONS,
+        "hold_seconds": 240,
+    }
     return {
         "title": "a DNS hold whose ledger is then damaged",
         "description": "issue 22, defect 2",
         "method": [
-            {"type": "action", "name": "hold",
-             "provider": {"type": "python", "module": "chaos_ext.dns.actions",
-                          "func": "saturate_dnsmasq_tcp", "arguments": hold}},
-            {"type": "probe", "name": "wait",
-             "provider": {"type": "process", "path": "sleep", "arguments": "120",
-                          "timeout": 150}},
+            {
+                "type": "action",
+                "name": "hold",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.dns.actions",
+                    "func": "saturate_dnsmasq_tcp",
+                    "arguments": hold,
+                },
+            },
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {
+                    "type": "process",
+                    "path": "sleep",
+                    "arguments": "120",
+                    "timeout": 150,
+                },
+            },
         ],
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize("damage", [damage_index, damage_last_page, truncate, delete])
 def test_a_damaged_ledger_refuses_lists_the_hold_and_is_repaired(
-    damage: Callable[[Path], None], dns_server: Dnsmasq, dns_ledger: Path, tmp_path: Path,
+    damage: Callable[[Path], None],
+    dns_server: Dnsmasq,
+    dns_ledger: Path,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     path = write_experiment(_experiment(dns_server))
     runner = subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp_path / "j.json"), str(path)),
-        env=cli_env(dns_ledger), cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=cli_env(dns_ledger),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: established(dns_server.port) == CONNECTIONS, 90, "25 connections held")
         (entry,) = Ledger(dns_ledger).open_entries()

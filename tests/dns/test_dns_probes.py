@@ -79,15 +79,18 @@ def test_two_dnsmasqs_on_one_port_need_a_pid(netns_dnsmasq: Dnsmasq) -> None:
 
 
 def test_resolution_stats_counts_answers_and_failures(dns_server: Dnsmasq) -> None:
-    ok = dns_resolution_stats(dns_server.address, "www.example.test", port=dns_server.port,
-                              samples=20)  # fmt: skip
+    ok = dns_resolution_stats(
+        dns_server.address, "www.example.test", port=dns_server.port, samples=20
+    )
     assert ok["answered"] == 20 and ok["failure_ratio"] == 0.0 and ok["timeout_ratio"] == 0.0
     assert 0 < ok["p50_ms"] <= ok["p95_ms"] <= ok["p99_ms"] <= ok["max_ms"] < 500
-    missing = dns_resolution_stats(dns_server.address, "nope.example.test", port=dns_server.port,
-                                   protocol="tcp", samples=4)  # fmt: skip
+    missing = dns_resolution_stats(
+        dns_server.address, "nope.example.test", port=dns_server.port, protocol="tcp", samples=4
+    )
     assert missing["failure_ratio"] == 1.0 and missing["outcomes"] == {"nxdomain": 4}
-    refused = dns_resolution_stats(dns_server.address, "example.org", port=dns_server.port,
-                                   samples=2)  # fmt: skip
+    refused = dns_resolution_stats(
+        dns_server.address, "example.org", port=dns_server.port, samples=2
+    )
     assert refused["outcomes"] == {"refused": 2}
 
 
@@ -95,8 +98,9 @@ def test_resolution_stats_times_out_on_a_silent_port() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
         silent.bind(("127.0.0.1", 0))  # bound but never answering
         port = silent.getsockname()[1]
-        stats = dns_resolution_stats("127.0.0.1", "www.example.test", port=port, samples=2,
-                                     timeout_seconds=0.2)  # fmt: skip
+        stats = dns_resolution_stats(
+            "127.0.0.1", "www.example.test", port=port, samples=2, timeout_seconds=0.2
+        )
     # the timeout counts in full, to the histogram's 3 significant digits
     assert stats["timeout_ratio"] == 1.0 and stats["p99_ms"] == pytest.approx(200.0, rel=0.001)
 

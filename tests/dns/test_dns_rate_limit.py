@@ -25,7 +25,7 @@ from support.dns_netlab import (
     host_tables,
     netns_tables,
     resolver_pair,
-)  # fmt: skip
+)
 from support.harness import ROOT, cli_env, gameday_argv, wait_for
 
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
@@ -76,8 +76,10 @@ def test_limit_holds_100_pps_when_1000_qps_are_offered_and_undo_restores(
     assert removed["undone"] == 1 and removed["unrecorded"] == []
     assert netns_tables(pair.client_ns) == []
     after = flood_from(pair, qps=1000, duration_seconds=3)
-    assert after["achieved_qps"] >= 0.9 * baseline["achieved_qps"], (_rates(baseline),
-                                                                     _rates(after))  # fmt: skip
+    assert after["achieved_qps"] >= 0.9 * baseline["achieved_qps"], (
+        _rates(baseline),
+        _rates(after),
+    )
     assert after["error"] == 0
     assert Ledger(ledger_path).open_entries() == []
     assert dns_rate_limit_drops(target=pair.target)["active"] is False
@@ -103,10 +105,17 @@ def test_only_packets_to_the_named_resolvers_count(pair: ResolverPair) -> None:
 def test_bad_input_is_refused_before_anything_changes(
     pair: ResolverPair, ledger_path: Path
 ) -> None:
-    for bad in ({"pps": 0}, {"pps": "100"}, {"burst": -1}, {"port": 0},
-                {"resolvers": ["kube-dns"]}, {"resolvers": "10.0.0.2"},
-                {"duration_seconds": -1}, {"target": "netns:"},
-                {"target": "host:1.2.3.4"}):  # fmt: skip
+    for bad in (
+        {"pps": 0},
+        {"pps": "100"},
+        {"burst": -1},
+        {"port": 0},
+        {"resolvers": ["kube-dns"]},
+        {"resolvers": "10.0.0.2"},
+        {"duration_seconds": -1},
+        {"target": "netns:"},
+        {"target": "host:1.2.3.4"},
+    ):
         arguments: dict[str, Any] = {"pps": 100, "target": pair.target, **bad}
         with pytest.raises(InvalidArgument):
             limit_dns_rate(**arguments)
@@ -146,8 +155,15 @@ def test_preflight_names_a_missing_nftables_binding(pair: ResolverPair, tmp_path
         "    print('PreflightFailed:', exc)\n"
     )
     env = cli_env(tmp_path / "ledger.sqlite3")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, env=env, cwd=ROOT, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    ).stdout
     assert "PreflightFailed: the Python module nftables is missing: pip install pip-nftables" in out
     assert netns_tables(pair.client_ns) == []
     assert (
@@ -168,28 +184,41 @@ def _killed_run_experiment(pair: ResolverPair) -> dict[str, Any]:
         "title": "VPC resolver packet limit, runner killed",
         "description": "the table must be found and deleted by gameday rollback",
         "method": [
-            {"type": "action", "name": "limit-dns-like-the-vpc-resolver",
-             "provider": {"type": "python", "module": "chaos_ext.dns.actions",
-                          "func": "limit_dns_rate",
-                          "arguments": {"pps": 100, "target": pair.target}}},
-            {"type": "probe", "name": "wait",
-             "provider": {"type": "process", "path": "sleep", "arguments": "90", "timeout": 120}},
+            {
+                "type": "action",
+                "name": "limit-dns-like-the-vpc-resolver",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.dns.actions",
+                    "func": "limit_dns_rate",
+                    "arguments": {"pps": 100, "target": pair.target},
+                },
+            },
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {"type": "process", "path": "sleep", "arguments": "90", "timeout": 120},
+            },
         ],
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.slow
 def test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_table(
-    pair: ResolverPair, ledger_path: Path, tmp_path: Path,
+    pair: ResolverPair,
+    ledger_path: Path,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     path = write_experiment(_killed_run_experiment(pair))
     runner = subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
-        env=cli_env(ledger_path), cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: len(netns_tables(pair.client_ns)) == 1, 90, "the run's limit")
     finally:
@@ -222,9 +251,11 @@ time.sleep(120)
 def test_remove_leaves_a_live_runs_limit_alone(pair: ResolverPair, ledger_path: Path) -> None:
     """Issue 22, point 5: another live run's table is neither ours nor "unrecorded"."""
     other = subprocess.Popen(
-        [sys.executable, "-c", _OTHER_RUN, pair.target], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", _OTHER_RUN, pair.target],
+        stdout=subprocess.PIPE,
+        text=True,
         env=cli_env(ledger_path),
-    )  # fmt: skip
+    )
     try:
         assert other.stdout is not None and other.stdout.readline() == "limited\n"
         (table,) = netns_tables(pair.client_ns)

@@ -16,16 +16,50 @@ from chaos_ext.errors import InvalidArgument
 UPSTREAM_LIMIT_OVER = {"burst": 10, "inv": True, "per": "second", "rate": 1023}
 
 #: what nft 1.0.6 answered to ``list table`` for a loaded limit (captured in a test namespace)
-LISTED = {"nftables": [
-    {"metainfo": {"version": "1.0.6", "release_name": "Lester Gooch #5", "json_schema_version": 1}},
-    {"table": {"family": "inet", "name": "gameday_dnsrate_1d03103f8922", "handle": 1}},
-    {"limit": {"family": "inet", "name": "dns_pps", "table": "gameday_dnsrate_1d03103f8922",
-               "handle": 1, "rate": 100, "per": "second", "inv": True, "burst": 100}},
-    {"counter": {"family": "inet", "name": "dns_packets", "table": "gameday_dnsrate_1d03103f8922",
-                 "handle": 2, "packets": 5000, "bytes": 235000}},
-    {"counter": {"family": "inet", "name": "dns_dropped", "table": "gameday_dnsrate_1d03103f8922",
-                 "handle": 3, "packets": 4401, "bytes": 206847}},
-]}  # fmt: skip
+LISTED = {
+    "nftables": [
+        {
+            "metainfo": {
+                "version": "1.0.6",
+                "release_name": "Lester Gooch #5",
+                "json_schema_version": 1,
+            }
+        },
+        {"table": {"family": "inet", "name": "gameday_dnsrate_1d03103f8922", "handle": 1}},
+        {
+            "limit": {
+                "family": "inet",
+                "name": "dns_pps",
+                "table": "gameday_dnsrate_1d03103f8922",
+                "handle": 1,
+                "rate": 100,
+                "per": "second",
+                "inv": True,
+                "burst": 100,
+            }
+        },
+        {
+            "counter": {
+                "family": "inet",
+                "name": "dns_packets",
+                "table": "gameday_dnsrate_1d03103f8922",
+                "handle": 2,
+                "packets": 5000,
+                "bytes": 235000,
+            }
+        },
+        {
+            "counter": {
+                "family": "inet",
+                "name": "dns_dropped",
+                "table": "gameday_dnsrate_1d03103f8922",
+                "handle": 3,
+                "packets": 4401,
+                "bytes": 206847,
+            }
+        },
+    ]
+}
 
 
 def test_defaults_are_the_vpc_resolvers_limit_with_one_second_of_burst() -> None:
@@ -69,10 +103,19 @@ def test_every_rule_shares_one_bucket_and_leaves_loopback_alone() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [{"pps": 0}, {"pps": 10**8}, {"pps": 1.5}, {"pps": True}, {"burst": -1}, {"port": 70000},
-     {"resolvers": ["dns.google"]}, {"resolvers": "10.0.0.2"}, {"resolvers": ["10.0.0.1"] * 33},
-     {"duration_seconds": 10**6}],
-)  # fmt: skip
+    [
+        {"pps": 0},
+        {"pps": 10**8},
+        {"pps": 1.5},
+        {"pps": True},
+        {"burst": -1},
+        {"port": 70000},
+        {"resolvers": ["dns.google"]},
+        {"resolvers": "10.0.0.2"},
+        {"resolvers": ["10.0.0.1"] * 33},
+        {"duration_seconds": 10**6},
+    ],
+)
 def test_bad_arguments_are_named(bad: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument, match=next(iter(bad))):
         _ratelimit.check_limit_arguments(bad)
@@ -80,19 +123,27 @@ def test_bad_arguments_are_named(bad: dict[str, Any]) -> None:
 
 def test_counters_come_from_our_table_only() -> None:
     found = _ratelimit.counters_of(LISTED, "gameday_dnsrate_1d03103f8922")
-    assert found == {"table": "gameday_dnsrate_1d03103f8922", "pps": 100, "burst": 100,
-                     "packets": 5000, "dropped": 4401, "passed": 599}  # fmt: skip
+    assert found == {
+        "table": "gameday_dnsrate_1d03103f8922",
+        "pps": 100,
+        "burst": 100,
+        "packets": 5000,
+        "dropped": 4401,
+        "passed": 599,
+    }
     with pytest.raises(ValueError, match="lacks"):
         _ratelimit.counters_of(LISTED, "gameday_dnsrate_ffffffffffff")
 
 
 def test_only_our_table_names_are_ours() -> None:
-    listing = {"nftables": [
-        {"table": {"family": "inet", "name": "filter"}},
-        {"table": {"family": "ip", "name": "gameday_dnsrate_0123456789ab"}},  # not inet
-        {"table": {"family": "inet", "name": "gameday_dnsrate_0123456789ab"}},
-        {"table": {"family": "inet", "name": "gameday_dnsrate_x; flush ruleset"}},
-    ]}  # fmt: skip
+    listing = {
+        "nftables": [
+            {"table": {"family": "inet", "name": "filter"}},
+            {"table": {"family": "ip", "name": "gameday_dnsrate_0123456789ab"}},  # not inet
+            {"table": {"family": "inet", "name": "gameday_dnsrate_0123456789ab"}},
+            {"table": {"family": "inet", "name": "gameday_dnsrate_x; flush ruleset"}},
+        ]
+    }
     assert _ratelimit.our_tables(listing) == ["gameday_dnsrate_0123456789ab"]
     with pytest.raises(InvalidArgument):
         _ratelimit.table_name("not-hex")

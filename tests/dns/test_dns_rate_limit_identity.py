@@ -50,9 +50,11 @@ def ns() -> Iterator[Spelled]:
 def _start_a(target: str, ledger: Path) -> tuple[subprocess.Popen[str], str, str]:
     """Run A, alive until killed: (process, its table, its entry id)."""
     run_a = subprocess.Popen(
-        [sys.executable, "-c", _RUN_A, target], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", _RUN_A, target],
+        stdout=subprocess.PIPE,
+        text=True,
         env=cli_env(ledger),
-    )  # fmt: skip
+    )
     assert run_a.stdout is not None
     table, entry_id = run_a.stdout.readline().split()
     return run_a, table, entry_id
@@ -68,9 +70,14 @@ PAIRS = [(a, b) for a, b in itertools.product(SPELLINGS, SPELLINGS) if a != b]
 @pytest.mark.parametrize("ledgers", ["one ledger", "two ledgers"])
 @pytest.mark.parametrize(("spelled_a", "spelled_b"), PAIRS)
 def test_a_rollback_spelled_otherwise_never_takes_a_live_runs_limit(
-    ns: Spelled, spelled_a: str, spelled_b: str, ledgers: str, ledger_path: Path,
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    ns: Spelled,
+    spelled_a: str,
+    spelled_b: str,
+    ledgers: str,
+    ledger_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     ledger_b = ledger_path if ledgers == "one ledger" else tmp_path / "b" / "ledger.sqlite3"
     run_a, table, entry_id = _start_a(ns.spell(spelled_a), ledger_path)
     monkeypatch.setenv("GAMEDAY_LEDGER", str(ledger_b))

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def _in(ns: str, *argv: str) -> str:
-    return subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True,
-                          timeout=30, check=True).stdout  # fmt: skip
+    return subprocess.run(
+        ["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
 
 
 def _stateless_ruleset(ns: str) -> list[dict[str, object]]:

@@ -35,9 +35,10 @@ def node(ledger_path: Path, tmp_path: Path) -> Iterator[tuple[ResolverPair, sshd
     before = host_tables()
     with (
         resolver_pair() as pair,
-        sshd.start(workdir=tmp_path / "sshd",
-                   netns_prefix=["ip", "netns", "exec", pair.client_ns]) as server,
-    ):  # fmt: skip
+        sshd.start(
+            workdir=tmp_path / "sshd", netns_prefix=["ip", "netns", "exec", pair.client_ns]
+        ) as server,
+    ):
         yield pair, server
     assert host_tables() == before
 

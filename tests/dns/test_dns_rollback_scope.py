@@ -23,9 +23,16 @@ from chaos_ext.ledger import Ledger
 
 
 def _action(func: str, **arguments: Any) -> dict[str, Any]:
-    return {"type": "action", "name": func.replace("_", "-"),
-            "provider": {"type": "python", "module": "chaos_ext.dns.actions", "func": func,
-                         "arguments": arguments}}  # fmt: skip
+    return {
+        "type": "action",
+        "name": func.replace("_", "-"),
+        "provider": {
+            "type": "python",
+            "module": "chaos_ext.dns.actions",
+            "func": func,
+            "arguments": arguments,
+        },
+    }
 
 
 def _run(server: Dnsmasq, connections: int, wait_s: int, **release: Any) -> dict[str, Any]:
@@ -35,29 +42,45 @@ def _run(server: Dnsmasq, connections: int, wait_s: int, **release: Any) -> dict
         "description": "issue 22, defect 5",
         "method": [
             _action("saturate_dnsmasq_tcp", **where, connections=connections, hold_seconds=120),
-            {"type": "probe", "name": "pause",
-             "provider": {"type": "process", "path": "sleep", "arguments": str(wait_s),
-                          "timeout": wait_s + 30}},
+            {
+                "type": "probe",
+                "name": "pause",
+                "provider": {
+                    "type": "process",
+                    "path": "sleep",
+                    "arguments": str(wait_s),
+                    "timeout": wait_s + 30,
+                },
+            },
         ],
         "rollbacks": [_action("release_dnsmasq_tcp", **where, **release)],
-    }  # fmt: skip
+    }
 
 
 def test_run_b_releases_only_its_own_hold_and_a_dead_runs_only_when_asked(
-    dns_server: Dnsmasq, dns_ledger: Path, tmp_path: Path,
+    dns_server: Dnsmasq,
+    dns_ledger: Path,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     run_a = subprocess.Popen(
-        gameday_argv("run", "--journal", "a.json", str(write_experiment(_run(dns_server, 8, 90),
-                                                                        "a.json.in"))),
-        env=cli_env(dns_ledger), cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        gameday_argv(
+            "run",
+            "--journal",
+            "a.json",
+            str(write_experiment(_run(dns_server, 8, 90), "a.json.in")),
+        ),
+        env=cli_env(dns_ledger),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: established(dns_server.port) == 8, 60, "run A's 8 connections")
-        b = gameday("run", "--journal", "b.json", str(write_experiment(_run(dns_server, 4, 1),
-                                                                       "b.json.in")))  # fmt: skip
+        b = gameday(
+            "run", "--journal", "b.json", str(write_experiment(_run(dns_server, 4, 1), "b.json.in"))
+        )
         assert b.returncode == 0, b.stderr
         released = json.loads((tmp_path / "b.json").read_text())["rollbacks"][0]["output"]
         assert released["undone"] == 1
@@ -71,18 +94,31 @@ def test_run_b_releases_only_its_own_hold_and_a_dead_runs_only_when_asked(
         run_a.send_signal(signal.SIGKILL)
         run_a.wait(timeout=10)
     # A is dead now: a run's rollback takes its hold only when asked to
-    c = gameday("run", "--no-recover", "--journal", "c.json",
-                str(write_experiment(_run(dns_server, 2, 1), "c.json.in")))  # fmt: skip
+    c = gameday(
+        "run",
+        "--no-recover",
+        "--journal",
+        "c.json",
+        str(write_experiment(_run(dns_server, 2, 1), "c.json.in")),
+    )
     assert c.returncode == 2  # --no-recover: A's leftover is there, the run refuses
     d_run = _run(dns_server, 2, 1, include_dead_runs=True)
     d_run["method"] = d_run["method"][1:]  # no hold of its own: only the rollback
     # plain `chaos run` (no start-up recovery): only the explicit argument releases it
     plain = subprocess.run(
-        [str(Path(sys.executable).parent / "chaos"), "--no-version-check", "run",
-         str(write_experiment(d_run, "d.json"))],
-        env=cli_env(dns_ledger), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [
+            str(Path(sys.executable).parent / "chaos"),
+            "--no-version-check",
+            "run",
+            str(write_experiment(d_run, "d.json")),
+        ],
+        env=cli_env(dns_ledger),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         check=False,
-    )  # fmt: skip
+    )
     assert plain.returncode == 0, plain.stdout + plain.stderr
     wait_for(lambda: established(dns_server.port) == 0, 10, "A's connections released")
     assert Ledger(dns_ledger).open_entries() == []

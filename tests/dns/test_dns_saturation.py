@@ -26,9 +26,13 @@ from chaos_ext.ledger import Ledger
 
 def _stats(server: Dnsmasq, protocol: str, samples: int = 3) -> dict[str, Any]:
     return dns_resolution_stats(
-        server.address, "www.example.test", port=server.port, protocol=protocol,
-        samples=samples, timeout_seconds=0.5,
-    )  # fmt: skip
+        server.address,
+        "www.example.test",
+        port=server.port,
+        protocol=protocol,
+        samples=samples,
+        timeout_seconds=0.5,
+    )
 
 
 def test_holding_20_connections_fails_tcp_not_udp_and_undo_restores_tcp(
@@ -68,9 +72,13 @@ def test_nineteen_connections_leave_tcp_working(dns_server: Dnsmasq, dns_ledger:
 
 def test_one_query_per_connection_then_idle(dns_server: Dnsmasq, dns_ledger: Path) -> None:
     held = saturate_dnsmasq_tcp(
-        dns_server.address, port=dns_server.port, connections=25, hold_seconds=30,
-        query_name="kubernetes.default.svc.cluster.local", connect_timeout_seconds=1.0,
-    )  # fmt: skip
+        dns_server.address,
+        port=dns_server.port,
+        connections=25,
+        hold_seconds=30,
+        query_name="kubernetes.default.svc.cluster.local",
+        connect_timeout_seconds=1.0,
+    )
     # 20 children answer; 5 connections wait in dnsmasq's accept queue, unanswered
     assert (held["opened"], held["answered"], held["held"]) == (25, 20, 25)
     queries = dns_server.query_counts()[("A", "kubernetes.default.svc.cluster.local")]
@@ -106,8 +114,13 @@ def test_unreachable_server_fails_and_leaves_nothing(dns_ledger: Path) -> None:
 def test_bad_input_is_refused_before_anything_happens(
     dns_server: Dnsmasq, dns_ledger: Path
 ) -> None:
-    for bad in ({"connections": 0}, {"connections": 100_000}, {"hold_seconds": 86_400},
-                {"server": "dnsmasq.local"}, {"port": "53"}):  # fmt: skip
+    for bad in (
+        {"connections": 0},
+        {"connections": 100_000},
+        {"hold_seconds": 86_400},
+        {"server": "dnsmasq.local"},
+        {"port": "53"},
+    ):
         args: dict[str, Any] = {"server": dns_server.address, "port": dns_server.port, **bad}
         with pytest.raises(InvalidArgument):
             saturate_dnsmasq_tcp(**args)
@@ -121,34 +134,44 @@ def _saturation_experiment(server: Dnsmasq) -> dict[str, Any]:
         "description": "the holder must be found and stopped by gameday rollback",
         "method": [
             {
-                "type": "action", "name": "hold-dnsmasq-tcp",
+                "type": "action",
+                "name": "hold-dnsmasq-tcp",
                 "provider": {
-                    "type": "python", "module": "chaos_ext.dns.actions",
+                    "type": "python",
+                    "module": "chaos_ext.dns.actions",
                     "func": "saturate_dnsmasq_tcp",
-                    "arguments": {"server": server.address, "port": server.port,
-                                  "connections": 20, "hold_seconds": 120},
+                    "arguments": {
+                        "server": server.address,
+                        "port": server.port,
+                        "connections": 20,
+                        "hold_seconds": 120,
+                    },
                 },
             },
             {
-                "type": "probe", "name": "wait",
-                "provider": {"type": "process", "path": "sleep", "arguments": "60",
-                             "timeout": 90},
+                "type": "probe",
+                "name": "wait",
+                "provider": {"type": "process", "path": "sleep", "arguments": "60", "timeout": 90},
             },
         ],
-    }  # fmt: skip
+    }
 
 
 def test_sigkill_runner_then_gameday_rollback_releases_the_connections(
-    dns_server: Dnsmasq, dns_ledger: Path, tmp_path: Path,
+    dns_server: Dnsmasq,
+    dns_ledger: Path,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     path = write_experiment(_saturation_experiment(dns_server))
     runner = subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
-        env=cli_env(dns_ledger), cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=cli_env(dns_ledger),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: len(dns_server.children()) == 20, 60, "20 children held by the run")
         (entry,) = Ledger(dns_ledger).open_entries()
@@ -173,8 +196,9 @@ def test_sigkill_runner_then_gameday_rollback_releases_the_connections(
 
 def test_the_release_says_why_no_holder_was_left(dns_server: Dnsmasq, dns_ledger: Path) -> None:
     """Issue 27, item 5: "(hold time elapsed)" only when it did; a stopped holder is told."""
-    held = saturate_dnsmasq_tcp(dns_server.address, port=dns_server.port, connections=2,
-                                hold_seconds=60)  # fmt: skip
+    held = saturate_dnsmasq_tcp(
+        dns_server.address, port=dns_server.port, connections=2, hold_seconds=60
+    )
     assert stop_helpers(held["ledger_id"]) == 1  # stopped by someone else than this undo
     (fault,) = release_dnsmasq_tcp()["faults"]
     assert fault["note"] == (

@@ -28,25 +28,40 @@ Gameday = Callable[..., subprocess.CompletedProcess[str]]
 
 def experiment(server: str, port: int, url: str, pause: float = 0) -> dict[str, Any]:
     hold: dict[str, Any] = {
-        "type": "action", "name": "hold-dns-tcp",
-        "provider": {"type": "python", "module": "chaos_ext.dns.actions",
-                     "func": "saturate_dnsmasq_tcp",
-                     "arguments": {"server": server, "port": port, "connections": 5,
-                                   "hold_seconds": 120}},
-    }  # fmt: skip
+        "type": "action",
+        "name": "hold-dns-tcp",
+        "provider": {
+            "type": "python",
+            "module": "chaos_ext.dns.actions",
+            "func": "saturate_dnsmasq_tcp",
+            "arguments": {"server": server, "port": port, "connections": 5, "hold_seconds": 120},
+        },
+    }
     if pause:
         hold["pauses"] = {"after": pause}
     return {
-        "version": "1.0.0", "title": "envelope cli", "description": "d",
-        "steady-state-hypothesis": {"title": "fast", "probes": [{
-            "type": "probe", "name": "app-median-ms",
-            "tolerance": {"type": "range", "range": [0, 300]},
-            "provider": {"type": "python", "module": "support.envelope_app",
-                         "func": "median_request_ms", "arguments": {"url": url}},
-        }]},
+        "version": "1.0.0",
+        "title": "envelope cli",
+        "description": "d",
+        "steady-state-hypothesis": {
+            "title": "fast",
+            "probes": [
+                {
+                    "type": "probe",
+                    "name": "app-median-ms",
+                    "tolerance": {"type": "range", "range": [0, 300]},
+                    "provider": {
+                        "type": "python",
+                        "module": "support.envelope_app",
+                        "func": "median_request_ms",
+                        "arguments": {"url": url},
+                    },
+                }
+            ],
+        },
         "method": [hold],
         "rollbacks": [],
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture
@@ -77,8 +92,15 @@ def test_bad_input_exits_3_and_injects_nothing(
 
 
 def test_dry_run_prints_the_plan(gameday: Gameday, offline: Path, ledger_path: Path) -> None:
-    done = gameday("envelope", str(offline), "--vary", "hold-dns-tcp.connections=1..40",
-                   "--repeats", "1", "--dry-run")  # fmt: skip
+    done = gameday(
+        "envelope",
+        str(offline),
+        "--vary",
+        "hold-dns-tcp.connections=1..40",
+        "--repeats",
+        "1",
+        "--dry-run",
+    )
     assert done.returncode == 0, done.stderr
     assert "harsh end (blast radius) 40" in done.stderr
     assert "at most 10 runs (cap 20)" in done.stderr
@@ -90,8 +112,9 @@ def test_an_existing_envelope_is_not_overwritten(gameday: Gameday, offline: Path
     out = offline.parent / "out"
     out.mkdir()
     (out / "envelope.json").write_text("{}")
-    done = gameday("envelope", str(offline), "--vary", "hold-dns-tcp.connections=1..40",
-                   "-o", str(out))  # fmt: skip
+    done = gameday(
+        "envelope", str(offline), "--vary", "hold-dns-tcp.connections=1..40", "-o", str(out)
+    )
     assert done.returncode == 3 and "already holds an envelope.json" in done.stderr
 
 
@@ -103,10 +126,24 @@ def test_help_teaches_the_search_and_its_safety(gameday: Gameday) -> None:
 
 
 def _start(ledger: Path, path: Path, tmp: Path) -> subprocess.Popen[str]:
-    argv = gameday_argv("envelope", str(path), "--vary", "hold-dns-tcp.connections=1..40",
-                        "--repeats", "1", "-o", str(tmp / "out"))  # fmt: skip
-    return subprocess.Popen(argv, env=cli_env(ledger), cwd=tmp, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    argv = gameday_argv(
+        "envelope",
+        str(path),
+        "--vary",
+        "hold-dns-tcp.connections=1..40",
+        "--repeats",
+        "1",
+        "-o",
+        str(tmp / "out"),
+    )
+    return subprocess.Popen(
+        argv,
+        env=cli_env(ledger),
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _held(ledger: Path) -> bool:
@@ -117,9 +154,13 @@ def _held(ledger: Path) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_rolls_the_run_back_and_ends_the_search(
-    sig: signal.Signals, tmp_path: Path, dns_server: Dnsmasq, fragile_app: DnsBackedApp,
-    clean_ledger: Path, write_experiment: Callable[..., Path],
-) -> None:  # fmt: skip
+    sig: signal.Signals,
+    tmp_path: Path,
+    dns_server: Dnsmasq,
+    fragile_app: DnsBackedApp,
+    clean_ledger: Path,
+    write_experiment: Callable[..., Path],
+) -> None:
     path = write_experiment(experiment(dns_server.address, dns_server.port, fragile_app.url, 30))
     proc = _start(clean_ledger, path, tmp_path)
     wait_for(lambda: _held(clean_ledger), 60, "the first run's connections held")
@@ -136,9 +177,13 @@ def test_a_signal_rolls_the_run_back_and_ends_the_search(
 
 @pytest.mark.slow
 def test_after_sigkill_gameday_rollback_undoes_the_run(
-    tmp_path: Path, dns_server: Dnsmasq, fragile_app: DnsBackedApp, clean_ledger: Path,
-    write_experiment: Callable[..., Path], gameday: Gameday,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    dns_server: Dnsmasq,
+    fragile_app: DnsBackedApp,
+    clean_ledger: Path,
+    write_experiment: Callable[..., Path],
+    gameday: Gameday,
+) -> None:
     path = write_experiment(experiment(dns_server.address, dns_server.port, fragile_app.url, 30))
     proc = _start(clean_ledger, path, tmp_path)
     wait_for(lambda: _held(clean_ledger), 60, "the first run's connections held")

@@ -46,8 +46,9 @@ def test_the_search_finds_dnsmasqs_child_limit_and_tuning_moves_it(
 ) -> None:
     settings = {"vary": "hold-dns-tcp.connections=1..40", "repeats": 1, "label": "fragile"}
     experiment = write(tmp_path, dns_experiment(fragile_app, dns_server, settings))
-    done = run_gameday(tmp_path, clean_ledger, "envelope", str(experiment), "-o", "fragile",
-                       timeout=600)  # fmt: skip
+    done = run_gameday(
+        tmp_path, clean_ledger, "envelope", str(experiment), "-o", "fragile", timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "breaks between 19 and 20 connections" in done.stderr
     doc = json.loads((tmp_path / "fragile" / "envelope.json").read_text())
@@ -69,8 +70,9 @@ def test_the_search_finds_dnsmasqs_child_limit_and_tuning_moves_it(
     with DnsBackedApp(dns_server.address, dns_server.port, cache_seconds=600) as tuned_app:
         settings = {**settings, "label": "tuned"}
         experiment = write(tmp_path, dns_experiment(tuned_app, dns_server, settings), "t.json")
-        done = run_gameday(tmp_path, clean_ledger, "envelope", str(experiment), "-o", "tuned",
-                           timeout=600)  # fmt: skip
+        done = run_gameday(
+            tmp_path, clean_ledger, "envelope", str(experiment), "-o", "tuned", timeout=600
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     tuned = json.loads((tmp_path / "tuned" / "envelope.json").read_text())["result"]
     assert tuned["kind"] == "holds-to-harsh-end" and tuned["agreement"] == "held 2/2 at 40"
@@ -85,11 +87,29 @@ def test_the_search_finds_dnsmasqs_child_limit_and_tuning_moves_it(
     assert "<svg" in (tmp_path / "cmp" / "envelope-comparison.html").read_text()
 
     for floor, code in (("connections=19", 0), ("connections=20", 1), ("delay_seconds=5", 3)):
-        gated = run_gameday(tmp_path, clean_ledger, "gate", "--journals", "fragile",
-                            "--min-envelope", floor, "--junit", "j.xml")  # fmt: skip
+        gated = run_gameday(
+            tmp_path,
+            clean_ledger,
+            "gate",
+            "--journals",
+            "fragile",
+            "--min-envelope",
+            floor,
+            "--junit",
+            "j.xml",
+        )
         assert gated.returncode == code, (floor, gated.stderr)
-    gated = run_gameday(tmp_path, clean_ledger, "gate", "--journals", "tuned", "--min-envelope",
-                        "hold-dns-tcp.connections=30", "--junit", "j.xml")  # fmt: skip
+    gated = run_gameday(
+        tmp_path,
+        clean_ledger,
+        "gate",
+        "--journals",
+        "tuned",
+        "--min-envelope",
+        "hold-dns-tcp.connections=30",
+        "--junit",
+        "j.xml",
+    )
     assert gated.returncode == 0, gated.stderr
 
     reported = run_gameday(tmp_path, clean_ledger, "report", "fragile", "-o", "report")
@@ -112,15 +132,25 @@ def test_a_noisy_boundary_is_reported_with_its_disagreeing_repeats(
     """
     state = tmp_path / "neighbour-calls"
     neighbour = {
-        "type": "action", "name": "noisy-neighbour",
-        "provider": {"type": "python", "module": "support.envelope_app", "func": "noisy_neighbour",
-                     "arguments": {"server": dns_server.address, "port": dns_server.port,
-                                   "state_file": str(state), "every": 3}},
-    }  # fmt: skip
+        "type": "action",
+        "name": "noisy-neighbour",
+        "provider": {
+            "type": "python",
+            "module": "support.envelope_app",
+            "func": "noisy_neighbour",
+            "arguments": {
+                "server": dns_server.address,
+                "port": dns_server.port,
+                "state_file": str(state),
+                "every": 3,
+            },
+        },
+    }
     settings = {"vary": "hold-dns-tcp.connections=1..40", "repeats": 3, "max_runs": 20}
     experiment = write(tmp_path, dns_experiment(fragile_app, dns_server, settings, (neighbour,)))
-    done = run_gameday(tmp_path, clean_ledger, "envelope", str(experiment), "-o", "noisy",
-                       timeout=900)  # fmt: skip
+    done = run_gameday(
+        tmp_path, clean_ledger, "envelope", str(experiment), "-o", "noisy", timeout=900
+    )
     assert done.returncode == 1, done.stderr[-3000:]  # noisy
     doc = json.loads((tmp_path / "noisy" / "envelope.json").read_text())
     result, runs = doc["result"], doc["runs"]
@@ -141,8 +171,17 @@ def test_a_noisy_boundary_is_reported_with_its_disagreeing_repeats(
     )
     assert result["noisy"] == [line]
     assert f"runs disagree: {line}" in done.stderr
-    gated = run_gameday(tmp_path, clean_ledger, "gate", "--journals", "noisy",
-                        "--min-envelope", "connections=19", "--junit", "j.xml")  # fmt: skip
+    gated = run_gameday(
+        tmp_path,
+        clean_ledger,
+        "gate",
+        "--journals",
+        "noisy",
+        "--min-envelope",
+        "connections=19",
+        "--junit",
+        "j.xml",
+    )
     assert gated.returncode == 1, gated.stderr
     run_gameday(tmp_path, clean_ledger, "report", "noisy", "-o", "report")
     assert f"Runs disagree: {line}" in (tmp_path / "report" / "summary.md").read_text()
@@ -154,10 +193,20 @@ def test_gate_searches_the_envelope_of_an_experiment_that_sets_one(
     settings = {"vary": "hold-dns-tcp.connections=15..25", "repeats": 0}
     experiment = write(tmp_path, dns_experiment(fragile_app, dns_server, settings))
     gated = run_gameday(
-        tmp_path, clean_ledger, "gate", str(experiment), "--journal-dir", "out",
-        "--min-envelope", "connections=18", "--min-envelope", "hold-dns-tcp.connections=20",
-        "--junit", "j.xml", timeout=600,
-    )  # fmt: skip
+        tmp_path,
+        clean_ledger,
+        "gate",
+        str(experiment),
+        "--journal-dir",
+        "out",
+        "--min-envelope",
+        "connections=18",
+        "--min-envelope",
+        "hold-dns-tcp.connections=20",
+        "--junit",
+        "j.xml",
+        timeout=600,
+    )
     assert gated.returncode == 1, gated.stderr[-3000:]
     doc = json.loads((tmp_path / "out" / "envelope-dns" / "envelope.json").read_text())
     assert (doc["result"]["held"], doc["result"]["deviated"]) == (19, 20)

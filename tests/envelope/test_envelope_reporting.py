@@ -82,8 +82,13 @@ def test_a_floor_inside_the_boundary_interval_fails_closed(tmp_path: Path) -> No
 
 
 def test_floors_with_direction_down(tmp_path: Path) -> None:
-    headroom = {"vary": "take-slots.target=0..20", "format": "max-minus-{}", "direction": "down",
-                "unit": "free connections", "repeats": 1}  # fmt: skip
+    headroom = {
+        "vary": "take-slots.target=0..20",
+        "format": "max-minus-{}",
+        "direction": "down",
+        "unit": "free connections",
+        "repeats": 1,
+    }
     view = load_envelope(write_envelope(tmp_path / "h", threshold(3, "down"), headroom))
     assert view.summary == "breaks between 3 and 4 free connections"
     assert view.runs[0]["value"] == "max-minus-20"

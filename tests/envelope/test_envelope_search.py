@@ -176,8 +176,9 @@ def test_a_disagreeing_repeat_at_the_harsh_end_sends_the_search_back_to_bisect()
         "noisy: breaks between 0 and 1 free, but runs disagree"
     )
     assert [t.text() for t in envelope.tallies] == [
-        "held 2/2 at 1", "held 1/2 and deviated 1/2 at 0 (held: runs 2; deviated: runs 3)",
-    ]  # fmt: skip
+        "held 2/2 at 1",
+        "held 1/2 and deviated 1/2 at 0 (held: runs 2; deviated: runs 3)",
+    ]
     assert [o.phase for o in observations[:3]] == ["end", "end", "repeat"]
     assert "bisect" in {o.phase for o in observations[3:]}
 

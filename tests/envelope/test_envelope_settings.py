@@ -46,8 +46,12 @@ def with_extension(**envelope: Any) -> dict[str, Any]:
 def test_vary_parses_activity_argument_and_range() -> None:
     vary = parse_vary("delay-app-to-db.delay_seconds=10..800")
     assert (vary.activity, vary.argument, vary.low, vary.high, vary.integer) == (
-        "delay-app-to-db", "delay_seconds", 10, 800, True,
-    )  # fmt: skip
+        "delay-app-to-db",
+        "delay_seconds",
+        10,
+        800,
+        True,
+    )
     assert parse_vary("a.b.c.rate=0.5..2.5").activity == "a.b.c"
     assert not parse_vary("x.rate=0.5..2").integer
     assert parse_vary("x.offset=-5..5").low == -5
@@ -79,13 +83,20 @@ def test_resolution_is_absolute_or_a_percentage() -> None:
 
 def test_units_come_from_the_argument_name() -> None:
     assert [unit_of(a) for a in ("p99_ms", "hold_seconds", "connections")] == [
-        "ms", "s", "connections",
-    ]  # fmt: skip
+        "ms",
+        "s",
+        "connections",
+    ]
 
 
 def test_the_extension_holds_the_settings_and_options_override_them() -> None:
-    experiment = with_extension(vary="delay-app-to-db.delay_seconds=10..800", resolution="10%",
-                                repeats=3, settle_seconds=20, label="fragile")  # fmt: skip
+    experiment = with_extension(
+        vary="delay-app-to-db.delay_seconds=10..800",
+        resolution="10%",
+        repeats=3,
+        settle_seconds=20,
+        label="fragile",
+    )
     settings = settings_from(experiment, {"repeats": 1, "resolution": None}, "stem")
     space = settings.search.space
     assert (space.low, space.high, space.resolution, space.relative) == (10, 800, 0.1, True)
@@ -136,8 +147,11 @@ def test_apply_magnitude_changes_a_copy_and_notes_the_run() -> None:
     assert type(applied["method"][0]["provider"]["arguments"]["delay_seconds"]) is int
     (ext,) = applied["extensions"]
     assert ext["envelope_run"] == {
-        "magnitude": 405, "argument": "delay_seconds", "activity": "delay-app-to-db", "run": 3,
-    }  # fmt: skip
+        "magnitude": 405,
+        "argument": "delay_seconds",
+        "activity": "delay-app-to-db",
+        "run": 3,
+    }
     with pytest.raises(InvalidArgument, match="outside"):
         apply_magnitude(EXPERIMENT, settings, 801)
 

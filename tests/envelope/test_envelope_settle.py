@@ -58,11 +58,11 @@ def _experiment(tmp_path: Path, app: DnsBackedApp, dns: Dnsmasq, envelope: dict[
 def test_a_system_never_steady_stops_the_search_with_nothing_injected(
     tmp_path: Path, dns_server: Dnsmasq, fragile_app: DnsBackedApp, clean_ledger: Path
 ) -> None:
-    path = _experiment(tmp_path, fragile_app, dns_server,
-                       {"vary": "hold-dns-tcp.connections=1..40", "repeats": 1})  # fmt: skip
+    path = _experiment(
+        tmp_path, fragile_app, dns_server, {"vary": "hold-dns-tcp.connections=1..40", "repeats": 1}
+    )
     with slots_taken(dns_server):
-        done = run_gameday(tmp_path, clean_ledger, "envelope", str(path), "-o", "out",
-                           timeout=300)  # fmt: skip
+        done = run_gameday(tmp_path, clean_ledger, "envelope", str(path), "-o", "out", timeout=300)
     assert done.returncode == 4, done.stderr[-3000:]
     doc = json.loads((tmp_path / "out" / "envelope.json").read_text())
     assert [r["outcome"] for r in doc["runs"]] == ["unsteady"] * 3
@@ -70,8 +70,11 @@ def test_a_system_never_steady_stops_the_search_with_nothing_injected(
     assert all("app-median-ms" in r["reason"] for r in doc["runs"])
     result = doc["result"]
     assert (result["kind"], result["counted"], result["held"], result["deviated"]) == (
-        "incomplete", 0, None, None,
-    )  # fmt: skip
+        "incomplete",
+        0,
+        None,
+        None,
+    )
     assert result["stopped"]["cause"] == "unsteady"
     assert Ledger(clean_ledger).history() == []  # nothing was ever injected
 
@@ -79,12 +82,14 @@ def test_a_system_never_steady_stops_the_search_with_nothing_injected(
 def test_settle_waits_for_the_steady_state_and_the_run_counts(
     tmp_path: Path, dns_server: Dnsmasq, fragile_app: DnsBackedApp, clean_ledger: Path
 ) -> None:
-    path = _experiment(tmp_path, fragile_app, dns_server,
-                       {"vary": "hold-dns-tcp.connections=15..25", "repeats": 0,
-                        "settle_seconds": 60})  # fmt: skip
+    path = _experiment(
+        tmp_path,
+        fragile_app,
+        dns_server,
+        {"vary": "hold-dns-tcp.connections=15..25", "repeats": 0, "settle_seconds": 60},
+    )
     with slots_taken(dns_server, OUT_OF_TOLERANCE_FOR):
-        done = run_gameday(tmp_path, clean_ledger, "envelope", str(path), "-o", "out",
-                           timeout=600)  # fmt: skip
+        done = run_gameday(tmp_path, clean_ledger, "envelope", str(path), "-o", "out", timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads((tmp_path / "out" / "envelope.json").read_text())
     assert doc["settings"]["settle_seconds"] == 60

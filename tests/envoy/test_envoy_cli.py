@@ -123,6 +123,14 @@ def test_malformed_json_and_unreachable_admin_exit_3(
 def test_help_teaches_sources_and_exit_codes(gameday: Gameday) -> None:
     result = gameday("audit", "envoy", "--help")
     assert result.returncode == 0
-    for text in ("pod://istio-system?selector=istio=ingressgateway", "port-forward", "exit codes",
-                 "envoy-edge", "hardened", "sidecar", "UNREADABLE", "standard input"):  # fmt: skip
+    for text in (
+        "pod://istio-system?selector=istio=ingressgateway",
+        "port-forward",
+        "exit codes",
+        "envoy-edge",
+        "hardened",
+        "sidecar",
+        "UNREADABLE",
+        "standard input",
+    ):
         assert text in result.stdout

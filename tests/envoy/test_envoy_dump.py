@@ -119,8 +119,9 @@ def test_v2alpha_listener_dump_shape() -> None:
     dump = load(COMPLIANT)
     entry = dump["configs"][2]
     entry["@type"] = "type.googleapis.com/envoy.admin.v2alpha.ListenersConfigDump"
-    entry["dynamic_active_listeners"] = [item["active_state"] for item in
-                                         entry.pop("dynamic_listeners")]  # fmt: skip
+    entry["dynamic_active_listeners"] = [
+        item["active_state"] for item in entry.pop("dynamic_listeners")
+    ]
     dump["configs"][0]["@type"] = "type.googleapis.com/envoy.admin.v2alpha.BootstrapConfigDump"
     chosen = select_listeners(_config(dump), "", origin="x")
     assert [(item.name, item.state, item.section.path) for item in chosen] == [
@@ -143,30 +144,75 @@ def test_hcm_in_default_filter_chain_is_found() -> None:
 @pytest.mark.parametrize(
     ("net_filter", "path", "problem"),
     [
-        ({"name": "envoy.http_connection_manager", "config": {"stream_idle_timeout": "0s"}},
-         "f.config", ""),
-        ({"name": "x", "typed_config": {"@type": "type.googleapis.com/envoy.config.filter.network"
-                                                  ".http_connection_manager.v2.HttpConnectionManager",
-                                        "stat_prefix": "a"}}, "f.typed_config", ""),
-        ({"name": "x", "typed_config": {"@type": "type.googleapis.com/udpa.type.v1.TypedStruct",
-                                        "type_url": "type.googleapis.com/envoy.extensions.filters"
-                                        ".network.http_connection_manager.v3.HttpConnectionManager",
-                                        "value": {"normalize_path": True}}},
-         "f.typed_config.value", ""),
-        ({"name": "envoy.filters.network.http_connection_manager",
-          "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.network"
-                                    ".http_connection_manager.v3.HttpConnectionManager",
-                           "value": "CgRodHRw"}}, "f.typed_config", "packed protobuf bytes"),
-        ({"name": "envoy.http_connection_manager", "config": {"deprecated_v1": True, "value": {}}},
-         "f.config", "deprecated_v1"),
-        ({"name": "envoy.filters.network.http_connection_manager",
-          "config_discovery": {"type_urls": ["x"]}}, "f.config_discovery", "ECDS"),
+        (
+            {"name": "envoy.http_connection_manager", "config": {"stream_idle_timeout": "0s"}},
+            "f.config",
+            "",
+        ),
+        (
+            {
+                "name": "x",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.config.filter.network"
+                    ".http_connection_manager.v2.HttpConnectionManager",
+                    "stat_prefix": "a",
+                },
+            },
+            "f.typed_config",
+            "",
+        ),
+        (
+            {
+                "name": "x",
+                "typed_config": {
+                    "@type": "type.googleapis.com/udpa.type.v1.TypedStruct",
+                    "type_url": "type.googleapis.com/envoy.extensions.filters"
+                    ".network.http_connection_manager.v3.HttpConnectionManager",
+                    "value": {"normalize_path": True},
+                },
+            },
+            "f.typed_config.value",
+            "",
+        ),
+        (
+            {
+                "name": "envoy.filters.network.http_connection_manager",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.filters.network"
+                    ".http_connection_manager.v3.HttpConnectionManager",
+                    "value": "CgRodHRw",
+                },
+            },
+            "f.typed_config",
+            "packed protobuf bytes",
+        ),
+        (
+            {
+                "name": "envoy.http_connection_manager",
+                "config": {"deprecated_v1": True, "value": {}},
+            },
+            "f.config",
+            "deprecated_v1",
+        ),
+        (
+            {
+                "name": "envoy.filters.network.http_connection_manager",
+                "config_discovery": {"type_urls": ["x"]},
+            },
+            "f.config_discovery",
+            "ECDS",
+        ),
         ({"name": "envoy.filters.network.http_connection_manager"}, "f", "without typed_config"),
-        ({"name": "envoy.filters.network.http_connection_manager",
-          "typed_config": {"@type": "type.googleapis.com/x.TcpProxy"}}, "f.typed_config",
-         "is not an HttpConnectionManager"),
+        (
+            {
+                "name": "envoy.filters.network.http_connection_manager",
+                "typed_config": {"@type": "type.googleapis.com/x.TcpProxy"},
+            },
+            "f.typed_config",
+            "is not an HttpConnectionManager",
+        ),
     ],
-)  # fmt: skip
+)
 def test_hcm_forms(net_filter: dict[str, Any], path: str, problem: str) -> None:
     section = hcm_section(net_filter, "f")
     assert section is not None and section.path == path
@@ -179,16 +225,34 @@ def test_other_filters_are_not_hcms() -> None:
 
 
 def test_camel_case_keys_become_field_names_but_map_keys_stay() -> None:
-    data = {"dynamicListeners": [{"activeState": {"listener": {
-        "filterChains": [{"filters": [{"name": "envoy.http_connection_manager",
-                                       "config": {"stream_idle_timeout": "0s", "keepMe": 1}}]}],
-        "metadata": {"filterMetadata": {"someKey": 1}}}}}],
-        "staticLayer": {"myRuntimeKey": 1}}  # fmt: skip
+    data = {
+        "dynamicListeners": [
+            {
+                "activeState": {
+                    "listener": {
+                        "filterChains": [
+                            {
+                                "filters": [
+                                    {
+                                        "name": "envoy.http_connection_manager",
+                                        "config": {"stream_idle_timeout": "0s", "keepMe": 1},
+                                    }
+                                ]
+                            }
+                        ],
+                        "metadata": {"filterMetadata": {"someKey": 1}},
+                    }
+                }
+            }
+        ],
+        "staticLayer": {"myRuntimeKey": 1},
+    }
     out = snake_keys(data)
     listener = out["dynamic_listeners"][0]["active_state"]["listener"]
     assert listener["filter_chains"][0]["filters"][0]["config"] == {
-        "stream_idle_timeout": "0s", "keepMe": 1,
-    }  # fmt: skip
+        "stream_idle_timeout": "0s",
+        "keepMe": 1,
+    }
     assert listener["metadata"] == {"filterMetadata": {"someKey": 1}}
     assert out["static_layer"] == {"myRuntimeKey": 1}
 
@@ -212,9 +276,15 @@ def test_lean_reading_gives_the_same_audit_as_a_full_parse(path: Any) -> None:
         reports = []
         for decoded in (lean, full):
             try:
-                reports.append(audit_decoded(decoded, origin="x", profile=chosen, rules=rules,
-                                             role="gateway" if profile == "hardened" else "sidecar",
-                                             ).report["results"])  # fmt: skip
+                reports.append(
+                    audit_decoded(
+                        decoded,
+                        origin="x",
+                        profile=chosen,
+                        rules=rules,
+                        role="gateway" if profile == "hardened" else "sidecar",
+                    ).report["results"]
+                )
             except EnvoyError as exc:
                 reports.append(str(exc))
         assert reports[0] == reports[1]

@@ -85,21 +85,31 @@ def test_overload_actions_engage_and_are_seen(
     assert calm["downstream_connections"] == 30 + 120 + 10 + 80
     assert calm["selector"] == '{job="envoy"}'
     assert set(calm["actions"]) == {
-        "shrink_heap", "disable_http_keepalive", "stop_accepting_requests", "reduce_timeouts",
-    }  # fmt: skip
+        "shrink_heap",
+        "disable_http_keepalive",
+        "stop_accepting_requests",
+        "reduce_timeouts",
+    }
 
-    gateways[1].routes["/metrics"] = (200, envoy_stats(
-        heap_percent=99, connections=(400, 1600),
-        saturated=("shrink_heap", "disable_http_keepalive", "stop_accepting_requests"),
-    ))  # fmt: skip
+    gateways[1].routes["/metrics"] = (
+        200,
+        envoy_stats(
+            heap_percent=99,
+            connections=(400, 1600),
+            saturated=("shrink_heap", "disable_http_keepalive", "stop_accepting_requests"),
+        ),
+    )
     wait_for(
-        lambda: overload_state(configuration=config)["stop_accepting_requests"], 20,
+        lambda: overload_state(configuration=config)["stop_accepting_requests"],
+        20,
         "stop_accepting_requests to be seen active",
-    )  # fmt: skip
+    )
     hot = overload_state(configuration=config)
     assert hot["active_actions"] == [
-        "disable_http_keepalive", "shrink_heap", "stop_accepting_requests",
-    ]  # fmt: skip
+        "disable_http_keepalive",
+        "shrink_heap",
+        "stop_accepting_requests",
+    ]
     assert hot["active"] == 3
     assert hot["actions"]["stop_accepting_requests"] == {"active": 1, "scale_percent": 100}
     assert hot["pressure_percent"]["fixed_heap"] == 99  # the highest of the two gateways

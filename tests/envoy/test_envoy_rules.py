@@ -97,12 +97,17 @@ def test_disable_and_add_rules() -> None:
     rules = rules_from_data(
         [
             {"id": "request-timeout", "enabled": False},
-            {"id": "first-cluster-buffer-limit", "title": "upstream buffer limit is 32 KiB",
-             "at": "bootstrap:static_resources.clusters[0].per_connection_buffer_limit_bytes",
-             "op": "<=", "value": 32768, "severity": "low"},
+            {
+                "id": "first-cluster-buffer-limit",
+                "title": "upstream buffer limit is 32 KiB",
+                "at": "bootstrap:static_resources.clusters[0].per_connection_buffer_limit_bytes",
+                "op": "<=",
+                "value": 32768,
+                "severity": "low",
+            },
         ],
         default_rules(),
-    )  # fmt: skip
+    )
     ids = [r.id for r in rules]
     assert "request-timeout" not in ids and ids[-1] == "first-cluster-buffer-limit"
     (check,) = [
@@ -152,8 +157,13 @@ def test_rules_file_merges_onto_defaults_or_replaces_them(tmp_path: Path) -> Non
     ],
 )
 def test_bad_rules_are_refused_with_the_reason(items: Any, message: str) -> None:
-    with pytest.raises(InvalidArgument, match=message.replace("(", r"\(").replace(")", r"\)")
-                       .replace("[", r"\[").replace("?", r"\?")):  # fmt: skip
+    with pytest.raises(
+        InvalidArgument,
+        match=message.replace("(", r"\(")
+        .replace(")", r"\)")
+        .replace("[", r"\[")
+        .replace("?", r"\?"),
+    ):
         rules_from_data(items, default_rules())
 
 
@@ -175,10 +185,14 @@ def test_every_filter_chain_must_comply() -> None:
     _hcm(dump, 1, 1)["common_http_protocol_options"]["headers_with_underscores_action"] = "ALLOW"
     checks = [c for c in _checks(dump, default_rules()) if not c.passed]
     assert [(c.rule.id, c.listener, c.found, c.path) for c in checks] == [
-        ("headers-with-underscores", "0.0.0.0_8443", "ALLOW",
-         f"{HCM_8443_API}.filters[0].typed_config.common_http_protocol_options"
-         ".headers_with_underscores_action"),
-    ]  # fmt: skip
+        (
+            "headers-with-underscores",
+            "0.0.0.0_8443",
+            "ALLOW",
+            f"{HCM_8443_API}.filters[0].typed_config.common_http_protocol_options"
+            ".headers_with_underscores_action",
+        ),
+    ]
 
 
 def test_zero_timeout_is_a_disabled_timeout() -> None:
@@ -206,8 +220,12 @@ def test_istio_unlimited_global_connections_fails_and_is_found_in_the_runtime() 
 def test_later_runtime_layers_override_earlier_ones() -> None:
     dump = copy.deepcopy(load(COMPLIANT))
     layers = dump["configs"][0]["bootstrap"]["layered_runtime"]["layers"]
-    layers.append({"name": "late", "static_layer": {
-        "envoy.resource_limits.listener.0.0.0.0_8443.connection_limit": 0}})  # fmt: skip
+    layers.append(
+        {
+            "name": "late",
+            "static_layer": {"envoy.resource_limits.listener.0.0.0.0_8443.connection_limit": 0},
+        }
+    )
     checks = [c for c in _checks(dump, default_rules()) if c.rule.id == "listener-connection-limit"]
     assert [(c.listener, c.found, c.passed) for c in checks] == [
         ("0.0.0.0_8080", 2000, True),

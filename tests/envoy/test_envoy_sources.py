@@ -26,13 +26,20 @@ from chaos_ext.rbac import Rule, rbac_of
         ("dumps/gw.json", DumpSource("file", "dumps/gw.json")),
         ("file:///tmp/gw.json", DumpSource("file", "/tmp/gw.json")),
         ("-", DumpSource("stdin", "-")),
-        ("pod://istio-system/gw-1",
-         DumpSource("pod", "istio-system/gw-1", "istio-system", "gw-1")),
-        ("pod://istio-system?selector=istio=ingressgateway&container=proxy",
-         DumpSource("pod", "istio-system/?selector=istio=ingressgateway", "istio-system", "",
-                    "istio=ingressgateway", "proxy")),
+        ("pod://istio-system/gw-1", DumpSource("pod", "istio-system/gw-1", "istio-system", "gw-1")),
+        (
+            "pod://istio-system?selector=istio=ingressgateway&container=proxy",
+            DumpSource(
+                "pod",
+                "istio-system/?selector=istio=ingressgateway",
+                "istio-system",
+                "",
+                "istio=ingressgateway",
+                "proxy",
+            ),
+        ),
     ],
-)  # fmt: skip
+)
 def test_parse_source(source: str, expected: DumpSource) -> None:
     assert parse_source(source) == expected
 
@@ -123,8 +130,11 @@ def _create_pod(name: str, **kwargs: object) -> None:
 
 def test_pod_source_execs_pilot_agent_through_the_api(k8s_api: RunningEmulator) -> None:
     _create_pod("istio-ingressgateway-7f8c9d6b5-k2x9p")
-    k8s_api.script("istio-system", "istio-ingressgateway-7f8c9d6b5-k2x9p",
-                   ExecResult(stdout=COMPLIANT.read_bytes()))  # fmt: skip
+    k8s_api.script(
+        "istio-system",
+        "istio-ingressgateway-7f8c9d6b5-k2x9p",
+        ExecResult(stdout=COMPLIANT.read_bytes()),
+    )
     report = edge_config_audit(source="pod://istio-system/istio-ingressgateway-7f8c9d6b5-k2x9p")
     assert report["passed"] is True
     assert report["source"] == "pod://istio-system/istio-ingressgateway-7f8c9d6b5-k2x9p"
@@ -157,8 +167,9 @@ def test_pod_source_errors(k8s_api: RunningEmulator) -> None:
     with pytest.raises(EnvoyError, match=r"has no container 'istio-proxy' \(it has envoy\)"):
         edge_config_audit(source="pod://istio-system/gw-1")
     _create_pod("gw-2")
-    k8s_api.script("istio-system", "gw-2",
-                   ExecResult(stderr=b"exec: pilot-agent: not found\n", exit_code=127))  # fmt: skip
+    k8s_api.script(
+        "istio-system", "gw-2", ExecResult(stderr=b"exec: pilot-agent: not found\n", exit_code=127)
+    )
     with pytest.raises(EnvoyError, match="exit status 127; stderr: exec: pilot-agent: not found"):
         edge_config_audit(source="pod://istio-system/gw-2")
 

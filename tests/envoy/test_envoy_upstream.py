@@ -29,8 +29,9 @@ def _rows(report: dict[str, Any], rule: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("example", ENVOY_EXAMPLES)
 def test_envoys_published_edge_example_passes_envoy_edge(gameday: Gameday, example: str) -> None:
-    result = gameday("audit", "envoy", "--source", str(UPSTREAM / example),
-                     "--profile", "envoy-edge")  # fmt: skip
+    result = gameday(
+        "audit", "envoy", "--source", str(UPSTREAM / example), "--profile", "envoy-edge"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Envoy bootstrap (YAML), edge, profile envoy-edge" in " ".join(result.stdout.split())
     assert "FAIL" not in result.stdout and "UNREADABLE" not in result.stdout
@@ -48,16 +49,22 @@ def test_the_examples_unnamed_listener_is_its_own_finding_with_the_fix() -> None
     assert row["listener"] == "(unnamed 0.0.0.0:443)"
     assert row["path"] == "bootstrap.static_resources.listeners[0].name"
     assert "the listener has no name: Envoy gives it a generated one" in row["note"]
-    assert ("the runtime sets envoy.resource_limits.listener.example_listener_name.connection_limit"
-            ", but no listener is named 'example_listener_name': name this listener "
-            "'example_listener_name'") in row["note"]  # fmt: skip
+    assert (
+        "the runtime sets envoy.resource_limits.listener.example_listener_name.connection_limit"
+        ", but no listener is named 'example_listener_name': name this listener "
+        "'example_listener_name'"
+    ) in row["note"]
     hardened = _audit(ENVOY_EXAMPLES[0], profile="hardened")
     (strict,) = _rows(hardened, "listener-connection-limit")
     assert strict["status"] == "fail"  # hardened does not accept a listener without a limit
     assert hardened["summary"]["failed_rules"] == [
-        "listener-connection-limit", "max-connection-duration", "overload-disable-http-keepalive",
-        "overload-reduce-timeouts", "overload-tcp-listener-accept", "request-headers-timeout",
-    ]  # fmt: skip
+        "listener-connection-limit",
+        "max-connection-duration",
+        "overload-disable-http-keepalive",
+        "overload-reduce-timeouts",
+        "overload-tcp-listener-accept",
+        "request-headers-timeout",
+    ]
 
 
 def test_envoys_v2_era_example_is_read_in_its_older_shapes() -> None:
@@ -74,21 +81,28 @@ def test_envoys_v2_era_example_is_read_in_its_older_shapes() -> None:
     assert "'clusters' is an object, not a list of clusters" in clusters["note"]
     # the 1.12-era page did not yet show path normalisation or the underscores action
     assert report["summary"]["failed_rules"] == [
-        "cluster-buffer-limit", "escaped-slashes", "headers-with-underscores", "merge-slashes",
+        "cluster-buffer-limit",
+        "escaped-slashes",
+        "headers-with-underscores",
+        "merge-slashes",
         "normalize-path",
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize(
     ("name", "path"),
     [
-        ("istio-bootstrap-default-golden.json",
-         "bootstrap.overload_manager.resource_monitors[0].typed_config"
-         ".max_active_downstream_connections"),
-        ("istio-bootstrap-default-golden-runtime-key.json",
-         'bootstrap.layered_runtime.layers[0].static_layer["overload.global_downstream_max_connections"]'),
+        (
+            "istio-bootstrap-default-golden.json",
+            "bootstrap.overload_manager.resource_monitors[0].typed_config"
+            ".max_active_downstream_connections",
+        ),
+        (
+            "istio-bootstrap-default-golden-runtime-key.json",
+            'bootstrap.layered_runtime.layers[0].static_layer["overload.global_downstream_max_connections"]',
+        ),
     ],
-)  # fmt: skip
+)
 def test_istio_generated_bootstrap_fails_the_connection_cap(
     gameday: Gameday, name: str, path: str
 ) -> None:
@@ -127,9 +141,11 @@ def test_istio_gateway_dump_with_unnamed_entries_and_explicit_zero_timeout() -> 
 
 @pytest.mark.parametrize(
     ("name", "listener"),
-    [("istio-sidecar-productpage-config_dump.json", "0.0.0.0_9080"),
-     ("istio-sidecar-details-camelcase-config_dump.json", "0.0.0.0_8080")],
-)  # fmt: skip
+    [
+        ("istio-sidecar-productpage-config_dump.json", "0.0.0.0_9080"),
+        ("istio-sidecar-details-camelcase-config_dump.json", "0.0.0.0_8080"),
+    ],
+)
 def test_older_config_form_hcm_values_are_shown_never_called_absent(
     name: str, listener: str
 ) -> None:
@@ -155,7 +171,7 @@ def test_a_sidecar_dump_is_recognised_and_not_failed_on_edge_rules(gameday: Game
         r".node.id = 'sidecar~10.52.2.21~productpage.*"
         r"audit its inbound listeners with --profile sidecar",
     ):
-        edge_config_audit(source=source)  # fmt: skip
+        edge_config_audit(source=source)
     result = gameday("audit", "envoy", "--source", source)
     assert result.returncode == 3 and "--profile sidecar" in result.stderr
     report = edge_config_audit(source=source, profile="sidecar")

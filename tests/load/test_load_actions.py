@@ -97,8 +97,11 @@ def test_background_load_is_in_the_ledger_and_stopped_by_the_rollback(
     again = stop_http_load(name="bg")  # idempotent: nothing left to stop, the results stay
     assert again["undone"] == 0 and again["results"][entry.id]["sent"] == results["sent"]
     assert stop_http_load(name="nope") == {
-        "undone": 0, "faults": [], "left_alone": [], "results": {},
-    }  # fmt: skip
+        "undone": 0,
+        "faults": [],
+        "left_alone": [],
+        "results": {},
+    }
 
 
 def test_window_stats_over_a_named_fault(no_leaked_loads: Path, target: HttpTarget) -> None:

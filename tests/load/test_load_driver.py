@@ -45,9 +45,14 @@ def test_achieved_rate_is_within_two_percent_when_the_server_keeps_up(
 ) -> None:
     rate = 300
     results = _run(
-        load_token(), tmp_path, urls=[target.url], rate=rate, duration_seconds=6, processes=2,
+        load_token(),
+        tmp_path,
+        urls=[target.url],
+        rate=rate,
+        duration_seconds=6,
+        processes=2,
         concurrency_limit=600,
-    )  # fmt: skip
+    )
     summary = {k: results[k] for k in ("sent", "dropped", "errors", "max_lag_ms", "p99_ms")}
     assert results["load"]["status"] == "completed"
     assert results["dropped"] == 0 and results["error_ratio"] == 0, summary
@@ -73,9 +78,14 @@ def test_a_server_stall_does_not_slow_the_schedule_and_shows_in_latency(
         target.pause(1000)
 
     results = _run(
-        load_token(), tmp_path, stall, urls=[target.url], rate=rate, duration_seconds=6,
+        load_token(),
+        tmp_path,
+        stall,
+        urls=[target.url],
+        rate=rate,
+        duration_seconds=6,
         concurrency_limit=1000,
-    )  # fmt: skip
+    )
     assert results["dropped"] == 0
     buckets = _scheduled(results)
     # the arrival rate is kept through the stall: every bucket sent its 200
@@ -101,9 +111,14 @@ def test_a_slower_server_keeps_the_arrival_rate_and_latencies_rise(
         target.set_latency(0)
 
     results = _run(
-        load_token(), tmp_path, slow_down, urls=[target.url], rate=100, duration_seconds=6,
+        load_token(),
+        tmp_path,
+        slow_down,
+        urls=[target.url],
+        rate=100,
+        duration_seconds=6,
         concurrency_limit=1000,
-    )  # fmt: skip
+    )
     buckets = _scheduled(results)
     assert [b["sent"] for b in buckets] == [100] * 6
     assert results["dropped"] == 0 and results["error_ratio"] == 0
@@ -117,9 +132,14 @@ def test_concurrency_cap_queues_then_drops_without_delaying_the_schedule(
 ) -> None:
     target.set_latency(500)
     results = _run(
-        load_token(), tmp_path, urls=[target.url], rate=50, duration_seconds=2, concurrency_limit=5,
+        load_token(),
+        tmp_path,
+        urls=[target.url],
+        rate=50,
+        duration_seconds=2,
+        concurrency_limit=5,
         timeout_seconds=1.0,
-    )  # fmt: skip
+    )
     assert results["scheduled"] == 100
     # 5 connections busy 500 ms each: ~10 requests/s get one, in arrival order; an arrival
     # that waited a whole timeout (1 s) for a connection is dropped, never sent
@@ -140,9 +160,12 @@ def test_ramp_follows_its_profile(
         {"urls": [target.url], "ramp": {"from": 20, "to": 300, "over_seconds": 5}}
     )
     results = _run(
-        load_token(), tmp_path, urls=[target.url], ramp={"from": 20, "to": 300, "over_seconds": 5},
+        load_token(),
+        tmp_path,
+        urls=[target.url],
+        ramp={"from": 20, "to": 300, "over_seconds": 5},
         concurrency_limit=1000,
-    )  # fmt: skip
+    )
     assert results["scheduled"] == spec.total_requests == 800
     assert results["ok"] == 800, {k: results[k] for k in ("dropped", "errors", "max_lag_ms")}
     for i, bucket in enumerate(_scheduled(results)):

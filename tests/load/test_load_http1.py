@@ -45,9 +45,13 @@ def test_chunked_close_head_post_and_several_urls(
     closing = _run(load_token(), tmp_path / "close", urls=[f"{base}close"])
     head = _run(load_token(), tmp_path / "head", urls=[base], method="HEAD")
     post = _run(
-        load_token(), tmp_path / "post", urls=[f"{base}a", f"{base}b?x=1"], method="POST",
-        body="x" * 100, headers={"X-Test": "1"},
-    )  # fmt: skip
+        load_token(),
+        tmp_path / "post",
+        urls=[f"{base}a", f"{base}b?x=1"],
+        method="POST",
+        body="x" * 100,
+        headers={"X-Test": "1"},
+    )
     for result in (chunked, closing, head, post):
         assert result["ok"] == 40, {k: result[k] for k in ("errors", "dropped", "status")}
     stats = target.stats()

@@ -42,15 +42,24 @@ def _job_of(cluster: EmulatorHandle, load_id: str) -> dict[str, Any] | None:
 
 
 def _pods(cluster: EmulatorHandle, load_id: str) -> list[dict[str, Any]]:
-    return [p for p in cluster.items("Pod", NS)
-            if p["metadata"]["labels"].get("gameday.io/load") == load_id]  # fmt: skip
+    return [
+        p
+        for p in cluster.items("Pod", NS)
+        if p["metadata"]["labels"].get("gameday.io/load") == load_id
+    ]
 
 
 def _start(**extra: Any) -> dict[str, Any]:
     return drive_http_load(
-        urls=["http://web.shop.svc:8080/"], rate=90, duration_seconds=20, replicas=3,
-        kubernetes=KUBE, headers={"Authorization": SECRET_HEADER}, name="from-pods", **extra,
-    )  # fmt: skip
+        urls=["http://web.shop.svc:8080/"],
+        rate=90,
+        duration_seconds=20,
+        replicas=3,
+        kubernetes=KUBE,
+        headers={"Authorization": SECRET_HEADER},
+        name="from-pods",
+        **extra,
+    )
 
 
 def test_the_job_is_indexed_validated_and_carries_no_secret(
@@ -114,18 +123,24 @@ def test_the_image_is_the_one_gameday_schedule_describes(
 
 @pytest.mark.parametrize(
     ("replicas", "kubernetes", "match"),
-    [(3, None, "pushgateway"), (0, KUBE, "replicas"), (501, KUBE, "replicas"),
-     (2, {**KUBE, "pushgateway": "pushgateway.monitoring:9091"}, "pushgateway"),
-     (2, {**KUBE, "namespace": "Bad_NS"}, "namespace"), (2, {**KUBE, "nodes": 3}, "unknown"),
-     (2, {**KUBE, "cpu": "lots"}, "cpu"),
-     (2, {**KUBE, "start_delay_seconds": 0}, "start_delay_seconds")],
-)  # fmt: skip
+    [
+        (3, None, "pushgateway"),
+        (0, KUBE, "replicas"),
+        (501, KUBE, "replicas"),
+        (2, {**KUBE, "pushgateway": "pushgateway.monitoring:9091"}, "pushgateway"),
+        (2, {**KUBE, "namespace": "Bad_NS"}, "namespace"),
+        (2, {**KUBE, "nodes": 3}, "unknown"),
+        (2, {**KUBE, "cpu": "lots"}, "cpu"),
+        (2, {**KUBE, "start_delay_seconds": 0}, "start_delay_seconds"),
+    ],
+)
 def test_bad_job_settings_are_refused_before_anything_is_created(
     emulator: EmulatorHandle, ledger_path: Path, replicas: int, kubernetes: Any, match: str
 ) -> None:
     with pytest.raises(InvalidArgument, match=match):
-        drive_http_load(urls=["http://web:8080/"], rate=10, replicas=replicas,
-                        kubernetes=kubernetes)  # fmt: skip
+        drive_http_load(
+            urls=["http://web:8080/"], rate=10, replicas=replicas, kubernetes=kubernetes
+        )
     assert emulator.items("Job", NS) == [] and emulator.items("Secret", NS) == []
     assert not ledger_path.exists() or Ledger(ledger_path).history() == []
 
@@ -135,34 +150,58 @@ def _experiment() -> dict[str, Any]:
         "title": "load from three pods, runner killed",
         "description": "gameday rollback must delete the Job",
         "method": [
-            {"type": "action", "name": "load-from-pods",
-             "provider": {"type": "python", "module": "chaos_ext.load.actions",
-                          "func": "drive_http_load",
-                          "arguments": {"urls": ["http://web.shop.svc:8080/"], "rate": 30,
-                                        "duration_seconds": 60, "replicas": 3,
-                                        "kubernetes": KUBE}}},
-            {"type": "probe", "name": "wait",
-             "provider": {"type": "process", "path": "sleep", "arguments": "90", "timeout": 120}},
+            {
+                "type": "action",
+                "name": "load-from-pods",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.load.actions",
+                    "func": "drive_http_load",
+                    "arguments": {
+                        "urls": ["http://web.shop.svc:8080/"],
+                        "rate": 30,
+                        "duration_seconds": 60,
+                        "replicas": 3,
+                        "kubernetes": KUBE,
+                    },
+                },
+            },
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {"type": "process", "path": "sleep", "arguments": "90", "timeout": 120},
+            },
         ],
         "rollbacks": [
-            {"type": "action", "name": "stop-the-load",
-             "provider": {"type": "python", "module": "chaos_ext.load.actions",
-                          "func": "stop_http_load", "arguments": {}}},
+            {
+                "type": "action",
+                "name": "stop-the-load",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.load.actions",
+                    "func": "stop_http_load",
+                    "arguments": {},
+                },
+            },
         ],
-    }  # fmt: skip
+    }
 
 
 def test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_job(
-    emulator: EmulatorHandle, ledger_path: Path, tmp_path: Path,
+    emulator: EmulatorHandle,
+    ledger_path: Path,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     path = write_experiment(_experiment())
     runner = subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
-        env=cli_env(ledger_path), cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: len(emulator.items("Job", NS)) == 1, 90, "the run's Job")
     finally:
@@ -181,8 +220,7 @@ def test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_job(
 
 
 def _granted(rules: Any, verb: str, group: str, resource: str) -> bool:
-    return any(r.api_group == group and r.resource == resource and verb in r.verbs
-               for r in rules)  # fmt: skip
+    return any(r.api_group == group and r.resource == resource and verb in r.verbs for r in rules)
 
 
 def test_the_derived_role_permits_every_call_the_load_made_and_only_when_used(
@@ -206,17 +244,23 @@ def test_the_derived_role_permits_every_call_the_load_made_and_only_when_used(
 
 
 def test_a_load_killed_before_its_job_existed_says_so(
-    emulator: EmulatorHandle, ledger_path: Path, tmp_path: Path,
+    emulator: EmulatorHandle,
+    ledger_path: Path,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     """Issue 27, item 5: no "deleted Job ... already gone: Job" for a Job that never was."""
     path = write_experiment(_experiment())
     killed = subprocess.run(
         gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
         env={**cli_env(ledger_path), "GAMEDAY_FAILPOINTS": "http-load.after-entry=kill"},
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert killed.returncode == -9, killed.stderr[-2000:]
     (entry,) = Ledger(ledger_path).open_entries()
     assert emulator.items("Job", NS) == [] and emulator.items("Secret", NS) == []
@@ -224,23 +268,46 @@ def test_a_load_killed_before_its_job_existed_says_so(
     assert result.returncode == 0, result.stdout + result.stderr
     said = " ".join((result.stdout + result.stderr).split())
     name = f"{NS}/gameday-load-{entry.id}"
-    assert (f"nothing to delete: Job and Secret {name} were never created: the load was stopped"
-            " before it started") in said, said  # fmt: skip
+    assert (
+        f"nothing to delete: Job and Secret {name} were never created: the load was stopped"
+        " before it started"
+    ) in said, said
     assert "deleted Job" not in said and "already gone" not in said
     assert Ledger(ledger_path).open_entries() == []
 
 
-@pytest.mark.parametrize(("job", "secret", "retried", "note"), [
-    (True, True, False, "deleted Job ns/j (foreground: its pods first) and its Secret"),
-    (True, False, False, "deleted Job ns/j (foreground: its pods first); its Secret was never"
-                         " created"),
-    (False, True, False, "deleted Secret ns/j; its Job was never created: the load was stopped"
-                         " before it started"),
-    (False, True, True, "deleted Secret ns/j; its Job was already deleted by an earlier undo"
-                        " attempt"),
-    (False, False, True, "nothing to delete: Job and Secret ns/j were already deleted by an"
-                         " earlier undo attempt"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("job", "secret", "retried", "note"),
+    [
+        (True, True, False, "deleted Job ns/j (foreground: its pods first) and its Secret"),
+        (
+            True,
+            False,
+            False,
+            "deleted Job ns/j (foreground: its pods first); its Secret was never created",
+        ),
+        (
+            False,
+            True,
+            False,
+            "deleted Secret ns/j; its Job was never created: the load was stopped"
+            " before it started",
+        ),
+        (
+            False,
+            True,
+            True,
+            "deleted Secret ns/j; its Job was already deleted by an earlier undo attempt",
+        ),
+        (
+            False,
+            False,
+            True,
+            "nothing to delete: Job and Secret ns/j were already deleted by an"
+            " earlier undo attempt",
+        ),
+    ],
+)
 def test_the_undo_note_says_what_was_deleted_and_why_the_rest_was_not_there(
     job: bool, secret: bool, retried: bool, note: str
 ) -> None:

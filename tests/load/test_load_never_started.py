@@ -34,8 +34,9 @@ def der_ca(tmp_path: Path) -> Path:
     der = tmp_path / "isrg-root-x1.der"
     subprocess.run(
         ["openssl", "x509", "-in", str(ISRG_PEM), "-outform", "der", "-out", str(der)],
-        check=True, timeout=30,
-    )  # fmt: skip
+        check=True,
+        timeout=30,
+    )
     return der
 
 
@@ -52,16 +53,29 @@ def _experiment(**arguments: Any) -> dict[str, Any]:
         "title": "a load that cannot start",
         "description": "issue 22, defect 3",
         "method": [
-            {"type": "action", "name": "load",
-             "provider": {"type": "python", "module": "chaos_ext.load.actions",
-                          "func": "drive_http_load", "arguments": arguments}},
+            {
+                "type": "action",
+                "name": "load",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.load.actions",
+                    "func": "drive_http_load",
+                    "arguments": arguments,
+                },
+            },
         ],
         "rollbacks": [
-            {"type": "action", "name": "stop-load",
-             "provider": {"type": "python", "module": "chaos_ext.load.actions",
-                          "func": "stop_http_load"}},
+            {
+                "type": "action",
+                "name": "stop-load",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.load.actions",
+                    "func": "stop_http_load",
+                },
+            },
         ],
-    }  # fmt: skip
+    }
 
 
 def _quiet() -> dict[str, Any]:
@@ -79,9 +93,11 @@ def test_a_der_ca_file_is_refused_before_anything_is_recorded(
 
 
 def test_the_campaign_steps_leave_later_runs_free(
-    der_ca: Path, no_leaked_loads: Path, write_experiment: Callable[..., Path],
+    der_ca: Path,
+    no_leaked_loads: Path,
+    write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     bad = write_experiment(
         _experiment(urls=["https://127.0.0.1:9/"], rate=5, duration_seconds=2, ca_file=str(der_ca))
     )
@@ -95,10 +111,12 @@ def test_the_campaign_steps_leave_later_runs_free(
 
 
 def test_a_helper_that_fails_after_the_entry_closes_it_at_once(
-    target: HttpTarget, taken_port: int, no_leaked_loads: Path,
+    target: HttpTarget,
+    taken_port: int,
+    no_leaked_loads: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     """The same window without the argument check: /metrics cannot bind, before meta.json."""
     with pytest.raises(LoadError, match="did not start"):
         drive_http_load(urls=[target.url], rate=5, duration_seconds=2, metrics_port=taken_port)
@@ -117,17 +135,25 @@ def test_a_helper_that_fails_after_the_entry_closes_it_at_once(
     ["http-load.after-entry=kill", "http-load.after-entry=term", "http-load.after-entry=int"],
 )
 def test_a_run_stopped_between_entry_and_start_leaves_a_closable_entry(
-    failpoint: str, target: HttpTarget, no_leaked_loads: Path, tmp_path: Path,
+    failpoint: str,
+    target: HttpTarget,
+    no_leaked_loads: Path,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     """SIGKILL, SIGTERM or SIGINT right after the entry is written, before the helper exists."""
     path = write_experiment(_experiment(urls=[target.url], rate=5, duration_seconds=5))
     env = {**cli_env(no_leaked_loads), "GAMEDAY_FAILPOINTS": failpoint}
     run = subprocess.run(
-        gameday_argv("run", "--journal", "j.json", str(path)), env=env, cwd=tmp_path,
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        gameday_argv("run", "--journal", "j.json", str(path)),
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert run.returncode == (-9 if failpoint.endswith("kill") else 2), run.stderr
     if not failpoint.endswith("kill"):
         journal = json.loads((tmp_path / "j.json").read_text())

@@ -24,10 +24,12 @@ def _load(url: str, **arguments: Any) -> dict[str, Any]:
         "type": "action",
         "name": "background-load",
         "provider": {
-            "type": "python", "module": "chaos_ext.load.actions", "func": "drive_http_load",
+            "type": "python",
+            "module": "chaos_ext.load.actions",
+            "func": "drive_http_load",
             "arguments": {"urls": [url], **arguments},
         },
-    }  # fmt: skip
+    }
 
 
 def _experiment(url: str, **arguments: Any) -> dict[str, Any]:
@@ -47,19 +49,24 @@ def _experiment(url: str, **arguments: Any) -> dict[str, Any]:
                 "type": "action",
                 "name": "stop-load",
                 "provider": {
-                    "type": "python", "module": "chaos_ext.load.actions",
+                    "type": "python",
+                    "module": "chaos_ext.load.actions",
                     "func": "stop_http_load",
                 },
             }
         ],
-    }  # fmt: skip
+    }
 
 
 def _start_run(ledger: Path, experiment: Path, tmp: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp / "journal.json"), str(experiment)),
-        env=cli_env(ledger), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        env=cli_env(ledger),
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _load_running(ledger: Path, target: HttpTarget) -> list[str]:
@@ -76,9 +83,12 @@ def _quiet(target: HttpTarget, seconds: float = 1.5) -> bool:
 
 
 def test_sigkill_of_the_runner_then_gameday_rollback_stops_the_load(
-    no_leaked_loads: Path, target: HttpTarget, tmp_path: Path,
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+    no_leaked_loads: Path,
+    target: HttpTarget,
+    tmp_path: Path,
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     path = write_experiment(_experiment(target.url, rate=100, duration_seconds=60, processes=2))
     proc = _start_run(no_leaked_loads, path, tmp_path)
     wait_for(lambda: bool(_load_running(no_leaked_loads, target)), 30, "the load to run")
@@ -100,9 +110,12 @@ def test_sigkill_of_the_runner_then_gameday_rollback_stops_the_load(
 
 
 def test_the_load_stops_at_its_own_cap_without_any_rollback(
-    no_leaked_loads: Path, target: HttpTarget, tmp_path: Path,
-    write_experiment: Callable[..., Path], gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+    no_leaked_loads: Path,
+    target: HttpTarget,
+    tmp_path: Path,
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     path = write_experiment(_experiment(target.url, rate=50, duration_seconds=3))
     proc = _start_run(no_leaked_loads, path, tmp_path)
     wait_for(lambda: bool(_load_running(no_leaked_loads, target)), 30, "the load to run")
@@ -119,9 +132,11 @@ def test_the_load_stops_at_its_own_cap_without_any_rollback(
 
 
 def test_sigterm_rolls_back_and_the_journal_keeps_the_buckets(
-    no_leaked_loads: Path, target: HttpTarget, tmp_path: Path,
+    no_leaked_loads: Path,
+    target: HttpTarget,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
-) -> None:  # fmt: skip
+) -> None:
     path = write_experiment(_experiment(target.url, rate=40, duration_seconds=60))
     proc = _start_run(no_leaked_loads, path, tmp_path)
     wait_for(lambda: bool(_load_running(no_leaked_loads, target)), 30, "the load to run")
@@ -144,13 +159,20 @@ def test_sigterm_rolls_back_and_the_journal_keeps_the_buckets(
 
 
 def test_the_smoke_experiment_holds_and_sees_the_fault(
-    no_leaked_loads: Path, target: HttpTarget, tmp_path: Path,
-) -> None:  # fmt: skip
+    no_leaked_loads: Path,
+    target: HttpTarget,
+    tmp_path: Path,
+) -> None:
     env = {**cli_env(no_leaked_loads), "GAMEDAY_LOAD_TARGET": target.url}
     result = subprocess.run(
         gameday_argv("run", "--journal", "j.json", str(SMOKE)),
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     journal = json.loads((tmp_path / "j.json").read_text())
     before = journal["steady_states"]["before"]["probes"][0]["output"]
@@ -167,18 +189,28 @@ def test_the_smoke_experiment_holds_and_sees_the_fault(
     (tmp_path / "strict.json").write_text(json.dumps(strict))
     result = subprocess.run(
         gameday_argv(
-            "run", "--hypothesis-strategy", "after-method-only", "--journal", "s.json",
+            "run",
+            "--hypothesis-strategy",
+            "after-method-only",
+            "--journal",
+            "s.json",
             "strict.json",
         ),
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
 
 
 def test_gameday_validate_refuses_an_unbounded_load(
-    target: HttpTarget, write_experiment: Callable[..., Path],
+    target: HttpTarget,
+    write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     assert gameday("validate", str(SMOKE)).returncode == 0
     path = write_experiment(_experiment(target.url, rate=5000, duration_seconds=60))
     result = gameday("validate", str(path))

@@ -72,20 +72,29 @@ def _prometheus_total(prom: prometheus.PrometheusServer, load_id: str) -> float:
 
 
 def test_three_shards_merged_match_one_process_at_the_same_total_rate(
-    emulator: EmulatorHandle, target: HttpTarget, gateway: monitoring.Daemon,
-    no_leaked_loads: Path, tmp_path: Path,
-) -> None:  # fmt: skip
+    emulator: EmulatorHandle,
+    target: HttpTarget,
+    gateway: monitoring.Daemon,
+    no_leaked_loads: Path,
+    tmp_path: Path,
+) -> None:
     target.set_latency(50, spread_ms=200)
-    single = drive_http_load(urls=[target.url], rate=RATE, duration_seconds=SECONDS, wait=True,
-                             name="single")["results"]  # fmt: skip
+    single = drive_http_load(
+        urls=[target.url], rate=RATE, duration_seconds=SECONDS, wait=True, name="single"
+    )["results"]
 
     kube = {"namespace": NS, "pushgateway": gateway.url, "start_delay_seconds": 8}
-    started = drive_http_load(urls=[target.url], rate=RATE, duration_seconds=SECONDS,
-                              replicas=SHARDS, kubernetes=kube, name="sharded")  # fmt: skip
+    started = drive_http_load(
+        urls=[target.url],
+        rate=RATE,
+        duration_seconds=SECONDS,
+        replicas=SHARDS,
+        kubernetes=kube,
+        name="sharded",
+    )
     load_id = started["ledger_id"]
     wait_for(lambda: len(emulator.items("Pod", NS)) == SHARDS, 15, "the Job's pods")
-    with prometheus.start(targets=[gateway.target],
-                          scrape_interval="1s") as prom:  # fmt: skip
+    with prometheus.start(targets=[gateway.target], scrape_interval="1s") as prom:
         procs = run_pods(emulator, NS, f"gameday.io/load={load_id}", tmp_path)
         # halfway through, the window so far is merged from what the pods published
         time.sleep(max(0.0, started["start"] + SECONDS / 2 - time.time()))

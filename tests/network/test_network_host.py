@@ -26,12 +26,58 @@ def _shaped(v: VethNs) -> None:
     """A non-default tree: htb root, a class with a tbf leaf, a u32 filter."""
     tc = ["tc", "-n", v.ns]
     sh(*tc, "qdisc", "add", "dev", v.dev, "root", "handle", "5:", "htb", "default", "20")
-    sh(*tc, "class", "add", "dev", v.dev, "parent", "5:", "classid", "5:20", "htb",
-       "rate", "10mbit")  # fmt: skip
-    sh(*tc, "qdisc", "add", "dev", v.dev, "parent", "5:20", "handle", "6:", "tbf",
-       "rate", "1mbit", "burst", "32k", "latency", "50ms")  # fmt: skip
-    sh(*tc, "filter", "add", "dev", v.dev, "parent", "5:", "protocol", "ip", "prio", "1",
-       "u32", "match", "ip", "dst", "10.2.0.0/24", "flowid", "5:20")  # fmt: skip
+    sh(
+        *tc,
+        "class",
+        "add",
+        "dev",
+        v.dev,
+        "parent",
+        "5:",
+        "classid",
+        "5:20",
+        "htb",
+        "rate",
+        "10mbit",
+    )
+    sh(
+        *tc,
+        "qdisc",
+        "add",
+        "dev",
+        v.dev,
+        "parent",
+        "5:20",
+        "handle",
+        "6:",
+        "tbf",
+        "rate",
+        "1mbit",
+        "burst",
+        "32k",
+        "latency",
+        "50ms",
+    )
+    sh(
+        *tc,
+        "filter",
+        "add",
+        "dev",
+        v.dev,
+        "parent",
+        "5:",
+        "protocol",
+        "ip",
+        "prio",
+        "1",
+        "u32",
+        "match",
+        "ip",
+        "dst",
+        "10.2.0.0/24",
+        "flowid",
+        "5:20",
+    )
 
 
 @pytest.mark.skipif(HAS_NETEM, reason="this kernel has netem: the VM lane tests the real fault")
@@ -83,8 +129,22 @@ def test_fingerprint_ignores_counters_but_not_options(veth_ns: VethNs) -> None:
     _shaped(veth_ns)
     target = parse_target(f"netns:{veth_ns.ns}")
     first = _local.snapshot(target, "va")
-    sh("tc", "-n", veth_ns.ns, "class", "change", "dev", "va", "parent", "5:", "classid", "5:20",
-       "htb", "rate", "20mbit")  # fmt: skip
+    sh(
+        "tc",
+        "-n",
+        veth_ns.ns,
+        "class",
+        "change",
+        "dev",
+        "va",
+        "parent",
+        "5:",
+        "classid",
+        "5:20",
+        "htb",
+        "rate",
+        "20mbit",
+    )
     assert _tree.fingerprint(first) != _tree.fingerprint(_local.snapshot(target, "va"))
 
 
@@ -132,12 +192,20 @@ def test_gameday_validate_refuses_bad_network_arguments(
     write_experiment: Callable[..., Path],
 ) -> None:
     activity = {
-        "type": "action", "name": "latency",
-        "provider": {"type": "python", "module": "chaos_ext.network.actions",
-                     "func": "add_latency",
-                     "arguments": {"interface": "eth0", "delay_seconds": 0.15,
-                                   "destinations": ["10.2.0.0/33"], "target": "netns:app"}},
-    }  # fmt: skip
+        "type": "action",
+        "name": "latency",
+        "provider": {
+            "type": "python",
+            "module": "chaos_ext.network.actions",
+            "func": "add_latency",
+            "arguments": {
+                "interface": "eth0",
+                "delay_seconds": 0.15,
+                "destinations": ["10.2.0.0/33"],
+                "target": "netns:app",
+            },
+        },
+    }
     path = write_experiment({"title": "t", "description": "d", "method": [activity]})
     result = gameday("validate", str(path))
     assert result.returncode == 3
@@ -190,12 +258,18 @@ def test_remove_latency_leaves_a_live_runs_delay_alone(veth_ns: VethNs, ledger_p
     target = f"netns:{veth_ns.ns}"
     snapshot = _local.snapshot(parse_target(target), "va")
     sh("tc", "-n", veth_ns.ns, "qdisc", "add", "dev", "va", "root", "handle", "1d1a:", "htb")
-    recipe = {"target": target, "interface": "va", "spec": {}, "snapshot": snapshot,
-              "connection": {}}  # fmt: skip
+    recipe = {
+        "target": target,
+        "interface": "va",
+        "spec": {},
+        "snapshot": snapshot,
+        "connection": {},
+    }
     other = subprocess.Popen(
         [sys.executable, "-c", _OTHER_RUN, f"{target}/va", json.dumps(recipe)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert other.stdout is not None and other.stdout.readline() == "recorded\n"
         out = actions.remove_latency("va", target=target)
@@ -246,10 +320,17 @@ def test_the_ledger_undo_alone_brings_the_saved_tree_back(
     snapshot = _local.snapshot(parse_target(target), "va")
     book = Ledger(ledger_path)
     entry = book.record(
-        kind="netem", target=f"{target}/va", module="chaos_ext.network.actions",
-        recipe={"target": target, "interface": "va", "spec": {}, "snapshot": snapshot,
-                "connection": {}},
-    )  # fmt: skip
+        kind="netem",
+        target=f"{target}/va",
+        module="chaos_ext.network.actions",
+        recipe={
+            "target": target,
+            "interface": "va",
+            "spec": {},
+            "snapshot": snapshot,
+            "connection": {},
+        },
+    )
     sh("tc", "-n", veth_ns.ns, "qdisc", "replace", "dev", "va", "root", "handle", "1d1a:", "htb")
     assert "1d1a:" in tc_show(veth_ns.ns, "va")  # the fault is there, as tc shows it
     outcome = undo(entry, book)

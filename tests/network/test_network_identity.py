@@ -54,13 +54,19 @@ def _start_a(ns: Spelled, spelled: str, ledger: Path) -> tuple[subprocess.Popen[
     target = ns.spell(spelled)
     where = parse_target(target)
     recipe = {
-        "target": target, "interface": "va", "spec": {}, "connection": {},
-        "snapshot": _local.snapshot(where, "va"), NETNS_KEY: namespace_key(where),
-    }  # fmt: skip
+        "target": target,
+        "interface": "va",
+        "spec": {},
+        "connection": {},
+        "snapshot": _local.snapshot(where, "va"),
+        NETNS_KEY: namespace_key(where),
+    }
     run_a = subprocess.Popen(
         [sys.executable, "-c", _RUN_A, where.label("va"), json.dumps(recipe)],
-        stdout=subprocess.PIPE, text=True, env=cli_env(ledger),
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+        env=cli_env(ledger),
+    )
     assert run_a.stdout is not None
     entry_id = run_a.stdout.readline().strip()
     sh("tc", "-n", ns.name, "qdisc", "add", "dev", "va", "root", "handle", "1d1a:", "htb")
@@ -77,9 +83,14 @@ PAIRS = [(a, b) for a, b in itertools.product(SPELLINGS, SPELLINGS) if a != b]
 @pytest.mark.parametrize("ledgers", ["one ledger", "two ledgers"])
 @pytest.mark.parametrize(("spelled_a", "spelled_b"), PAIRS)
 def test_a_sweep_spelled_otherwise_never_takes_a_live_runs_latency_tree(
-    ns: Spelled, spelled_a: str, spelled_b: str, ledgers: str, ledger_path: Path,
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    ns: Spelled,
+    spelled_a: str,
+    spelled_b: str,
+    ledgers: str,
+    ledger_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     ledger_b = ledger_path if ledgers == "one ledger" else tmp_path / "b" / "ledger.sqlite3"
     run_a, entry_id = _start_a(ns, spelled_a, ledger_path)
     target_b = ns.spell(spelled_b)

@@ -73,8 +73,21 @@ def _serve(sock: socket.socket, stop: threading.Event) -> None:
 
 def _link(router: str, ns: str, subnet: int, suffix: str) -> None:
     inside, outside = f"e{suffix}", f"r{suffix}"
-    sh("ip", "link", "add", inside, "netns", ns, "type", "veth", "peer", "name", outside,
-       "netns", router)  # fmt: skip
+    sh(
+        "ip",
+        "link",
+        "add",
+        inside,
+        "netns",
+        ns,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        outside,
+        "netns",
+        router,
+    )
     sh("ip", "-n", ns, "addr", "add", f"10.77.{subnet}.2/24", "dev", inside)
     sh("ip", "-n", ns, "link", "set", inside, "name", "eth0")
     sh("ip", "-n", ns, "link", "set", "eth0", "up")
@@ -96,13 +109,23 @@ def topo() -> Iterator[Topology]:
         sh("ip", "netns", "exec", names["router"], "sysctl", "-qw", "net.ipv4.ip_forward=1")
         for subnet, role in enumerate(("app", "db", "other"), start=1):
             _link(names["router"], names[role], subnet, f"{role[0]}{tag}")
-        listeners = [_listen(names["db"], "10.77.2.2"), _listen(names["db"], "10.77.2.2"),
-                     _listen(names["other"], "10.77.3.2")]  # fmt: skip
+        listeners = [
+            _listen(names["db"], "10.77.2.2"),
+            _listen(names["db"], "10.77.2.2"),
+            _listen(names["other"], "10.77.3.2"),
+        ]
         for sock, _ in listeners:
             socks.append(sock)
             threading.Thread(target=_serve, args=(sock, stop), daemon=True).start()
-        yield Topology(names["app"], names["db"], names["other"], names["router"],
-                       listeners[0][1], listeners[1][1], listeners[2][1])  # fmt: skip
+        yield Topology(
+            names["app"],
+            names["db"],
+            names["other"],
+            names["router"],
+            listeners[0][1],
+            listeners[1][1],
+            listeners[2][1],
+        )
     finally:
         stop.set()
         for sock in socks:
@@ -114,8 +137,25 @@ def topo() -> Iterator[Topology]:
 @pytest.fixture
 def pre_existing_tbf(topo: Topology) -> Iterator[str]:
     """A non-default root the fault must give back: tbf at a rate that does not shape."""
-    sh("tc", "-n", topo.app, "qdisc", "add", "dev", "eth0", "root", "handle", "7:", "tbf",
-       "rate", "1gbit", "burst", "1mb", "latency", "100ms")  # fmt: skip
+    sh(
+        "tc",
+        "-n",
+        topo.app,
+        "qdisc",
+        "add",
+        "dev",
+        "eth0",
+        "root",
+        "handle",
+        "7:",
+        "tbf",
+        "rate",
+        "1gbit",
+        "burst",
+        "1mb",
+        "latency",
+        "100ms",
+    )
     yield tc_show(topo.app, "eth0")
     sh("tc", "-n", topo.app, "qdisc", "del", "dev", "eth0", "root", check=False)
 
@@ -145,15 +185,69 @@ def test_scoped_delay_is_precise_and_remove_restores_everything(
 def _shaped_htb(ns: str) -> str:
     tc = ["tc", "-n", ns]
     sh(*tc, "qdisc", "add", "dev", "eth0", "root", "handle", "5:", "htb", "default", "20")
-    sh(*tc, "class", "add", "dev", "eth0", "parent", "5:", "classid", "5:20", "htb",
-       "rate", "1gbit")  # fmt: skip
+    sh(
+        *tc,
+        "class",
+        "add",
+        "dev",
+        "eth0",
+        "parent",
+        "5:",
+        "classid",
+        "5:20",
+        "htb",
+        "rate",
+        "1gbit",
+    )
     sh(*tc, "qdisc", "add", "dev", "eth0", "parent", "5:20", "handle", "6:", "sfq")
-    sh(*tc, "class", "add", "dev", "eth0", "parent", "5:", "classid", "5:30", "htb",
-       "rate", "1gbit")  # fmt: skip
-    sh(*tc, "qdisc", "add", "dev", "eth0", "parent", "5:30", "handle", "8:", "pfifo",
-       "limit", "500")  # fmt: skip
-    sh(*tc, "filter", "add", "dev", "eth0", "parent", "5:", "protocol", "ip", "prio", "3",
-       "u32", "match", "ip", "dst", "10.77.3.0/24", "flowid", "5:20")  # fmt: skip
+    sh(
+        *tc,
+        "class",
+        "add",
+        "dev",
+        "eth0",
+        "parent",
+        "5:",
+        "classid",
+        "5:30",
+        "htb",
+        "rate",
+        "1gbit",
+    )
+    sh(
+        *tc,
+        "qdisc",
+        "add",
+        "dev",
+        "eth0",
+        "parent",
+        "5:30",
+        "handle",
+        "8:",
+        "pfifo",
+        "limit",
+        "500",
+    )
+    sh(
+        *tc,
+        "filter",
+        "add",
+        "dev",
+        "eth0",
+        "parent",
+        "5:",
+        "protocol",
+        "ip",
+        "prio",
+        "3",
+        "u32",
+        "match",
+        "ip",
+        "dst",
+        "10.77.3.0/24",
+        "flowid",
+        "5:20",
+    )
     return tc_show(ns, "eth0")
 
 
@@ -161,8 +255,9 @@ def test_port_scope_and_ledger_undo_restore_an_htb_tree(topo: Topology, ledger_p
     before = _shaped_htb(topo.app)
     try:
         base = topo.rtt("10.77.2.2", topo.db_port2)
-        actions.add_latency("eth0", DELAY_SECONDS, ["10.77.2.2"], ports=[topo.db_port],
-                            target=f"netns:{topo.app}")  # fmt: skip
+        actions.add_latency(
+            "eth0", DELAY_SECONDS, ["10.77.2.2"], ports=[topo.db_port], target=f"netns:{topo.app}"
+        )
         assert topo.rtt("10.77.2.2", topo.db_port, samples=7) - base > 0.8 * DELAY_MS
         assert topo.rtt("10.77.2.2", topo.db_port2) - base < 5  # same host, other port
         (entry,) = Ledger(ledger_path).open_entries()
@@ -177,24 +272,43 @@ def test_port_scope_and_ledger_undo_restore_an_htb_tree(topo: Topology, ledger_p
 
 @pytest.mark.timeout(480)
 def test_sigkill_mid_fault_then_gameday_rollback(
-    topo: Topology, ledger_path: Path, tmp_path: Path,
+    topo: Topology,
+    ledger_path: Path,
+    tmp_path: Path,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     base = topo.rtt("10.77.2.2", topo.db_port, samples=7)
     experiment = {
-        "title": "latency then crash", "description": "SIGKILL while the delay is on",
+        "title": "latency then crash",
+        "description": "SIGKILL while the delay is on",
         "method": [
-            {"type": "action", "name": "delay-db",
-             "provider": {"type": "python", "module": "chaos_ext.network.actions",
-                          "func": "add_latency",
-                          "arguments": {"interface": "eth0", "delay_seconds": DELAY_SECONDS,
-                                        "destinations": ["10.77.2.0/24"],
-                                        "target": f"netns:{topo.app}"}}},
-            {"type": "probe", "name": "hold",
-             "provider": {"type": "process", "path": "sleep", "arguments": "120",
-                          "timeout": 150}},
+            {
+                "type": "action",
+                "name": "delay-db",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.network.actions",
+                    "func": "add_latency",
+                    "arguments": {
+                        "interface": "eth0",
+                        "delay_seconds": DELAY_SECONDS,
+                        "destinations": ["10.77.2.0/24"],
+                        "target": f"netns:{topo.app}",
+                    },
+                },
+            },
+            {
+                "type": "probe",
+                "name": "hold",
+                "provider": {
+                    "type": "process",
+                    "path": "sleep",
+                    "arguments": "120",
+                    "timeout": 150,
+                },
+            },
         ],
-    }  # fmt: skip
+    }
     path = tmp_path / "exp.json"
     path.write_text(json.dumps(experiment))
     proc = gameday_process(ledger_path, tmp_path, "run", "--journal", "j.json", str(path))
@@ -231,8 +345,14 @@ def test_remote_apply_over_ssh_on_a_real_kernel(
         target = f"ssh:{server.host}:{server.port}"
         netns.pushns(topo.app)  # the client's sockets live where the node's sshd listens
         try:
-            out = actions.add_latency("eth0", DELAY_SECONDS, ["10.77.2.0/24"], target=target,
-                                      configuration=conf, secrets=sec)  # fmt: skip
+            out = actions.add_latency(
+                "eth0",
+                DELAY_SECONDS,
+                ["10.77.2.0/24"],
+                target=target,
+                configuration=conf,
+                secrets=sec,
+            )
         finally:
             netns.popns()
         assert out["kernel"].startswith("6.1")
@@ -246,14 +366,37 @@ def test_remote_apply_over_ssh_on_a_real_kernel(
         assert removed["undone"] == 1, removed
         assert "htb" not in tc_show(topo.app, "eth0")
         # a configured root cannot be replayed exactly with tc: refused, nothing changed
-        sh("tc", "-n", topo.app, "qdisc", "add", "dev", "eth0", "root", "handle", "7:", "tbf",
-           "rate", "1gbit", "burst", "1mb", "latency", "100ms")  # fmt: skip
+        sh(
+            "tc",
+            "-n",
+            topo.app,
+            "qdisc",
+            "add",
+            "dev",
+            "eth0",
+            "root",
+            "handle",
+            "7:",
+            "tbf",
+            "rate",
+            "1gbit",
+            "burst",
+            "1mb",
+            "latency",
+            "100ms",
+        )
         before = tc_show(topo.app, "eth0")
         netns.pushns(topo.app)
         try:
             with pytest.raises(PreflightFailed, match="configured root qdisc \\(tbf\\)"):
-                actions.add_latency("eth0", DELAY_SECONDS, ["10.77.2.0/24"], target=target,
-                                    configuration=conf, secrets=sec)  # fmt: skip
+                actions.add_latency(
+                    "eth0",
+                    DELAY_SECONDS,
+                    ["10.77.2.0/24"],
+                    target=target,
+                    configuration=conf,
+                    secrets=sec,
+                )
         finally:
             netns.popns()
             assert tc_show(topo.app, "eth0") == before
@@ -263,8 +406,9 @@ def test_remote_apply_over_ssh_on_a_real_kernel(
 
 def test_duration_removes_the_delay_by_itself(topo: Topology, ledger_path: Path) -> None:
     base = topo.rtt("10.77.2.2", topo.db_port, samples=5)
-    out = actions.add_latency("eth0", DELAY_SECONDS, ["10.77.2.0/24"], target=f"netns:{topo.app}",
-                              duration_seconds=3)  # fmt: skip
+    out = actions.add_latency(
+        "eth0", DELAY_SECONDS, ["10.77.2.0/24"], target=f"netns:{topo.app}", duration_seconds=3
+    )
     assert out["duration_seconds"] == 3
     assert Ledger(ledger_path).open_entries()  # recorded while it lasts
     deadline = time.monotonic() + 60

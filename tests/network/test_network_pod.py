@@ -20,25 +20,48 @@ from chaos_ext.network import actions
 from chaos_ext.rbac import Rule, rbac_of
 
 POD = {
-    "apiVersion": "v1", "kind": "Pod",
+    "apiVersion": "v1",
+    "kind": "Pod",
     "metadata": {"name": "web-1", "namespace": "shop"},
     "spec": {"nodeName": "node-a", "containers": [{"name": "app"}, {"name": "proxy"}]},
-    "status": {"containerStatuses": [
-        {"name": "app", "containerID": "containerd://" + "ab12" * 16, "ready": True,
-         "image": "shop/web:1", "imageID": "sha256:" + "1" * 64, "restartCount": 0},
-        {"name": "proxy", "containerID": "containerd://" + "cd34" * 16, "ready": True,
-         "image": "envoy:1", "imageID": "sha256:" + "2" * 64, "restartCount": 0},
-    ]},
-}  # fmt: skip
+    "status": {
+        "containerStatuses": [
+            {
+                "name": "app",
+                "containerID": "containerd://" + "ab12" * 16,
+                "ready": True,
+                "image": "shop/web:1",
+                "imageID": "sha256:" + "1" * 64,
+                "restartCount": 0,
+            },
+            {
+                "name": "proxy",
+                "containerID": "containerd://" + "cd34" * 16,
+                "ready": True,
+                "image": "envoy:1",
+                "imageID": "sha256:" + "2" * 64,
+                "restartCount": 0,
+            },
+        ]
+    },
+}
 NODE = {
-    "apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"},
-    "status": {"addresses": [{"type": "Hostname", "address": "node-a"},
-                             {"type": "InternalIP", "address": "192.0.2.10"}]},
-}  # fmt: skip
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "node-a"},
+    "status": {
+        "addresses": [
+            {"type": "Hostname", "address": "node-a"},
+            {"type": "InternalIP", "address": "192.0.2.10"},
+        ]
+    },
+}
 PENDING = {
-    **POD, "metadata": {"name": "web-2", "namespace": "shop"},
-    "spec": {"containers": [{"name": "app"}]}, "status": {"phase": "Pending"},
-}  # fmt: skip
+    **POD,
+    "metadata": {"name": "web-2", "namespace": "shop"},
+    "spec": {"containers": [{"name": "app"}]},
+    "status": {"phase": "Pending"},
+}
 
 
 @pytest.fixture
@@ -99,7 +122,9 @@ def test_pod_targets_declare_their_rbac() -> None:
 
 def test_unknown_pod_fails_before_any_ssh(cluster: dict[str, str], ledger_path: Path) -> None:
     args: dict[str, Any] = {
-        "interface": "eth0", "delay_seconds": 0.1, "destinations": ["10.0.0.0/8"]
-    }  # fmt: skip
+        "interface": "eth0",
+        "delay_seconds": 0.1,
+        "destinations": ["10.0.0.0/8"],
+    }
     with pytest.raises(KubernetesError, match="404"):
         actions.add_latency(**args, target="pod:shop/nope", secrets=cluster)

@@ -25,8 +25,9 @@ from chaos_ext.errors import NetworkError, PreflightFailed
 from chaos_ext.ledger import Ledger
 from chaos_ext.network import actions, probes
 
-pytestmark = pytest.mark.skipif(shutil.which("sshd") is None and not Path(sshd.SSHD).exists(),
-                                reason="openssh-server missing")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    shutil.which("sshd") is None and not Path(sshd.SSHD).exists(), reason="openssh-server missing"
+)
 
 
 @pytest.fixture
@@ -80,12 +81,14 @@ def test_unknown_host_key_is_refused_unless_accepted(
     conf, sec = _conf(server)
     conf["ssh_known_hosts"] = str(empty)
     with inside(ns), pytest.raises(NetworkError, match=r"unknown SSH host 127\.0\.0\.1"):
-        probes.qdisc_state("va", target=f"ssh:{server.host}:{server.port}",
-                           configuration=conf, secrets=sec)  # fmt: skip
+        probes.qdisc_state(
+            "va", target=f"ssh:{server.host}:{server.port}", configuration=conf, secrets=sec
+        )
     conf["ssh_accept_unknown_host_key"] = True
     with inside(ns):
-        state = probes.qdisc_state("va", target=f"ssh:{server.host}:{server.port}",
-                                   configuration=conf, secrets=sec)  # fmt: skip
+        state = probes.qdisc_state(
+            "va", target=f"ssh:{server.host}:{server.port}", configuration=conf, secrets=sec
+        )
     assert state["latency_active"] is False and state["default_root"] is True
     assert empty.read_text() == ""  # accepted for this connection only
 
@@ -100,8 +103,9 @@ def test_changed_host_key_is_refused(node: tuple[str, sshd.SshdServer], tmp_path
     conf, sec = _conf(server, ssh_accept_unknown_host_key=True)  # even with the opt-in
     conf["ssh_known_hosts"] = str(wrong)
     with inside(ns), pytest.raises(NetworkError, match="does not match"):
-        probes.qdisc_state("va", target=f"ssh:{server.host}:{server.port}",
-                           configuration=conf, secrets=sec)  # fmt: skip
+        probes.qdisc_state(
+            "va", target=f"ssh:{server.host}:{server.port}", configuration=conf, secrets=sec
+        )
 
 
 @pytest.mark.skipif(kernel_has_netem(), reason="this kernel has netem")
@@ -114,8 +118,9 @@ def test_remote_preflight_reports_the_missing_netem_and_changes_nothing(
     namespaces_before = set(sh("ip", "netns", "list").stdout.split())
     target = f"ssh:{server.host}:{server.port}"
     with inside(ns), pytest.raises(PreflightFailed, match=rf"kernel \S+ on {target} has no "):
-        actions.add_latency("va", 0.15, ["10.2.0.0/24"], target=target,
-                            configuration=conf, secrets=sec)  # fmt: skip
+        actions.add_latency(
+            "va", 0.15, ["10.2.0.0/24"], target=target, configuration=conf, secrets=sec
+        )
     with inside(ns), pytest.raises(PreflightFailed, match="sch_netem"):
         probes.latency_supported("va", target=target, configuration=conf, secrets=sec)
     assert sh("tc", "-n", ns, "qdisc", "show", "dev", "va").stdout == before
@@ -157,20 +162,32 @@ def test_an_undo_meeting_another_host_key_is_refused(tmp_path: Path, ledger_path
             def record(host_key: str) -> str:
                 connection = {"ssh": {**settings.recipe(), "host_key": host_key}}
                 entry = book.record(
-                    kind="netem", target=f"ssh:{b.host}:{port}/va",
-                    recipe={"target": f"ssh:{b.host}:{port}", "interface": "va", "spec": {},
-                            "snapshot": snapshot, "connection": connection},
+                    kind="netem",
+                    target=f"ssh:{b.host}:{port}/va",
+                    recipe={
+                        "target": f"ssh:{b.host}:{port}",
+                        "interface": "va",
+                        "spec": {},
+                        "snapshot": snapshot,
+                        "connection": connection,
+                    },
                     module="chaos_ext.network.actions",
-                    identity={"scope": "ssh", "ssh": {"host": b.host, "port": port,
-                                                      "host_key": host_key}},
-                )  # fmt: skip
+                    identity={
+                        "scope": "ssh",
+                        "ssh": {"host": b.host, "port": port, "host_key": host_key},
+                    },
+                )
                 return entry.id
 
             def rollback() -> subprocess.CompletedProcess[str]:
                 return subprocess.run(
-                    [*prefix, *gameday_argv("rollback")], env=cli_env(ledger_path),
-                    capture_output=True, text=True, timeout=120, check=False,
-                )  # fmt: skip
+                    [*prefix, *gameday_argv("rollback")],
+                    env=cli_env(ledger_path),
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    check=False,
+                )
 
             record(keys["b"])
             fine = rollback()

@@ -20,12 +20,19 @@ _SNAPSHOT = {"default_root": True, "root_kind": None, "items": []}
 
 
 def _entry(book: Ledger, target: str, interface: str) -> str:
-    recipe = {"target": target, "interface": interface, "spec": {}, "snapshot": _SNAPSHOT,
-              "connection": {}}  # fmt: skip
+    recipe = {
+        "target": target,
+        "interface": interface,
+        "spec": {},
+        "snapshot": _SNAPSHOT,
+        "connection": {},
+    }
     return book.record(
-        kind="netem", target=f"{target}/{interface}", recipe=recipe,
+        kind="netem",
+        target=f"{target}/{interface}",
+        recipe=recipe,
         module="chaos_ext.network.actions",
-    ).id  # fmt: skip
+    ).id
 
 
 def test_a_vanished_namespace_closes_the_entry(ledger_path: Path, netns_name: str) -> None:

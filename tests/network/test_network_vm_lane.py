@@ -37,8 +37,12 @@ def collected(*args: str) -> set[str]:
     """The node ids ``pytest --collect-only ARGS`` finds on the host."""
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     return {line for line in out.splitlines() if "::" in line and not line.startswith(" ")}
 
 

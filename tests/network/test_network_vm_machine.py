@@ -37,8 +37,9 @@ def test_boot_run_serve_and_power_off() -> None:
         (vm.share / "www" / "hello.txt").write_text("from the host, served by the guest\n")
         server = vm.spawn(
             [config.python, "-m", "http.server", "8080", "--bind", "0.0.0.0"],
-            timeout=300, cwd="/run/vmshare/www",
-        )  # fmt: skip
+            timeout=300,
+            cwd="/run/vmshare/www",
+        )
         url = f"http://127.0.0.1:{vm.host_port(8080)}/hello.txt"
         deadline = time.monotonic() + 120
         while True:

@@ -89,9 +89,14 @@ def test_force_deletes_past_the_budget_at_the_timeout(
 
 def test_daemonset_and_mirror_pods_are_skipped(emulator: EmulatorHandle, pool: list[str]) -> None:
     emulator.put(o.daemonset("kube-system", "kube-proxy", nodes=pool))
-    mirror = o.pod("etcd-worker-0", "kube-system", node_name="worker-0", labels={},
-                   spec={"containers": [{"name": "etcd", "image": "etcd:3.5"}]},
-                   annotations={"kubernetes.io/config.mirror": "7c1f"})  # fmt: skip
+    mirror = o.pod(
+        "etcd-worker-0",
+        "kube-system",
+        node_name="worker-0",
+        labels={},
+        spec={"containers": [{"name": "etcd", "image": "etcd:3.5"}]},
+        annotations={"kubernetes.io/config.mirror": "7c1f"},
+    )
     emulator.put(mirror, o.deployment("shop", "web", replicas=1, nodes=["worker-0"]))
 
     report = drain_nodes(SELECTOR, count=1, timeout_seconds=20, **FAST)
@@ -112,8 +117,13 @@ def test_pods_needing_a_flag_refuse_before_any_change(
     emulator: EmulatorHandle, pool: list[str], ledger_path: Path, flag: str
 ) -> None:
     if flag == "force":
-        blocker = o.pod("debug-shell", "shop", node_name="worker-0", labels={},
-                        spec={"containers": [{"name": "sh", "image": "busybox"}]})  # fmt: skip
+        blocker = o.pod(
+            "debug-shell",
+            "shop",
+            node_name="worker-0",
+            labels={},
+            spec={"containers": [{"name": "sh", "image": "busybox"}]},
+        )
     else:
         blocker = o.deployment("shop", "cache", replicas=1, nodes=["worker-0"])
         blocker[2]["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
@@ -138,9 +148,12 @@ def test_pods_needing_a_flag_refuse_before_any_change(
     ],
 )
 def test_blast_radius_refusal_changes_nothing(
-    emulator: EmulatorHandle, pool: list[str], ledger_path: Path,
-    arguments: dict[str, object], message: str,
-) -> None:  # fmt: skip
+    emulator: EmulatorHandle,
+    pool: list[str],
+    ledger_path: Path,
+    arguments: dict[str, object],
+    message: str,
+) -> None:
     emulator.put(o.deployment("payments", "api", replicas=1, nodes=["worker-0"]))
     with pytest.raises(PreflightFailed, match=message):
         drain_nodes(SELECTOR, timeout_seconds=10, **FAST, **arguments)  # type: ignore[arg-type]

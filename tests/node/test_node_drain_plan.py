@@ -31,8 +31,14 @@ def _nodes(ready: int, *, cordoned: int = 0, not_ready: int = 0) -> list[NodeInf
 def _pods() -> dict[str, PodInfo]:
     web = o.deployment("shop", "web", replicas=1, nodes=["n0"])[2]
     proxy = o.daemonset("kube-system", "kube-proxy", nodes=["n0"])[1]
-    mirror = o.pod("etcd-n0", "kube-system", node_name="n0", labels={}, spec={"containers": []},
-                   annotations={"kubernetes.io/config.mirror": "abc"})  # fmt: skip
+    mirror = o.pod(
+        "etcd-n0",
+        "kube-system",
+        node_name="n0",
+        labels={},
+        spec={"containers": []},
+        annotations={"kubernetes.io/config.mirror": "abc"},
+    )
     bare = o.pod("debug", "shop", node_name="n0", labels={}, spec={"containers": []})
     cache = o.deployment("shop", "cache", replicas=1, nodes=["n0"])[2]
     cache["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
@@ -40,15 +46,24 @@ def _pods() -> dict[str, PodInfo]:
     done["status"]["phase"] = "Succeeded"
     leaving = o.deployment("shop", "old", replicas=1, nodes=["n0"])[2]
     leaving["metadata"]["deletionTimestamp"] = "2026-11-30T10:00:00Z"
-    manifests = {"web": web, "proxy": proxy, "mirror": mirror, "bare": bare, "cache": cache,
-                 "done": done, "leaving": leaving}  # fmt: skip
+    manifests = {
+        "web": web,
+        "proxy": proxy,
+        "mirror": mirror,
+        "bare": bare,
+        "cache": cache,
+        "done": done,
+        "leaving": leaving,
+    }
     return {key: PodInfo.from_manifest(m) for key, m in manifests.items()}
 
 
 def test_pod_rules_follow_kubectl_drain() -> None:
     pods = _pods()
-    plans = {p.pod.name: p for p in plan_pods(list(pods.values()), delete_emptydir_data=False,
-                                               force=False)}  # fmt: skip
+    plans = {
+        p.pod.name: p
+        for p in plan_pods(list(pods.values()), delete_emptydir_data=False, force=False)
+    }
     assert plans[pods["web"].name].action == "evict"
     assert "ReplicaSet/web-" in plans[pods["web"].name].reason
     assert plans[pods["proxy"].name].action == "skip"
@@ -64,8 +79,9 @@ def test_pod_rules_follow_kubectl_drain() -> None:
 
 def test_flags_turn_refusals_into_evictions() -> None:
     pods = _pods()
-    plans = {p.pod.name: p for p in plan_pods(list(pods.values()), delete_emptydir_data=True,
-                                               force=True)}  # fmt: skip
+    plans = {
+        p.pod.name: p for p in plan_pods(list(pods.values()), delete_emptydir_data=True, force=True)
+    }
     assert plans["debug"].action == "evict" and "not be recreated" in plans["debug"].reason
     assert plans[pods["cache"].name].action == "evict"
     assert "emptyDir data will be lost" in plans[pods["cache"].name].reason
@@ -93,8 +109,9 @@ def test_choose_nodes_takes_ready_schedulable_ones() -> None:
     assert len(choose_nodes(nodes, count=0, percent=34, pick="first")) == 2
     assert len(choose_nodes(nodes, count=0, percent=1, pick="first")) == 1
     picked = {n.name for n in choose_nodes(nodes, count=2, percent=0, pick="random", seed=3)}
-    assert picked == {n.name for n in choose_nodes(nodes, count=2, percent=0, pick="random",
-                                                   seed=3)}  # fmt: skip
+    assert picked == {
+        n.name for n in choose_nodes(nodes, count=2, percent=0, pick="random", seed=3)
+    }
     assert picked <= {f"n{i}" for i in range(5)}
 
 

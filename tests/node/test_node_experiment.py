@@ -26,20 +26,29 @@ EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "node-drain.j
 
 @pytest.mark.slow
 def test_the_node_drain_experiment_holds_and_rolls_back(
-    emulator: EmulatorHandle, ledger_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    emulator: EmulatorHandle,
+    ledger_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     nodes = [f"worker-{i}" for i in range(3)]
     emulator.put([o.node(n, {"role": "eat-workers"}) for n in nodes])
     emulator.put(o.deployment("shop", "api", replicas=4, nodes=nodes))
     emulator.put(o.pdb("shop", "api", match_labels={"app": "api"}, max_unavailable=1))
-    emulator.put(o.hpa("shop", "api", target="api", min_replicas=2, max_replicas=8, current=4,
-                       desired=4))  # fmt: skip
+    emulator.put(
+        o.hpa("shop", "api", target="api", min_replicas=2, max_replicas=8, current=4, desired=4)
+    )
     with steady_traffic("api", history_s=8) as prometheus_url, http_target.start() as service:
-        for key, value in {"PROMETHEUS_URL": prometheus_url, "ERROR_WINDOW_SECONDS": "5",
-                           "ERROR_STEP_SECONDS": "1", "READY_WITHIN_SECONDS": "30",
-                           "GAMEDAY_LOAD_URL": service.url, "GAMEDAY_LOAD_RATE": "50",
-                           "GAMEDAY_LOAD_SECONDS": "60"}.items():  # fmt: skip
+        for key, value in {
+            "PROMETHEUS_URL": prometheus_url,
+            "ERROR_WINDOW_SECONDS": "5",
+            "ERROR_STEP_SECONDS": "1",
+            "READY_WITHIN_SECONDS": "30",
+            "GAMEDAY_LOAD_URL": service.url,
+            "GAMEDAY_LOAD_RATE": "50",
+            "GAMEDAY_LOAD_SECONDS": "60",
+        }.items():
             monkeypatch.setenv(key, value)
         result = gameday("run", "--journal", "journal.json", str(EXPERIMENT), timeout=240)
         served = service.stats()["requests"]

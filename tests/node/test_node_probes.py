@@ -46,11 +46,17 @@ def test_nodes_ready_counts_by_selector_and_waits(
 
 
 def test_pods_pending_reports_unschedulable(emulator: EmulatorHandle, pool: list[str]) -> None:
-    stuck = o.pod("web-x", "shop", node_name=None, labels={"app": "web"},
-                  spec={"containers": [{"name": "web", "image": "web:1"}]})  # fmt: skip
+    stuck = o.pod(
+        "web-x",
+        "shop",
+        node_name=None,
+        labels={"app": "web"},
+        spec={"containers": [{"name": "web", "image": "web:1"}]},
+    )
     starting = o.deployment("shop", "api", replicas=1, nodes=["worker-1"])
-    starting[2]["status"] = o.pod_status(starting[2]["spec"], scheduled=True, ready=False,
-                                         start=o.rfc3339())  # fmt: skip
+    starting[2]["status"] = o.pod_status(
+        starting[2]["spec"], scheduled=True, ready=False, start=o.rfc3339()
+    )
     emulator.put(stuck, starting, o.deployment("shop", "web", replicas=2, nodes=pool))
     report = pods_pending()
     assert report["pending"] == 2 and report["unschedulable"] == 1
@@ -76,20 +82,38 @@ def test_deployment_ready_ratio_waits_for_replacements(
 
 
 def test_hpa_replicas_tells_stuck_from_converging(emulator: EmulatorHandle) -> None:
-    emulator.put(o.hpa("shop", "web", target="web", min_replicas=2, max_replicas=10,
-                       current=4, desired=6))  # fmt: skip
-    emulator.put(o.hpa("shop", "blind", target="blind", min_replicas=2, max_replicas=10,
-                       current=4, desired=4, scaling_active=False))  # fmt: skip
+    emulator.put(
+        o.hpa("shop", "web", target="web", min_replicas=2, max_replicas=10, current=4, desired=6)
+    )
+    emulator.put(
+        o.hpa(
+            "shop",
+            "blind",
+            target="blind",
+            min_replicas=2,
+            max_replicas=10,
+            current=4,
+            desired=4,
+            scaling_active=False,
+        )
+    )
     web = hpa_replicas("web", "shop")
     assert (web["current"], web["desired"], web["converged"], web["stuck"]) == (4, 6, False, False)
     blind = hpa_replicas("blind", "shop")
     assert blind["stuck"] is True and "ScalingActive=False" in blind["why"][0]
-    _later(0.3, lambda: emulator.put(o.hpa("shop", "web", target="web", min_replicas=2,
-                                           max_replicas=10, current=6, desired=6)))  # fmt: skip
+    _later(
+        0.3,
+        lambda: emulator.put(
+            o.hpa(
+                "shop", "web", target="web", min_replicas=2, max_replicas=10, current=6, desired=6
+            )
+        ),
+    )
     assert hpa_replicas("web", "shop", wait_seconds=10)["converged"] is True
 
 
 def test_hpa_summary_at_max() -> None:
-    summary = hpa_summary(o.hpa("a", "b", target="b", min_replicas=1, max_replicas=5, current=5,
-                                desired=5))  # fmt: skip
+    summary = hpa_summary(
+        o.hpa("a", "b", target="b", min_replicas=1, max_replicas=5, current=5, desired=5)
+    )
     assert summary["at_max"] is True and summary["stuck"] is False

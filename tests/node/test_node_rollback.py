@@ -22,40 +22,59 @@ def _cordoned(emulator: EmulatorHandle) -> set[str]:
 
 
 def test_sigkill_mid_drain_then_rollback_uncordons_exactly_the_drained_nodes(
-    emulator: EmulatorHandle, ledger_path: Path, tmp_path: Path,
+    emulator: EmulatorHandle,
+    ledger_path: Path,
+    tmp_path: Path,
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+) -> None:
     pool = {"role": "eat-workers"}
     emulator.put([o.node(f"worker-{i}", pool) for i in range(9)])
     emulator.put(o.node("worker-9", pool, unschedulable=True))  # cordoned by someone else
     # a budget that never allows a disruption: the drain keeps retrying until killed
     emulator.put(o.deployment("shop", "web", replicas=4, nodes=["worker-0", "worker-1"]))
     emulator.put(o.pdb("shop", "web", match_labels={"app": "web"}, min_available=4))
-    experiment = write_experiment({
-        "title": "drain two workers under a strict budget",
-        "description": "killed mid-drain on purpose",
-        "method": [{
-            "type": "action",
-            "name": "drain-two-workers",
-            "provider": {
-                "type": "python", "module": "chaos_ext.node.actions", "func": "drain_nodes",
-                "arguments": {"label_selector": "role=eat-workers", "count": 2, "pick": "first",
-                              "timeout_seconds": 120, "backoff_max_seconds": 1},
-            },
-        }],
-    })  # fmt: skip
+    experiment = write_experiment(
+        {
+            "title": "drain two workers under a strict budget",
+            "description": "killed mid-drain on purpose",
+            "method": [
+                {
+                    "type": "action",
+                    "name": "drain-two-workers",
+                    "provider": {
+                        "type": "python",
+                        "module": "chaos_ext.node.actions",
+                        "func": "drain_nodes",
+                        "arguments": {
+                            "label_selector": "role=eat-workers",
+                            "count": 2,
+                            "pick": "first",
+                            "timeout_seconds": 120,
+                            "backoff_max_seconds": 1,
+                        },
+                    },
+                }
+            ],
+        }
+    )
     runner = subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(experiment)),
-        env=cli_env(ledger_path), cwd=tmp_path, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for(
-            lambda: _cordoned(emulator) == {"worker-0", "worker-1", "worker-9"}
-            and len(emulator.events("evict-blocked")) >= 4,
-            60, "the drain to cordon and hit the budget",
-        )  # fmt: skip
+            lambda: (
+                _cordoned(emulator) == {"worker-0", "worker-1", "worker-9"}
+                and len(emulator.events("evict-blocked")) >= 4
+            ),
+            60,
+            "the drain to cordon and hit the budget",
+        )
     finally:
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=10)

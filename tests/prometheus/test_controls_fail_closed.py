@@ -39,16 +39,25 @@ SAFEGUARD = {
     "provider": {
         "type": "python",
         "module": "chaosaddons.controls.safeguards",
-        "arguments": {"probes": [{
-            "name": "safeguard_1", "type": "probe",
-            "provider": {"type": "python", "module": "mymodule", "func": "checkstuff"},
-            "background": True, "tolerance": True,
-        }]},
+        "arguments": {
+            "probes": [
+                {
+                    "name": "safeguard_1",
+                    "type": "probe",
+                    "provider": {"type": "python", "module": "mymodule", "func": "checkstuff"},
+                    "background": True,
+                    "tolerance": True,
+                }
+            ]
+        },
     },
-}  # fmt: skip
-STEADY_PLAN = {"interval_seconds": 1, "conditions": [
-    {"name": "always-steady", "promql": "vector(0)", "tolerance": {"op": "<", "threshold": 1}},
-]}  # fmt: skip
+}
+STEADY_PLAN = {
+    "interval_seconds": 1,
+    "conditions": [
+        {"name": "always-steady", "promql": "vector(0)", "tolerance": {"op": "<", "threshold": 1}},
+    ],
+}
 
 
 def _abort_control(plan: str) -> dict[str, Any]:
@@ -79,10 +88,20 @@ def _experiment(
         "configuration": {"prometheus_url": prom_url},
         "controls": controls,
         "steady-state-hypothesis": {"title": "ready", "probes": [{**ready, "tolerance": True}]},
-        "method": [py("action", "load", "chaos_ext.load.actions", "drive_http_load",
-                      urls=[target.url], rate=10, duration_seconds=2, wait=True)],
+        "method": [
+            py(
+                "action",
+                "load",
+                "chaos_ext.load.actions",
+                "drive_http_load",
+                urls=[target.url],
+                rate=10,
+                duration_seconds=2,
+                wait=True,
+            )
+        ],
         "rollbacks": [py("action", "stop-load", "chaos_ext.load.actions", "stop_http_load")],
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture
@@ -97,8 +116,11 @@ def experiments_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "experiments"
     (folder / "plans").mkdir(parents=True)
     (folder / "plans" / "steady.yaml").write_text(yaml.safe_dump(STEADY_PLAN))
-    typo = {"name": "errors", "promql": "sum(rate(errors_total[1m]",
-            "tolerance": {"op": "<", "threshold": 1}}  # fmt: skip
+    typo = {
+        "name": "errors",
+        "promql": "sum(rate(errors_total[1m]",
+        "tolerance": {"op": "<", "threshold": 1},
+    }
     (folder / "plans" / "typo.yaml").write_text(yaml.safe_dump({"conditions": [typo]}))
     return folder
 
@@ -121,19 +143,34 @@ def _problem_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
 @pytest.mark.parametrize(
     ("label", "control", "expected"),
     [
-        ("missing plan", _abort_control("plans/missing.yaml"),
-         "control 'stop-on-errors': invalid: abort plan "),
-        ("invalid plan", _abort_control("plans/typo.yaml"),
-         "invalid PromQL 'sum(rate(errors_total[1m]': unclosed left parenthesis"),
-        ("unimportable control", SAFEGUARD,
-         "control 'safeguard': cannot import 'chaosaddons.controls.safeguards': "
-         "No module named 'chaosaddons'"),
+        (
+            "missing plan",
+            _abort_control("plans/missing.yaml"),
+            "control 'stop-on-errors': invalid: abort plan ",
+        ),
+        (
+            "invalid plan",
+            _abort_control("plans/typo.yaml"),
+            "invalid PromQL 'sum(rate(errors_total[1m]': unclosed left parenthesis",
+        ),
+        (
+            "unimportable control",
+            SAFEGUARD,
+            "control 'safeguard': cannot import 'chaosaddons.controls.safeguards': "
+            "No module named 'chaosaddons'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_validate_and_run_refuse_and_nothing_is_injected(
-    label: str, control: dict[str, Any], expected: str, target: HttpTarget,
-    prom: PrometheusServer, experiments_dir: Path, ledger_path: Path, gameday: Gameday,
-) -> None:  # fmt: skip
+    label: str,
+    control: dict[str, Any],
+    expected: str,
+    target: HttpTarget,
+    prom: PrometheusServer,
+    experiments_dir: Path,
+    ledger_path: Path,
+    gameday: Gameday,
+) -> None:
     path = _write(experiments_dir, _experiment(target, prom.url, [control]))
     junit = str(experiments_dir / "junit.xml")
     for command in (["validate"], ["run"], ["gate", "--junit", junit]):
@@ -150,12 +187,17 @@ def test_validate_and_run_refuse_and_nothing_is_injected(
 
 
 def test_a_control_of_the_settings_is_checked_too(
-    target: HttpTarget, prom: PrometheusServer, experiments_dir: Path, ledger_path: Path,
-    gameday: Gameday, tmp_path: Path,
-) -> None:  # fmt: skip
+    target: HttpTarget,
+    prom: PrometheusServer,
+    experiments_dir: Path,
+    ledger_path: Path,
+    gameday: Gameday,
+    tmp_path: Path,
+) -> None:
     settings = tmp_path / "settings.yaml"
-    settings.write_text(yaml.safe_dump({"controls": {"safeguard": {
-        "provider": SAFEGUARD["provider"]}}}))  # fmt: skip
+    settings.write_text(
+        yaml.safe_dump({"controls": {"safeguard": {"provider": SAFEGUARD["provider"]}}})
+    )
     path = _write(experiments_dir, _experiment(target, prom.url, []))
     for command in ("validate", "run"):
         result = gameday(command, "--settings", str(settings), str(path))
@@ -169,9 +211,12 @@ def test_a_control_of_the_settings_is_checked_too(
 
 
 def test_allow_missing_controls_runs_unprotected_and_says_so(
-    target: HttpTarget, prom: PrometheusServer, experiments_dir: Path, ledger_path: Path,
+    target: HttpTarget,
+    prom: PrometheusServer,
+    experiments_dir: Path,
+    ledger_path: Path,
     gameday: Gameday,
-) -> None:  # fmt: skip
+) -> None:
     path = _write(experiments_dir, _experiment(target, prom.url, [SAFEGUARD]))
     result = gameday("run", "--allow-missing-controls", str(path))
     assert result.returncode == 0, result.stderr
@@ -185,9 +230,13 @@ def test_allow_missing_controls_runs_unprotected_and_says_so(
 
 
 def test_a_valid_plan_is_found_from_the_experiment_directory(
-    target: HttpTarget, prom: PrometheusServer, experiments_dir: Path, ledger_path: Path,
-    gameday: Gameday, tmp_path: Path,
-) -> None:  # fmt: skip
+    target: HttpTarget,
+    prom: PrometheusServer,
+    experiments_dir: Path,
+    ledger_path: Path,
+    gameday: Gameday,
+    tmp_path: Path,
+) -> None:
     """gameday starts in tmp_path; "plans/steady.yaml" only exists next to the experiment."""
     assert not (tmp_path / "plans").exists()
     path = _write(
@@ -205,8 +254,12 @@ def test_a_valid_plan_is_found_from_the_experiment_directory(
 
 @pytest.mark.parametrize("how", ["control", "--abort-on"])
 def test_prometheus_not_answering_when_the_watch_starts_refuses_the_run(
-    how: str, target: HttpTarget, experiments_dir: Path, ledger_path: Path, gameday: Gameday,
-) -> None:  # fmt: skip
+    how: str,
+    target: HttpTarget,
+    experiments_dir: Path,
+    ledger_path: Path,
+    gameday: Gameday,
+) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     controls = [_abort_control("plans/steady.yaml")] if how == "control" else []
     path = _write(experiments_dir, _experiment(target, dead, controls))
@@ -228,11 +281,16 @@ def test_prometheus_not_answering_when_the_watch_starts_refuses_the_run(
 
 
 def test_a_control_whose_configure_fails_refuses_the_run(
-    target: HttpTarget, prom: PrometheusServer, experiments_dir: Path, ledger_path: Path,
+    target: HttpTarget,
+    prom: PrometheusServer,
+    experiments_dir: Path,
+    ledger_path: Path,
     gameday: Gameday,
-) -> None:  # fmt: skip
-    control = {"name": "needs-a-token", "provider": {
-        "type": "python", "module": "support.controlkit", "arguments": {"token": ""}}}  # fmt: skip
+) -> None:
+    control = {
+        "name": "needs-a-token",
+        "provider": {"type": "python", "module": "support.controlkit", "arguments": {"token": ""}},
+    }
     path = _write(experiments_dir, _experiment(target, prom.url, [control]))
     result = gameday("run", str(path))
     assert result.returncode == 3, result.stderr
@@ -256,8 +314,12 @@ def test_plain_chaos_run_stops_before_the_hypothesis_when_prometheus_is_down(
     journal_path = experiments_dir / "chaos-journal.json"
     done = subprocess.run(
         [str(CHAOS), "--no-version-check", "run", "--journal-path", str(journal_path), str(path)],
-        env=cli_env(ledger_path), capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        env=cli_env(ledger_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     journal = json.loads(journal_path.read_text())
     assert journal["status"] == "interrupted", done.stderr
     assert journal["steady_states"]["before"] is None and journal["run"] == []

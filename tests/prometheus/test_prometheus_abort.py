@@ -57,9 +57,11 @@ def _plan(tmp: Path, metric: str, **extra: Any) -> Path:
 
 def _experiment(tmp: Path, prom_url: str, port: int, wait_s: int) -> Path:
     def py(name: str, module: str, func: str, **arguments: Any) -> dict[str, Any]:
-        return {"type": "action", "name": name,
-                "provider": {"type": "python", "module": module, "func": func,
-                             "arguments": arguments}}  # fmt: skip
+        return {
+            "type": "action",
+            "name": name,
+            "provider": {"type": "python", "module": module, "func": func, "arguments": arguments},
+        }
 
     experiment = {
         "title": "abort on breach",
@@ -88,9 +90,12 @@ def _experiment(tmp: Path, prom_url: str, port: int, wait_s: int) -> Path:
 def _start(ledger: Path, tmp: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp / "journal.json"), *args),
-        env=cli_env(ledger), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=cli_env(ledger),
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-    )  # fmt: skip
+    )
 
 
 def _finish(proc: subprocess.Popen[str], tmp: Path) -> tuple[dict[str, Any], str]:
@@ -99,9 +104,12 @@ def _finish(proc: subprocess.Popen[str], tmp: Path) -> tuple[dict[str, Any], str
 
 
 def test_breach_interrupts_and_rollback_completes_within_two_scrapes(
-    ledger_path: Path, tmp_path: Path, exporter: Exporter, prom: PrometheusServer,
+    ledger_path: Path,
+    tmp_path: Path,
+    exporter: Exporter,
+    prom: PrometheusServer,
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name = metric("error_ratio")
     gauge = exporter.gauge(name)
     gauge.set(0.01)
@@ -172,9 +180,12 @@ def test_prometheus_killed_mid_run_aborts_and_rolls_back(
 
 
 def test_no_breach_lets_the_run_finish_and_records_the_watch(
-    ledger_path: Path, tmp_path: Path, exporter: Exporter, prom: PrometheusServer,
+    ledger_path: Path,
+    tmp_path: Path,
+    exporter: Exporter,
+    prom: PrometheusServer,
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name = metric("calm")
     exporter.gauge(name).set(0.0)
     wait_value(prom, name, 0.0)
@@ -194,9 +205,15 @@ def test_a_query_prometheus_rejects_aborts_at_once(
     plan = tmp_path / "bad-query.yaml"
     # valid PromQL syntax (promql-parser accepts it), but Prometheus refuses the regex
     bad_regex = 'label_replace(vector(1), "a", "$1", "b", "(")'
-    plan.write_text(yaml.safe_dump({"conditions": [
-        {"name": "typo", "promql": bad_regex, "tolerance": {"op": "<", "threshold": 1}},
-    ]}))  # fmt: skip
+    plan.write_text(
+        yaml.safe_dump(
+            {
+                "conditions": [
+                    {"name": "typo", "promql": bad_regex, "tolerance": {"op": "<", "threshold": 1}},
+                ]
+            }
+        )
+    )
     experiment = _experiment(tmp_path, prom.url, free_port(), wait_s=30)
     started = time.monotonic()
     proc = _start(ledger_path, tmp_path, "--abort-on", str(plan), str(experiment))
@@ -211,9 +228,19 @@ def test_a_plan_with_a_promql_syntax_error_is_refused_before_anything_runs(
     gameday: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
     plan = tmp_path / "typo.yaml"
-    plan.write_text(yaml.safe_dump({"conditions": [
-        {"name": "typo", "promql": "sum(rate(x[1m])", "tolerance": {"op": "<", "threshold": 1}},
-    ]}))  # fmt: skip
+    plan.write_text(
+        yaml.safe_dump(
+            {
+                "conditions": [
+                    {
+                        "name": "typo",
+                        "promql": "sum(rate(x[1m])",
+                        "tolerance": {"op": "<", "threshold": 1},
+                    },
+                ]
+            }
+        )
+    )
     experiment = _experiment(tmp_path, "http://127.0.0.1:9", free_port(), wait_s=1)
     result = gameday("run", "--abort-on", str(plan), str(experiment))
     assert result.returncode == 3, result.stderr

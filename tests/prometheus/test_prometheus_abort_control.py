@@ -25,9 +25,12 @@ CHAOS = Path(sys.executable).with_name("chaos")
 
 
 def test_control_interrupts_plain_chaos_run_and_rollbacks_run(
-    ledger_path: Path, tmp_path: Path, exporter: Exporter, prom: PrometheusServer,
+    ledger_path: Path,
+    tmp_path: Path,
+    exporter: Exporter,
+    prom: PrometheusServer,
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name = metric("ctk_errors")
     gauge = exporter.gauge(name)
     gauge.set(0)
@@ -38,34 +41,74 @@ def test_control_interrupts_plain_chaos_run_and_rollbacks_run(
         "description": "waits; the control must cut it short",
         "configuration": {"prometheus_url": prom.url},
         "runtime": {"rollbacks": {"strategy": "always"}},
-        "controls": [{
-            "name": "abort-on-errors",
-            "provider": {"type": "python", "module": "chaos_ext.controls.abort", "arguments": {
-                "interval_seconds": 0.5,
-                "conditions": [{"name": "errors", "promql": f"max({name})",
-                                "tolerance": {"op": "<", "threshold": 1}}],
-            }},
-        }],
-        "method": [
-            {"type": "action", "name": "started", "provider": {
-                "type": "python", "module": "support.timekit", "func": "mark_time",
-                "arguments": {"path": str(marker)}}},
-            {"type": "probe", "name": "wait", "provider": {
-                "type": "process", "path": "sleep", "arguments": "60", "timeout": 90}},
+        "controls": [
+            {
+                "name": "abort-on-errors",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.controls.abort",
+                    "arguments": {
+                        "interval_seconds": 0.5,
+                        "conditions": [
+                            {
+                                "name": "errors",
+                                "promql": f"max({name})",
+                                "tolerance": {"op": "<", "threshold": 1},
+                            }
+                        ],
+                    },
+                },
+            }
         ],
-        "rollbacks": [{"type": "action", "name": "mark-rollback", "provider": {
-            "type": "python", "module": "support.timekit", "func": "mark_time",
-            "arguments": {"path": str(tmp_path / "rb")}}}],
-    }  # fmt: skip
+        "method": [
+            {
+                "type": "action",
+                "name": "started",
+                "provider": {
+                    "type": "python",
+                    "module": "support.timekit",
+                    "func": "mark_time",
+                    "arguments": {"path": str(marker)},
+                },
+            },
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {"type": "process", "path": "sleep", "arguments": "60", "timeout": 90},
+            },
+        ],
+        "rollbacks": [
+            {
+                "type": "action",
+                "name": "mark-rollback",
+                "provider": {
+                    "type": "python",
+                    "module": "support.timekit",
+                    "func": "mark_time",
+                    "arguments": {"path": str(tmp_path / "rb")},
+                },
+            }
+        ],
+    }
     path = tmp_path / "experiment.json"
     path.write_text(json.dumps(experiment))
     journal_path = tmp_path / "journal.json"
     proc = subprocess.Popen(
-        [str(CHAOS), "--no-version-check", "run", "--no-verify-tls", "--journal-path",
-         str(journal_path), str(path)],
-        env=cli_env(ledger_path), cwd=tmp_path, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            str(CHAOS),
+            "--no-version-check",
+            "run",
+            "--no-verify-tls",
+            "--journal-path",
+            str(journal_path),
+            str(path),
+        ],
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for(marker.exists, 30, "the method started")
         time.sleep(1.0)
@@ -119,11 +162,15 @@ def test_tracker_fail_safe_on_unreachable_streak_and_errors() -> None:
 
 def test_plan_parsing_uses_the_catalog_and_checks_everything() -> None:
     plan = parse_plan(
-        {"interval_seconds": 2, "conditions": [
-            {"probe": "http-error-ratio", "parameters": {"job": "checkout"}},
-            {"probe": "nodes-not-ready", "tolerance": {"op": "<=", "threshold": 1}},
-        ]}, "test",
-    )  # fmt: skip
+        {
+            "interval_seconds": 2,
+            "conditions": [
+                {"probe": "http-error-ratio", "parameters": {"job": "checkout"}},
+                {"probe": "nodes-not-ready", "tolerance": {"op": "<=", "threshold": 1}},
+            ],
+        },
+        "test",
+    )
     first, second = plan.conditions
     assert 'job="checkout"' in first.expr and first.tolerance.describe() == "< 0.01"
     assert first.if_nan == 0.0

@@ -28,39 +28,73 @@ ROLLBACK_WITHIN_S = 1.0  # issue 26: from the watch's decision to the rollback's
 
 def _plan(tmp: Path, metric: str) -> Path:
     path = tmp / "abort.yaml"
-    path.write_text(yaml.safe_dump({
-        "interval_seconds": 0.5, "unreachable_after": 3,
-        "conditions": [{"name": "errors", "promql": f"max({metric})",
-                        "tolerance": {"op": "<", "threshold": 0.05}}],
-    }))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "interval_seconds": 0.5,
+                "unreachable_after": 3,
+                "conditions": [
+                    {
+                        "name": "errors",
+                        "promql": f"max({metric})",
+                        "tolerance": {"op": "<", "threshold": 0.05},
+                    }
+                ],
+            }
+        )
+    )
     return path
 
 
 def _mark(label: str, path: Path) -> dict[str, Any]:
-    return {"type": "action", "name": label,
-            "provider": {"type": "python", "module": "support.timekit", "func": "mark_time",
-                         "arguments": {"path": str(path)}}}  # fmt: skip
+    return {
+        "type": "action",
+        "name": label,
+        "provider": {
+            "type": "python",
+            "module": "support.timekit",
+            "func": "mark_time",
+            "arguments": {"path": str(path)},
+        },
+    }
 
 
 def _run(
-    tmp: Path, ledger: Path, prom_url: str, plan: Path, method: list[Any], *extra: str,
+    tmp: Path,
+    ledger: Path,
+    prom_url: str,
+    plan: Path,
+    method: list[Any],
+    *extra: str,
     hypothesis: dict[str, Any] | None = None,
-) -> subprocess.Popen[str]:  # fmt: skip
+) -> subprocess.Popen[str]:
     experiment: dict[str, Any] = {
-        "title": "stop condition", "description": "issue 26", "method": method,
+        "title": "stop condition",
+        "description": "issue 26",
+        "method": method,
         "configuration": {"prometheus_url": prom_url},
         "rollbacks": [_mark("mark-rollback", tmp / "rb")],
-    }  # fmt: skip
+    }
     if hypothesis is not None:
         experiment["steady-state-hypothesis"] = hypothesis
     path = tmp / "experiment.json"
     path.write_text(json.dumps(experiment))
     return subprocess.Popen(
-        gameday_argv("run", "--journal", str(tmp / "journal.json"), "--abort-on", str(plan),
-                     *extra, str(path)),
-        env=cli_env(ledger), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        gameday_argv(
+            "run",
+            "--journal",
+            str(tmp / "journal.json"),
+            "--abort-on",
+            str(plan),
+            *extra,
+            str(path),
+        ),
+        env=cli_env(ledger),
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-    )  # fmt: skip
+    )
 
 
 def _finish(proc: subprocess.Popen[str], tmp: Path) -> tuple[dict[str, Any], str]:
@@ -73,8 +107,7 @@ def _finish(proc: subprocess.Popen[str], tmp: Path) -> tuple[dict[str, Any], str
     return json.loads((tmp / "journal.json").read_text()), output
 
 
-def _aborted(journal: dict[str, Any], output: str, proc: subprocess.Popen[str], tmp: Path
-             ) -> float:  # fmt: skip
+def _aborted(journal: dict[str, Any], output: str, proc: subprocess.Popen[str], tmp: Path) -> float:
     """Seconds from the watch's decision to the rollback's start; checks the outcome."""
     assert proc.returncode == 2, output
     assert journal["status"] == "aborted", output
@@ -88,9 +121,12 @@ def _aborted(journal: dict[str, Any], output: str, proc: subprocess.Popen[str], 
 
 
 def test_a_breach_during_a_60_s_pause_rolls_back_within_a_second(
-    ledger_path: Path, tmp_path: Path, exporter: Exporter, prom: PrometheusServer,
+    ledger_path: Path,
+    tmp_path: Path,
+    exporter: Exporter,
+    prom: PrometheusServer,
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name = metric("pause_breach")
     gauge = exporter.gauge(name)
     gauge.set(0.0)
@@ -105,17 +141,27 @@ def test_a_breach_during_a_60_s_pause_rolls_back_within_a_second(
 
 
 def test_a_breach_during_a_shell_action_ends_its_processes(
-    ledger_path: Path, tmp_path: Path, exporter: Exporter, prom: PrometheusServer,
+    ledger_path: Path,
+    tmp_path: Path,
+    exporter: Exporter,
+    prom: PrometheusServer,
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name, sleep = metric("shell_breach"), marked_sleep()
     gauge = exporter.gauge(name)
     gauge.set(0.0)
     wait_value(prom, name, 0.0)
     marker = tmp_path / "in-the-shell"
-    shell = {"type": "action", "name": "shell-sleep", "pauses": {"after": 60},
-             "provider": {"type": "process", "path": "sh",
-                          "arguments": f"-c 'touch {marker}; sleep {sleep}'"}}  # fmt: skip
+    shell = {
+        "type": "action",
+        "name": "shell-sleep",
+        "pauses": {"after": 60},
+        "provider": {
+            "type": "process",
+            "path": "sh",
+            "arguments": f"-c 'touch {marker}; sleep {sleep}'",
+        },
+    }
     proc = _run(tmp_path, ledger_path, prom.url, _plan(tmp_path, name), [shell])
     wait_for(lambda: marker.exists() and bool(running_with_argument(sleep)), 30, "the shell")
     gauge.set(0.2)
@@ -125,20 +171,41 @@ def test_a_breach_during_a_shell_action_ends_its_processes(
 
 
 def test_a_breach_while_settling_stops_the_run_before_anything_is_injected(
-    ledger_path: Path, tmp_path: Path, exporter: Exporter, prom: PrometheusServer,
+    ledger_path: Path,
+    tmp_path: Path,
+    exporter: Exporter,
+    prom: PrometheusServer,
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name = metric("settle_breach")
     gauge = exporter.gauge(name)
     gauge.set(0.0)
     wait_value(prom, name, 0.0)
-    never = {"title": "never steady", "probes": [{
-        "type": "probe", "name": "file-exists", "tolerance": 0,
-        "provider": {"type": "process", "path": "test",
-                     "arguments": ["-e", str(tmp_path / "never")]}}]}  # fmt: skip
-    proc = _run(tmp_path, ledger_path, prom.url, _plan(tmp_path, name),
-                [_mark("inject", tmp_path / "acted")], "--settle", "40",
-                hypothesis=never)  # fmt: skip
+    never = {
+        "title": "never steady",
+        "probes": [
+            {
+                "type": "probe",
+                "name": "file-exists",
+                "tolerance": 0,
+                "provider": {
+                    "type": "process",
+                    "path": "test",
+                    "arguments": ["-e", str(tmp_path / "never")],
+                },
+            }
+        ],
+    }
+    proc = _run(
+        tmp_path,
+        ledger_path,
+        prom.url,
+        _plan(tmp_path, name),
+        [_mark("inject", tmp_path / "acted")],
+        "--settle",
+        "40",
+        hypothesis=never,
+    )
     time.sleep(3.0)  # settling: the hypothesis fails every 2 s
     assert proc.poll() is None
     gauge.set(0.2)

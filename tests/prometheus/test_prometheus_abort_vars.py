@@ -36,21 +36,39 @@ def alertmanager() -> Iterator[Alertmanager]:
 def _experiment(tmp: Path) -> Path:
     """No configuration at all: every URL comes from --var."""
     path = tmp / "experiment.json"
-    path.write_text(json.dumps({
-        "title": "urls from --var", "description": "issue 26 item 4",
-        "method": [{"type": "action", "name": "mark-start", "provider": {
-            "type": "python", "module": "support.timekit", "func": "mark_time",
-            "arguments": {"path": str(tmp / "started")}}, "pauses": {"after": 60}}],
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "title": "urls from --var",
+                "description": "issue 26 item 4",
+                "method": [
+                    {
+                        "type": "action",
+                        "name": "mark-start",
+                        "provider": {
+                            "type": "python",
+                            "module": "support.timekit",
+                            "func": "mark_time",
+                            "arguments": {"path": str(tmp / "started")},
+                        },
+                        "pauses": {"after": 60},
+                    }
+                ],
+            }
+        )
+    )
     return path
 
 
 def _start(tmp: Path, ledger: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp / "journal.json"), *args),
-        env=cli_env(ledger), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=cli_env(ledger),
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-    )  # fmt: skip
+    )
 
 
 def _aborted_by(proc: subprocess.Popen[str], tmp: Path, condition: str) -> dict[str, Any]:
@@ -71,9 +89,17 @@ def _aborted_by(proc: subprocess.Popen[str], tmp: Path, condition: str) -> dict[
 def test_var_alertmanager_url_reaches_the_watch(
     ledger_path: Path, tmp_path: Path, alertmanager: Alertmanager
 ) -> None:
-    proc = _start(tmp_path, ledger_path, "--var", f"alertmanager_url={alertmanager.url}",
-                  "--abort-on", "alertmanager", "--alerts", "severity=critical",
-                  str(_experiment(tmp_path)))  # fmt: skip
+    proc = _start(
+        tmp_path,
+        ledger_path,
+        "--var",
+        f"alertmanager_url={alertmanager.url}",
+        "--abort-on",
+        "alertmanager",
+        "--alerts",
+        "severity=critical",
+        str(_experiment(tmp_path)),
+    )
     wait_for((tmp_path / "started").exists, 30, "the method")
     alertmanager.post_alert({"alertname": "GamedayVarTest", "severity": "critical"})
     fired = _aborted_by(proc, tmp_path, "GamedayVarTest")
@@ -81,9 +107,12 @@ def test_var_alertmanager_url_reaches_the_watch(
 
 
 def test_var_prometheus_url_reaches_the_watch(
-    ledger_path: Path, tmp_path: Path, exporter: Exporter, prom: PrometheusServer,
+    ledger_path: Path,
+    tmp_path: Path,
+    exporter: Exporter,
+    prom: PrometheusServer,
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name = metric("var_url")
     exporter.gauge(name).set(1.0)
     wait_value(prom, name, 1.0)
@@ -91,8 +120,15 @@ def test_var_prometheus_url_reaches_the_watch(
     over = {"name": "over", "promql": name, "tolerance": {"op": "<", "threshold": 0.5}}
     plan.write_text(yaml.safe_dump({"interval_seconds": 0.5, "conditions": [over]}))
     started = time.monotonic()
-    proc = _start(tmp_path, ledger_path, "--var", f"prometheus_url={prom.url}",
-                  "--abort-on", str(plan), str(_experiment(tmp_path)))  # fmt: skip
+    proc = _start(
+        tmp_path,
+        ledger_path,
+        "--var",
+        f"prometheus_url={prom.url}",
+        "--abort-on",
+        str(plan),
+        str(_experiment(tmp_path)),
+    )
     fired = _aborted_by(proc, tmp_path, "over")
     assert fired["value"] == 1.0
     assert time.monotonic() - started < 30  # not the 60 s pause

@@ -32,10 +32,11 @@ CONTROL_PLANE = RULES / "kubernetesControlPlane-prometheusRule.yaml"
 def test_real_rule_files_and_prometheus_rules_parse() -> None:
     counts = {p.name: len(load_rules(p)) for p in (COREDNS, K8S, KUBE_PROMETHEUS, CONTROL_PLANE)}
     assert counts == {
-        "coredns-mixin-alerts.yaml": 9, "kubernetes-mixin-alerts.yaml": 65,
+        "coredns-mixin-alerts.yaml": 9,
+        "kubernetes-mixin-alerts.yaml": 65,
         "kubePrometheus-prometheusRule.yaml": 4,  # its recording rules are skipped
         "kubernetesControlPlane-prometheusRule.yaml": 63,
-    }  # fmt: skip
+    }
     errors = {r.name: r for r in load_rules(COREDNS) if r.name == "CoreDNSErrorsHigh"}
     assert errors["CoreDNSErrorsHigh"].for_s == 600
     watchdog = next(r for r in load_rules(KUBE_PROMETHEUS) if r.name == "Watchdog")
@@ -47,18 +48,23 @@ def test_selection_by_labels_and_names() -> None:
     critical = parse_selector("severity=critical")
     plan = load_sources([str(COREDNS), str(KUBE_PROMETHEUS)], [critical])
     assert [r.name for r in plan.alerts.rules] == [
-        "CoreDNSDown", "CoreDNSLatencyHigh", "CoreDNSErrorsHigh", "CoreDNSForwardLatencyHigh",
+        "CoreDNSDown",
+        "CoreDNSLatencyHigh",
+        "CoreDNSErrorsHigh",
+        "CoreDNSForwardLatencyHigh",
         "CoreDNSForwardErrorsHigh",
-    ]  # fmt: skip
+    ]
     assert all(r.labels["severity"] == "critical" for r in plan.alerts.rules)  # never Watchdog
     regex = parse_selector('{alertname=~"CoreDNS(Forward)?ErrorsHigh", severity!="warning"}')
     assert [r.name for r in load_sources([str(COREDNS)], [regex]).alerts.rules] == [
-        "CoreDNSErrorsHigh", "CoreDNSForwardErrorsHigh",
-    ]  # fmt: skip
+        "CoreDNSErrorsHigh",
+        "CoreDNSForwardErrorsHigh",
+    ]
     either = [parse_selector("Watchdog"), parse_selector("TargetDown")]
     assert {r.name for r in load_sources([str(KUBE_PROMETHEUS)], either).alerts.rules} == {
-        "Watchdog", "TargetDown",
-    }  # fmt: skip
+        "Watchdog",
+        "TargetDown",
+    }
 
 
 def test_a_selection_of_nothing_is_refused_with_the_choices() -> None:
@@ -91,8 +97,14 @@ def test_broken_rule_files_are_refused(tmp_path: Path, text: str, message: str) 
 def test_a_plan_file_names_rule_files_relative_to_itself(tmp_path: Path) -> None:
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "dns.yaml").write_text(COREDNS.read_text())
-    document = {"interval_seconds": 0.5, "alerts": {"rules": ["rules/dns.yaml"],
-                "select": "severity=warning", "firing": ["alertmanager"]}}  # fmt: skip
+    document = {
+        "interval_seconds": 0.5,
+        "alerts": {
+            "rules": ["rules/dns.yaml"],
+            "select": "severity=warning",
+            "firing": ["alertmanager"],
+        },
+    }
     plan = parse_plan(document, "plan.yaml", base=tmp_path)
     assert {r.labels["severity"] for r in plan.alerts.rules} == {"warning"}
     assert [w.source for w in plan.alerts.firing] == ["alertmanager"]
@@ -197,15 +209,26 @@ def test_watching_alertmanager_without_its_url_is_refused_before_anything_runs(
 ) -> None:
     marker = tmp_path / "ran"
     experiment = {
-        "title": "t", "description": "d",
-        "method": [{"type": "action", "name": "mark", "provider": {
-            "type": "python", "module": "support.timekit", "func": "mark_time",
-            "arguments": {"path": str(marker)}}}],
-    }  # fmt: skip
+        "title": "t",
+        "description": "d",
+        "method": [
+            {
+                "type": "action",
+                "name": "mark",
+                "provider": {
+                    "type": "python",
+                    "module": "support.timekit",
+                    "func": "mark_time",
+                    "arguments": {"path": str(marker)},
+                },
+            }
+        ],
+    }
     path = tmp_path / "experiment.json"
     path.write_text(json.dumps(experiment))
-    result = gameday("run", "--abort-on", "alertmanager", "--alerts", "severity=critical",
-                     str(path))  # fmt: skip
+    result = gameday(
+        "run", "--abort-on", "alertmanager", "--alerts", "severity=critical", str(path)
+    )
     assert result.returncode == 3
     assert "alertmanager_url" in result.stdout + result.stderr
     assert not marker.exists() and Ledger(ledger_path).history() == []

@@ -58,8 +58,9 @@ def rule_file(tmp_path_factory: pytest.TempPathFactory, metric_name: str) -> Pat
 
 @pytest.fixture(scope="module")
 def prom_rules(exporter: Exporter, rule_file: Path) -> Iterator[PrometheusServer]:
-    with prometheus.start(targets=[exporter.target], rule_files=[rule_file],
-                          scrape_interval="1s") as server:  # fmt: skip
+    with prometheus.start(
+        targets=[exporter.target], rule_files=[rule_file], scrape_interval="1s"
+    ) as server:
         server.wait_scraped(timeout=30)
         yield server
 
@@ -80,25 +81,39 @@ def _first(prom: PrometheusServer, expr: str, *, true: bool, timeout: float = 30
 
 def _run(tmp: Path, ledger: Path, prom_url: str, *abort: str) -> tuple[dict[str, Any], str]:
     experiment = {
-        "title": "alert times", "description": "issue 26 item 3",
+        "title": "alert times",
+        "description": "issue 26 item 3",
         "configuration": {"prometheus_url": prom_url},
-        "method": [{"type": "probe", "name": "wait", "provider": {
-            "type": "process", "path": "sleep", "arguments": "60", "timeout": 90}}],
-    }  # fmt: skip
+        "method": [
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {"type": "process", "path": "sleep", "arguments": "60", "timeout": 90},
+            }
+        ],
+    }
     path = tmp / "experiment.json"
     path.write_text(json.dumps(experiment))
     done = subprocess.run(
         gameday_argv("run", "--journal", str(tmp / "journal.json"), *abort, str(path)),
-        env=cli_env(ledger), cwd=tmp, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        env=cli_env(ledger),
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     return json.loads((tmp / "journal.json").read_text()), done.stderr
 
 
 def test_prometheus_alerts_firing_since_is_pending_since_plus_for(
-    ledger_path: Path, tmp_path: Path, gauge: Any, prom_rules: PrometheusServer,
+    ledger_path: Path,
+    tmp_path: Path,
+    gauge: Any,
+    prom_rules: PrometheusServer,
     metric_name: str,
-) -> None:  # fmt: skip
+) -> None:
     _first(prom_rules, f"{metric_name} > 0", true=False)
     gauge.set(1)
     try:
@@ -117,24 +132,29 @@ def test_prometheus_alerts_firing_since_is_pending_since_plus_for(
 
 
 def test_a_replayed_rule_keeps_the_real_pending_time(
-    ledger_path: Path, tmp_path: Path, gauge: Any, prom_rules: PrometheusServer,
-    metric_name: str, rule_file: Path,
-) -> None:  # fmt: skip
+    ledger_path: Path,
+    tmp_path: Path,
+    gauge: Any,
+    prom_rules: PrometheusServer,
+    metric_name: str,
+    rule_file: Path,
+) -> None:
     _first(prom_rules, f"{metric_name} > 0", true=False)  # the other test's alert is over
     gauge.set(1)
     try:
         first_true = _first(prom_rules, f"{metric_name} > 0", true=True)
         time.sleep(FOR_S + 3)  # pending, then firing, longer than `for` before the watch
-        journal, output = _run(tmp_path, ledger_path, prom_rules.url, "--abort-on",
-                               str(rule_file))  # fmt: skip
+        journal, output = _run(tmp_path, ledger_path, prom_rules.url, "--abort-on", str(rule_file))
     finally:
         gauge.set(0)
     fired = journal["gameday"]["abort"]["fired"]
     assert fired["condition"] == "GamedayTimes", output
     active, fired_at = fired["alert"]["active_at_unix"], fired["alert"]["fired_at_unix"]
     started = _unix(journal["start"])
-    print(f"first true {first_true:.2f}, replayed pending since {active:.2f}, "  # noqa: T201
-          f"firing since {fired_at:.2f}, run started {started:.2f}")  # fmt: skip
+    print(  # noqa: T201 - the figures the docs quote
+        f"first true {first_true:.2f}, replayed pending since {active:.2f}, "
+        f"firing since {fired_at:.2f}, run started {started:.2f}"
+    )
     assert started - active > FOR_S  # pending longer than `for` when the run began
     assert abs(active - first_true) <= EVAL_S + 1.0  # a scrape + a step, not now - for
     assert abs(fired_at - active - FOR_S) <= EVAL_S

@@ -44,9 +44,10 @@ K8S = RULES / "kubernetes-mixin-alerts.yaml"
 KUBE_PROMETHEUS = RULES / "kubePrometheus-prometheusRule.yaml"
 INTERVAL_S = 1.0  # the watch's evaluation interval for a rule file given to --abort-on
 PV_RULE = next(
-    r for r in load_rules(K8S)
+    r
+    for r in load_rules(K8S)
     if r.name == "KubePersistentVolumeFillingUp" and r.labels["severity"] == "critical"
-)  # fmt: skip
+)
 OWN_RULES = """\
 groups:
   - name: gameday-test
@@ -71,14 +72,17 @@ def pushgateway() -> Iterator[Daemon]:
 
 
 @pytest.fixture(scope="module")
-def prom_pg(pushgateway: Daemon, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[PrometheusServer]:  # fmt: skip
+def prom_pg(
+    pushgateway: Daemon, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusServer]:
     rules = tmp_path_factory.mktemp("rules") / "own.yaml"
     rules.write_text(OWN_RULES)
     with prometheus.start(
-        jobs={"pushgateway": [pushgateway.target]}, honor_labels=["pushgateway"],
-        rule_files=[rules], scrape_interval="1s",
-    ) as server:  # fmt: skip
+        jobs={"pushgateway": [pushgateway.target]},
+        honor_labels=["pushgateway"],
+        rule_files=[rules],
+        scrape_interval="1s",
+    ) as server:
         server.wait_scraped(timeout=30)
         yield server
 
@@ -92,11 +96,14 @@ def alertmanager() -> Iterator[Alertmanager]:
 def _push_pvc(pg: Daemon, pvc: str, available: float) -> None:
     """What kubelet exports for one volume claim (100 bytes, ``available`` free)."""
     registry = CollectorRegistry()
-    for name, value in (("available", available), ("capacity", 100.0),
-                        ("used", 100.0 - available)):  # fmt: skip
+    for name, value in (("available", available), ("capacity", 100.0), ("used", 100.0 - available)):
         Gauge(f"kubelet_volume_stats_{name}_bytes", name, registry=registry).set(value)
-    push_to_gateway(pg.target, job="kubelet", registry=registry,
-                    grouping_key={"namespace": "shop", "persistentvolumeclaim": pvc})  # fmt: skip
+    push_to_gateway(
+        pg.target,
+        job="kubelet",
+        registry=registry,
+        grouping_key={"namespace": "shop", "persistentvolumeclaim": pvc},
+    )
 
 
 def _delete_pvc(pg: Daemon, pvc: str) -> None:
@@ -112,20 +119,31 @@ def _port_open(port: int) -> bool:
 
 def _experiment(tmp: Path, prom_url: str, port: int, wait_s: int, **config: str) -> Path:
     def py(name: str, module: str, func: str, **arguments: Any) -> dict[str, Any]:
-        return {"type": "action", "name": name,
-                "provider": {"type": "python", "module": module, "func": func,
-                             "arguments": arguments}}  # fmt: skip
+        return {
+            "type": "action",
+            "name": name,
+            "provider": {"type": "python", "module": module, "func": func, "arguments": arguments},
+        }
 
     experiment = {
-        "title": "alerts stop the run", "description": "holds a port and waits",
+        "title": "alerts stop the run",
+        "description": "holds a port and waits",
         "configuration": {"prometheus_url": prom_url, **config},
         "method": [
             py("hold-a-port", "support.faultkit", "hold_port", port=port, seconds=240),
-            {"type": "probe", "name": "wait", "provider": {
-                "type": "process", "path": "sleep", "arguments": str(wait_s), "timeout": 240}},
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {
+                    "type": "process",
+                    "path": "sleep",
+                    "arguments": str(wait_s),
+                    "timeout": 240,
+                },
+            },
         ],
         "rollbacks": [py("mark-rollback", "support.timekit", "mark_time", path=str(tmp / "rb"))],
-    }  # fmt: skip
+    }
     path = tmp / "experiment.json"
     path.write_text(json.dumps(experiment))
     return path
@@ -134,9 +152,12 @@ def _experiment(tmp: Path, prom_url: str, port: int, wait_s: int, **config: str)
 def _run(ledger: Path, tmp: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         gameday_argv("run", "--journal", str(tmp / "journal.json"), *args),
-        env=cli_env(ledger), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=cli_env(ledger),
+        cwd=tmp,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-    )  # fmt: skip
+    )
 
 
 def _finish(
@@ -161,15 +182,25 @@ def _first_true(prom: PrometheusServer, expr: str, timeout: float = 30) -> float
 
 
 def test_a_mixin_alert_aborts_only_after_its_for_and_rolls_back_within_an_interval(
-    ledger_path: Path, tmp_path: Path, pushgateway: Daemon, prom_pg: PrometheusServer,
-) -> None:  # fmt: skip
+    ledger_path: Path,
+    tmp_path: Path,
+    pushgateway: Daemon,
+    prom_pg: PrometheusServer,
+) -> None:
     pvc = "data-for"
     _push_pvc(pushgateway, pvc, available=50)
     wait_result(prom_pg, f'kubelet_volume_stats_available_bytes{{persistentvolumeclaim="{pvc}"}}')
     port = free_port()
     experiment = _experiment(tmp_path, prom_pg.url, port, wait_s=180)
-    proc = _run(ledger_path, tmp_path, "--abort-on", str(K8S), "--alerts", "severity=critical",
-                str(experiment))  # fmt: skip
+    proc = _run(
+        ledger_path,
+        tmp_path,
+        "--abort-on",
+        str(K8S),
+        "--alerts",
+        "severity=critical",
+        str(experiment),
+    )
     try:
         wait_for(lambda: _port_open(port), 60, "the fault injected")
         time.sleep(2 * INTERVAL_S)
@@ -195,9 +226,13 @@ def test_a_mixin_alert_aborts_only_after_its_for_and_rolls_back_within_an_interv
     assert "KubePersistentVolumeFillingUp" in output
     report = subprocess.run(
         gameday_argv("report", str(tmp_path / "journal.json"), "-o", str(tmp_path / "report")),
-        env=cli_env(ledger_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         check=False,
-    )  # fmt: skip
+    )
     assert report.returncode == 0, report.stdout + report.stderr
     summary = " ".join((tmp_path / "report" / "summary.md").read_text().split())
     assert "stopped by KubePersistentVolumeFillingUp (alert)" in summary  # which alert ...
@@ -206,9 +241,12 @@ def test_a_mixin_alert_aborts_only_after_its_for_and_rolls_back_within_an_interv
 
 
 def test_an_alert_whose_for_is_longer_than_the_run_does_not_fire_early(
-    ledger_path: Path, tmp_path: Path, pushgateway: Daemon, prom_pg: PrometheusServer,
+    ledger_path: Path,
+    tmp_path: Path,
+    pushgateway: Daemon,
+    prom_pg: PrometheusServer,
     gameday: Any,
-) -> None:  # fmt: skip
+) -> None:
     pvc = "data-long"
     _push_pvc(pushgateway, pvc, available=1)
     try:
@@ -216,8 +254,16 @@ def test_an_alert_whose_for_is_longer_than_the_run_does_not_fire_early(
         time.sleep(3)  # already pending before the run: the watch must replay that
         port = free_port()
         experiment = _experiment(tmp_path, prom_pg.url, port, wait_s=15)
-        result = gameday("run", "--journal", str(tmp_path / "journal.json"), "--abort-on",
-                         str(K8S), "--alerts", "severity=critical", str(experiment))  # fmt: skip
+        result = gameday(
+            "run",
+            "--journal",
+            str(tmp_path / "journal.json"),
+            "--abort-on",
+            str(K8S),
+            "--alerts",
+            "severity=critical",
+            str(experiment),
+        )
     finally:
         _delete_pvc(pushgateway, pvc)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -230,19 +276,27 @@ def test_an_alert_whose_for_is_longer_than_the_run_does_not_fire_early(
 
 
 def test_a_prometheus_rule_manifest_selects_by_name_or_refuses_an_empty_selection(
-    ledger_path: Path, tmp_path: Path, prom_pg: PrometheusServer, gameday: Any,
-) -> None:  # fmt: skip
+    ledger_path: Path,
+    tmp_path: Path,
+    prom_pg: PrometheusServer,
+    gameday: Any,
+) -> None:
     port = free_port()
     experiment = _experiment(tmp_path, prom_pg.url, port, wait_s=60)
-    refused = gameday("run", "--abort-on", str(KUBE_PROMETHEUS), "--alerts", "severity=critical",
-                      str(experiment))  # fmt: skip
+    refused = gameday(
+        "run", "--abort-on", str(KUBE_PROMETHEUS), "--alerts", "severity=critical", str(experiment)
+    )
     assert refused.returncode == 3
     assert "selects none of its 4 alerts (severities there: none, warning)" in " ".join(
         (refused.stdout + refused.stderr).split()
     )
     assert Ledger(ledger_path).open_entries() == [] and not _port_open(port)
-    assert gameday("validate", "--abort-on", str(KUBE_PROMETHEUS), "--alerts", "Watchdog",
-                   str(experiment)).returncode == 0  # fmt: skip
+    assert (
+        gameday(
+            "validate", "--abort-on", str(KUBE_PROMETHEUS), "--alerts", "Watchdog", str(experiment)
+        ).returncode
+        == 0
+    )
     started = time.time()
     watchdog = gameday(
         "run",
@@ -261,20 +315,33 @@ def test_a_prometheus_rule_manifest_selects_by_name_or_refuses_an_empty_selectio
 
 
 def test_an_alertmanager_alert_matching_the_selector_stops_the_run(
-    ledger_path: Path, tmp_path: Path, prom_pg: PrometheusServer, alertmanager: Alertmanager,
-) -> None:  # fmt: skip
+    ledger_path: Path,
+    tmp_path: Path,
+    prom_pg: PrometheusServer,
+    alertmanager: Alertmanager,
+) -> None:
     port = free_port()
-    experiment = _experiment(tmp_path, prom_pg.url, port, wait_s=120,
-                             alertmanager_url=alertmanager.url)  # fmt: skip
-    proc = _run(ledger_path, tmp_path, "--abort-on", "alertmanager", "--alerts",
-                "severity=critical", str(experiment))  # fmt: skip
+    experiment = _experiment(
+        tmp_path, prom_pg.url, port, wait_s=120, alertmanager_url=alertmanager.url
+    )
+    proc = _run(
+        ledger_path,
+        tmp_path,
+        "--abort-on",
+        "alertmanager",
+        "--alerts",
+        "severity=critical",
+        str(experiment),
+    )
     try:
         wait_for(lambda: _port_open(port), 60, "the fault injected")
         alertmanager.post_alert({"alertname": "CoreDNSErrorsHigh", "severity": "warning"})
         time.sleep(3 * INTERVAL_S)
         assert proc.poll() is None, "a warning must not stop a critical-only watch"
-        alertmanager.post_alert({"alertname": "KubeAPIDown", "severity": "critical"},
-                                annotations={"summary": "the API is gone"})  # fmt: skip
+        alertmanager.post_alert(
+            {"alertname": "KubeAPIDown", "severity": "critical"},
+            annotations={"summary": "the API is gone"},
+        )
         posted = time.time()
         journal, output = _finish(proc, tmp_path)
     finally:
@@ -290,16 +357,26 @@ def test_an_alertmanager_alert_matching_the_selector_stops_the_run(
 
 
 def test_alerts_firing_in_prometheus_stop_the_run(
-    ledger_path: Path, tmp_path: Path, pushgateway: Daemon, prom_pg: PrometheusServer,
-) -> None:  # fmt: skip
+    ledger_path: Path,
+    tmp_path: Path,
+    pushgateway: Daemon,
+    prom_pg: PrometheusServer,
+) -> None:
     registry = CollectorRegistry()
     value = Gauge("gameday_alert_test_value", "test", registry=registry)
     value.set(0)
     push_to_gateway(pushgateway.target, job="gameday-test", registry=registry)
     port = free_port()
     experiment = _experiment(tmp_path, prom_pg.url, port, wait_s=120)
-    proc = _run(ledger_path, tmp_path, "--abort-on", "prometheus-alerts", "--alerts",
-                "severity=critical", str(experiment))  # fmt: skip
+    proc = _run(
+        ledger_path,
+        tmp_path,
+        "--abort-on",
+        "prometheus-alerts",
+        "--alerts",
+        "severity=critical",
+        str(experiment),
+    )
     try:
         wait_for(lambda: _port_open(port), 60, "the fault injected")
         value.set(1)
@@ -314,8 +391,10 @@ def test_alerts_firing_in_prometheus_stop_the_run(
 
 
 def test_alerts_quiet_probe(
-    pushgateway: Daemon, prom_pg: PrometheusServer, alertmanager: Alertmanager,
-) -> None:  # fmt: skip
+    pushgateway: Daemon,
+    prom_pg: PrometheusServer,
+    alertmanager: Alertmanager,
+) -> None:
     config = {"prometheus_url": prom_pg.url, "alertmanager_url": alertmanager.url}
     critical = ["severity=critical"]
     assert probes.alerts_quiet([str(K8S)], critical, configuration=config) is True
@@ -325,44 +404,78 @@ def test_alerts_quiet_probe(
         _first_true(prom_pg, PV_RULE.expr)
         # pending (for: 1m not elapsed): quiet, unless pending alerts count
         assert probes.alerts_quiet([str(K8S)], critical, configuration=config) is True
-        assert probes.alerts_quiet([str(K8S)], critical, include_pending=True,
-                                   configuration=config) is False  # fmt: skip
+        assert (
+            probes.alerts_quiet([str(K8S)], critical, include_pending=True, configuration=config)
+            is False
+        )
     finally:
         _delete_pvc(pushgateway, pvc)
     assert probes.alerts_quiet([str(KUBE_PROMETHEUS)], ["Watchdog"], configuration=config) is False
-    assert probes.alerts_quiet(select=critical, firing=["alertmanager"],
-                               configuration=config) is True  # fmt: skip
+    assert (
+        probes.alerts_quiet(select=critical, firing=["alertmanager"], configuration=config) is True
+    )
     alertmanager.post_alert({"alertname": "KubeletDown", "severity": "critical"})
-    assert probes.alerts_quiet(select=critical, firing=["alertmanager"],
-                               configuration=config) is False  # fmt: skip
+    assert (
+        probes.alerts_quiet(select=critical, firing=["alertmanager"], configuration=config) is False
+    )
 
 
 def test_the_abort_control_takes_alert_rules_under_plain_chaos_run(
-    ledger_path: Path, tmp_path: Path, prom_pg: PrometheusServer,
-) -> None:  # fmt: skip
+    ledger_path: Path,
+    tmp_path: Path,
+    prom_pg: PrometheusServer,
+) -> None:
     chaos = Path(sys.executable).with_name("chaos")
     experiment = {
-        "title": "chaos run stopped by a PrometheusRule alert", "description": "waits",
+        "title": "chaos run stopped by a PrometheusRule alert",
+        "description": "waits",
         "configuration": {"prometheus_url": prom_pg.url},
         "runtime": {"rollbacks": {"strategy": "always"}},
-        "controls": [{"name": "abort-on-alerts", "provider": {
-            "type": "python", "module": "chaos_ext.controls.abort",
-            "arguments": {"alerts": {"rules": [str(KUBE_PROMETHEUS)], "select": "Watchdog"}}}}],
-        "method": [{"type": "probe", "name": "wait", "provider": {
-            "type": "process", "path": "sleep", "arguments": "60", "timeout": 90}}],
-        "rollbacks": [{"type": "action", "name": "mark-rollback", "provider": {
-            "type": "python", "module": "support.timekit", "func": "mark_time",
-            "arguments": {"path": str(tmp_path / "rb")}}}],
-    }  # fmt: skip
+        "controls": [
+            {
+                "name": "abort-on-alerts",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.controls.abort",
+                    "arguments": {
+                        "alerts": {"rules": [str(KUBE_PROMETHEUS)], "select": "Watchdog"}
+                    },
+                },
+            }
+        ],
+        "method": [
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {"type": "process", "path": "sleep", "arguments": "60", "timeout": 90},
+            }
+        ],
+        "rollbacks": [
+            {
+                "type": "action",
+                "name": "mark-rollback",
+                "provider": {
+                    "type": "python",
+                    "module": "support.timekit",
+                    "func": "mark_time",
+                    "arguments": {"path": str(tmp_path / "rb")},
+                },
+            }
+        ],
+    }
     path = tmp_path / "experiment.json"
     path.write_text(json.dumps(experiment))
     journal_path = tmp_path / "journal.json"
     started = time.time()
     result = subprocess.run(
         [str(chaos), "--no-version-check", "run", "--journal-path", str(journal_path), str(path)],
-        env=cli_env(ledger_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         check=False,
-    )  # fmt: skip
+    )
     journal = json.loads(journal_path.read_text())
     assert journal["status"] == "interrupted", result.stdout + result.stderr
     assert journal["gameday"]["abort"]["fired"]["condition"] == "Watchdog"
@@ -376,12 +489,16 @@ def _firing_span(states: list[tuple[float, str]]) -> tuple[float, float]:
 
 
 def test_pending_firing_and_keep_firing_for_match_prometheus_itself(
-    pushgateway: Daemon, prom_pg: PrometheusServer,
-) -> None:  # fmt: skip
+    pushgateway: Daemon,
+    prom_pg: PrometheusServer,
+) -> None:
     """The same rule, loaded in the real Prometheus (2.42, which has keep_firing_for) and
     evaluated by gameday every second: both fire and stop firing at the same times."""
-    rule = next(r for r in parse_rule_documents([yaml.safe_load(OWN_RULES)], "own")
-                if r.name == "GamedayKeepFiring")  # fmt: skip
+    rule = next(
+        r
+        for r in parse_rule_documents([yaml.safe_load(OWN_RULES)], "own")
+        if r.name == "GamedayKeepFiring"
+    )
     registry = CollectorRegistry()
     value = Gauge("gameday_kf_value", "test", registry=registry)
     prom = client({"prometheus_url": prom_pg.url, "prometheus_timeout_seconds": 2})
@@ -394,8 +511,12 @@ def test_pending_firing_and_keep_firing_for_match_prometheus_itself(
         while time.monotonic() < deadline:
             now = time.time()
             state.evaluate(parse_instant(prom.instant(rule.expr, at=now), rule.expr), now)
-            ours.append((now, (state.firing() and "firing") or (state.pending() and "pending")
-                         or "inactive"))  # fmt: skip
+            ours.append(
+                (
+                    now,
+                    (state.firing() and "firing") or (state.pending() and "pending") or "inactive",
+                )
+            )
             listed = [a for a in prom.alerts() if a["labels"].get("alertname") == rule.name]
             theirs.append((now, listed[0]["state"] if listed else "inactive"))
             time.sleep(max(0.0, 0.25 - (time.time() - now)))

@@ -29,11 +29,20 @@ from chaos_ext.prometheus._catalog import (
 ROOT = Path(__file__).resolve().parents[2]
 
 REQUIRED = {
-    "http-error-ratio", "http-latency-p95", "http-latency-p99", "dnsmasq-child-processes",
-    "coredns-forward-cache-miss-rate", "coredns-io-timeout-rate", "node-local-dns-latency-p99",
-    "postgres-connection-headroom", "mysql-connection-headroom", "hpa-replicas-missing",
-    "nodes-not-ready", "envoy-overload-actions-active", "envoy-downstream-connections",
-}  # fmt: skip
+    "http-error-ratio",
+    "http-latency-p95",
+    "http-latency-p99",
+    "dnsmasq-child-processes",
+    "coredns-forward-cache-miss-rate",
+    "coredns-io-timeout-rate",
+    "node-local-dns-latency-p99",
+    "postgres-connection-headroom",
+    "mysql-connection-headroom",
+    "hpa-replicas-missing",
+    "nodes-not-ready",
+    "envoy-overload-actions-active",
+    "envoy-downstream-connections",
+}
 
 
 def test_catalog_has_the_probes_the_platform_needs() -> None:
@@ -58,9 +67,11 @@ def test_every_catalog_entry_parses_on_the_real_prometheus(config: dict[str, Any
 
 
 def test_parameters_point_entries_at_another_service(
-    exporter: Exporter, prom: PrometheusServer, config: dict[str, Any],
+    exporter: Exporter,
+    prom: PrometheusServer,
+    config: dict[str, Any],
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name = metric("requests_total")
     requests = exporter.counter(name, labels=["code"])
     requests.labels(code="200").inc(0)
@@ -158,8 +169,9 @@ def test_shipped_experiment_and_abort_plan_are_valid(
 
 
 def test_validate_refuses_an_unknown_catalog_probe(
-    gameday: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path,
-) -> None:  # fmt: skip
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+) -> None:
     experiment = json.loads((ROOT / "experiments" / "prometheus-edge-slo.json").read_text())
     probe = experiment["steady-state-hypothesis"]["probes"][0]
     probe["provider"]["arguments"]["name"] = "http-eror-ratio"

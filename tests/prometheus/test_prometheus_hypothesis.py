@@ -17,16 +17,25 @@ from chaos_ext._servers.prometheus import PrometheusServer
 
 def _probe(name: str, func: str, tolerance: Any, **arguments: Any) -> dict[str, Any]:
     return {
-        "type": "probe", "name": name, "tolerance": tolerance,
-        "provider": {"type": "python", "module": "chaos_ext.prometheus.probes", "func": func,
-                     "arguments": arguments},
-    }  # fmt: skip
+        "type": "probe",
+        "name": name,
+        "tolerance": tolerance,
+        "provider": {
+            "type": "python",
+            "module": "chaos_ext.prometheus.probes",
+            "func": func,
+            "arguments": arguments,
+        },
+    }
 
 
 def test_range_and_boolean_tolerances_decide_the_hypothesis(
-    gameday: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path,
-    exporter: Exporter, prom: PrometheusServer, metric: Callable[[str], str],
-) -> None:  # fmt: skip
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    exporter: Exporter,
+    prom: PrometheusServer,
+    metric: Callable[[str], str],
+) -> None:
     name = metric("error_ratio")
     gauge = exporter.gauge(name)
     gauge.set(0.002)
@@ -36,13 +45,25 @@ def test_range_and_boolean_tolerances_decide_the_hypothesis(
         "title": "error ratio within its line",
         "description": "range tolerance on a float, true on a verdict",
         "configuration": {"prometheus_url": prom.url},
-        "steady-state-hypothesis": {"title": "errors low", "probes": [
-            _probe("ratio", "query_value", {"type": "range", "range": [0, 0.01]}, expr=name),
-            _probe("slo", "slo_holds", True, expr=name, op="<", threshold=0.01, window_seconds=2,
-                   step_seconds=1, min_fraction=0.5),
-        ]},
+        "steady-state-hypothesis": {
+            "title": "errors low",
+            "probes": [
+                _probe("ratio", "query_value", {"type": "range", "range": [0, 0.01]}, expr=name),
+                _probe(
+                    "slo",
+                    "slo_holds",
+                    True,
+                    expr=name,
+                    op="<",
+                    threshold=0.01,
+                    window_seconds=2,
+                    step_seconds=1,
+                    min_fraction=0.5,
+                ),
+            ],
+        },
         "method": [],
-    }  # fmt: skip
+    }
     path = tmp_path / "hypothesis.json"
     path.write_text(json.dumps(experiment))
     held = gameday("run", "--journal", str(tmp_path / "held.json"), str(path))

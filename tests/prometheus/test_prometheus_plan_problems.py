@@ -26,40 +26,86 @@ K8S = Path(__file__).parent / "fixtures" / "rules" / "kubernetes-mixin-alerts.ya
 
 def _experiment(tmp: Path, prom_url: str) -> Path:
     path = tmp / "experiment.json"
-    path.write_text(json.dumps({
-        "title": "plan checks", "description": "issue 26 item 5",
-        "configuration": {"prometheus_url": prom_url},
-        "method": [{"type": "action", "name": "noop",
-                    "provider": {"type": "process", "path": "true"}}],
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "title": "plan checks",
+                "description": "issue 26 item 5",
+                "configuration": {"prometheus_url": prom_url},
+                "method": [
+                    {
+                        "type": "action",
+                        "name": "noop",
+                        "provider": {"type": "process", "path": "true"},
+                    }
+                ],
+            }
+        )
+    )
     return path
 
 
 def test_alerts_that_can_never_fire_are_named_one_line_each(
-    gameday: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path,
-    exporter: Exporter, prom: PrometheusServer, metric: Callable[[str], str],
-) -> None:  # fmt: skip
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+    exporter: Exporter,
+    prom: PrometheusServer,
+    metric: Callable[[str], str],
+) -> None:
     name = metric("firable")
     exporter.gauge(name).set(0)
     wait_value(prom, name, 0)
     own = tmp_path / "own.yaml"
-    own.write_text(yaml.safe_dump({"groups": [{"name": "own", "rules": [
-        {"alert": "GamedayCanFire", "expr": f"{name} > 0", "labels": {"severity": "critical"}},
-        {"alert": "GamedayNoExporter", "expr": "absent(gameday_no_such_metric)",
-         "for": "10m", "labels": {"severity": "critical"}},
-        {"alert": "GamedayTypo", "expr": f"{name}_typo > 0 or gameday_other_typo > 1",
-         "labels": {"severity": "critical"}},
-    ]}]}))  # fmt: skip
+    own.write_text(
+        yaml.safe_dump(
+            {
+                "groups": [
+                    {
+                        "name": "own",
+                        "rules": [
+                            {
+                                "alert": "GamedayCanFire",
+                                "expr": f"{name} > 0",
+                                "labels": {"severity": "critical"},
+                            },
+                            {
+                                "alert": "GamedayNoExporter",
+                                "expr": "absent(gameday_no_such_metric)",
+                                "for": "10m",
+                                "labels": {"severity": "critical"},
+                            },
+                            {
+                                "alert": "GamedayTypo",
+                                "expr": f"{name}_typo > 0 or gameday_other_typo > 1",
+                                "labels": {"severity": "critical"},
+                            },
+                        ],
+                    }
+                ]
+            }
+        )
+    )
     result = gameday(
-        "run", "--journal", str(tmp_path / "journal.json"), "--abort-on", str(K8S),
-        "--abort-on", str(own), "--alerts", "alertname=KubeAPIErrorBudgetBurn",
-        "--alerts", "alertname=~Gameday.*", str(_experiment(tmp_path, prom.url)),
-    )  # fmt: skip
+        "run",
+        "--journal",
+        str(tmp_path / "journal.json"),
+        "--abort-on",
+        str(K8S),
+        "--abort-on",
+        str(own),
+        "--alerts",
+        "alertname=KubeAPIErrorBudgetBurn",
+        "--alerts",
+        "alertname=~Gameday.*",
+        str(_experiment(tmp_path, prom.url)),
+    )
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if "can never fire" in line]
     assert len(lines) == 2, result.stderr
-    assert "alert KubeAPIErrorBudgetBurn can never fire here: it needs recording rule(s) " \
-           "apiserver_request:burnrate1d, apiserver_request:burnrate1h" in lines[0]  # fmt: skip
+    assert (
+        "alert KubeAPIErrorBudgetBurn can never fire here: it needs recording rule(s) "
+        "apiserver_request:burnrate1d, apiserver_request:burnrate1h" in lines[0]
+    )
     assert lines[1].endswith(
         f"alert GamedayTypo can never fire here: it needs series gameday_other_typo, "
         f"{name}_typo, which this Prometheus does not have"
@@ -69,14 +115,26 @@ def test_alerts_that_can_never_fire_are_named_one_line_each(
 
 
 def test_an_abort_plan_lists_every_problem(
-    gameday: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path,
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
     prom: PrometheusServer,
-) -> None:  # fmt: skip
+) -> None:
     plan = tmp_path / "plan.yaml"
-    plan.write_text(yaml.safe_dump({"interval_seconds": 0, "conditions": [
-        {"probe": "http-eror-ratio"},
-        {"name": "typo", "promql": "sum(rate(x[1m])", "tolerance": {"op": "<", "threshold": 1}},
-    ]}))  # fmt: skip
+    plan.write_text(
+        yaml.safe_dump(
+            {
+                "interval_seconds": 0,
+                "conditions": [
+                    {"probe": "http-eror-ratio"},
+                    {
+                        "name": "typo",
+                        "promql": "sum(rate(x[1m])",
+                        "tolerance": {"op": "<", "threshold": 1},
+                    },
+                ],
+            }
+        )
+    )
     experiment = _experiment(tmp_path, prom.url)
     for command in ("validate", "run"):
         result = gameday(command, "--abort-on", str(plan), str(experiment))

@@ -21,9 +21,11 @@ from chaos_ext.prometheus import probes
 
 
 def test_value_is_the_float_the_exporter_served(
-    exporter: Exporter, prom: PrometheusServer, config: dict[str, Any],
+    exporter: Exporter,
+    prom: PrometheusServer,
+    config: dict[str, Any],
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name = metric("gauge")
     gauge = exporter.gauge(name)
     gauge.set(0.125)
@@ -38,9 +40,11 @@ def test_value_is_the_float_the_exporter_served(
 
 
 def test_several_series_need_an_explicit_aggregate(
-    exporter: Exporter, prom: PrometheusServer, config: dict[str, Any],
+    exporter: Exporter,
+    prom: PrometheusServer,
+    config: dict[str, Any],
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name = metric("labelled")
     gauge = exporter.gauge(name, labels=["pod"])
     for pod, value in (("a", 1.0), ("b", 2.0), ("c", 4.5)):

@@ -32,11 +32,18 @@ def test_runs_inside_a_network_namespace(netns_name: str, tmp_path: Path) -> Non
         prefix = ["ip", "netns", "exec", netns_name]
         with prometheus.start(netns=prefix, port=9090) as server:  # a namespace has its own ports
             probe = subprocess.run(
-                [*prefix, sys.executable, "-c",
-                 "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9090/-/ready', "
-                 "timeout=5).status)"],
-                capture_output=True, text=True, timeout=30, check=False,
-            )  # fmt: skip
+                [
+                    *prefix,
+                    sys.executable,
+                    "-c",
+                    "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9090/-/ready', "
+                    "timeout=5).status)",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
             assert probe.stdout.strip() == "200", probe.stderr
             pid = server.process.pid
         assert subprocess.run(["kill", "-0", str(pid)], check=False, timeout=5).returncode != 0

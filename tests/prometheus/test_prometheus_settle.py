@@ -28,25 +28,60 @@ def _experiment(prom_url: str, gauge: str, netns: str, **extra: Any) -> dict[str
         "title": "settle before injecting",
         "description": "the service is healthy only after a while",
         "configuration": {"prometheus_url": prom_url, "prometheus_timeout_seconds": 5},
-        "steady-state-hypothesis": {"title": "healthy", "probes": [{
-            "type": "probe", "name": "service-healthy",
-            "tolerance": {"type": "range", "range": [0.5, 1.5]},
-            "provider": {"type": "python", "module": "chaos_ext.prometheus.probes",
-                         "func": "query_value", "arguments": {"expr": gauge}}}]},
-        "method": [{"type": "action", "name": "make-a-namespace",
-                    "provider": {"type": "python", "module": "support.faultkit",
-                                 "func": "create_netns", "arguments": {"name": netns}}}],
-        "rollbacks": [{"type": "action", "name": "remove-the-namespace",
-                       "provider": {"type": "python", "module": "support.faultkit",
-                                    "func": "remove_netns", "arguments": {"name": netns}}}],
+        "steady-state-hypothesis": {
+            "title": "healthy",
+            "probes": [
+                {
+                    "type": "probe",
+                    "name": "service-healthy",
+                    "tolerance": {"type": "range", "range": [0.5, 1.5]},
+                    "provider": {
+                        "type": "python",
+                        "module": "chaos_ext.prometheus.probes",
+                        "func": "query_value",
+                        "arguments": {"expr": gauge},
+                    },
+                }
+            ],
+        },
+        "method": [
+            {
+                "type": "action",
+                "name": "make-a-namespace",
+                "provider": {
+                    "type": "python",
+                    "module": "support.faultkit",
+                    "func": "create_netns",
+                    "arguments": {"name": netns},
+                },
+            }
+        ],
+        "rollbacks": [
+            {
+                "type": "action",
+                "name": "remove-the-namespace",
+                "provider": {
+                    "type": "python",
+                    "module": "support.faultkit",
+                    "func": "remove_netns",
+                    "arguments": {"name": netns},
+                },
+            }
+        ],
         **extra,
-    }  # fmt: skip
+    }
 
 
 def test_settle_waits_until_the_metric_is_healthy_then_runs(
-    gameday: Run, write_experiment: Callable[..., Path], tmp_path: Path, prom: PrometheusServer,
-    exporter: Exporter, metric: Callable[[str], str], netns_name: str, ledger_path: Path,
-) -> None:  # fmt: skip
+    gameday: Run,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    prom: PrometheusServer,
+    exporter: Exporter,
+    metric: Callable[[str], str],
+    netns_name: str,
+    ledger_path: Path,
+) -> None:
     name = metric("healthy")
     gauge = exporter.gauge(name)
     gauge.set(0)
@@ -72,9 +107,15 @@ def test_settle_waits_until_the_metric_is_healthy_then_runs(
 
 
 def test_a_system_that_never_settles_is_unsteady_and_injects_nothing(
-    gameday: Run, write_experiment: Callable[..., Path], tmp_path: Path, prom: PrometheusServer,
-    exporter: Exporter, metric: Callable[[str], str], netns_name: str, ledger_path: Path,
-) -> None:  # fmt: skip
+    gameday: Run,
+    write_experiment: Callable[..., Path],
+    tmp_path: Path,
+    prom: PrometheusServer,
+    exporter: Exporter,
+    metric: Callable[[str], str],
+    netns_name: str,
+    ledger_path: Path,
+) -> None:
     name = metric("never_healthy")
     exporter.gauge(name).set(0)
     prom.wait_scraped(timeout=30)

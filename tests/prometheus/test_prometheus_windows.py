@@ -113,9 +113,11 @@ def test_slo_fraction_semantics(
 
 
 def test_histogram_quantiles_match_the_observations(
-    exporter: Exporter, prom: PrometheusServer, config: dict[str, Any],
+    exporter: Exporter,
+    prom: PrometheusServer,
+    config: dict[str, Any],
     metric: Callable[[str], str],
-) -> None:  # fmt: skip
+) -> None:
     name = metric("request_seconds")
     histogram = exporter.histogram(name, buckets=[0.1, 0.25, 0.5, 1.0])
     wait_result(prom, f"{name}_count")  # a first sample with no observations
@@ -128,8 +130,9 @@ def test_histogram_quantiles_match_the_observations(
     # p50: 0 + 0.1 * 50/80; p95: 0.25 + 0.25 * (95-80)/15; p99: 0.5 + 0.5 * (99-95)/5
     expected = {0.5: 0.0625, 0.95: 0.5, 0.99: 0.9}
     for quantile, want in expected.items():
-        got = probes.histogram_quantile(name, quantile, 30, {"job": "gameday"},
-                                        configuration=config)  # fmt: skip
+        got = probes.histogram_quantile(
+            name, quantile, 30, {"job": "gameday"}, configuration=config
+        )
         assert got == pytest.approx(want, rel=1e-9), quantile
     with pytest.raises(EmptyResult, match="returned no series"):
         probes.histogram_quantile(name, 0.99, 30, {"job": "nobody"}, configuration=config)

@@ -32,12 +32,22 @@ def server() -> Iterator[PrometheusServer]:
 
 def _with_query(expr: str) -> dict[str, Any]:
     probe = {
-        "type": "probe", "name": "q", "tolerance": True,
-        "provider": {"type": "python", "module": "chaos_ext.prometheus.probes",
-                     "func": "query_value", "arguments": {"expr": expr}},
-    }  # fmt: skip
-    return {"title": "t", "description": "d", "method": [],
-            "steady-state-hypothesis": {"title": "h", "probes": [probe]}}  # fmt: skip
+        "type": "probe",
+        "name": "q",
+        "tolerance": True,
+        "provider": {
+            "type": "python",
+            "module": "chaos_ext.prometheus.probes",
+            "func": "query_value",
+            "arguments": {"expr": expr},
+        },
+    }
+    return {
+        "title": "t",
+        "description": "d",
+        "method": [],
+        "steady-state-hypothesis": {"title": "h", "probes": [probe]},
+    }
 
 
 def _validate(
@@ -134,9 +144,11 @@ def test_a_rule_file_with_an_undefined_template_variable_is_refused(
 
 
 def test_an_environment_default_url_is_not_contacted_a_set_variable_is(
-    server: PrometheusServer, gameday: Gameday, write_experiment: Callable[..., Path],
+    server: PrometheusServer,
+    gameday: Gameday,
+    write_experiment: Callable[..., Path],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """A default is often a sandbox address or a cluster-only name: validation does not go
     looking for it. The variable set, or --var, names the server that will run the query."""
     experiment = _with_query("sum by (job) up")

@@ -74,9 +74,18 @@ def real_journals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     }
     try:
         out = run_gameday(
-            tmp, ledger, "run", "--journal-dir", str(tmp), "--hypothesis-strategy",
-            "continuously", "--hypothesis-frequency", "0.3", str(deviating), str(held),
-        )  # fmt: skip
+            tmp,
+            ledger,
+            "run",
+            "--journal-dir",
+            str(tmp),
+            "--hypothesis-strategy",
+            "continuously",
+            "--hypothesis-frequency",
+            "0.3",
+            str(deviating),
+            str(held),
+        )
         assert out.returncode == 1, out.stdout + out.stderr
         assert all(p.exists() for p in journals.values())
         yield journals

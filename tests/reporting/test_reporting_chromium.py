@@ -21,11 +21,24 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chro
 
 def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={profile}", *args],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 class _Svgs(HTMLParser):
@@ -52,8 +65,14 @@ class _Svgs(HTMLParser):
 
 
 def test_chromium_renders_the_report_charts(real_journals: dict[str, Path], tmp_path: Path) -> None:
-    out = run_gameday(tmp_path, tmp_path / "ledger.sqlite3", "report",
-                      str(real_journals["deviated"]), "-o", str(tmp_path / "r"))  # fmt: skip
+    out = run_gameday(
+        tmp_path,
+        tmp_path / "ledger.sqlite3",
+        "report",
+        str(real_journals["deviated"]),
+        "-o",
+        str(tmp_path / "r"),
+    )
     assert out.returncode == 0, out.stderr
     page = (tmp_path / "r" / "report.html").resolve().as_uri()
     dom = _chromium(tmp_path / "profile-dom", "--dump-dom", page)
@@ -66,8 +85,13 @@ def test_chromium_renders_the_report_charts(real_journals: dict[str, Path], tmp_
         assert chart["path"] >= 10 and chart["text"] >= 3, chart
 
     shot = tmp_path / "report.png"
-    taken = _chromium(tmp_path / "profile-shot", "--window-size=1200,2400",
-                      f"--screenshot={shot}", "--hide-scrollbars", page)  # fmt: skip
+    taken = _chromium(
+        tmp_path / "profile-shot",
+        "--window-size=1200,2400",
+        f"--screenshot={shot}",
+        "--hide-scrollbars",
+        page,
+    )
     assert taken.returncode == 0 and shot.exists(), taken.stderr[-2000:]
     pixels = imread(shot)[..., :3]
     assert pixels.shape[0] == 2400 and pixels.shape[1] == 1200

@@ -78,8 +78,9 @@ def test_identical_distributions_are_no_change() -> None:
 def _error_ratio_run(seed: int, failing: int) -> dict:
     """An error ratio that is 0 except for ``failing`` of 40 samples during the fault."""
     rng = np.random.default_rng(seed)
-    b = JournalBuilder("tuning", {"error-ratio": {"type": "range", "range": [0, 0.01]}},
-                       start=1e9 + seed * 1e3)  # fmt: skip
+    b = JournalBuilder(
+        "tuning", {"error-ratio": {"type": "range", "range": [0, 0.01]}}, start=1e9 + seed * 1e3
+    )
     for i in range(40):
         value = float(rng.uniform(0.5, 1.0)) if i < failing else 0.0
         b.check("during", "error-ratio", value, 2 + i)
@@ -140,8 +141,18 @@ def test_cli_writes_markdown_and_html_and_can_fail_on_regression(tmp_path: Path)
         for seed in seeds:
             (folder / f"journal-{seed}.json").write_text(json.dumps(_run(seed, mean)))
     ledger = tmp_path / "ledger.sqlite3"
-    out = run_gameday(tmp_path, ledger, "compare", "base", "tuned", "-o", "cmp",
-                      "--fail-on-regression", "--better", "throughput=higher")  # fmt: skip
+    out = run_gameday(
+        tmp_path,
+        ledger,
+        "compare",
+        "base",
+        "tuned",
+        "-o",
+        "cmp",
+        "--fail-on-regression",
+        "--better",
+        "throughput=higher",
+    )
     assert out.returncode == 1, out.stderr
     markdown = (tmp_path / "cmp" / "comparison.md").read_text()
     row = next(line for line in markdown.splitlines() if line.startswith("| tuning | p99-ms |"))
@@ -149,8 +160,9 @@ def test_cli_writes_markdown_and_html_and_can_fail_on_regression(tmp_path: Path)
     assert "Baseline: 3 run(s); tuned: 3 run(s)" in markdown
     html = (tmp_path / "cmp" / "comparison.html").read_text()
     assert html.count("<svg") == 3 and "<script" not in html
-    single = run_gameday(tmp_path, ledger, "compare", "base/journal-0.json",
-                         "base/journal-0.json", "-o", "same")  # fmt: skip
+    single = run_gameday(
+        tmp_path, ledger, "compare", "base/journal-0.json", "base/journal-0.json", "-o", "same"
+    )
     assert single.returncode == 0, single.stderr
     assert "p99-ms: no change" in single.stderr
 
@@ -173,8 +185,9 @@ def test_one_value_a_side_gives_the_direction_only_and_the_runs_needed() -> None
     assert found.verdict == "direction only"
     assert (found.baseline.n, found.tuned.n) == (1, 1)
     assert found.runs_needed is not None and found.runs_needed >= 4
-    assert re.match(r"direction only: 1\d\d → \d\d(\.\d+)? \(regressed\) in 1 run\(s\) vs 1; ",
-                    found.note), found.note  # fmt: skip
+    assert re.match(
+        r"direction only: 1\d\d → \d\d(\.\d+)? \(regressed\) in 1 run\(s\) vs 1; ", found.note
+    ), found.note
     assert f"--repeat {found.runs_needed} for a confident answer" in found.note
 
 
@@ -200,8 +213,15 @@ def test_unsteady_runs_take_no_part_in_a_comparison(tmp_path: Path) -> None:
         (tmp_path / side).mkdir()
         for i, journal in enumerate(journals):
             (tmp_path / side / f"journal-{i}.json").write_text(json.dumps(journal))
-    out = run_gameday(tmp_path, tmp_path / "ledger.sqlite3", "compare", str(tmp_path / "base"),
-                      str(tmp_path / "tuned"), "-o", str(tmp_path / "cmp"))  # fmt: skip
+    out = run_gameday(
+        tmp_path,
+        tmp_path / "ledger.sqlite3",
+        "compare",
+        str(tmp_path / "base"),
+        str(tmp_path / "tuned"),
+        "-o",
+        str(tmp_path / "cmp"),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 unsteady run(s) left out" in out.stdout + out.stderr
     md = (tmp_path / "cmp" / "comparison.md").read_text()
@@ -291,16 +311,29 @@ def test_compare_reads_report_folders_and_leads_with_the_headline(tmp_path: Path
 
 
 def _errors_experiment(errors_per_second: float) -> dict:
-    probe = {"type": "probe", "name": "app-dns-errors-per-second", "provider": {
-        "type": "python", "module": "support.verdictkit", "func": "value",
-        "arguments": {"x": errors_per_second}}}  # fmt: skip
-    holds = {**probe, "name": "app-answers", "tolerance": True,
-             "provider": {**probe["provider"], "func": "behave", "arguments": {}}}  # fmt: skip
+    probe = {
+        "type": "probe",
+        "name": "app-dns-errors-per-second",
+        "provider": {
+            "type": "python",
+            "module": "support.verdictkit",
+            "func": "value",
+            "arguments": {"x": errors_per_second},
+        },
+    }
+    holds = {
+        **probe,
+        "name": "app-answers",
+        "tolerance": True,
+        "provider": {**probe["provider"], "func": "behave", "arguments": {}},
+    }
     return {
-        "title": "dns saturation", "description": "errors/s measured during the fault",
+        "title": "dns saturation",
+        "description": "errors/s measured during the fault",
         "steady-state-hypothesis": {"title": "answers", "probes": [holds]},
-        "method": [probe], "rollbacks": [],
-    }  # fmt: skip
+        "method": [probe],
+        "rollbacks": [],
+    }
 
 
 def test_repeat_gives_compare_the_runs_to_decide(tmp_path: Path) -> None:
@@ -311,16 +344,19 @@ def test_repeat_gives_compare_the_runs_to_decide(tmp_path: Path) -> None:
         (tmp_path / f"{side}.json").write_text(json.dumps(_errors_experiment(errors)))
         once = run_gameday(tmp_path, ledger, "run", f"{side}.json", "--journal-dir", f"{side}1")
         assert once.returncode == 0, once.stderr
-        out = run_gameday(tmp_path, ledger, "run", f"{side}.json", "--repeat", "4",
-                          "--journal-dir", side)  # fmt: skip
+        out = run_gameday(
+            tmp_path, ledger, "run", f"{side}.json", "--repeat", "4", "--journal-dir", side
+        )
         assert out.returncode == 0, out.stderr
         assert sorted(p.name for p in (tmp_path / side).iterdir()) == [
             f"journal-{side}-{i}.json" for i in range(1, 5)
         ]
     single = run_gameday(tmp_path, ledger, "compare", "fragile1", "tuned1", "-o", "c1")
     assert single.returncode == 0, single.stderr
-    assert ("app-dns-errors-per-second: direction only" in single.stderr
-            and "10 → 0 (improved) in 1 run(s) vs 1; run --repeat 4" in single.stderr)  # fmt: skip
+    assert (
+        "app-dns-errors-per-second: direction only" in single.stderr
+        and "10 → 0 (improved) in 1 run(s) vs 1; run --repeat 4" in single.stderr
+    )
     repeated = run_gameday(tmp_path, ledger, "compare", "fragile", "tuned", "-o", "c4")
     assert repeated.returncode == 0, repeated.stderr
     line = next(x for x in repeated.stderr.splitlines() if x.startswith("app-dns-errors"))

@@ -48,16 +48,32 @@ def _port_open(port: int) -> bool:
 
 def _experiment(tmp: Path, port: int, hold_s: float, url: str) -> Path:
     experiment = {
-        "title": "fault window", "description": "holds a port for a while",
+        "title": "fault window",
+        "description": "holds a port for a while",
         "extensions": [{"name": "gameday", "pushgateway_url": url}],
         "method": [
-            {"type": "action", "name": "hold-a-port", "provider": {
-                "type": "python", "module": "support.faultkit", "func": "hold_port",
-                "arguments": {"port": port, "seconds": 120}}},
-            {"type": "probe", "name": "wait", "provider": {
-                "type": "process", "path": "sleep", "arguments": str(hold_s), "timeout": 60}},
+            {
+                "type": "action",
+                "name": "hold-a-port",
+                "provider": {
+                    "type": "python",
+                    "module": "support.faultkit",
+                    "func": "hold_port",
+                    "arguments": {"port": port, "seconds": 120},
+                },
+            },
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {
+                    "type": "process",
+                    "path": "sleep",
+                    "arguments": str(hold_s),
+                    "timeout": 60,
+                },
+            },
         ],
-    }  # fmt: skip
+    }
     path = tmp / "experiment.json"
     path.write_text(json.dumps(experiment))
     return path
@@ -69,16 +85,23 @@ def _groups(pg: Daemon) -> list[dict[str, Any]]:
 
 
 def test_prometheus_sees_the_fault_window_within_one_scrape_of_the_ledger(
-    ledger_path: Path, tmp_path: Path, pushgateway: Daemon, prom_pg: PrometheusServer,
-) -> None:  # fmt: skip
+    ledger_path: Path,
+    tmp_path: Path,
+    pushgateway: Daemon,
+    prom_pg: PrometheusServer,
+) -> None:
     port = free_port()
     experiment = _experiment(tmp_path, port, 6, pushgateway.url)
     journal_path = tmp_path / "journal.json"
     result = subprocess.run(
         gameday_argv("run", "--journal", str(journal_path), str(experiment)),
-        env=cli_env(ledger_path), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         check=False,
-    )  # fmt: skip
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     journal = json.loads(journal_path.read_text())
     run_id = journal["gameday"]["run_id"]
@@ -105,19 +128,31 @@ def test_prometheus_sees_the_fault_window_within_one_scrape_of_the_ledger(
 
 
 def test_gameday_rollback_after_sigkill_removes_the_group(
-    ledger_path: Path, tmp_path: Path, pushgateway: Daemon, gameday: Any,
-) -> None:  # fmt: skip
+    ledger_path: Path,
+    tmp_path: Path,
+    pushgateway: Daemon,
+    gameday: Any,
+) -> None:
     port = free_port()
     experiment = _experiment(tmp_path, port, 60, pushgateway.url)
     proc = subprocess.Popen(
-        gameday_argv("run", str(experiment)), env=cli_env(ledger_path), cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        gameday_argv("run", str(experiment)),
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for(lambda: _port_open(port), 60, "the fault injected")
-        wait_for(lambda: any(
-            "gameday_fault_active" in g and g["gameday_fault_active"]["metrics"][0]["value"] == "1"
-            for g in _groups(pushgateway)), 30, "the window published")  # fmt: skip
+        wait_for(
+            lambda: any(
+                "gameday_fault_active" in g
+                and g["gameday_fault_active"]["metrics"][0]["value"] == "1"
+                for g in _groups(pushgateway)
+            ),
+            30,
+            "the window published",
+        )
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

@@ -44,8 +44,14 @@ def test_junit_from_journals_carries_measured_values(
     real_journals: dict[str, Path], tmp_path: Path
 ) -> None:
     junit = tmp_path / "out" / "gameday.xml"
-    code, output = _gate(tmp_path, "--journals", str(real_journals["deviated"]),
-                         str(real_journals["held"]), "--junit", str(junit))  # fmt: skip
+    code, output = _gate(
+        tmp_path,
+        "--journals",
+        str(real_journals["deviated"]),
+        str(real_journals["held"]),
+        "--junit",
+        str(junit),
+    )
     assert code == 1, output
     suites = _cases(junit)
     deviated = suites["gameday: a held port is noticed"]
@@ -56,9 +62,11 @@ def test_junit_from_journals_carries_measured_values(
     assert after.get("message", "").endswith("tolerance == false")
     journal = json.loads(real_journals["deviated"].read_text())
     during = [
-        p["tolerance_met"] for s in journal["steady_states"]["during"] for p in s["probes"]
+        p["tolerance_met"]
+        for s in journal["steady_states"]["during"]
+        for p in s["probes"]
         if p["activity"]["name"] == "port-closed"
-    ]  # fmt: skip
+    ]
     failure = deviated["port-closed [during]"].find("failure")
     assert failure is not None
     assert failure.get("message", "").startswith(f"{during.count(False)} of {len(during)} checks")
@@ -66,8 +74,13 @@ def test_junit_from_journals_carries_measured_values(
     assert deviated["steady state held"].find("failure") is not None
     assert deviated["faults rolled back"].find("error") is None
     held = suites["gameday: No fault is left behind by earlier game days"]
-    assert set(held) == {"open-faults [before]", "open-faults [during]", "open-faults [after]",
-                         "steady state held", "faults rolled back"}  # fmt: skip
+    assert set(held) == {
+        "open-faults [before]",
+        "open-faults [during]",
+        "open-faults [after]",
+        "steady state held",
+        "faults rolled back",
+    }
     assert all(len(case) == 0 for case in held.values())
 
 
@@ -76,9 +89,16 @@ def test_min_score_judges_deviations_by_the_score(
     real_journals: dict[str, Path], tmp_path: Path, minimum: int, expected: int
 ) -> None:
     junit = tmp_path / "gameday.xml"
-    code, output = _gate(tmp_path, "--journals", str(real_journals["deviated"]),
-                         str(real_journals["held"]), "--junit", str(junit),
-                         "--min-score", str(minimum))  # fmt: skip
+    code, output = _gate(
+        tmp_path,
+        "--journals",
+        str(real_journals["deviated"]),
+        str(real_journals["held"]),
+        "--junit",
+        str(junit),
+        "--min-score",
+        str(minimum),
+    )
     assert code == expected, output
     score_case = _cases(junit)["gameday.score"][f"resilience score >= {minimum}"]
     failure = score_case.find("failure")
@@ -89,12 +109,22 @@ def test_min_score_judges_deviations_by_the_score(
 
 def test_gate_runs_experiments_and_passes_when_they_hold(tmp_path: Path) -> None:
     junit = tmp_path / "gameday.xml"
-    code, output = _gate(tmp_path, str(ROOT / "experiments" / "ledger-clean.json"),
-                         "--junit", str(junit), "--journal-dir", str(tmp_path / "j"))  # fmt: skip
+    code, output = _gate(
+        tmp_path,
+        str(ROOT / "experiments" / "ledger-clean.json"),
+        "--junit",
+        str(junit),
+        "--journal-dir",
+        str(tmp_path / "j"),
+    )
     assert code == 0, output
     cases = _cases(junit)["gameday: No fault is left behind by earlier game days"]
-    assert set(cases) == {"open-faults [before]", "open-faults [after]", "steady state held",
-                          "faults rolled back"}  # fmt: skip
+    assert set(cases) == {
+        "open-faults [before]",
+        "open-faults [after]",
+        "steady state held",
+        "faults rolled back",
+    }
     assert all(len(case) == 0 for case in cases.values())
     assert json.loads((tmp_path / "j" / "journal-ledger-clean.json").read_text())["gameday"]
 
@@ -103,15 +133,34 @@ def test_a_failed_action_is_an_error_and_exit_2(tmp_path: Path) -> None:
     experiment = {
         "title": "the fault cannot be injected",
         "description": "the action fails",
-        "steady-state-hypothesis": {"title": "no fault open", "probes": [{
-            "type": "probe", "name": "open-faults", "tolerance": 0,
-            "provider": {"type": "python", "module": "chaos_ext.faults.probes",
-                         "func": "open_faults"},
-        }]},
-        "method": [{"type": "action", "name": "inject", "provider": {
-            "type": "python", "module": "support.faultkit", "func": "fail",
-            "arguments": {"message": "refused at 38 connections"}}}],
-    }  # fmt: skip
+        "steady-state-hypothesis": {
+            "title": "no fault open",
+            "probes": [
+                {
+                    "type": "probe",
+                    "name": "open-faults",
+                    "tolerance": 0,
+                    "provider": {
+                        "type": "python",
+                        "module": "chaos_ext.faults.probes",
+                        "func": "open_faults",
+                    },
+                }
+            ],
+        },
+        "method": [
+            {
+                "type": "action",
+                "name": "inject",
+                "provider": {
+                    "type": "python",
+                    "module": "support.faultkit",
+                    "func": "fail",
+                    "arguments": {"message": "refused at 38 connections"},
+                },
+            }
+        ],
+    }
     path = tmp_path / "failing.json"
     path.write_text(json.dumps(experiment))
     junit = tmp_path / "gameday.xml"

@@ -26,10 +26,15 @@ from chaos_ext.reporting.model import view_of
 
 def _prom(name: str, func: str, **arguments: Any) -> dict[str, Any]:
     return {
-        "type": "probe", "name": name,
-        "provider": {"type": "python", "module": "chaos_ext.prometheus.probes", "func": func,
-                     "arguments": arguments},
-    }  # fmt: skip
+        "type": "probe",
+        "name": name,
+        "provider": {
+            "type": "python",
+            "module": "chaos_ext.prometheus.probes",
+            "func": func,
+            "arguments": arguments,
+        },
+    }
 
 
 def _experiment(metric: str) -> dict[str, Any]:
@@ -41,11 +46,14 @@ def _experiment(metric: str) -> dict[str, Any]:
         "configuration": {"prometheus_url": "http://127.0.0.1:9"},  # --var sets the real one
         "steady-state-hypothesis": {"title": "fast enough", "probes": [latency]},
         "method": [
-            {"type": "probe", "name": "wait", "provider": {
-                "type": "process", "path": "sleep", "arguments": "5", "timeout": 30}},
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {"type": "process", "path": "sleep", "arguments": "5", "timeout": 30},
+            },
             _prom("window", "query_stats", expr=metric, window_seconds=10, step_seconds=1),
         ],
-    }  # fmt: skip
+    }
 
 
 def _lines(proc: subprocess.Popen[str]) -> queue.Queue[str]:
@@ -65,10 +73,24 @@ def _run_raising_the_metric(
     tmp: Path, path: Path, url: str, gauge: Any, *command: str, expected: int
 ) -> str:
     """``gameday COMMAND`` on ``path``; the gauge goes to 450 when the method starts."""
-    argv = gameday_argv(*command, "--var", f"prometheus_url={url}", "--hypothesis-strategy",
-                        "continuously", "--hypothesis-frequency", "0.5", str(path))  # fmt: skip
-    proc = subprocess.Popen(argv, env=cli_env(tmp / "ledger.sqlite3"), cwd=tmp, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    argv = gameday_argv(
+        *command,
+        "--var",
+        f"prometheus_url={url}",
+        "--hypothesis-strategy",
+        "continuously",
+        "--hypothesis-frequency",
+        "0.5",
+        str(path),
+    )
+    proc = subprocess.Popen(
+        argv,
+        env=cli_env(tmp / "ledger.sqlite3"),
+        cwd=tmp,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     output = []
     try:
         lines = _lines(proc)
@@ -113,8 +135,16 @@ def test_a_prometheus_metric_crossing_its_tolerance_is_charted_and_quoted(
     time.sleep(2.5)  # scraped at 20 at least once
     path = tmp_path / "latency.json"
     path.write_text(json.dumps(_experiment(metric)))
-    _run_raising_the_metric(tmp_path, path, prom.url, gauge, "run", "--journal",
-                            str(tmp_path / "journal.json"), expected=1)  # fmt: skip
+    _run_raising_the_metric(
+        tmp_path,
+        path,
+        prom.url,
+        gauge,
+        "run",
+        "--journal",
+        str(tmp_path / "journal.json"),
+        expected=1,
+    )
     journal = json.loads((tmp_path / "journal.json").read_text())
     series = {s.name: s for s in view_of(journal).series}
     assert series["latency-ms"].values[0] == 20 and series["latency-ms"].values[-1] == 450
@@ -147,25 +177,52 @@ def test_gate_with_an_abort_condition_stops_the_run_and_says_why(
     metric, gauge = _gauge(exporter)
     time.sleep(2.5)
     plan = tmp_path / "abort.yaml"
-    plan.write_text(json.dumps({
-        "interval_seconds": 0.5, "unreachable_after": 3,
-        "conditions": [{"name": "latency-ceiling", "promql": metric,
-                        "tolerance": {"op": "<", "threshold": 300}}],
-    }))  # fmt: skip
+    plan.write_text(
+        json.dumps(
+            {
+                "interval_seconds": 0.5,
+                "unreachable_after": 3,
+                "conditions": [
+                    {
+                        "name": "latency-ceiling",
+                        "promql": metric,
+                        "tolerance": {"op": "<", "threshold": 300},
+                    }
+                ],
+            }
+        )
+    )
     path = tmp_path / "latency.json"
     path.write_text(json.dumps(_experiment(metric)))
     junit = tmp_path / "gate.xml"
-    _run_raising_the_metric(tmp_path, path, prom.url, gauge, "gate", "--junit", str(junit),
-                            "--journal-dir", str(tmp_path), "--abort-on", str(plan),
-                            expected=2)  # fmt: skip
+    _run_raising_the_metric(
+        tmp_path,
+        path,
+        prom.url,
+        gauge,
+        "gate",
+        "--junit",
+        str(junit),
+        "--journal-dir",
+        str(tmp_path),
+        "--abort-on",
+        str(plan),
+        expected=2,
+    )
     root = ET.parse(junit).getroot()  # noqa: S314 - our own file
     error = root.find(".//testcase[@name='steady state held']/error")
     assert error is not None
     message = error.get("message", "")
     assert message.startswith("run aborted: stopped by latency-ceiling (breach): ")
     assert "450" in message
-    summary = run_gameday(tmp_path, tmp_path / "ledger.sqlite3", "report",
-                          str(tmp_path / "journal-latency.json"), "-o", "r")  # fmt: skip
+    summary = run_gameday(
+        tmp_path,
+        tmp_path / "ledger.sqlite3",
+        "report",
+        str(tmp_path / "journal-latency.json"),
+        "-o",
+        "r",
+    )
     assert summary.returncode == 0, summary.stderr
     assert (
         "Abort: stopped by latency-ceiling (breach)" in (tmp_path / "r" / "summary.md").read_text()

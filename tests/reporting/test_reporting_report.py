@@ -45,9 +45,11 @@ def test_summary_of_a_deviated_run_with_a_rollback(
     assert cells[2] == "false ✓"  # before the method: closed
     assert "out of tolerance" in cells[3]  # during: the held port was seen open
     during_checks = [
-        p for s in journal["steady_states"]["during"] for p in s["probes"]
+        p
+        for s in journal["steady_states"]["during"]
+        for p in s["probes"]
         if p["activity"]["name"] == "port-closed"
-    ]  # fmt: skip
+    ]
     misses = sum(1 for p in during_checks if not p["tolerance_met"])
     assert cells[3].startswith(f"{len(during_checks)} checks, {misses} out of tolerance")
     assert cells[4] == "true ✗ **out of tolerance**"  # after: still open (rollbacks come later)
@@ -66,8 +68,13 @@ def test_summary_of_a_deviated_run_with_a_rollback(
 def test_html_is_self_contained_with_one_chart_per_series(
     real_journals: dict[str, Path], tmp_path: Path
 ) -> None:
-    out = _report(tmp_path, str(real_journals["deviated"]), str(real_journals["held"]),
-                  "-o", str(tmp_path / "r"))  # fmt: skip
+    out = _report(
+        tmp_path,
+        str(real_journals["deviated"]),
+        str(real_journals["held"]),
+        "-o",
+        str(tmp_path / "r"),
+    )
     assert out.returncode == 0, out.stderr
     html = (tmp_path / "r" / "report.html").read_text()
     assert "<script" not in html and "<link" not in html and "@import" not in html
@@ -87,24 +94,40 @@ def test_secrets_are_masked_in_every_output(tmp_path: Path) -> None:
         "title": "leaky",
         "description": "an activity echoes a secret into its output",
         "secrets": {"db": {"password": secret}},
-        "steady-state-hypothesis": {"title": "t", "probes": [{
-            "type": "probe", "name": "leak", "tolerance": f"connected with {secret}",
-            "provider": {"type": "python", "module": "support.reportkit", "func": "echo_secret",
-                         "arguments": {"value": secret}},
-        }]},
+        "steady-state-hypothesis": {
+            "title": "t",
+            "probes": [
+                {
+                    "type": "probe",
+                    "name": "leak",
+                    "tolerance": f"connected with {secret}",
+                    "provider": {
+                        "type": "python",
+                        "module": "support.reportkit",
+                        "func": "echo_secret",
+                        "arguments": {"value": secret},
+                    },
+                }
+            ],
+        },
         "method": [],
-    }  # fmt: skip
+    }
     path = tmp_path / "leaky.json"
     path.write_text(json.dumps(experiment))
     env = cli_env(tmp_path / "ledger.sqlite3")
     chaos = Path(sys.executable).with_name("chaos")
     subprocess.run(
         [str(chaos), "--no-log-file", "run", "--journal-path", str(tmp_path / "j.json"), str(path)],
-        env=env, cwd=tmp_path, capture_output=True, timeout=120, check=False,
-    )  # fmt: skip
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert secret in (tmp_path / "j.json").read_text()  # plain chaos run leaks it
-    out = _report(tmp_path, str(tmp_path / "j.json"), "-o", str(tmp_path / "r"),
-                  "--redact", "another-value")  # fmt: skip
+    out = _report(
+        tmp_path, str(tmp_path / "j.json"), "-o", str(tmp_path / "r"), "--redact", "another-value"
+    )
     assert out.returncode == 0, out.stderr
     written = [p for p in (tmp_path / "r").rglob("*") if p.is_file()]
     assert len(written) == 3
@@ -135,10 +158,22 @@ def test_score_is_the_weighted_share_of_hypotheses_held() -> None:
 def test_series_come_from_numbers_pairs_and_prometheus_answers() -> None:
     b = JournalBuilder("s", {"p99": {"type": "range", "range": [0, 0.3]}})
     b.check("before", "p99", 0.12, 0)
-    b.activity("range-query", 1, 0.1, {"status": "success", "data": {"resultType": "matrix",
-               "result": [{"metric": {"pod": "a"}, "values": [[T, "1.5"] for T in (10, 20)]},
-                          {"metric": {"pod": "b"}, "values": [[10, "2"], [20, "NaN"]]}]}},
-               kind="probe")  # fmt: skip
+    b.activity(
+        "range-query",
+        1,
+        0.1,
+        {
+            "status": "success",
+            "data": {
+                "resultType": "matrix",
+                "result": [
+                    {"metric": {"pod": "a"}, "values": [[T, "1.5"] for T in (10, 20)]},
+                    {"metric": {"pod": "b"}, "values": [[10, "2"], [20, "NaN"]]},
+                ],
+            },
+        },
+        kind="probe",
+    )
     b.activity("pairs", 2, 0.1, {"samples": [{"t": 5, "v": 3}, [6, 4]]}, kind="probe")
     b.activity("held", 3, 0.1, {"value": 20, "refused_at": 38}, kind="action")
     b.activity("text", 4, 0.1, "not a number", kind="probe")
@@ -208,10 +243,16 @@ def test_an_abort_condition_that_fired_is_reported(tmp_path: Path) -> None:
     journal = b.build(status="interrupted")
     fired_at = b.start + 6.5
     journal["gameday"]["abort"] = {
-        "plan": "probes/abort/edge.yaml", "checks": 7,
-        "fired": {"reason": "breach", "condition": "http-error-ratio", "value": 0.2,
-                  "detail": "0.2 is not < 0.05", "at_unix": fired_at},
-    }  # fmt: skip
+        "plan": "probes/abort/edge.yaml",
+        "checks": 7,
+        "fired": {
+            "reason": "breach",
+            "condition": "http-error-ratio",
+            "value": 0.2,
+            "detail": "0.2 is not < 0.05",
+            "at_unix": fired_at,
+        },
+    }
     path = tmp_path / "aborted.json"
     path.write_text(json.dumps(journal))
     out = _report(tmp_path, str(path), "-o", str(tmp_path / "r"))
@@ -221,8 +262,15 @@ def test_an_abort_condition_that_fired_is_reported(tmp_path: Path) -> None:
     assert "Abort: stopped by http-error-ratio (breach): 0.2 is not < 0.05 at +6.5 s" in summary
     html = (tmp_path / "r" / "report.html").read_text()
     assert html.count("abort fired") == 1  # the legend of the one chart
-    gate = run_gameday(tmp_path, tmp_path / "l.sqlite3", "gate", "--journals", str(path),
-                       "--junit", str(tmp_path / "g.xml"))  # fmt: skip
+    gate = run_gameday(
+        tmp_path,
+        tmp_path / "l.sqlite3",
+        "gate",
+        "--journals",
+        str(path),
+        "--junit",
+        str(tmp_path / "g.xml"),
+    )
     assert gate.returncode == 2
     xml = (tmp_path / "g.xml").read_text()
     assert 'message="run aborted: stopped by http-error-ratio (breach)' in xml

@@ -29,10 +29,15 @@ K8S_VERSIONS = ("1.27.0", "1.33.0")  # CronJob timeZone is GA from 1.27
 
 def _activity(func: str, kind: str = "action", **arguments: Any) -> dict[str, Any]:
     activity = {
-        "type": kind, "name": func.replace("_", "-"),
-        "provider": {"type": "python", "module": "support.rbackit", "func": func,
-                     "arguments": arguments},
-    }  # fmt: skip
+        "type": kind,
+        "name": func.replace("_", "-"),
+        "provider": {
+            "type": "python",
+            "module": "support.rbackit",
+            "func": func,
+            "arguments": arguments,
+        },
+    }
     if kind == "probe":
         activity["tolerance"] = True
     return activity
@@ -83,8 +88,12 @@ def _validate(docs: list[dict[str, Any]], api: KubeApi, tmp: Path) -> None:
     env = {**os.environ, "KUBECONFIG": str(api.kubeconfig)}
     applied = subprocess.run(
         ["kubectl", "apply", "--dry-run=client", "--validate=false", "-f", str(manifest)],
-        capture_output=True, text=True, timeout=120, env=env, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
     assert applied.returncode == 0, applied.stderr
     lines = [line for line in applied.stdout.splitlines() if line.strip()]
     assert len(lines) == len(docs) and all(line.endswith("(dry run)") for line in lines)
@@ -93,10 +102,22 @@ def _validate(docs: list[dict[str, Any]], api: KubeApi, tmp: Path) -> None:
 def test_drain_set_cluster_rules_in_a_clusterrole_namespaced_in_a_role(
     tmp_path: Path, kube_api: KubeApi
 ) -> None:
-    path = _experiment(tmp_path, "drain", [_activity("pods_ready", "probe", namespace="shop")],
-                       [_activity("drain_node", name="node-1")])  # fmt: skip
-    docs, out = _schedule(tmp_path, str(path), "--cron", "0 10 * * 2", "--namespace", "chaos",
-                          "--target-namespace", "shop")  # fmt: skip
+    path = _experiment(
+        tmp_path,
+        "drain",
+        [_activity("pods_ready", "probe", namespace="shop")],
+        [_activity("drain_node", name="node-1")],
+    )
+    docs, out = _schedule(
+        tmp_path,
+        str(path),
+        "--cron",
+        "0 10 * * 2",
+        "--namespace",
+        "chaos",
+        "--target-namespace",
+        "shop",
+    )
     assert out.returncode == 0, out.stderr
     _validate(docs, kube_api, tmp_path)
     kinds = _by_kind(docs)
@@ -129,11 +150,24 @@ def test_sidecar_set_gets_one_role_per_target_namespace_and_nothing_cluster_wide
     sidecar = _activity("patch_sidecar", deployment="web", image="envoy:1.30")
     path = _experiment(tmp_path, "sidecar", [], [sidecar])
     plan = tmp_path / "abort.yaml"
-    plan.write_text("interval_seconds: 1\nconditions:\n  - probe: http-error-ratio\n"
-                    "    parameters: {job: checkout}\n")  # fmt: skip
-    docs, out = _schedule(tmp_path, str(path), "--cron", "@weekly", "--abort-on", str(plan),
-                          "--target-namespace", "shop",
-                          "--target-namespace", "web", "--time-zone", "Europe/Paris")  # fmt: skip
+    plan.write_text(
+        "interval_seconds: 1\nconditions:\n  - probe: http-error-ratio\n"
+        "    parameters: {job: checkout}\n"
+    )
+    docs, out = _schedule(
+        tmp_path,
+        str(path),
+        "--cron",
+        "@weekly",
+        "--abort-on",
+        str(plan),
+        "--target-namespace",
+        "shop",
+        "--target-namespace",
+        "web",
+        "--time-zone",
+        "Europe/Paris",
+    )
     assert out.returncode == 0, out.stderr
     _validate(docs, kube_api, tmp_path)
     kinds = _by_kind(docs)
@@ -159,17 +193,24 @@ def test_all_namespaces_puts_every_rule_in_the_clusterrole(
     kinds = _by_kind(docs)
     assert "Role" not in kinds
     assert _rules(kinds["ClusterRole"][0]) == {
-        ("", "nodes", ("get", "list", "patch")), ("", "pods", ("list",)),
+        ("", "nodes", ("get", "list", "patch")),
+        ("", "pods", ("list",)),
         ("", "pods/eviction", ("create",)),
-    }  # fmt: skip
+    }
 
 
 def test_no_kubernetes_activity_means_no_role_and_no_token(
     tmp_path: Path, kube_api: KubeApi
 ) -> None:
     path = _experiment(tmp_path, "plain", [], [_activity("no_kubernetes", kind="probe", value=1)])
-    docs, out = _schedule(tmp_path, str(path), "--cron", "0 3 * * *",
-                          "--push-command", 'cp -r "$REPORT_DIR" /elsewhere')  # fmt: skip
+    docs, out = _schedule(
+        tmp_path,
+        str(path),
+        "--cron",
+        "0 3 * * *",
+        "--push-command",
+        'cp -r "$REPORT_DIR" /elsewhere',
+    )
     assert out.returncode == 0, out.stderr
     _validate(docs, kube_api, tmp_path)
     kinds = _by_kind(docs)
@@ -181,10 +222,26 @@ def test_no_kubernetes_activity_means_no_role_and_no_token(
 
 def test_undeclared_kubernetes_activities_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "k8s.json"
-    path.write_text(json.dumps({"title": "t", "description": "d", "method": [{
-        "type": "action", "name": "scale", "provider": {
-            "type": "python", "module": "chaosk8s.deployment.actions", "func": "scale_deployment",
-            "arguments": {"name": "web", "replicas": 0}}}]}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "title": "t",
+                "description": "d",
+                "method": [
+                    {
+                        "type": "action",
+                        "name": "scale",
+                        "provider": {
+                            "type": "python",
+                            "module": "chaosk8s.deployment.actions",
+                            "func": "scale_deployment",
+                            "arguments": {"name": "web", "replicas": 0},
+                        },
+                    }
+                ],
+            }
+        )
+    )
     _, refused = _schedule(tmp_path, str(path), "--cron", "@daily")
     assert refused.returncode == 3
     assert "chaosk8s.deployment.actions.scale_deployment" in refused.stderr
@@ -195,10 +252,13 @@ def test_undeclared_kubernetes_activities_are_refused(tmp_path: Path) -> None:
     assert "Role" not in _by_kind(docs) and "ClusterRole" not in _by_kind(docs)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--cron", "every tuesday"), "expected five fields"),
-    (("--cron", "@daily", "--name", "Game_Day"), "lowercase letters"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--cron", "every tuesday"), "expected five fields"),
+        (("--cron", "@daily", "--name", "Game_Day"), "lowercase letters"),
+    ],
+)
 def test_bad_options_are_invalid_input(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     _, out = _schedule(tmp_path, str(ROOT / "experiments" / "ledger-clean.json"), *args)
     assert out.returncode == 3 and message in out.stderr
@@ -222,14 +282,25 @@ def test_the_job_script_runs_the_game_day_and_writes_the_report(tmp_path: Path) 
     script = script.replace("/reports", str(reports))
     env = cli_env(reports / ".ledger" / "ledger.sqlite3")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    ran = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=180,
-                         env=env, cwd=tmp_path, check=False)  # fmt: skip
+    ran = subprocess.run(
+        ["/bin/sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     (run_dir,) = [p for p in reports.iterdir() if re.fullmatch(r"\d{8}T\d{6}Z", p.name)]
     assert (run_dir / "report.html").exists() and (run_dir / "summary.md").exists()
     assert "held" in (run_dir / "summary.md").read_text()
-    assert set((reports / "pushed").read_text().split()) == {"journals", "report.html", "run",
-                                                             "summary.md"}  # fmt: skip
+    assert set((reports / "pushed").read_text().split()) == {
+        "journals",
+        "report.html",
+        "run",
+        "summary.md",
+    }
 
 
 def test_dockerfile_matches_the_manifests() -> None:
@@ -251,13 +322,15 @@ def test_literal_secrets_are_refused_env_secrets_accepted(tmp_path: Path) -> Non
         path.write_text(json.dumps(experiment))
         return path
 
-    _, literal = _schedule(tmp_path, str(write({"db": {"password": "hunter2-literal"}})),
-                           "--cron", "@daily")  # fmt: skip
+    _, literal = _schedule(
+        tmp_path, str(write({"db": {"password": "hunter2-literal"}})), "--cron", "@daily"
+    )
     assert literal.returncode == 3 and "literal secret values" in literal.stderr
     assert "hunter2-literal" not in literal.stdout + literal.stderr
     env_secret = {"db": {"password": {"type": "env", "key": "DB_PASSWORD"}}}
-    docs, ok = _schedule(tmp_path, str(write(env_secret)), "--cron", "@daily",
-                         "--env-from-secret", "db-credentials")  # fmt: skip
+    docs, ok = _schedule(
+        tmp_path, str(write(env_secret)), "--cron", "@daily", "--env-from-secret", "db-credentials"
+    )
     assert ok.returncode == 0, ok.stderr
     container = _by_kind(docs)["CronJob"][0]["spec"]["jobTemplate"]["spec"]["template"]["spec"][
         "containers"
@@ -276,9 +349,17 @@ def test_the_job_passes_sigterm_on_and_its_grace_period_covers_the_rollback(
     the namespace gone, well inside the pod's terminationGracePeriodSeconds.
     """
     ns = f"gdt-{uuid.uuid4().hex[:8]}"
-    fault = {"type": "action", "name": "make-namespace", "pauses": {"after": 30},
-             "provider": {"type": "python", "module": "support.faultkit",
-                          "func": "create_netns", "arguments": {"name": ns}}}  # fmt: skip
+    fault = {
+        "type": "action",
+        "name": "make-namespace",
+        "pauses": {"after": 30},
+        "provider": {
+            "type": "python",
+            "module": "support.faultkit",
+            "func": "create_netns",
+            "arguments": {"name": ns},
+        },
+    }
     path = _experiment(tmp_path, "paused", [], [fault])
     docs, out = _schedule(tmp_path, str(path), "--cron", "@daily")
     assert out.returncode == 0, out.stderr
@@ -293,9 +374,13 @@ def test_the_job_passes_sigterm_on_and_its_grace_period_covers_the_rollback(
     env = cli_env(reports / ".ledger" / "ledger.sqlite3")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     shell = subprocess.Popen(
-        ["/bin/sh", "-c", script], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        ["/bin/sh", "-c", script],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for(lambda: ns in netns_list(), 60, "the fault")
         time.sleep(1.0)  # in the pause

@@ -38,8 +38,9 @@ def variant(
     assert up.returncode == 0, up.stderr
     try:
         journals = state / "journals"
-        run = sandbox_cli(prefix, state, "run", "--journal-dir", str(journals), str(EXPERIMENT),
-                          timeout=600)  # fmt: skip
+        run = sandbox_cli(
+            prefix, state, "run", "--journal-dir", str(journals), str(EXPERIMENT), timeout=600
+        )
         assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
         yield mode, json.loads((journals / "journal-04-dns-rate-limit.json").read_text())
     finally:
@@ -77,6 +78,7 @@ def test_fragile_deviates_and_tuned_holds(variant: tuple[str, dict[str, Any]]) -
         assert outputs["getaddrinfo-errors-per-second"] == 0
         assert _series_max(outputs["limiter-drops-over-time"]) == 0
     assert [r["activity"]["name"] for r in journal["rollbacks"]] == [
-        "remove-the-dns-rate-limit", "stop-the-search-load",
-    ]  # fmt: skip
+        "remove-the-dns-rate-limit",
+        "stop-the-search-load",
+    ]
     assert {e["state"] for e in journal["gameday"]["ledger"]} == {"closed"}

@@ -33,8 +33,9 @@ def test_the_fragile_apps_dns_envelope_breaks_at_dnsmasqs_limit(
     prefix, state = sandbox
     experiment = str(ROOT / "experiments" / "sandbox" / "envelope" / "dns-tcp-connections.json")
     out = tmp_path / "dns"
-    done = sandbox_cli(prefix, state, "envelope", "-o", str(out), "--label", "fragile",
-                       experiment, timeout=1500)  # fmt: skip
+    done = sandbox_cli(
+        prefix, state, "envelope", "-o", str(out), "--label", "fragile", experiment, timeout=1500
+    )
     assert done.returncode in (0, 1), done.stderr[-3000:]  # an answer (1: noisy, listed)
     doc = json.loads((out / "envelope.json").read_text())
     result = doc["result"]
@@ -51,7 +52,11 @@ def test_the_fragile_apps_dns_envelope_breaks_at_dnsmasqs_limit(
     assert Ledger(state / "ledger.sqlite3").open_entries() == []
     check = subprocess.run(
         [sys.executable, "-m", "chaos_ext.sandbox.envelope_check", str(out)],
-        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "(± 2): yes" in check.stdout

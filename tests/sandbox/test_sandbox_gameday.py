@@ -35,8 +35,9 @@ def test_dns_saturation_deviates_on_the_fragile_app(
     prefix, state = sandbox
     journals = tmp_path / "journals"
     experiment = str(ROOT / "experiments" / "sandbox" / "02-dns-saturation.json")
-    result = sandbox_cli(prefix, state, "run", "--journal-dir", str(journals), experiment,
-                         timeout=400)  # fmt: skip
+    result = sandbox_cli(
+        prefix, state, "run", "--journal-dir", str(journals), experiment, timeout=400
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     journal = json.loads((journals / "journal-02-dns-saturation.json").read_text())
     assert journal["gameday"]["outcome"] == "deviated"
@@ -78,21 +79,34 @@ def test_a_system_that_never_settles_is_unsteady_and_nothing_is_injected(
     """DNS already saturated outside the experiment: errors before any fault of its own."""
     prefix, state = sandbox
     # its own ledger: the runner sweeps faults whose owner process has gone (this one's has)
-    env = {**os.environ, "GAMEDAY_LEDGER": str(tmp_path / "outside.sqlite3"),
-           "PYTHONPATH": str(ROOT)}  # fmt: skip
+    env = {
+        **os.environ,
+        "GAMEDAY_LEDGER": str(tmp_path / "outside.sqlite3"),
+        "PYTHONPATH": str(ROOT),
+    }
 
     def holder(verb: str) -> subprocess.CompletedProcess[str]:
         argv = ["ip", "netns", "exec", f"{prefix}-mon", sys.executable, "-c", HOLD, verb]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env,
-                              check=False)  # fmt: skip
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=120, env=env, check=False
+        )
 
     held = holder("hold")
     assert held.returncode == 0, held.stderr
     try:
         journals = tmp_path / "journals"
         experiment = str(ROOT / "experiments" / "sandbox" / "03-db-exhaustion.json")
-        result = sandbox_cli(prefix, state, "run", "--settle", "15", "--journal-dir",
-                             str(journals), experiment, timeout=300)  # fmt: skip
+        result = sandbox_cli(
+            prefix,
+            state,
+            "run",
+            "--settle",
+            "15",
+            "--journal-dir",
+            str(journals),
+            experiment,
+            timeout=300,
+        )
     finally:
         released = holder("release")
     assert released.returncode == 0, released.stderr
@@ -125,8 +139,9 @@ def test_vm_backend_runs_the_db_latency_fault(tmp_path: Path) -> None:
         assert report["services"]["app"]["netns"] == f"{prefix}-app"  # native, not in the VM
         journals = tmp_path / "journals"
         experiment = str(ROOT / "experiments" / "sandbox" / "01-db-latency.json")
-        run = sandbox_cli(prefix, tmp_path, "run", "--journal-dir", str(journals), experiment,
-                          timeout=RUN_S)  # fmt: skip
+        run = sandbox_cli(
+            prefix, tmp_path, "run", "--journal-dir", str(journals), experiment, timeout=RUN_S
+        )
         journal = json.loads((journals / "journal-01-db-latency.json").read_text())
         delay = next(r for r in journal["run"] if r["activity"]["name"] == "delay-app-to-db-150ms")
         assert delay["status"] == "succeeded", delay

@@ -21,8 +21,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def _in(ns: str, code: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["ip", "netns", "exec", ns, sys.executable, "-c", code, *args],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 GET = (
@@ -39,8 +42,13 @@ def test_status_shows_every_service_running_and_answering(sandbox: tuple[str, Pa
     report = json.loads(result.stdout)
     assert report["up"] and report["backend"] == "netns" and report["app_mode"] == "fragile"
     assert set(report["services"]) == {
-        "postgres", "dnsmasq", "app", "exporter", "prometheus", "traffic",
-    }  # fmt: skip
+        "postgres",
+        "dnsmasq",
+        "app",
+        "exporter",
+        "prometheus",
+        "traffic",
+    }
     for name, svc in report["services"].items():
         assert svc["running"], (name, svc)
         assert svc["answering"] is (None if name == "traffic" else True), (name, svc)

@@ -57,13 +57,16 @@ def test_each_tap_becomes_a_virtio_nic_in_order() -> None:
 def test_the_latency_fault_goes_to_the_app_or_to_the_node() -> None:
     topo = topology("gd")
     assert _control._latency_target(topo, None) == {
-        "latency_target": "netns:gd-app", "latency_interface": "eth0",
-    }  # fmt: skip
+        "latency_target": "netns:gd-app",
+        "latency_interface": "eth0",
+    }
     ssh = {"host": "10.77.0.50", "port": 22, "key_file": "/k", "known_hosts": "/kh"}
     assert _control._latency_target(topo, ssh) == {
-        "latency_target": "ssh:10.77.0.50:22", "latency_interface": "eth1",
-        "ssh_key_file": "/k", "ssh_known_hosts": "/kh",
-    }  # fmt: skip
+        "latency_target": "ssh:10.77.0.50:22",
+        "latency_interface": "eth1",
+        "ssh_key_file": "/k",
+        "ssh_known_hosts": "/kh",
+    }
 
 
 def test_the_node_sshd_is_configured_for_the_guest_with_a_pinned_host_key(
@@ -82,11 +85,19 @@ def test_the_node_sshd_is_configured_for_the_guest_with_a_pinned_host_key(
 def test_progress_speaks_up_while_a_command_is_silent() -> None:
     started = time.monotonic()
     done = subprocess.run(
-        [str(ROOT / "scripts" / "progress.sh"), "waiting", "sh", "-c",
-         "echo first; sleep 2.5; echo last; exit 3"],
-        capture_output=True, text=True, timeout=30, check=False,
+        [
+            str(ROOT / "scripts" / "progress.sh"),
+            "waiting",
+            "sh",
+            "-c",
+            "echo first; sleep 2.5; echo last; exit 3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
         env={"PROGRESS_EVERY": "1", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    )
     lines = done.stdout.splitlines()
     assert done.returncode == 3  # the command's own status
     assert lines[0] == "first" and lines[-1] == "last"
@@ -110,11 +121,16 @@ def test_heartbeat_repeats_the_last_step_after_a_silence() -> None:
 def test_every_shipped_experiment_validates() -> None:
     """The game day's experiments (and the others) pass `gameday validate`: an argument
     renamed in an activity must be renamed in them too, before a demo finds out."""
-    files = sorted(map(str, [*ROOT.glob("experiments/*.json"),
-                             *ROOT.glob("experiments/sandbox/*.json")]))  # fmt: skip
+    files = sorted(
+        map(str, [*ROOT.glob("experiments/*.json"), *ROOT.glob("experiments/sandbox/*.json")])
+    )
     assert len(files) >= 4
     done = subprocess.run(
         [sys.executable, "-m", "chaos_ext.cli.main", "validate", *files],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

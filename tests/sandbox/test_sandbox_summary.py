@@ -15,12 +15,26 @@ def test_a_deviation_shows_the_injected_fault_from_the_ledger() -> None:
             "before": {"probes": [_probe("errors", 0.0, True)]},
             "after": {"probes": [_probe("errors", 1.0, False)]},
         },
-        "run": [{"activity": {"type": "action", "name": "hold"}, "status": "succeeded",
-                 "output": {"held": 25, "opened": 25, "pid": 7}}],
-        "gameday": {"ledger": [{"id": "ab12", "kind": "dnsmasq-tcp-hold",
-                                "target": "10.77.0.30:53", "state": "closed",
-                                "created_at": 100.0, "closed_at": 114.4}]},
-    }  # fmt: skip
+        "run": [
+            {
+                "activity": {"type": "action", "name": "hold"},
+                "status": "succeeded",
+                "output": {"held": 25, "opened": 25, "pid": 7},
+            }
+        ],
+        "gameday": {
+            "ledger": [
+                {
+                    "id": "ab12",
+                    "kind": "dnsmasq-tcp-hold",
+                    "target": "10.77.0.30:53",
+                    "state": "closed",
+                    "created_at": 100.0,
+                    "closed_at": 114.4,
+                }
+            ]
+        },
+    }
     assert rows(journal) == [
         ("errors (before)", "0", "held"),
         ("errors (after)", "1", "DEVIATED"),
@@ -36,9 +50,13 @@ def test_a_failed_check_before_the_method_is_not_steady_not_deviated() -> None:
 
 def test_a_probe_with_a_tolerance_target_shows_what_was_judged() -> None:
     """load_window_stats returns a whole summary; the tolerance judges one field of it."""
-    probe = {"activity": {"name": "search-errors", "tolerance": {"type": "range",
-             "target": "error_ratio", "range": [0, 0.01]}},
-             "output": {"p95_ms": 18.3, "error_ratio": 0.968, "sent": 300},
-             "tolerance_met": False}  # fmt: skip
+    probe = {
+        "activity": {
+            "name": "search-errors",
+            "tolerance": {"type": "range", "target": "error_ratio", "range": [0, 0.01]},
+        },
+        "output": {"p95_ms": 18.3, "error_ratio": 0.968, "sent": 300},
+        "tolerance_met": False,
+    }
     journal = {"steady_states": {"after": {"probes": [probe]}}}
     assert rows(journal) == [("search-errors (after)", "error_ratio=0.968", "DEVIATED")]

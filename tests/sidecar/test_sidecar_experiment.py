@@ -24,15 +24,21 @@ EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "sidecar-temp
 
 @pytest.mark.slow
 def test_the_sidecar_experiment_rolls_out_and_restores(
-    emulator: EmulatorHandle, mesh: dict[str, Any], ledger_path: Path, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, gameday: Callable[..., subprocess.CompletedProcess[str]],
-) -> None:  # fmt: skip
+    emulator: EmulatorHandle,
+    mesh: dict[str, Any],
+    ledger_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
     before = emulator.get("ConfigMap", "istio-system", "istio-sidecar-injector")
     with steady_traffic("api", history_s=8) as prometheus_url:
         for key, value in {
-            "PROMETHEUS_URL": prometheus_url, "ERROR_WINDOW_SECONDS": "5",
-            "ERROR_STEP_SECONDS": "1", "MESH_NAMESPACE": "shop",
-        }.items():  # fmt: skip
+            "PROMETHEUS_URL": prometheus_url,
+            "ERROR_WINDOW_SECONDS": "5",
+            "ERROR_STEP_SECONDS": "1",
+            "MESH_NAMESPACE": "shop",
+        }.items():
             monkeypatch.setenv(key, value)
         result = gameday("run", "--journal", "journal.json", str(EXPERIMENT), timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -205,8 +205,9 @@ def test_one_drift_query_for_the_probe_and_the_rollout() -> None:
     assert tuple(probe)[:count] == tuple(action)[:count] == QUERY_ARGUMENTS
     for name in QUERY_ARGUMENTS:
         assert (probe[name].default, probe[name].annotation) == (
-            action[name].default, action[name].annotation
-        ), name  # fmt: skip
+            action[name].default,
+            action[name].annotation,
+        ), name
     bad = {"started_before": "yesterday"}
     for activity in (sidecar_drift, rollout_drifted_workloads):
         with pytest.raises(InvalidArgument, match="started_before: 'yesterday'"):

@@ -23,11 +23,32 @@ __all__ = ["activities_of", "problems_of", "rollback_problems"]
 # A parameter is about time when one of these is a word of its name.
 TIME_WORDS = frozenset(
     {
-        "timeout", "duration", "wait", "window", "step", "hold", "delay", "jitter", "interval",
-        "age", "backoff", "grace", "period", "keepalive", "refill", "ttl", "deadline", "latency",
-        "s", "ms", "sec", "secs", "seconds", "minutes",
+        "timeout",
+        "duration",
+        "wait",
+        "window",
+        "step",
+        "hold",
+        "delay",
+        "jitter",
+        "interval",
+        "age",
+        "backoff",
+        "grace",
+        "period",
+        "keepalive",
+        "refill",
+        "ttl",
+        "deadline",
+        "latency",
+        "s",
+        "ms",
+        "sec",
+        "secs",
+        "seconds",
+        "minutes",
     }
-)  # fmt: skip
+)
 OLD_LEDGER_KEYS = ("ledger_entry", "load_id")
 _NUMBERS = {int, float}
 
@@ -146,8 +167,11 @@ def problems_of(
     if kind == "action":
         found += _role_problems(name, func, module)
     source = _source(func)
-    found += [f"returns {key!r}: the ledger id key is {LEDGER_ID!r}" for key in OLD_LEDGER_KEYS
-              if re.search(rf"[\"']{key}[\"']", source)]  # fmt: skip
+    found += [
+        f"returns {key!r}: the ledger id key is {LEDGER_ID!r}"
+        for key in OLD_LEDGER_KEYS
+        if re.search(rf"[\"']{key}[\"']", source)
+    ]
     first = (func.__doc__ or "").strip().splitlines()
     if not first or len(first[0]) < 15:
         found.append("the docstring's first line says what it does")

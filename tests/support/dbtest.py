@@ -30,9 +30,12 @@ class Db:
 
     def args(self, **extra: Any) -> dict[str, Any]:
         return {
-            "engine": self.engine, "host": self.server.host, "port": self.server.port,
-            "database": self.server.database, **extra,
-        }  # fmt: skip
+            "engine": self.engine,
+            "host": self.server.host,
+            "port": self.server.port,
+            "database": self.server.database,
+            **extra,
+        }
 
     def client_count(self) -> int:
         """Client connections (pg_stat_activity / Threads_connected), admin included."""
@@ -88,13 +91,22 @@ class Db:
         s = self.server
         if self.engine == "postgresql":
             return psycopg.connect(
-                host=s.host, port=s.port, user=s.user, password=s.password, dbname=s.database,
+                host=s.host,
+                port=s.port,
+                user=s.user,
+                password=s.password,
+                dbname=s.database,
                 connect_timeout=5,
-            )  # fmt: skip
+            )
         return pymysql.connect(
-            host=s.host, port=s.port, user=s.user, password=s.password, database=s.database,
-            connect_timeout=5, ssl_disabled=True,
-        )  # fmt: skip
+            host=s.host,
+            port=s.port,
+            user=s.user,
+            password=s.password,
+            database=s.database,
+            connect_timeout=5,
+            ssl_disabled=True,
+        )
 
     def refusal_text(self) -> str:
         """Open one more user connection, expecting the server to refuse it; its message."""

@@ -47,6 +47,9 @@ def established(port: int, address: str = "127.0.0.1") -> int:
     """TCP connections to address:port in state ESTABLISHED, as ``ss`` (the kernel) counts them."""
     out = subprocess.run(
         ["ss", "-Htn", "state", "established", "dst", f"{address}:{port}"],
-        capture_output=True, text=True, check=True, timeout=10,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
+    ).stdout
     return len([line for line in out.splitlines() if line.strip()])

@@ -54,16 +54,33 @@ def resolver_pair(*, log_queries: bool = False) -> Iterator[ResolverPair]:
     try:
         _sh("ip", "netns", "add", server)
         try:
-            _sh("ip", "-n", client, "link", "add", "c0", "type", "veth", "peer", "name", "s0",
-                "netns", server)  # fmt: skip
+            _sh(
+                "ip",
+                "-n",
+                client,
+                "link",
+                "add",
+                "c0",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "s0",
+                "netns",
+                server,
+            )
             for ns, dev, ip in ((client, "c0", CLIENT_IP), (server, "s0", SERVER_IP)):
                 _sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
                 _sh("ip", "-n", ns, "link", "set", dev, "up")
                 _sh("ip", "-n", ns, "link", "set", "lo", "up")
             with dnsmasq.start(
-                records=RECORDS, local_domains=ZONES, address=SERVER_IP, port=53,
-                prefix=["ip", "netns", "exec", server], log_queries=log_queries,
-            ) as resolver:  # fmt: skip
+                records=RECORDS,
+                local_domains=ZONES,
+                address=SERVER_IP,
+                port=53,
+                prefix=["ip", "netns", "exec", server],
+                log_queries=log_queries,
+            ) as resolver:
                 yield ResolverPair(client, server, resolver)
         finally:
             _sh("ip", "netns", "delete", server, check=False)
@@ -73,8 +90,12 @@ def resolver_pair(*, log_queries: bool = False) -> Iterator[ResolverPair]:
 
 def flood_from(pair: ResolverPair, **arguments: Any) -> dict[str, Any]:
     """flood_dns from inside the client namespace (its sockets live there)."""
-    arguments = {"names": ["www.example.test."], "timeout_seconds": 0.5, "concurrency": 2000,
-                 **arguments}  # fmt: skip
+    arguments = {
+        "names": ["www.example.test."],
+        "timeout_seconds": 0.5,
+        "concurrency": 2000,
+        **arguments,
+    }
     return run_in_netns(
         f"/run/netns/{pair.client_ns}",
         lambda: flood_dns(server=SERVER_IP, **arguments),

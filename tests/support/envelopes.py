@@ -42,17 +42,28 @@ def write_envelope(
     runs: list[dict[str, Any]] = []
     while isinstance(step := next_step(spec.search, observations_of(runs)), Step):
         outcome = oracle(step.magnitude, len(runs) + 1)
-        runs.append({
-            "run": len(runs) + 1, "magnitude": step.magnitude,
-            "value": rendered(spec, step.magnitude), "phase": step.phase, "why": step.why,
-            "outcome": outcome, "exit_code": {"held": 0, "deviated": 1}.get(outcome, 2),
-            "journal": "", "duration_s": 1.0,
-            "hypothesis": [
-                {"probe": "p95-ms", "phase": "before", "value": 20.0, "met": True},
-                {"probe": "p95-ms", "phase": "after", "value": value(step.magnitude, outcome),
-                 "met": outcome == "held"},
-            ],
-        })  # fmt: skip
+        runs.append(
+            {
+                "run": len(runs) + 1,
+                "magnitude": step.magnitude,
+                "value": rendered(spec, step.magnitude),
+                "phase": step.phase,
+                "why": step.why,
+                "outcome": outcome,
+                "exit_code": {"held": 0, "deviated": 1}.get(outcome, 2),
+                "journal": "",
+                "duration_s": 1.0,
+                "hypothesis": [
+                    {"probe": "p95-ms", "phase": "before", "value": 20.0, "met": True},
+                    {
+                        "probe": "p95-ms",
+                        "phase": "after",
+                        "value": value(step.magnitude, outcome),
+                        "met": outcome == "held",
+                    },
+                ],
+            }
+        )
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "envelope.json"
     path.write_text(json.dumps(document(spec, "exp.json", EXPERIMENT, runs, "finished", 0, 1)))

@@ -30,16 +30,24 @@ class AdminServer:
     requests: list[str] = field(default_factory=list)
 
 
-def gateway_pod(name: str, *, phase: str = "Running", containers: tuple[str, ...] = ("istio-proxy",)
-                ) -> dict[str, Any]:  # fmt: skip
+def gateway_pod(
+    name: str, *, phase: str = "Running", containers: tuple[str, ...] = ("istio-proxy",)
+) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "istio-system",
-                     "labels": {"app": "istio-ingressgateway", "istio": "ingressgateway"}},
-        "spec": {"containers": [{"name": c, "image": "docker.io/istio/proxyv2:1.22.3"}
-                                for c in containers]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "istio-system",
+            "labels": {"app": "istio-ingressgateway", "istio": "ingressgateway"},
+        },
+        "spec": {
+            "containers": [
+                {"name": c, "image": "docker.io/istio/proxyv2:1.22.3"} for c in containers
+            ]
+        },
         "status": {"phase": phase},
-    }  # fmt: skip
+    }
 
 
 def envoy_stats(
@@ -57,8 +65,12 @@ def envoy_stats(
         lines.append(f"# TYPE {name} gauge")
         lines.append(f"{name}{{{tags}}} {value:g}")
 
-    actions = ("shrink_heap", "disable_http_keepalive", "stop_accepting_requests",
-               "reduce_timeouts")  # fmt: skip
+    actions = (
+        "shrink_heap",
+        "disable_http_keepalive",
+        "stop_accepting_requests",
+        "reduce_timeouts",
+    )
     for action in actions:
         on = action in saturated
         base = f"envoy_overload_envoy_overload_actions_{action}"
@@ -67,13 +79,16 @@ def envoy_stats(
     gauge("envoy_overload_envoy_resource_monitors_fixed_heap_pressure", heap_percent)
     lines.append("# TYPE envoy_overload_envoy_resource_monitors_fixed_heap_failed_updates counter")
     lines.append("envoy_overload_envoy_resource_monitors_fixed_heap_failed_updates{} 0")
-    gauge("envoy_overload_envoy_resource_monitors_global_downstream_max_connections_pressure",
-          round(100 * sum(connections) / 50000, 2))  # fmt: skip
+    gauge(
+        "envoy_overload_envoy_resource_monitors_global_downstream_max_connections_pressure",
+        round(100 * sum(connections) / 50000, 2),
+    )
     shed = 100 if "stop_accepting_requests" in saturated else 0
     gauge("envoy_overload_envoy_load_shed_points_tcp_listener_accept_scale_percent", shed)
     lines.append("# TYPE envoy_http_downstream_cx_active gauge")
-    for prefix, count in zip(("outbound_0.0.0.0_8080", "outbound_0.0.0.0_8443"), connections,
-                             strict=True):  # fmt: skip
+    for prefix, count in zip(
+        ("outbound_0.0.0.0_8080", "outbound_0.0.0.0_8443"), connections, strict=True
+    ):
         lines.append(
             f'envoy_http_downstream_cx_active{{envoy_http_conn_manager_prefix="{prefix}"}} {count}'
         )

@@ -15,6 +15,11 @@ def run_gameday(
 ) -> subprocess.CompletedProcess[str]:
     """``gameday ARGS`` with its own ledger; never raises on a non-zero exit."""
     return subprocess.run(
-        gameday_argv(*args), capture_output=True, text=True, timeout=timeout,
-        env=cli_env(ledger), cwd=cwd, check=False,
-    )  # fmt: skip
+        gameday_argv(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(ledger),
+        cwd=cwd,
+        check=False,
+    )

@@ -30,10 +30,12 @@ def _probe(name: str, tolerance: Any, arguments: dict[str, Any] | None = None) -
         "name": name,
         "tolerance": tolerance,
         "provider": {
-            "type": "python", "module": "synthetic.probes", "func": name.replace("-", "_"),
+            "type": "python",
+            "module": "synthetic.probes",
+            "func": name.replace("-", "_"),
             "arguments": arguments or {},
         },
-    }  # fmt: skip
+    }
 
 
 class JournalBuilder:
@@ -70,8 +72,14 @@ class JournalBuilder:
         self.ledger: list[dict[str, Any]] = []
         self.last = 0.0
 
-    def _run(self, activity: dict[str, Any], at: float, seconds: float, output: Any,
-             status: str = "succeeded") -> dict[str, Any]:  # fmt: skip
+    def _run(
+        self,
+        activity: dict[str, Any],
+        at: float,
+        seconds: float,
+        output: Any,
+        status: str = "succeeded",
+    ) -> dict[str, Any]:
         self.last = max(self.last, at + seconds)
         run = {
             "activity": copy.deepcopy(activity),
@@ -98,26 +106,42 @@ class JournalBuilder:
         else:
             self.phases[phase].append(run)
 
-    def activity(self, name: str, at: float, seconds: float, output: Any = None, *,
-                 kind: str = "action", status: str = "succeeded",
-                 rollback: bool = False) -> None:  # fmt: skip
+    def activity(
+        self,
+        name: str,
+        at: float,
+        seconds: float,
+        output: Any = None,
+        *,
+        kind: str = "action",
+        status: str = "succeeded",
+        rollback: bool = False,
+    ) -> None:
         spec = {
-            "type": kind, "name": name,
+            "type": kind,
+            "name": name,
             "provider": {"type": "python", "module": "synthetic.actions", "func": name},
-        }  # fmt: skip
+        }
         (self.rollbacks if rollback else self.runs).append(
             self._run(spec, at, seconds, output, status)
         )
         (self.experiment["rollbacks"] if rollback else self.experiment["method"]).append(spec)
 
     def fault(self, kind: str, target: str, at: float, until: float | None) -> None:
-        self.ledger.append({
-            "id": f"{len(self.ledger):016x}", "kind": kind, "target": target,
-            "run_id": "synthetic", "owner_pid": 1, "created_at": self.start + at,
-            "state": "closed" if until is not None else "open",
-            "closed_at": self.start + until if until is not None else None,
-            "note": "undone" if until is not None else None, "last_error": None,
-        })  # fmt: skip
+        self.ledger.append(
+            {
+                "id": f"{len(self.ledger):016x}",
+                "kind": kind,
+                "target": target,
+                "run_id": "synthetic",
+                "owner_pid": 1,
+                "created_at": self.start + at,
+                "state": "closed" if until is not None else "open",
+                "closed_at": self.start + until if until is not None else None,
+                "note": "undone" if until is not None else None,
+                "last_error": None,
+            }
+        )
 
     def _state(self, phase: str) -> dict[str, Any] | None:
         runs = self.phases[phase]
@@ -144,8 +168,11 @@ class JournalBuilder:
         }
         outcome = outcome_of(journal)
         journal["gameday"] = {
-            "run_id": "synthetic", "experiment_path": "synthetic.json", "outcome": outcome,
+            "run_id": "synthetic",
+            "experiment_path": "synthetic.json",
+            "outcome": outcome,
             "exit_code": exit_code_for(outcome),
-            "ledger": self.ledger, "sweep": [],
-        }  # fmt: skip
+            "ledger": self.ledger,
+            "sweep": [],
+        }
         return journal

@@ -40,16 +40,25 @@ def job_created(cluster: ClusterState, job: Obj) -> list[FollowUp]:
     count = int(spec.get("parallelism", 1))
     for index in range(min(count, int(spec.get("completions", count)))):
         name = f"{meta['name']}-{index}-{cluster._suffix()}"
-        labels = {**(spec["template"].get("metadata", {}).get("labels") or {}),
-                  "job-name": meta["name"], "controller-uid": stored["metadata"]["uid"],
-                  INDEX_KEY: str(index)}  # fmt: skip
+        labels = {
+            **(spec["template"].get("metadata", {}).get("labels") or {}),
+            "job-name": meta["name"],
+            "controller-uid": stored["metadata"]["uid"],
+            INDEX_KEY: str(index),
+        }
         pod_spec = copy.deepcopy(spec["template"]["spec"])
         for container in pod_spec.get("containers", []):
             container["env"] = [*container.get("env", []), _index_env()]
         pod = objs.pod(
-            name, meta["namespace"], node_name=cluster.schedule(stored), labels=labels,
-            spec=pod_spec, owner=stored, ready=False, annotations={INDEX_KEY: str(index)},
-        )  # fmt: skip
+            name,
+            meta["namespace"],
+            node_name=cluster.schedule(stored),
+            labels=labels,
+            spec=pod_spec,
+            owner=stored,
+            ready=False,
+            annotations={INDEX_KEY: str(index)},
+        )
         follow += cluster._start_pod(pod)
     cluster.note("job-created", f"{meta['namespace']}/{meta['name']}")
     return follow

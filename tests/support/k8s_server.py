@@ -257,8 +257,15 @@ def _json_bytes(body: bytes, status: int = 200) -> aiohttp.web.Response:
 
 
 def _status_response(code: int, reason: str, message: str) -> aiohttp.web.Response:
-    status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-              "message": message, "reason": reason, "code": code}  # fmt: skip
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
     return _json_bytes(json.dumps(status).encode(), code)
 
 

@@ -55,12 +55,16 @@ class _State:
 def _status(result: ExecResult) -> bytes:
     if result.exit_code == 0:
         return json.dumps({"metadata": {}, "status": "Success"}).encode()
-    return json.dumps({
-        "metadata": {}, "status": "Failure",
-        "message": f"command terminated with non-zero exit code: exit status {result.exit_code}",
-        "reason": "NonZeroExitCode",
-        "details": {"causes": [{"reason": "ExitCode", "message": str(result.exit_code)}]},
-    }).encode()  # fmt: skip
+    return json.dumps(
+        {
+            "metadata": {},
+            "status": "Failure",
+            "message": "command terminated with non-zero exit code: "
+            f"exit status {result.exit_code}",
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(result.exit_code)}]},
+        }
+    ).encode()
 
 
 class ExecEmulator(kmock.KubernetesEmulator):  # type: ignore[misc]
@@ -86,8 +90,14 @@ class ExecEmulator(kmock.KubernetesEmulator):  # type: ignore[misc]
         )
         result = self.exec_state.script.get((namespace, pod))
         if result is None:
-            body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404,
-                    "reason": "NotFound", "message": f'pods "{pod}" not found'}  # fmt: skip
+            body = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "code": 404,
+                "reason": "NotFound",
+                "message": f'pods "{pod}" not found',
+            }
             return aiohttp.web.json_response(body, status=404)
         ws = aiohttp.web.WebSocketResponse(protocols=("v4.channel.k8s.io",))
         await ws.prepare(raw)  # type: ignore[arg-type]

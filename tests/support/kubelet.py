@@ -63,8 +63,12 @@ def run_pods(
         command = list(pod["spec"]["containers"][0]["command"])
         if command[0] == "python":
             command[0] = sys.executable
-        env = {**os.environ, "PYTHONPATH": str(ROOT), **pod_env(cluster, pod),
-               "TMPDIR": str(workdir)}  # fmt: skip
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            **pod_env(cluster, pod),
+            "TMPDIR": str(workdir),
+        }
         log = (workdir / f"{pod['metadata']['name']}.log").open("wb")
         procs.append(subprocess.Popen(command, env=env, cwd=workdir, stdout=log, stderr=log))
     return procs

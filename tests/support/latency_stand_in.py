@@ -31,14 +31,35 @@ def stand_in_latency(
     """Record a netem fault as add_latency does and put the latency tree's root in place."""
     where = parse_target(target)
     recipe = {
-        "target": target, "interface": interface, "spec": {}, "connection": {},
-        "snapshot": _local.snapshot(where, interface), NETNS_KEY: namespace_key(where),
-    }  # fmt: skip
-    with fault(kind="netem", target=where.label(interface), recipe=recipe,
-               module="chaos_ext.network.actions") as entry:  # fmt: skip
+        "target": target,
+        "interface": interface,
+        "spec": {},
+        "connection": {},
+        "snapshot": _local.snapshot(where, interface),
+        NETNS_KEY: namespace_key(where),
+    }
+    with fault(
+        kind="netem",
+        target=where.label(interface),
+        recipe=recipe,
+        module="chaos_ext.network.actions",
+    ) as entry:
         subprocess.run(
-            ["nsenter", f"--net={netns_path(where)}", "tc", "qdisc", "add", "dev", interface,
-             "root", "handle", "1d1a:", "htb"],
-            check=True, timeout=30, capture_output=True,
-        )  # fmt: skip
+            [
+                "nsenter",
+                f"--net={netns_path(where)}",
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                interface,
+                "root",
+                "handle",
+                "1d1a:",
+                "htb",
+            ],
+            check=True,
+            timeout=30,
+            capture_output=True,
+        )
     return {"ledger_id": entry.id, "target": where.label(interface)}

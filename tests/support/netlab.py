@@ -28,9 +28,13 @@ _COUNTERS = re.compile(r" direct_packets_stat \d+")
 
 def tc_show(ns: str, dev: str) -> str:
     """The CLI's view of a tree (an independent check of the netlink code), without counters."""
-    return _COUNTERS.sub("", "".join(
-        sh("tc", "-n", ns, what, "show", "dev", dev).stdout for what in ("qdisc", "class", "filter")
-    ))  # fmt: skip
+    return _COUNTERS.sub(
+        "",
+        "".join(
+            sh("tc", "-n", ns, what, "show", "dev", dev).stdout
+            for what in ("qdisc", "class", "filter")
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,22 @@ def kernel_has_netem() -> bool:
     ns = f"gd-netem-probe-{os.getpid()}"
     sh("ip", "netns", "add", ns)
     try:
-        added = sh("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root",
-                   "netem", "delay", "1ms", check=False)  # fmt: skip
+        added = sh(
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            "lo",
+            "root",
+            "netem",
+            "delay",
+            "1ms",
+            check=False,
+        )
         return added.returncode == 0
     finally:
         sh("ip", "netns", "delete", ns)
@@ -62,6 +80,9 @@ def gameday_process(ledger: Path, cwd: Path, *args: str) -> subprocess.Popen[byt
     env = {**os.environ, "GAMEDAY_LEDGER": str(ledger), "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     with (cwd / "gameday.log").open("wb") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "chaos_ext.cli.main", *args], env=env, cwd=cwd,
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [sys.executable, "-m", "chaos_ext.cli.main", *args],
+            env=env,
+            cwd=cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )

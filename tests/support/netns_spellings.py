@@ -46,8 +46,11 @@ class Spelled:
     pid: int
 
     def spell(self, how: str) -> str:
-        return {"name": f"netns:{self.name}", "alias": f"netns:{self.alias}",
-                "pid": f"pid:{self.pid}"}[how]  # fmt: skip
+        return {
+            "name": f"netns:{self.name}",
+            "alias": f"netns:{self.alias}",
+            "pid": f"pid:{self.pid}",
+        }[how]
 
 
 @contextlib.contextmanager
@@ -60,8 +63,11 @@ def spelled_namespace() -> Iterator[Spelled]:
         try:
             # until ``ip`` has entered the namespace (and become sleep), its pid is in the
             # host's: never name that
-            wait_for(lambda: _inode(f"/proc/{inside.pid}/ns/net") == _inode(f"/run/netns/{name}"),
-                     10, f"pid {inside.pid} to enter {name}")  # fmt: skip
+            wait_for(
+                lambda: _inode(f"/proc/{inside.pid}/ns/net") == _inode(f"/run/netns/{name}"),
+                10,
+                f"pid {inside.pid} to enter {name}",
+            )
             _sh("ip", "netns", "attach", alias, str(inside.pid))
             assert _inode(f"/run/netns/{alias}") == _inode(f"/run/netns/{name}")
             yield Spelled(name, alias, inside.pid)

@@ -16,10 +16,19 @@ import sys
 from typing import Any
 
 WATCHED = (
-    "socket.connect", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
-    "socket.gethostbyname", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
-    "os.fork", "os.spawn", "pty.spawn",
-)  # fmt: skip
+    "socket.connect",
+    "socket.sendto",
+    "socket.sendmsg",
+    "socket.getaddrinfo",
+    "socket.gethostbyname",
+    "subprocess.Popen",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.fork",
+    "os.spawn",
+    "pty.spawn",
+)
 _events: list[str] = []
 
 
@@ -38,9 +47,16 @@ def main() -> None:
     sys.addaudithook(_hook)
     results = []
     for case in request["cases"]:
-        activity = {"type": "probe", "name": case["func"], "provider": {
-            "type": "python", "module": case["module"], "func": case["func"],
-            "arguments": case["arguments"]}}  # fmt: skip
+        activity = {
+            "type": "probe",
+            "name": case["func"],
+            "provider": {
+                "type": "python",
+                "module": case["module"],
+                "func": case["func"],
+                "arguments": case["arguments"],
+            },
+        }
         _events.clear()
         error = ""
         try:

@@ -45,9 +45,14 @@ def _misbehaves(when: str, ran: str) -> bool:
 
 
 def behave(
-    mode: str = "ok", touch: str = "", marker: str = "", ran: str = "", when: str = "always",
-    seconds: float = MAX_HANG_S, remove: str = "",
-) -> bool:  # fmt: skip
+    mode: str = "ok",
+    touch: str = "",
+    marker: str = "",
+    ran: str = "",
+    when: str = "always",
+    seconds: float = MAX_HANG_S,
+    remove: str = "",
+) -> bool:
     """The python provider's behaviour (module docstring)."""
     if touch:
         Path(touch).touch()
@@ -67,9 +72,14 @@ def behave(
 
 
 def process_script(
-    mode: str = "ok", touch: str = "", marker: str = "", ran: str = "", when: str = "always",
-    seconds: float = MAX_HANG_S, remove: str = "",
-) -> str:  # fmt: skip
+    mode: str = "ok",
+    touch: str = "",
+    marker: str = "",
+    ran: str = "",
+    when: str = "always",
+    seconds: float = MAX_HANG_S,
+    remove: str = "",
+) -> str:
     """The ``sh -c`` script of the process provider's behaviour."""
     steps = []
     if touch:
@@ -180,8 +190,9 @@ class BehaviourServer:
 
 def leave_fault(fail_undo: bool = False) -> dict[str, Any]:
     """Record a fault in the ledger and leave it open for the sweep (its undo may raise)."""
-    with fault(kind="verdict-table", target="nothing", recipe={"fail": fail_undo},
-               module=__name__) as entry:  # fmt: skip
+    with fault(
+        kind="verdict-table", target="nothing", recipe={"fail": fail_undo}, module=__name__
+    ) as entry:
         pass
     return {"ledger_id": entry.id}
 

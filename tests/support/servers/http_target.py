@@ -124,12 +124,19 @@ async def _control(request: web.Request) -> web.Response:
         return web.Response(status=404, text="unknown control")
     state = request.app["state"]
     return web.json_response(
-        {"requests": state.requests, "errors": state.errors, "in_flight": state.in_flight,
-         "latency_ms": state.latency * 1000, "every": state.every,
-         "first_at": state.first_at, "last_at": state.last_at,
-         "body_bytes": state.body_bytes, "methods": state.methods,
-         "per_second": {str(k): v for k, v in sorted(state.per_second.items())[-600:]}}
-    )  # fmt: skip
+        {
+            "requests": state.requests,
+            "errors": state.errors,
+            "in_flight": state.in_flight,
+            "latency_ms": state.latency * 1000,
+            "every": state.every,
+            "first_at": state.first_at,
+            "last_at": state.last_at,
+            "body_bytes": state.body_bytes,
+            "methods": state.methods,
+            "per_second": {str(k): v for k, v in sorted(state.per_second.items())[-600:]},
+        }
+    )
 
 
 async def _dispatch(request: web.Request) -> web.StreamResponse:

@@ -90,9 +90,13 @@ def _user_flag() -> list[str]:
 
 def _install(data: Path) -> None:
     argv = [
-        "mariadb-install-db", "--no-defaults", f"--datadir={data}", *_user_flag(),
-        "--auth-root-authentication-method=socket", "--skip-test-db",
-    ]  # fmt: skip
+        "mariadb-install-db",
+        "--no-defaults",
+        f"--datadir={data}",
+        *_user_flag(),
+        "--auth-root-authentication-method=socket",
+        "--skip-test-db",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
     if done.returncode != 0:
         tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
@@ -103,13 +107,24 @@ def _server_argv(
     base: Path, data: Path, listen: str, port: int, max_connections: int, extra: list[str]
 ) -> list[str]:
     return [
-        "mariadbd", "--no-defaults", f"--datadir={data}", *_user_flag(),
-        f"--socket={base / 'mysqld.sock'}", f"--pid-file={base / 'mysqld.pid'}",
-        f"--port={port}", f"--bind-address={listen}", f"--max-connections={max_connections}",
-        "--skip-name-resolve", "--skip-log-bin", "--max-connect-errors=1000000",
-        "--innodb-buffer-pool-size=16M", "--innodb-log-file-size=16M",
-        "--performance-schema=OFF", "--skip-innodb-doublewrite", *extra,
-    ]  # fmt: skip
+        "mariadbd",
+        "--no-defaults",
+        f"--datadir={data}",
+        *_user_flag(),
+        f"--socket={base / 'mysqld.sock'}",
+        f"--pid-file={base / 'mysqld.pid'}",
+        f"--port={port}",
+        f"--bind-address={listen}",
+        f"--max-connections={max_connections}",
+        "--skip-name-resolve",
+        "--skip-log-bin",
+        "--max-connect-errors=1000000",
+        "--innodb-buffer-pool-size=16M",
+        "--innodb-log-file-size=16M",
+        "--performance-schema=OFF",
+        "--skip-innodb-doublewrite",
+        *extra,
+    ]
 
 
 def _ready(server: MariaDBServer) -> bool:
@@ -167,9 +182,16 @@ def start(
         shutil.rmtree(base, ignore_errors=True)
         raise
     server = MariaDBServer(
-        host=host, port=port, user=user, password=password, database=database,
-        max_connections=max_connections, base_dir=base, netns=tuple(netns), process=proc,
-    )  # fmt: skip
+        host=host,
+        port=port,
+        user=user,
+        password=password,
+        database=database,
+        max_connections=max_connections,
+        base_dir=base,
+        netns=tuple(netns),
+        process=proc,
+    )
     try:
         wait_until_ready(
             proc, lambda: _ready(server), timeout=ready_timeout, what="mariadbd", log=log

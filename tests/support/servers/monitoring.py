@@ -71,14 +71,20 @@ class Daemon(Stoppable):
 
 
 class Alertmanager(Daemon):
-    def post_alert(self, labels: Mapping[str, str], minutes: float = 10,
-                   annotations: Mapping[str, str] | None = None) -> None:  # fmt: skip
+    def post_alert(
+        self,
+        labels: Mapping[str, str],
+        minutes: float = 10,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
         """Raise an alert through the API v2, as Prometheus would send it."""
         now = datetime.now(UTC)
         alert = {
-            "labels": dict(labels), "annotations": dict(annotations or {}),
-            "startsAt": now.isoformat(), "endsAt": (now + timedelta(minutes=minutes)).isoformat(),
-        }  # fmt: skip
+            "labels": dict(labels),
+            "annotations": dict(annotations or {}),
+            "startsAt": now.isoformat(),
+            "endsAt": (now + timedelta(minutes=minutes)).isoformat(),
+        }
         self.request("POST", "/api/v2/alerts", [alert])
 
     def alerts(self) -> list[dict[str, Any]]:
@@ -88,8 +94,9 @@ class Alertmanager(Daemon):
 
 def _start(argv: list[str], work: Path, port: int, kind: type[Daemon]) -> Any:
     with (work / "server.log").open("wb") as log:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT, cwd=work)  # fmt: skip
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=work
+        )
     daemon = kind(port, work, process)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -113,9 +120,14 @@ def start_alertmanager() -> Alertmanager:
         "route:\n  receiver: 'null'\n  group_wait: 0s\nreceivers:\n  - name: 'null'\n"
     )
     port = free_port()
-    argv = [ALERTMANAGER, f"--config.file={work / 'alertmanager.yml'}",
-            f"--storage.path={work / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=", "--log.level=info"]  # fmt: skip
+    argv = [
+        ALERTMANAGER,
+        f"--config.file={work / 'alertmanager.yml'}",
+        f"--storage.path={work / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+        "--log.level=info",
+    ]
     server: Alertmanager = _start(argv, work, port, Alertmanager)
     return server
 
@@ -123,7 +135,12 @@ def start_alertmanager() -> Alertmanager:
 def start_pushgateway() -> Daemon:
     work = Path(tempfile.mkdtemp(prefix="gameday-pg-"))
     port = free_port()
-    argv = [PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{port}", "--persistence.file=",
-            "--web.enable-admin-api", "--log.level=info"]  # fmt: skip
+    argv = [
+        PUSHGATEWAY,
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--persistence.file=",
+        "--web.enable-admin-api",
+        "--log.level=info",
+    ]
     server: Daemon = _start(argv, work, port, Daemon)
     return server

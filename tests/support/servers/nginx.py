@@ -98,11 +98,28 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
 
 def _self_signed(directory: Path) -> str:
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(directory / "key.pem"), "-out", str(directory / "cert.pem")],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(directory / "key.pem"),
+            "-out",
+            str(directory / "cert.pem"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     (directory / "key.pem").chmod(0o644)  # read by the www-data workers; a throwaway key
     return f"ssl_certificate {directory}/cert.pem; ssl_certificate_key {directory}/key.pem;"
 
@@ -133,9 +150,13 @@ def start(
     for _attempt in range(3):
         port = _free_port()
         conf = _CONF.format(
-            workers=workers, dir=directory, port=port, http2=" http2" if http2 else "",
-            tls=" ssl" if tls else "", certificates=certificates,
-        )  # fmt: skip
+            workers=workers,
+            dir=directory,
+            port=port,
+            http2=" http2" if http2 else "",
+            tls=" ssl" if tls else "",
+            certificates=certificates,
+        )
         (directory / "nginx.conf").write_text(conf)
         proc = _launch(directory, port, prefix)
         deadline = time.monotonic() + ready_timeout

@@ -51,8 +51,12 @@ class SshdServer(Stoppable):
 
 
 def _keygen(path: Path) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                   check=True, timeout=30, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+        check=True,
+        timeout=30,
+        capture_output=True,
+    )
     return path.with_suffix(".pub").read_text().strip()
 
 
@@ -81,24 +85,36 @@ def start(
     pid_file = workdir / "sshd.pid"
     config = workdir / "sshd_config"
     config.write_text(
-        "\n".join([
-            f"Port {port}", f"ListenAddress {host}", f"HostKey {host_key}",
-            f"PidFile {pid_file}", f"AuthorizedKeysFile {workdir}/authorized_keys",
-            "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-            "LogLevel ERROR", "MaxStartups 50",
-            # sessions do not read the real user's dotfiles (a slow ~/.bashrc costs seconds)
-            f"SetEnv HOME={workdir}", "",
-        ])
-    )  # fmt: skip
+        "\n".join(
+            [
+                f"Port {port}",
+                f"ListenAddress {host}",
+                f"HostKey {host_key}",
+                f"PidFile {pid_file}",
+                f"AuthorizedKeysFile {workdir}/authorized_keys",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "LogLevel ERROR",
+                "MaxStartups 50",
+                # sessions do not read the real user's dotfiles (a slow ~/.bashrc costs seconds)
+                f"SetEnv HOME={workdir}",
+                "",
+            ]
+        )
+    )
     Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory sshd requires
     known_hosts = workdir / "known_hosts"
     known_hosts.write_text(f"[{host}]:{port} {' '.join(host_pub.split()[:2])}\n")
     proc = subprocess.Popen(
         [*(netns_prefix or []), SSHD, "-D", "-e", "-f", str(config)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=(workdir / "sshd.log").open("wb"), start_new_session=True,
-    )  # fmt: skip
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=(workdir / "sshd.log").open("wb"),
+        start_new_session=True,
+    )
     server = SshdServer(host, port, workdir, known_hosts, client_key, host_pub, proc)
     deadline = time.monotonic() + ready_timeout
     while not pid_file.exists():
