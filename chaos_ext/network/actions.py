@@ -17,7 +17,7 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
-from chaos_ext.errors import NetworkError, TargetGone
+from chaos_ext.errors import ChaosExtError, NetworkError, TargetGone
 from chaos_ext.ledger import (
     Entry,
     default_ledger,
@@ -150,7 +150,10 @@ def remove_latency(
     ``pid:``). With both ``interface`` and ``target`` given, a latency tree
     there that no open entry of any ledger on this machine refers to (the
     ledger was lost) is deleted and the kernel's default root comes back;
-    ``unrecorded`` says what was done, or whose entry kept it.
+    ``unrecorded`` says what was done, or whose entry kept it. Entries found
+    are undone from their recipes, which hold how to reach the target; when
+    the rollback's own configuration cannot reach it to look for more,
+    ``unrecorded`` says so instead of failing the undo that did succeed.
     """
     where = parse_target(target) if target else None
     book = default_ledger()
@@ -163,15 +166,29 @@ def remove_latency(
         recorded = entries_on(recorded, where)
     result = roll_back(recorded, book, include_dead_runs=include_dead_runs)
     if where is not None and interface:
-        result["unrecorded"] = _remove_unrecorded(where, interface, configuration, secrets)
+        result["unrecorded"] = _remove_unrecorded(
+            where, interface, configuration, secrets, undone_from_ledger=bool(recorded)
+        )
     return result
 
 
 def _remove_unrecorded(
-    where: Target, interface: str, configuration: Configuration, secrets: Secrets
-) -> str:
+    where: Target, interface: str, configuration: Configuration, secrets: Secrets,
+    *, undone_from_ledger: bool = False,
+) -> str:  # fmt: skip
     """Delete the latency tree on ``where``/``interface`` if no ledger's open entry owns it."""
     label = where.label(interface)
+    try:
+        return _sweep_unrecorded(where, interface, configuration, secrets, label)
+    except ChaosExtError as exc:
+        if not undone_from_ledger:
+            raise  # nothing was undone: the caller must hear why
+        return f"{label}: not looked at for an unrecorded tree ({exc})"
+
+
+def _sweep_unrecorded(
+    where: Target, interface: str, configuration: Configuration, secrets: Secrets, label: str
+) -> str:
     try:
         with _connect.executor_for(where, configuration, secrets) as (executor, connection):
             snap = executor.snapshot(interface)  # before the census: a newer tree is not seen
