@@ -24,7 +24,7 @@ from support.sandbox import sandbox_cli
 from chaos_ext import _helper
 from chaos_ext.ledger import Ledger
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # the envelope CLI may take 1500 s
 
 
 def test_the_fragile_apps_dns_envelope_breaks_at_dnsmasqs_limit(
