@@ -3,7 +3,12 @@
 One chart per series: the values over seconds since the experiment started,
 fault windows shaded (red: a fault recorded in the ledger, from injection to
 undo; amber: an action running), and the tolerance bounds as dashed lines when
-the tolerance is numeric.
+the tolerance is numeric. A comparison chart draws the same for several runs
+of two sides (baseline and tuned) on one pair of axes, each run's times taken
+from its own origin (:class:`Trace`).
+
+Each shaded group has the SVG id ``<salt>-fault-<source>`` and each comparison
+line ``<salt>-<side>-<n>``, so that a reader (or a test) can find them.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
@@ -21,7 +27,9 @@ from chaos_ext.reporting.model import FaultWindow
 from chaos_ext.reporting.series import Series, as_number
 
 __all__ = [
+    "Trace",
     "chart_svg",
+    "comparison_svg",
     "distribution_svg",
     "merged_spans",
     "tolerance_bounds",
@@ -30,6 +38,7 @@ __all__ = [
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
 _COLORS = {"ledger": ("#d62728", 0.18), "action": ("#ff9f1c", 0.22)}
 _LINE = "#1f5fa8"
+_BASELINE = "#7f7f7f"
 _JOIN = 1 / 400
 _MARKERS_UP_TO = 80
 
@@ -61,7 +70,19 @@ def merged_spans(
     return merged
 
 
-def _shade(ax: Any, windows: Sequence[FaultWindow], origin: float, width: float) -> list[Any]:
+@dataclass(frozen=True)
+class Trace:
+    """One run's series and fault windows for a comparison chart, drawn at times
+    relative to ``origin`` (epoch seconds)."""
+
+    series: Series
+    windows: tuple[FaultWindow, ...]
+    origin: float
+
+
+def _shade(
+    ax: Any, windows: Sequence[FaultWindow], origin: float, width: float, gid: str
+) -> list[Any]:
     """One collection per source; windows closer than 1/400 of the chart's width are
     drawn as one (indistinguishable at this size, and fast with hundreds). Returns
     the legend's proxies."""
@@ -78,9 +99,45 @@ def _shade(ax: Any, windows: Sequence[FaultWindow], origin: float, width: float)
             color=color,
             alpha=alpha,
             lw=0,
+            gid=f"{gid}-fault-{source}",
         )
         proxies.append(Patch(color=color, alpha=alpha, label=label))
     return proxies
+
+
+def _finish(fig: Figure, ax: Any, title: str, xlabel: str, proxies: list[Any]) -> str:
+    """Labels, the legend (beside the axes) and the SVG text without its prologue."""
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_title(title, fontsize=9, loc="left")
+    ax.tick_params(labelsize=8)
+    ax.grid(alpha=0.3)
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(
+        handles=[*proxies, *handles[:3]],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0,
+        frameon=False,
+    )
+    fig.subplots_adjust(left=0.08, right=0.8, top=0.88, bottom=0.2)
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    return _PROLOGUE.sub("", buffer.getvalue(), count=1)
+
+
+def _line(ax: Any, xs: list[float], series: Series, color: str, **style: Any) -> None:
+    marker = "o" if len(xs) <= _MARKERS_UP_TO else None
+    draw = ax.step if series.boolean else ax.plot
+    where = {"where": "post"} if series.boolean else {}
+    draw(xs, series.values, color=color, lw=1.6, marker=marker, ms=3, **where, **style)
+    if series.boolean:
+        ax.set_yticks([0, 1], ["false", "true"])
+
+
+def _width(xs: Sequence[float], windows: Sequence[FaultWindow], origin: float) -> float:
+    spans = [t for w in windows for t in (w.start - origin, w.end - origin)]
+    return max([*xs, *spans, 0.0]) - min([*xs, *spans, 0.0])
 
 
 def chart_svg(
@@ -92,43 +149,58 @@ def chart_svg(
     abort_at: float | None = None,
 ) -> str:
     """An SVG document (no XML prologue) charting ``series``; times relative to ``origin``."""
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt or series.name}):
+    salt = salt or series.name
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         fig = Figure(figsize=(8.6, 2.4), dpi=96)
         ax = fig.add_subplot()
         xs = [t - origin for t, _ in series.points]
-        ys = series.values
-        spans = [t for w in windows for t in (w.start - origin, w.end - origin)]
-        width = max([*xs, *spans, 0.0]) - min([*xs, *spans, 0.0])
-        proxies = _shade(ax, windows, origin, width)
-        marker = "o" if len(xs) <= _MARKERS_UP_TO else None
-        if series.boolean:
-            ax.step(
-                xs, ys, where="post", color=_LINE, lw=1.6, marker=marker, ms=3, label=series.name
-            )
-            ax.set_yticks([0, 1], ["false", "true"])
-        else:
-            ax.plot(xs, ys, color=_LINE, lw=1.6, marker=marker, ms=3, label=series.name)
+        proxies = _shade(ax, windows, origin, _width(xs, windows, origin), salt)
+        _line(ax, xs, series, _LINE, label=series.name)
         if abort_at is not None:
             ax.axvline(abort_at - origin, color="#7b3fa0", lw=1.4, label="abort fired")
         for bound in tolerance_bounds(tolerance):
             ax.axhline(bound, color="#555555", lw=1, ls="--", label="tolerance")
-        ax.set_xlabel("seconds since the experiment started", fontsize=8)
-        ax.set_title(series.name, fontsize=9, loc="left")
-        ax.tick_params(labelsize=8)
-        ax.grid(alpha=0.3)
-        handles, _ = ax.get_legend_handles_labels()
-        ax.legend(
-            handles=[*proxies, *handles[:3]],
-            fontsize=7,
-            loc="upper left",
-            bbox_to_anchor=(1.01, 1.0),
-            borderaxespad=0,
-            frameon=False,
-        )
-        fig.subplots_adjust(left=0.08, right=0.8, top=0.88, bottom=0.2)
-        buffer = io.StringIO()
-        fig.savefig(buffer, format="svg", metadata={"Date": None})
-    return _PROLOGUE.sub("", buffer.getvalue(), count=1)
+        return _finish(fig, ax, series.name, "seconds since the experiment started", proxies)
+
+
+def comparison_svg(
+    metric: str,
+    baseline: Sequence[Trace],
+    tuned: Sequence[Trace],
+    xlabel: str,
+    tolerance: Any = None,
+    salt: str = "",
+) -> str:
+    """Baseline (grey) and tuned (blue) runs of one metric on the same axes, every
+    run's fault windows shaded, each run at times relative to its own origin."""
+    salt = salt or metric
+    traces = [*baseline, *tuned]
+    windows = [
+        FaultWindow(w.label, w.start - t.origin, w.end - t.origin, w.source)
+        for t in traces
+        for w in t.windows
+    ]
+    xs = [p - t.origin for t in traces for p, _ in t.series.points]
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+        fig = Figure(figsize=(8.6, 2.6), dpi=96)
+        ax = fig.add_subplot()
+        proxies = _shade(ax, windows, 0.0, _width(xs, windows, 0.0), salt)
+        for side, runs, color in (("baseline", baseline, _BASELINE), ("tuned", tuned, _LINE)):
+            for i, trace in enumerate(runs):
+                label = f"{side} ({len(runs)} run(s))" if i == 0 else "_"
+                times = [p - trace.origin for p, _ in trace.series.points]
+                _line(
+                    ax,
+                    times,
+                    trace.series,
+                    color,
+                    alpha=0.85,
+                    label=label,
+                    gid=f"{salt}-{side}-{i + 1}",
+                )
+        for bound in tolerance_bounds(tolerance):
+            ax.axhline(bound, color="#555555", lw=1, ls="--", label="tolerance")
+        return _finish(fig, ax, metric, xlabel, proxies)
 
 
 def distribution_svg(metric: str, baseline: list[float], tuned: list[float], salt: str) -> str:

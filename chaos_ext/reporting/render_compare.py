@@ -1,4 +1,11 @@
-"""The comparison's HTML (inline SVG distributions) and Markdown renderings."""
+"""The comparison's HTML (inline SVG: time series, distributions) and Markdown renderings.
+
+Each metric's time-series chart draws every run of both sides on the same axes,
+each run's times counted from its own first action (the fault's injection, in
+the sandbox's experiments), so runs that settled for different lengths of time
+line up on their faults; every run's fault windows are shaded as in the
+single-run report.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ from typing import Any
 
 from chaos_ext import __version__
 from chaos_ext._percentile import METHOD
-from chaos_ext.reporting.charts import distribution_svg
+from chaos_ext.reporting.charts import Trace, comparison_svg, distribution_svg
 from chaos_ext.reporting.compare import headlines, judged, metric_samples, pair_experiments
 from chaos_ext.reporting.envelope import EnvelopeView, Movement
 from chaos_ext.reporting.model import RunView
@@ -17,7 +24,14 @@ from chaos_ext.reporting.render import environment, paragraphs
 from chaos_ext.reporting.render_envelope import movement_context
 from chaos_ext.reporting.stats import Comparison, Settings
 
-__all__ = ["compare_html", "compare_markdown", "write_envelope_comparison"]
+__all__ = [
+    "ALIGNED",
+    "UNALIGNED",
+    "compare_html",
+    "compare_markdown",
+    "series_chart",
+    "write_envelope_comparison",
+]
 
 
 def _row(c: Comparison, index: int) -> dict[str, Any]:
@@ -39,7 +53,48 @@ def _row(c: Comparison, index: int) -> dict[str, Any]:
         "experiment": c.experiment,
         "note": "; ".join(x for x in (c.note, f"test unit: {c.unit}") if x),
         "svg": "",
+        "series_svg": "",
     }
+
+
+ALIGNED = "seconds since each run's first action"
+UNALIGNED = "seconds since each run started"
+
+
+def _origin(view: RunView) -> tuple[float, bool]:
+    """Where a run's chart times count from: its first fault window (an action or a
+    ledger entry), else its start; and whether it was a window."""
+    if view.windows:
+        return min(w.start for w in view.windows), True
+    firsts = [s.points[0][0] for s in view.series if s.points]
+    return (view.start if view.start is not None else min(firsts, default=0.0)), False
+
+
+def _traces(views: Sequence[RunView], metric: str) -> tuple[list[Trace], bool]:
+    traces, aligned = [], True
+    for view in views:
+        series = next((s for s in view.series if s.name == metric), None)
+        if series is None:
+            continue
+        origin, on_window = _origin(view)
+        aligned = aligned and on_window
+        traces.append(Trace(series, view.windows, origin))
+    return traces, aligned
+
+
+def series_chart(
+    metric: str, baseline: Sequence[RunView], tuned: Sequence[RunView], salt: str
+) -> str:
+    """The before/after time-series chart of one metric ("" when no run has it as a series)."""
+    base, base_aligned = _traces(baseline, metric)
+    new, new_aligned = _traces(tuned, metric)
+    if not base and not new:
+        return ""
+    tolerance = next(
+        (v.tolerances[metric] for v in (*tuned, *baseline) if metric in v.tolerances), None
+    )
+    xlabel = ALIGNED if base_aligned and new_aligned else UNALIGNED
+    return comparison_svg(metric, base, new, xlabel, tolerance, salt=salt)
 
 
 def _context(
@@ -104,16 +159,18 @@ def compare_html(
     title: str,
 ) -> str:
     context = _context(comparisons, baseline, tuned, settings, title)
-    samples = {
-        experiment: (metric_samples(judged(b)[0]), metric_samples(judged(t)[0]))
+    runs = {
+        experiment: (judged(b)[0], judged(t)[0])
         for experiment, b, t in pair_experiments(baseline, tuned).pairs
     }
     for i, row in enumerate(context["rows"]):
         name = row["c"].metric
-        base_samples, tuned_samples = samples[row["c"].experiment]
+        base_runs, tuned_runs = runs[row["c"].experiment]
+        base_samples, tuned_samples = metric_samples(base_runs), metric_samples(tuned_runs)
         before = [v for run in base_samples[name].runs for v in run]
         after = [v for run in tuned_samples[name].runs for v in run]
         row["svg"] = distribution_svg(name, before, after, salt=f"m{i}")
+        row["series_svg"] = series_chart(name, base_runs, tuned_runs, salt=f"t{i}")
     return environment().get_template("compare.html.j2").render(context)
 
 

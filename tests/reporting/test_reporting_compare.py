@@ -159,7 +159,8 @@ def test_cli_writes_markdown_and_html_and_can_fail_on_regression(tmp_path: Path)
     assert "| **regressed** | median |" in row and "lower (tolerance)" in row
     assert "Baseline: 3 run(s); tuned: 3 run(s)" in markdown
     html = (tmp_path / "cmp" / "comparison.html").read_text()
-    assert html.count("<svg") == 3 and "<script" not in html
+    # 3 metrics, each a time-series chart and a distribution
+    assert html.count("<svg") == 2 * 3 and "<script" not in html
     single = run_gameday(
         tmp_path, ledger, "compare", "base/journal-0.json", "base/journal-0.json", "-o", "same"
     )
