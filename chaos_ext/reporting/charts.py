@@ -126,11 +126,13 @@ def _finish(fig: Figure, ax: Any, title: str, xlabel: str, proxies: list[Any]) -
     return _PROLOGUE.sub("", buffer.getvalue(), count=1)
 
 
-def _line(ax: Any, xs: list[float], series: Series, color: str, **style: Any) -> None:
+def _line(
+    ax: Any, xs: list[float], series: Series, color: str, lw: float = 1.6, **style: Any
+) -> None:
     marker = "o" if len(xs) <= _MARKERS_UP_TO else None
     draw = ax.step if series.boolean else ax.plot
     where = {"where": "post"} if series.boolean else {}
-    draw(xs, series.values, color=color, lw=1.6, marker=marker, ms=3, **where, **style)
+    draw(xs, series.values, color=color, lw=lw, marker=marker, ms=3, **where, **style)
     if series.boolean:
         ax.set_yticks([0, 1], ["false", "true"])
 
@@ -185,7 +187,9 @@ def comparison_svg(
         fig = Figure(figsize=(8.6, 2.6), dpi=96)
         ax = fig.add_subplot()
         proxies = _shade(ax, windows, 0.0, _width(xs, windows, 0.0), salt)
-        for side, runs, color in (("baseline", baseline, _BASELINE), ("tuned", tuned, _LINE)):
+        # the baseline wider and below, so that equal values still show both sides
+        sides = (("baseline", baseline, _BASELINE, 3.0), ("tuned", tuned, _LINE, 1.4))
+        for side, runs, color, lw in sides:
             for i, trace in enumerate(runs):
                 label = f"{side} ({len(runs)} run(s))" if i == 0 else "_"
                 times = [p - trace.origin for p, _ in trace.series.points]
@@ -194,6 +198,7 @@ def comparison_svg(
                     times,
                     trace.series,
                     color,
+                    lw,
                     alpha=0.85,
                     label=label,
                     gid=f"{salt}-{side}-{i + 1}",
