@@ -42,7 +42,11 @@ Which way is better: --better NAME=lower|higher, else the probe catalog
 (errors, latency, drops, refusals, timeouts: lower; success, headroom, hits:
 higher).
 
-Writes OUT/comparison.html (inline SVG) and OUT/comparison.md.
+Writes OUT/comparison.html (inline SVG: per metric, every run of both sides
+on one time-series chart, lined up on each run's first action, fault windows
+shaded; and both distributions) and OUT/comparison.md. One run a side gives
+the direction only: `gameday run --repeat N` (`sandbox run --repeat N`,
+`scripts/demo.sh tuned --repeat N`) gives the test the runs to decide.
 
 Envelopes (`gameday envelope` OUT folders, their envelope.json, or a folder of
 such folders) are compared instead by how the breaking point moved, paired by
