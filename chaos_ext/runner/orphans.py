@@ -156,9 +156,7 @@ def find_helpers() -> tuple[list[Leftover], list[str]]:
     removes them) and are not faults.
     """
     mine = os.getpid()
-    found = {
-        t: p for t, p in _helper.all_helpers().items() if _ENTRY_ID.match(t) and mine not in p
-    }
+    found = {t: p for t, p in _helper.all_helpers().items() if _ENTRY_ID.match(t) and mine not in p}
     return [_helper_leftover(token, pids) for token, pids in sorted(found.items())], []
 
 
