@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext.db.leftovers import DSN_VAR
 from chaos_ext.ledger import Ledger
 from chaos_ext.runner.orphans import Finding, Scan, scan, undo_orphans
 from chaos_ext.runner.sweep import shielded
@@ -27,7 +28,16 @@ REMEDY = "remove them with `gameday rollback --orphans`"
 _MARK = {"orphan": "[red]orphan[/]", "owned": "[green]owned[/]", "unknown": "[yellow]unknown[/]"}
 
 
-def add_target_options(parser: Any) -> None:
+def add_target_options(parser: Any, *, kubernetes: bool = True) -> None:
+    """``--db-dsn`` (and ``--kubeconfig``/``--context`` unless the command has its own)."""
+    parser.add_argument(
+        "--db-dsn",
+        metavar="DSN",
+        help="PostgreSQL server to scan for gameday's sessions (postgresql://user@host:port/db;"
+        f" the password from PGPASSWORD or ${DSN_VAR} is better than in the DSN)",
+    )
+    if not kubernetes:
+        return
     parser.add_argument(
         "--kubeconfig",
         metavar="FILE",
@@ -41,11 +51,16 @@ def add_target_options(parser: Any) -> None:
 
 
 def scan_for(args: Namespace) -> Scan:
-    """The cheap local scan, plus the cluster when ``--kubeconfig``/``--context`` name one."""
+    """The cheap local scan, plus the cluster when ``--kubeconfig``/``--context`` name one,
+    plus a PostgreSQL server when ``--db-dsn`` (or ``$GAMEDAY_SCAN_DSN``) names one."""
     if getattr(args, "kubeconfig", None):
         os.environ["KUBECONFIG"] = os.path.expanduser(args.kubeconfig)
+    if getattr(args, "db_dsn", None):
+        os.environ[DSN_VAR] = args.db_dsn  # the orphan undo reconnects with it; never recorded
     cluster = bool(getattr(args, "kubeconfig", None) or getattr(args, "context", None))
-    return scan(kubernetes=cluster, context=getattr(args, "context", None))
+    return scan(
+        kubernetes=cluster, context=getattr(args, "context", None), db_dsn=os.environ.get(DSN_VAR)
+    )
 
 
 def _line(finding: Finding) -> str:

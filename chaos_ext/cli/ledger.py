@@ -175,6 +175,7 @@ def register(sub: Any) -> None:
         action="store_true",
         help="also undo what gameday left that no open ledger entry refers to",
     )
+    add_target_options(rollback, kubernetes=False)
     rollback.add_argument(
         "--only",
         action="append",

@@ -16,6 +16,7 @@ nft        tables ``inet gameday_dnsrate_*`` in every network namespace local
 qdiscs     root qdisc ``1d1a:`` on any interface of every namespace     local
 nodes      annotation ``chaos-ext.gameday/cordoned-by``                 cluster
 load Jobs  labels ``app.kubernetes.io/managed-by=gameday,gameday.io/load`` cluster
+sessions   PostgreSQL ``application_name`` ``gameday-exhaust-<id>``      a DSN
 =========  ==========================================================  ======
 
 Each object is *owned* (an open entry of some ledger refers to it: its
@@ -191,6 +192,15 @@ def _kubernetes_finder(context: str | None) -> tuple[str, Finder]:
     return "kubernetes (cordoned nodes, load Jobs)", find
 
 
+def _database_finder(dsn: str) -> tuple[str, Finder]:
+    def find() -> tuple[list[Leftover], list[str]]:
+        from chaos_ext.db.leftovers import find_sessions  # noqa: PLC0415 - psycopg on demand
+
+        return find_sessions(dsn)
+
+    return "database sessions (PostgreSQL)", find
+
+
 def _owned(leftover: Leftover, census: Census) -> Finding:
     owners = [(path, entry) for path, entry in census.entries if leftover.refers(entry)]
     if owners or not census.unreadable:
@@ -215,11 +225,19 @@ def _run(finders: Iterable[tuple[str, Finder]]) -> tuple[list[Leftover], list[st
     return leftovers, parts, problems
 
 
-def scan(*, local: bool = True, kubernetes: bool = False, context: str | None = None) -> Scan:
+def scan(
+    *,
+    local: bool = True,
+    kubernetes: bool = False,
+    context: str | None = None,
+    db_dsn: str | None = None,
+) -> Scan:
     """Find gameday's objects in the system, then whose each one is (see the module doc)."""
     finders = _local_finders() if local else []
     if kubernetes:
         finders.append(_kubernetes_finder(context))
+    if db_dsn:
+        finders.append(_database_finder(db_dsn))
     leftovers, parts, problems = _run(finders)
     census = open_entries_on_machine()  # after the objects: an object seen has its entry
     return Scan([_owned(lo, census) for lo in leftovers], parts, problems)
