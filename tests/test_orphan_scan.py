@@ -33,6 +33,7 @@ from support.harness import cli_env, gameday_argv, pythonpath
 from support.k8s_emulator import EmulatorHandle, emulator  # noqa: F401 - the fixture
 from support.latency_stand_in import stand_in_latency
 
+from chaos_ext._helper import stop_helpers
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
 from chaos_ext.ledger import Ledger
 from chaos_ext.load import _job
@@ -92,6 +93,15 @@ def netns(netns_name: str) -> Iterator[str]:
         subprocess.run(["ip", "netns", "delete", netns_name], check=False, timeout=10)
 
 
+@pytest.fixture
+def tokens() -> Iterator[list[str]]:
+    """Helper tokens whose processes are stopped after the test, whatever it did."""
+    planted: list[str] = []
+    yield planted
+    for token in planted:
+        stop_helpers(token)
+
+
 def _inode(ns: str) -> str:
     return str(os.stat(f"/run/netns/{ns}").st_ino)
 
@@ -104,7 +114,11 @@ def _refs(found: dict[str, dict[str, Any]], *needles: str) -> list[str]:
 
 
 def test_local_orphans_are_found_without_a_ledger_and_removed(
-    gameday: Run, ledger_path: Path, netns: str, monkeypatch: pytest.MonkeyPatch
+    gameday: Run,
+    ledger_path: Path,
+    netns: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tokens: list[str],
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", pythonpath())  # the helper module lives in tests/support
     port = _free_port()
@@ -114,6 +128,7 @@ def test_local_orphans_are_found_without_a_ledger_and_removed(
     table = limit["table"].split()[-1]
     book = Ledger(ledger_path)
     ids = {e.kind: e.id for e in book.open_entries()}
+    tokens.append(ids["test-port"])
     before = _found(gameday)
     refs = _refs(before, f"helper:{ids['test-port']}", f":{table}", f"{_inode(netns)}:lo")
     helper_ref, table_ref, tree_ref = refs

@@ -12,8 +12,7 @@ nothing.
 
 from __future__ import annotations
 
-import os
-
+from chaos_ext import _procfs
 from chaos_ext._targets.identity import NETNS_KEY, namespaces
 from chaos_ext._targets.spec import Target
 from chaos_ext.dns import _nft
@@ -48,7 +47,7 @@ def find_tables() -> tuple[list[Leftover], list[str]]:
         try:
             tables = _nft.list_ours(_nft.LocalNft(where))
         except (ChaosExtError, OSError) as exc:
-            gone = where.kind == "pid" and not os.path.exists(f"/proc/{where.pid}")
+            gone = where.kind == "pid" and not _procfs.exists(where.pid)
             if not gone:  # a process that ended meanwhile took nothing of ours with it
                 problems.append(f"nft tables in {where.where}: {exc}")
             continue

@@ -13,11 +13,10 @@ and the kernel's default root comes back. Listing changes nothing.
 
 from __future__ import annotations
 
-import os
-
 from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import TC_H_ROOT
 
+from chaos_ext import _procfs
 from chaos_ext._targets.identity import NETNS_KEY, namespaces, reach
 from chaos_ext._targets.spec import Target, parse_target
 from chaos_ext.errors import ChaosExtError, TargetGone
@@ -66,7 +65,7 @@ def find_trees() -> tuple[list[Leftover], list[str]]:
         try:
             interfaces = _local.with_route(where, _ours)
         except (ChaosExtError, OSError) as exc:
-            gone = where.kind == "pid" and not os.path.exists(f"/proc/{where.pid}")
+            gone = where.kind == "pid" and not _procfs.exists(where.pid)
             if not gone:
                 problems.append(f"qdiscs in {where.where}: {exc}")
             continue

@@ -23,6 +23,7 @@ import pytest
 from support.harness import cli_env, gameday_argv, wait_for
 
 from chaos_ext import _procfs
+from chaos_ext._helper import stop_helpers
 from chaos_ext._servers import postgres
 from chaos_ext.db.actions import exhaust_connections
 from chaos_ext.ledger import Ledger
@@ -38,7 +39,10 @@ def _sessions(admin: Any, name: str) -> int:
 
 
 def test_hold_sessions_are_found_by_name_without_a_ledger_and_ended(
-    pg_server: postgres.PostgresServer, pg_admin: Any, ledger_path: Path
+    pg_server: postgres.PostgresServer,
+    pg_admin: Any,
+    ledger_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     held = exhaust_connections(
         engine="postgresql",
@@ -50,6 +54,7 @@ def test_hold_sessions_are_found_by_name_without_a_ledger_and_ended(
         secrets={"user": pg_server.user, "password": pg_server.password},
     )
     entry_id = held["ledger_id"]
+    request.addfinalizer(lambda: stop_helpers(entry_id))  # whatever the test did
     name = f"gameday-exhaust-{entry_id}"
     assert _sessions(pg_admin, name) == 5
     [entry] = Ledger(ledger_path).open_entries()
