@@ -11,10 +11,12 @@ recorded and removed after the entry is closed. A scan of the system
 (``gameday ledger --scan``) and the sweeps read every ledger named here, so
 an object recorded in any ledger of this boot is never taken for an orphan.
 
-A file left behind (a close whose unlink was cut short) names a ledger in
-which the entry is closed: it owns nothing and is removed by the next
-reader that finds it so. Nothing here is trusted for safety on its own:
-the ledger a file names is read before anything is decided.
+A file left behind (a close whose unlink was cut short, or a ledger deleted
+since) names a ledger in which the entry is closed, or none: it owns
+nothing, and goes with the next boot. Nothing here is trusted on its own:
+the ledger a file names is read before anything is decided, and an entry's
+ledger that cannot be registered (no writable folder) is still found by
+its marker.
 """
 
 from __future__ import annotations

@@ -58,7 +58,9 @@ and never says "no open faults" while one exists.
              with --kubeconfig/--context also the cluster's nodes cordoned by
              a drain (annotation chaos-ext.gameday/cordoned-by) and load Jobs
              and Secrets (labels app.kubernetes.io/managed-by=gameday,
-             gameday.io/load); works with or without a ledger file
+             gameday.io/load); with --db-dsn (or $GAMEDAY_SCAN_DSN) a
+             PostgreSQL server's sessions named gameday-exhaust-<ledger id>;
+             works with or without a ledger file
   --no-scan  the ledger only (the exit code then says nothing of the system)
 
 exit code: 0 the ledger is sound and no orphan was found; 1 the ledger is
