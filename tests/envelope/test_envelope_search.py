@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from chaos_ext.runner.envelope_search import (
+from chaos_ext._products.envelope.search import (
     Observation,
     Search,
     Space,
