@@ -210,7 +210,7 @@ def test_a_module_outside_every_layer_is_found(tmp_path: Path) -> None:
             "from chaos_ext.envoy._pipeline import (\n    run_audit,\n)",
             ["line 1: chaos_ext.envoy._pipeline"],
         ),
-        ("from chaos_ext.dns._tally import Tally", []),  # the same package
+        ("from chaos_ext.dns._tally import FloodTally", []),  # the same package
         ("from chaos_ext._core.targets import netns", []),  # a plumbing package's public module
         ("from chaos_ext.controls.stop_conditions import load_plan", []),
         ("from chaos_ext import _procfs", []),

@@ -20,7 +20,7 @@ from chaos_ext._core.percentile import LatencyRecorder
 from chaos_ext.dns._search import NEXT_ON
 from chaos_ext.dns._wire import OUTCOMES
 
-__all__ = ["FloodPlan", "Tally", "summarize"]
+__all__ = ["FloodPlan", "FloodTally", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class FloodPlan:
     sockets: int
 
 
-class Tally:
+class FloodTally:
     """Schedule and outcome accounting for one flood. ``wires[name][candidate]``."""
 
     def __init__(self, plan: FloodPlan, wires: list[list[bytes]], start: float) -> None:

@@ -46,6 +46,7 @@ __all__ = [
     "Stopped",
     "Tally",
     "agreement",
+    "answer",
     "bracket",
     "conclude",
     "describe",
@@ -384,23 +385,35 @@ def conclude(search: Search, observations: Sequence[Observation]) -> Envelope:
     return Envelope(kind, held, deviated, shown, noisy, odd, stopped, len(observations), counted)
 
 
-def describe(envelope: Envelope, space: Space, unit: str = "") -> str:
-    """One line: ``breaks between 19 and 20 connections``, ``holds up to 800 ms`` ..."""
+def answer(envelope: Envelope, space: Space, unit: str = "") -> str:
+    """The envelope's answer in words, the one source of it (the CLI line, reports, compare).
+
+    ``breaks between 19 and 20 connections``, ``breaks already at 10 ms``,
+    ``breaks at 20 connections`` (only a deviation counted), ``holds up to 800 ms``.
+    """
     u = f" {unit}" if unit else ""
     held, deviated = envelope.held, envelope.deviated
     if envelope.kind == "breaks-at-mild-end":
-        return f"breaks already at {fmt(space.mild)}{u} (the mildest magnitude tried)"
+        return f"breaks already at {fmt(space.mild)}{u}"
     if envelope.kind == "holds-to-harsh-end":
-        return f"holds up to {fmt(space.harsh)}{u} (the harshest magnitude allowed)"
+        return f"holds up to {fmt(space.harsh)}{u}"
     if held is not None and deviated is not None:
         lo, hi = sorted((held, deviated))
-        text = f"breaks between {fmt(lo)} and {fmt(hi)}{u}"
-    elif deviated is not None:
-        text = f"deviated at {fmt(deviated)}{u}, the mild end"
-    elif held is not None:
-        text = f"held up to {fmt(held)}{u}"
-    else:
-        text = "no magnitude counted"
+        return f"breaks between {fmt(lo)} and {fmt(hi)}{u}"
+    if deviated is not None:
+        return f"breaks at {fmt(deviated)}{u}"
+    if held is not None:
+        return f"holds up to {fmt(held)}{u}"
+    return "no magnitude counted"
+
+
+def describe(envelope: Envelope, space: Space, unit: str = "") -> str:
+    """One line: the :func:`answer`, with why an end was the answer or why it is not conclusive."""
+    text = answer(envelope, space, unit)
+    if envelope.kind == "breaks-at-mild-end":
+        return f"{text} (the mildest magnitude tried)"
+    if envelope.kind == "holds-to-harsh-end":
+        return f"{text} (the harshest magnitude allowed)"
     if envelope.kind == "noisy":
         return f"noisy: {text}, but runs disagree"
     if envelope.kind == "incomplete":

@@ -28,6 +28,7 @@ from chaos_ext._products.envelope.search import (
     Envelope,
     Search,
     agreement,
+    answer,
     conclude,
     describe,
     fmt,
@@ -121,23 +122,9 @@ class EnvelopeView:
         return max(held, default=-math.inf), min(broke, default=math.inf)
 
     def phrase(self) -> str:
-        """``breaks between 40 and 50 ms``, ``breaks already at 10 ms``, ``holds up to 800 ms``."""
-        held, deviated, u = self.envelope.held, self.envelope.deviated, self.unit
-        kind = self.envelope.kind
-        if kind == "breaks-at-mild-end":
-            return f"breaks already at {fmt(self.search.space.mild)} {u}"
-        if kind == "holds-to-harsh-end":
-            return f"holds up to {fmt(self.search.space.harsh)} {u}"
-        if held is not None and deviated is not None:
-            lo, hi = sorted((held, deviated))
-            text = f"breaks between {fmt(lo)} and {fmt(hi)} {u}"
-        elif deviated is not None:
-            text = f"breaks at {fmt(deviated)} {u}"
-        elif held is not None:
-            text = f"holds up to {fmt(held)} {u}"
-        else:
-            text = "no magnitude counted"
-        return text if self.conclusive else f"{text} [{kind}]"
+        """The search's :func:`~.search.answer`, with its kind when inconclusive."""
+        text = answer(self.envelope, self.search.space, self.unit)
+        return text if self.conclusive else f"{text} [{self.envelope.kind}]"
 
 
 def _read(path: Path) -> dict[str, Any]:
