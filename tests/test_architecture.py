@@ -259,7 +259,7 @@ def test_proc_reads_are_found(source: str, expected: int) -> None:
     assert len(proc_reads(source)) == expected
 
 
-# -- CONTRIBUTING.md's layer tables are the contracts ---------------------------------------------
+# -- CONTRIBUTING.md's layer tables are the contracts ---------------------------------------
 
 CONTRIBUTING = ROOT.parent / "CONTRIBUTING.md"
 
@@ -322,3 +322,33 @@ def test_a_module_documented_in_the_wrong_layer_is_found() -> None:
     assert layer_table_problems(moved) and all("_core" in p for p in layer_table_problems(moved))
     missing = text.replace("`_core.stop` |", "`_core.stop` : `_core.gone` |")
     assert "chaos_ext._core.gone does not exist" in layer_table_problems(missing)
+
+
+# -- signals in one place -------------------------------------------------------------------
+
+# where a signal handler may be set: the runner's signal module, and the entry points of the
+# processes gameday starts (helpers, the load worker, the load pod), each its own process
+SIGNAL_HOMES = {"_runner/signals.py", "_core/helper.py", "load/_engine.py", "load/_pod.py"}
+_SETS_SIGNAL = re.compile(r"\bsignal\.signal\(|\badd_signal_handler\(")
+
+
+def signal_setters(sources: dict[str, str]) -> list[str]:
+    """Modules (relative path: text) outside :data:`SIGNAL_HOMES` that set a handler."""
+    return sorted(
+        m for m, text in sources.items() if m not in SIGNAL_HOMES and _SETS_SIGNAL.search(text)
+    )
+
+
+def _package_texts() -> dict[str, str]:
+    return {p.relative_to(ROOT).as_posix(): p.read_text() for p, _ in _sources()}
+
+
+def test_signal_handlers_are_set_in_one_place() -> None:
+    assert signal_setters(_package_texts()) == []
+
+
+def test_a_module_setting_its_own_handler_is_found() -> None:
+    texts = _package_texts()
+    texts["_runner/sweep.py"] += "\nprevious = signal.signal(signal.SIGINT, note)\n"
+    texts["load/_engine.py"] += "\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    assert signal_setters(texts) == ["_runner/sweep.py"]

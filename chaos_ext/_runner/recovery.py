@@ -39,6 +39,7 @@ from chaoslib.run import EventHandlerRegistry
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext._runner.signals import handled
 from chaos_ext.errors import InvalidArgument
 
 __all__ = ["DEFAULT_RECOVER_S", "POLL_S", "check_recovery", "recover_seconds_of", "undone_at"]
@@ -142,12 +143,8 @@ def _signals_end_the_wait(console: Console) -> Iterator[_Wait]:
     """SIGINT/SIGTERM end the wait at once (the faults are already undone); they raise
     only inside a probe, which :meth:`_Wait.probe` catches: nothing else is cut short."""
     wait = _Wait(console)
-    previous = {sig: signal.signal(sig, wait.note) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with handled(wait.note):
         yield wait
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def check_recovery(

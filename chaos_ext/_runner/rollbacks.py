@@ -19,7 +19,6 @@ rollbacks chaoslib skipped after an ungraceful exit.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -27,6 +26,8 @@ from typing import Any
 
 from chaoslib import run as chaoslib_run
 from chaoslib.run import RunEventHandler, get_background_pools
+
+from chaos_ext._runner.signals import on_ungraceful
 
 __all__ = [
     "NOT_INJECTED",
@@ -51,7 +52,7 @@ class RollbackPolicy(RunEventHandler):  # type: ignore[misc]
 
     def started(self, experiment: dict[str, Any], journal: dict[str, Any]) -> None:
         # chaoslib installed its SIGUSR2 handler just before this event
-        signal.signal(signal.SIGUSR2, self._ungraceful)
+        on_ungraceful(self._ungraceful)
 
     def _ungraceful(self, signum: int, frame: FrameType | None) -> None:
         self.ungraceful = True

@@ -21,7 +21,10 @@ every stop goes through :func:`chaos_ext._core.stop.request_stop`:
   rollback short, and after the run they cannot kill the process (exit 2,
   not 143 or 130).
 
-The rollback itself then runs shielded (:func:`chaos_ext._runner.sweep.shielded`).
+The rollback itself then runs shielded (:func:`chaos_ext._runner.sweep.shielded`),
+and the recovery wait ends at a signal (:mod:`chaos_ext._runner.recovery`); both
+install their handlers through :func:`handled`, the one place, besides
+:func:`install`, where the runner sets a signal handler.
 The budget from the signal to the journal on disk is :data:`SIGNAL_EXIT_BUDGET_S`;
 :data:`TERMINATION_GRACE_S` is what a pod running gameday needs
 (``terminationGracePeriodSeconds`` of ``gameday schedule``'s CronJob).
@@ -45,10 +48,13 @@ from chaos_ext._core import stop as _stop
 
 __all__ = [
     "SIGNAL_EXIT_BUDGET_S",
+    "STOP_BY_PEOPLE",
     "TERMINATION_GRACE_S",
+    "handled",
     "install",
     "interrupt",
     "interrupted",
+    "on_ungraceful",
     "prompt_signals",
     "rollbacks_begin",
     "stop_cause",
@@ -63,6 +69,8 @@ TERMINATION_GRACE_S = 120
 slowest (each Kubernetes call may take its 5 s connect + 30 s read timeout), plus the
 report; Kubernetes' default of 30 s is too short once an API server is slow."""
 
+STOP_BY_PEOPLE = (signal.SIGINT, signal.SIGTERM)
+"""The signals people and Kubernetes send to stop a run."""
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 _raised: list[bool] = [False]  # the run was interrupted once already
 logger = logging.getLogger("chaostoolkit")
@@ -88,6 +96,27 @@ class _GroupedProcesses:
     @staticmethod
     def run(args: Any, **kwargs: Any) -> subprocess.CompletedProcess[Any]:
         return _stop.run_process(args, **kwargs)
+
+
+Handler = Callable[[int, FrameType | None], Any]
+
+
+@contextmanager
+def handled(
+    handler: Handler, signals: tuple[signal.Signals, ...] = STOP_BY_PEOPLE
+) -> Iterator[None]:
+    """The body runs with ``handler`` on ``signals`` (SIGINT, SIGTERM); the old ones come back."""
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def on_ungraceful(handler: Handler) -> None:
+    """Replace chaoslib's SIGUSR2 handler (its "stop now, skip the rollbacks") for the run."""
+    signal.signal(signal.SIGUSR2, handler)
 
 
 def interrupted() -> bool:

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext._core.ledger import Entry, Ledger, UndoOutcome, recorded_here, undo
+from chaos_ext._runner.signals import handled
 from chaos_ext.errors import LedgerError, LedgerInconsistent
 
 __all__ = [
@@ -155,11 +156,5 @@ def shielded(console: Console) -> Iterator[None]:
             f"[yellow]{signal.Signals(signum).name} received: finishing the rollback first[/]"
         )
 
-    previous: dict[signal.Signals, Any] = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, note)
-    try:
+    with handled(note):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

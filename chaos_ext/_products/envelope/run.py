@@ -33,6 +33,7 @@ from chaos_ext._products.envelope.document import document, hypothesis_values, o
 from chaos_ext._products.envelope.search import Step, fmt, next_step
 from chaos_ext._products.envelope.spec import EnvelopeSettings, apply_magnitude, rendered
 from chaos_ext._runner.execute import RunOptions, run_experiment, write_journal
+from chaos_ext._runner.signals import handled
 from chaos_ext._runner.verdict import unsteady_reason
 
 __all__ = ["EnvelopeResult", "run_envelope"]
@@ -168,52 +169,52 @@ def run_envelope(
     search = _Search(path, experiment, settings, out)
     search.save("running")
     worst = min(settings.worst_case_runs, settings.search.max_runs)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     note = ""
-    try:
-        while isinstance(step := next_step(settings.search, observations_of(search.runs)), Step):
-            index = len(search.runs) + 1
-            _announce(console, index, worst, step, settings)
-            name = _journal_name(index, settings, step.magnitude)
-            options = dataclasses.replace(
-                base,
-                journal_path=out / "runs" / name,
-                settle_seconds=settings.settle_seconds,
-                extra_handlers=(*base.extra_handlers, *handlers()),
-            )
-            started = time.time()
-            try:
-                result = run_experiment(
-                    path,
-                    apply_magnitude(experiment, settings, step.magnitude, index),
-                    options,
-                    ledger,
-                    console,
+    with handled(_interrupt, (signal.SIGTERM,)):  # between runs: no fault is injected
+        try:
+            while isinstance(
+                step := next_step(settings.search, observations_of(search.runs)), Step
+            ):
+                index = len(search.runs) + 1
+                _announce(console, index, worst, step, settings)
+                name = _journal_name(index, settings, step.magnitude)
+                options = dataclasses.replace(
+                    base,
+                    journal_path=out / "runs" / name,
+                    settle_seconds=settings.settle_seconds,
+                    extra_handlers=(*base.extra_handlers, *handlers()),
                 )
-            except Exception as exc:  # noqa: BLE001 - recorded, the search stops, caller exits 2
-                search.runs.append(_crashed(index, step, settings, exc, started))
-                note = _CRASHED
-                console.print(f"[bold red]✗ {escape(note)}: {escape(repr(exc))}[/]")
-                break
-            search.runs.append(
-                _record(
-                    index,
-                    step,
-                    settings,
-                    result.outcome,
-                    result.exit_code,
-                    result.journal,
-                    f"runs/{name}",
-                    started,
+                started = time.time()
+                try:
+                    result = run_experiment(
+                        path,
+                        apply_magnitude(experiment, settings, step.magnitude, index),
+                        options,
+                        ledger,
+                        console,
+                    )
+                except Exception as exc:  # noqa: BLE001 - recorded, the search stops, caller exits 2
+                    search.runs.append(_crashed(index, step, settings, exc, started))
+                    note = _CRASHED
+                    console.print(f"[bold red]✗ {escape(note)}: {escape(repr(exc))}[/]")
+                    break
+                search.runs.append(
+                    _record(
+                        index,
+                        step,
+                        settings,
+                        result.outcome,
+                        result.exit_code,
+                        result.journal,
+                        f"runs/{name}",
+                        started,
+                    )
                 )
-            )
-            console.print(f"  → {result.outcome} at {fmt(step.magnitude)}", highlight=False)
-            search.save("running")
-    except KeyboardInterrupt as exc:
-        note = f"interrupted between runs ({exc or 'SIGINT'}); no fault was injected then"
-        console.print(f"[bold yellow]⚠ {escape(note)}[/]")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+                console.print(f"  → {result.outcome} at {fmt(step.magnitude)}", highlight=False)
+                search.save("running")
+        except KeyboardInterrupt as exc:
+            note = f"interrupted between runs ({exc or 'SIGINT'}); no fault was injected then"
+            console.print(f"[bold yellow]⚠ {escape(note)}[/]")
     done = next_step(settings.search, observations_of(search.runs)) is None
     status = (
         "stopped"
