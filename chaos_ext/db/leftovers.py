@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from chaos_ext.db._engines import server_identity
 from chaos_ext.errors import DatabaseError
-from chaos_ext.ledger import Adoption, Entry, Leftover, machine_scope, undo_handler
+from chaos_ext._core.ledger import Adoption, Entry, Leftover, machine_scope, undo_handler
 
 __all__ = ["APPLICATION_PREFIX", "DSN_VAR", "ORPHAN_KIND", "application_name", "find_sessions"]
 

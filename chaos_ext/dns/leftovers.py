@@ -1,7 +1,7 @@
 """Our DNS rate-limit tables wherever they are: the system side of ``gameday ledger --scan``.
 
 Every network namespace on the machine (by inode, named or not,
-:func:`chaos_ext._targets.identity.namespaces`) is asked for its tables
+:func:`chaos_ext._core.targets.identity.namespaces`) is asked for its tables
 through libnftables; only tables named ``gameday_dnsrate_*`` are kept. A
 table is referred to by an open ``dns-rate-limit`` entry naming it (table
 names are drawn at random per fault: a name is the table's identity). An
@@ -12,12 +12,12 @@ nothing.
 
 from __future__ import annotations
 
-from chaos_ext import _procfs
-from chaos_ext._targets.identity import NETNS_KEY, namespaces
-from chaos_ext._targets.spec import Target
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.targets.identity import NETNS_KEY, namespaces
+from chaos_ext._core.targets.spec import Target
 from chaos_ext.dns import _nft
 from chaos_ext.errors import ChaosExtError
-from chaos_ext.ledger import Adoption, Entry, Leftover
+from chaos_ext._core.ledger import Adoption, Entry, Leftover
 
 __all__ = ["find_tables"]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import list_items
-from chaos_ext.ledger import Adoption, Entry, Leftover
+from chaos_ext._core.k8s import list_items
+from chaos_ext._core.ledger import Adoption, Entry, Leftover
 from chaos_ext.node._drain_plan import CORDON_ANNOTATION
 
 __all__ = ["find_cordons"]
