@@ -34,8 +34,8 @@ from support.k8s_emulator import EmulatorHandle, emulator  # noqa: F401 - the fi
 from support.latency_stand_in import stand_in_latency
 
 from chaos_ext._core.helper import stop_helpers
-from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
 from chaos_ext._core.ledger import Ledger
+from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
 from chaos_ext.load import _job
 from chaos_ext.node.actions import drain_nodes
 

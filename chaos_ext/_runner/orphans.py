@@ -38,10 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext._core import helper as _helper
-
-from chaos_ext._core import procfs as _procfs
 from chaos_ext._core import ledger as fault_ledger
-from chaos_ext.errors import ChaosExtError
+from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.ledger import (
     Adoption,
     Census,
@@ -52,6 +50,7 @@ from chaos_ext._core.ledger import (
     open_entries_on_machine,
     undo_handler,
 )
+from chaos_ext.errors import ChaosExtError
 
 __all__ = [
     "HELPER_ORPHAN_KIND",

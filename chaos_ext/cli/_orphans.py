@@ -9,11 +9,11 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.db.leftovers import DSN_VAR
 from chaos_ext._core.ledger import Ledger
 from chaos_ext._runner.orphans import Finding, Scan, scan, undo_orphans
 from chaos_ext._runner.sweep import shielded
 from chaos_ext._runner.verdict import EXIT_FAILED, EXIT_HELD
+from chaos_ext.db.leftovers import DSN_VAR
 
 __all__ = [
     "add_target_options",

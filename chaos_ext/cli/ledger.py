@@ -16,6 +16,10 @@ from rich.table import Table
 
 from chaos_ext._core import ledger as fault_ledger
 from chaos_ext._core.console import make_console
+from chaos_ext._core.ledger import Entry, Ledger, default_ledger
+from chaos_ext._runner.retry import retry_rollbacks
+from chaos_ext._runner.sweep import checked, print_suspects, shielded, sweep
+from chaos_ext._runner.verdict import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.cli._orphans import (
     add_target_options,
     after_rollback,
@@ -24,10 +28,6 @@ from chaos_ext.cli._orphans import (
     show_scan,
 )
 from chaos_ext.errors import LedgerError, LedgerInconsistent
-from chaos_ext._core.ledger import Entry, Ledger, default_ledger
-from chaos_ext._runner.retry import retry_rollbacks
-from chaos_ext._runner.sweep import checked, print_suspects, shielded, sweep
-from chaos_ext._runner.verdict import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 
 LEDGER_HELP = """\
 List the faults recorded in the fault ledger that are still open (injected and

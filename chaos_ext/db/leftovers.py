@@ -24,9 +24,9 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from chaos_ext._core.ledger import Adoption, Entry, Leftover, machine_scope, undo_handler
 from chaos_ext.db._engines import server_identity
 from chaos_ext.errors import DatabaseError
-from chaos_ext._core.ledger import Adoption, Entry, Leftover, machine_scope, undo_handler
 
 __all__ = ["APPLICATION_PREFIX", "DSN_VAR", "ORPHAN_KIND", "application_name", "find_sessions"]
 

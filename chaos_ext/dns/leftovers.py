@@ -13,11 +13,11 @@ nothing.
 from __future__ import annotations
 
 from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.ledger import Adoption, Entry, Leftover
 from chaos_ext._core.targets.identity import NETNS_KEY, namespaces
 from chaos_ext._core.targets.spec import Target
 from chaos_ext.dns import _nft
 from chaos_ext.errors import ChaosExtError
-from chaos_ext._core.ledger import Adoption, Entry, Leftover
 
 __all__ = ["find_tables"]
 

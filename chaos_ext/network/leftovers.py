@@ -17,10 +17,10 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import TC_H_ROOT
 
 from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.ledger import Adoption, Entry, Leftover, undo_handler
 from chaos_ext._core.targets.identity import NETNS_KEY, namespaces, reach
 from chaos_ext._core.targets.spec import Target, parse_target
 from chaos_ext.errors import ChaosExtError, TargetGone
-from chaos_ext._core.ledger import Adoption, Entry, Leftover, undo_handler
 from chaos_ext.network import _local, _spec, _sweep
 
 __all__ = ["ORPHAN_KIND", "find_trees"]

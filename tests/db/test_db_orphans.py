@@ -24,9 +24,9 @@ from support.harness import cli_env, gameday_argv, wait_for
 
 from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.helper import stop_helpers
+from chaos_ext._core.ledger import Ledger
 from chaos_ext._products.sandbox.servers import postgres
 from chaos_ext.db.actions import exhaust_connections
-from chaos_ext._core.ledger import Ledger
 
 pytestmark = pytest.mark.timeout(240)
 
