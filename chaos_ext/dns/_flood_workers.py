@@ -29,6 +29,7 @@ from typing import Any
 
 from chaos_ext import _helper, _procfs
 from chaos_ext._failpoint import failpoint
+from chaos_ext._percentile import prepare_folding
 from chaos_ext.dns._book import FloodPlan, summarize
 from chaos_ext.dns._flood import flood_tally
 from chaos_ext.errors import ChaosExtError, DnsError
@@ -126,6 +127,7 @@ def work(
     plan = FloodPlan(**payload["plan"])
     wires = [[bytes.fromhex(wire) for wire in chain] for chain in payload["wires"]]
     workdir = Path(payload["workdir"])
+    prepare_folding()  # before ready: every worker starts flooding at "go", none importing
     ready({"worker": payload["index"]})
     if not _wait_for_go(workdir, stop):
         return
