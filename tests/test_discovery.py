@@ -61,7 +61,7 @@ EXPECTED = {
     "dns.probes.dnsmasq_child_processes": "pid:integer pidfile:string port:integer -> mapping",
     "envoy.probes.edge_config_audit": (
         "source:string listener:string rules:list rules_file:string timeout_seconds:number "
-        "profile:string role:string -> mapping"
+        "profile:string role:string memory_limit:string -> mapping"
     ),
     "envoy.probes.overload_state": "job:string selector:mapping -> mapping",
     "faults.actions.rollback_faults": "include_dead_runs:boolean -> mapping",

@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any
 
+from chaos_ext._core.percentile import prepare_folding
 from chaos_ext.dns._tally import FloodPlan, FloodTally, summarize
 from chaos_ext.dns._wire import classify, with_id
 from chaos_ext.errors import DnsError
@@ -37,6 +38,7 @@ def flood_tally(
 ) -> dict[str, Any]:
     """Run the flood until its caps (or ``stop``); return its raw tally."""
     halt = stop or threading.Event()
+    prepare_folding()  # before the clock starts: the first latency fold must not stall the loop
     if plan.protocol == "tcp":
         from chaos_ext.dns._flood_tcp import run_tcp  # noqa: PLC0415 - only for TCP floods
 

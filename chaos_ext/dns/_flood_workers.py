@@ -30,6 +30,7 @@ from typing import Any
 from chaos_ext._core import helper as _helper
 from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.failpoint import failpoint
+from chaos_ext._core.percentile import prepare_folding
 from chaos_ext.dns._flood import flood_tally
 from chaos_ext.dns._tally import FloodPlan, summarize
 from chaos_ext.errors import ChaosExtError, DnsError
@@ -127,6 +128,7 @@ def work(
     plan = FloodPlan(**payload["plan"])
     wires = [[bytes.fromhex(wire) for wire in chain] for chain in payload["wires"]]
     workdir = Path(payload["workdir"])
+    prepare_folding()  # before ready: every worker starts flooding at "go", none importing
     ready({"worker": payload["index"]})
     if not _wait_for_go(workdir, stop):
         return
