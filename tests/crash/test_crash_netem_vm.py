@@ -33,8 +33,8 @@ import pytest
 from support.harness import cli_env, gameday_argv
 from support.netlab import kernel_has_netem, sh, tc_show
 
-from chaos_ext import ledger as fault_ledger
-from chaos_ext.ledger import Ledger
+from chaos_ext._core import ledger as fault_ledger
+from chaos_ext._core.ledger import Ledger
 
 pytestmark = [
     pytest.mark.vm,
