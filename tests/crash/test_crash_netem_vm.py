@@ -51,7 +51,7 @@ WINDOWS = {
     "mid-apply-raise": ("netem.mid-apply=raise", 2, None),
 }
 # A cell's `gameday run` took 17-53 s and a whole cell 36-89 s under emulation (TCG, host load
-# 4); each command's cap is several times the slowest, and a cell's pytest timeout covers two.
+# 4 and 8-10); each command's cap is 4x the slowest, and a cell's pytest timeout covers two.
 CLI_S = 240
 
 
