@@ -128,7 +128,9 @@ def test_a_killed_gameday_run_then_gameday_rollback_leaves_the_tree_as_it_was(
     failpoint, expected, shows = WINDOWS[window]
     path = tmp_path / "experiment.json"
     path.write_text(json.dumps(_experiment(node)))
-    env = {**cli_env(ledger_path), "GAMEDAY_FAILPOINTS": failpoint}
+    # the dead-man watchdog (branch `watchdog`, not on main yet) off: `gameday rollback` is what
+    # this cell proves; netem has no deadline, so with grace 0 nothing else may undo it
+    env = {**cli_env(ledger_path), "GAMEDAY_FAILPOINTS": failpoint, "GAMEDAY_WATCHDOG_GRACE": "0"}
     started = time.monotonic()
     run = _gameday(env, tmp_path, "run", "--journal", "j.json", str(path))
     ran_s = time.monotonic() - started
