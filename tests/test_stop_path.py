@@ -102,6 +102,13 @@ def _assert_clean_interrupt(
         (signal.SIGINT, signal.SIGTERM, 0.05),
         (signal.SIGTERM, signal.SIGINT, 0.2),
         (signal.SIGINT, signal.SIGINT, 0.3),
+        # issue 27: every gap with a double SIGINT and a double SIGTERM too
+        (signal.SIGINT, signal.SIGINT, 0.0),
+        (signal.SIGTERM, signal.SIGTERM, 0.05),
+        (signal.SIGINT, signal.SIGINT, 0.05),
+        (signal.SIGTERM, signal.SIGTERM, 0.2),
+        (signal.SIGINT, signal.SIGINT, 0.2),
+        (signal.SIGTERM, signal.SIGTERM, 0.3),
     ],
 )
 def test_two_signals_at_any_gap_exit_2_with_every_rollback_and_no_process_left(

@@ -36,6 +36,7 @@ from chaos_ext.errors import ChaosExtError
 __all__ = [
     "HELPER_ENV_ALLOWLIST",
     "HelperHandle",
+    "all_helpers",
     "find_helpers",
     "helper_environment",
     "serve",
@@ -151,6 +152,15 @@ def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
 def find_helpers(token: str) -> list[int]:
     """Pids of live processes started with this helper token."""
     return _procfs.pids_with_environ(f"{TOKEN_VAR}={token}")
+
+
+def all_helpers() -> dict[str, list[int]]:
+    """``{token: pids}`` of every live helper on this machine (any token, any ledger)."""
+    found: dict[str, list[int]] = {}
+    for pid, token in sorted(_procfs.environ_values(TOKEN_VAR).items()):
+        if token and _procfs.alive(pid):
+            found.setdefault(token, []).append(pid)
+    return found
 
 
 def stop_helpers(token: str, grace: float = 3.0) -> int:

@@ -26,7 +26,9 @@ __all__ = [
     "alive",
     "boot_id",
     "children",
+    "cmdline",
     "effective_capabilities",
+    "environ_values",
     "exists",
     "has_capability",
     "listening_tcp_inodes",
@@ -155,6 +157,33 @@ def pids_with_environ(entry: str) -> list[int]:
         if needle in environ.split(b"\0"):
             found.append(int(proc_dir.name))
     return found
+
+
+def environ_values(name: str) -> dict[int, str]:
+    """``{pid: value}`` of the variable ``name`` in every process that has it (readable ones)."""
+    prefix = f"{name}=".encode()
+    found: dict[int, str] = {}
+    for proc_dir in _PROC.iterdir():
+        if not proc_dir.name.isdigit():
+            continue
+        try:
+            environ = (proc_dir / "environ").read_bytes()
+        except OSError:
+            continue
+        for item in environ.split(b"\0"):
+            if item.startswith(prefix):
+                found[int(proc_dir.name)] = item[len(prefix) :].decode(errors="replace")
+                break
+    return found
+
+
+def cmdline(pid: int) -> list[str]:
+    """The arguments of ``pid`` (empty if gone or a zombie)."""
+    try:
+        raw = (_PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return []
+    return [arg.decode(errors="replace") for arg in raw.split(b"\0") if arg]
 
 
 def processes(comm: str | None = None) -> Iterator[Process]:

@@ -60,13 +60,17 @@ from chaos_ext._core.ledger.book import Book
 from chaos_ext._core.ledger.census import Census, census
 from chaos_ext._core.ledger.claim import claimed
 from chaos_ext._core.ledger.entry import Entry, process_start_time
+from chaos_ext._core.ledger.leftover import Adoption, Leftover
 from chaos_ext._core.ledger.machine import machine_identity, machine_note
+from chaos_ext._core.ledger.registry import register, unregister
 from chaos_ext.errors import LedgerError, RollbackFailed
 
 __all__ = [
+    "Adoption",
     "Census",
     "Entry",
     "Ledger",
+    "Leftover",
     "UndoOutcome",
     "add_listener",
     "current_run_id",
@@ -209,6 +213,7 @@ class Ledger:
             created_at=time.time(),
             identity={**(identity or machine_scope()), **here},
         )
+        register(entry.id, self.path)  # before the entry: what it owns is never unowned
         self._book.write("record", entry.id, entry.to_record())
         with _run_lock:
             _recorded_here.append(entry)
@@ -222,6 +227,7 @@ class Ledger:
     def close(self, entry_id: str, note: str) -> None:
         """Mark an entry undone."""
         self._book.write("close", entry_id, {"note": note})
+        unregister(entry_id)
         if _LISTENERS:
             closed = self.get(entry_id)
             if closed is not None:

@@ -4,8 +4,8 @@ A sweep of things without a ledger entry must not take what another ledger
 records: two runs may use two ledger files (``GAMEDAY_LEDGER``). Ledgers are
 found by their markers: every ledger writes one into ``markers_dir()``
 (``$GAMEDAY_LEDGER_MARKERS``), naming its path. A ledger kept with its
-markers in another folder is not seen (the fault kinds that can say whose an
-object is from the object itself do not need this).
+markers in another folder is still seen while it holds an open entry: every
+open entry is also registered for this boot (:mod:`.registry`).
 
 Other ledgers are read, not repaired: a database that does not agree with
 its parts is read from its event log instead; a ledger whose database and
@@ -25,6 +25,7 @@ from chaos_ext._core.ledger.book import Book, events_path
 from chaos_ext._core.ledger.entry import Entry
 from chaos_ext._core.ledger.events import read_log, replay
 from chaos_ext._core.ledger.marker import markers_dir
+from chaos_ext._core.ledger.registry import registered
 from chaos_ext.errors import LedgerError
 
 __all__ = ["Census", "census", "known_ledgers"]
@@ -51,12 +52,13 @@ def _named_by(marker: Path) -> Path | None:
 
 
 def known_ledgers(current: Path) -> list[Path]:
-    """``current`` first, then every ledger a marker names (each path once)."""
+    """``current`` first, then every ledger a marker names, then every ledger that
+    registered an open entry on this boot (:mod:`.registry`); each path once."""
     found = [current.absolute()]
     folder = markers_dir()
     markers = sorted(folder.glob("*.json")) if folder.is_dir() else []
-    for marker in markers:
-        path = _named_by(marker)
+    named = [_named_by(marker) for marker in markers]
+    for path in [*named, *sorted(set(registered().values()))]:
         if path is not None and path.absolute() not in found:
             found.append(path.absolute())
     return found

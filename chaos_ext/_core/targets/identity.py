@@ -32,6 +32,7 @@ __all__ = [
     "key_of_path",
     "may_be_same",
     "namespace_key",
+    "namespaces",
     "reach",
     "recorded_key",
 ]
@@ -141,3 +142,22 @@ def reach(target: Target, key: str | None) -> Target:
     if found is None:
         raise TargetGone(f"the network namespace {target.where} was in ({key}) no longer exists")
     return _spelling(found)
+
+
+def namespaces() -> list[tuple[str, Target]]:
+    """Every network namespace on this machine, once each by inode, with a spelling
+    that reaches it (a name under ``/run/netns`` first, else a process inside it).
+
+    Found through ``/run/netns`` and every process's ``/proc/<pid>/ns/net``:
+    a namespace with neither a name there nor a process in it (only a bind
+    mount elsewhere) is not seen.
+    """
+    seen: dict[str, Target] = {}
+    for path in _candidates():
+        key = key_of_path(path)
+        if key is not None and key not in seen:
+            try:
+                seen[key] = _spelling(path)
+            except ValueError:
+                continue
+    return list(seen.items())
