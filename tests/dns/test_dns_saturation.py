@@ -56,7 +56,9 @@ def test_holding_20_connections_fails_tcp_not_udp_and_undo_restores_tcp(
     started = time.monotonic()
     released = release_dnsmasq_tcp(server=dns_server.address, port=dns_server.port)
     seconds_until(lambda: tcp_resolves(dns_server, timeout=0.2), 5)
-    assert time.monotonic() - started < 1.0, "TCP resolution not back within 1 s of the undo"
+    # released by the undo, not by the 60 s hold's end: 3 s is 20x short of the hold, and leaves
+    # a busy 2-core machine room for the helper's SIGTERM and dnsmasq's children to exit
+    assert time.monotonic() - started < 3.0, "TCP resolution not back within 3 s of the undo"
     assert released["undone"] == 1 and released["faults"][0]["ledger_id"] == held["ledger_id"]
     assert find_helpers(held["ledger_id"]) == []
     assert Ledger(dns_ledger).open_entries() == []
