@@ -67,6 +67,7 @@ __all__ = [
     "machine_scope",
     "new_entry_id",
     "open_entries_on_machine",
+    "parse_watchdog_grace",
     "process_start_time",
     "record",
     "recorded_here",
@@ -150,6 +151,11 @@ def recorded_here(run_id: str) -> list[Entry]:
     """Entries this process recorded for ``run_id`` (as recorded; state not tracked)."""
     with _run_lock:
         return [e for e in _recorded_here if e.run_id == run_id]
+
+
+def parse_watchdog_grace(value: Any, where: str = "watchdog_grace_seconds") -> float:
+    """A dead-man grace in seconds, 0..86400 (0: off); InvalidArgument quoting ``value``."""
+    return _watchdog.parse_grace(value, where)
 
 
 def set_watchdog_grace(seconds: float | None) -> None:
