@@ -137,7 +137,7 @@ def _try_undo(watch: Watch, now: float) -> bool:
     if not outcome.undone_here:
         _say(f"found the entry closed by someone else, not undone here: {outcome.note}")
         return True
-    if outcome.ok:
+    if outcome.ok or outcome.unrecorded:  # the fault is gone (the ledger may not say so)
         _say(f"undone: {outcome.note}")
         return True
     watch.attempts += 1

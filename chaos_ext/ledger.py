@@ -95,12 +95,14 @@ _recorded_here: list[Entry] = []  # what this process recorded: undoable even if
 
 @dataclass(frozen=True)
 class UndoOutcome:
-    """What :func:`undo` did with one entry; ``undone_here``: False if another undo did it."""
+    """What :func:`undo` did with one entry; ``undone_here``: False if another undo did it;
+    ``unrecorded``: the fault was undone, only the ledger could not record it (``ok`` False)."""
 
     entry: Entry
     ok: bool
     note: str
     undone_here: bool = True
+    unrecorded: bool = False
 
 
 def ledger_path() -> Path:
@@ -385,7 +387,9 @@ def _undo_claimed(entry: Entry, book: Ledger, by: str = "") -> UndoOutcome:
     try:
         book.close(entry.id, note)
     except LedgerError as exc:
-        return UndoOutcome(latest, False, f"{note}; but the ledger could not record it: {exc}")
+        return UndoOutcome(
+            latest, False, f"{note}; but the ledger could not record it: {exc}", unrecorded=True
+        )
     return UndoOutcome(latest, True, note)
 
 
@@ -396,7 +400,9 @@ def undo_unrecorded(entry: Entry, error: LedgerError, *, by: str = "") -> UndoOu
         note = f"{by}: {note}" if by else note
     except Exception as exc:  # noqa: BLE001 - reported in the outcome
         return UndoOutcome(entry, False, f"{type(exc).__name__}: {exc}; and the ledger: {error}")
-    return UndoOutcome(entry, False, f"{note}; but the ledger could not record it: {error}")
+    return UndoOutcome(
+        entry, False, f"{note}; but the ledger could not record it: {error}", unrecorded=True
+    )
 
 
 @contextmanager

@@ -354,3 +354,27 @@ def test_the_watchdog_and_gameday_rollback_never_both_undo(
         assert "✓ undo dns-rate-limit" in rollback.stderr, rollback.stderr
         assert "undone:" not in said, said  # it never claims the rollback's undo
         assert "closed" in said, said
+
+
+def test_a_killed_runs_fault_is_undone_even_after_its_ledger_is_deleted(
+    resolvers: Any, ledger_path: Path, tmp_path: Path
+) -> None:
+    """The watchdog keeps the entry it read: the ledger's loss does not keep the fault."""
+    baseline = nft_state(resolvers)
+    experiment = _experiment(_untimed_limit(resolvers), grace=GRACE_S)
+    with _run(experiment, tmp_path, cli_env(ledger_path)) as proc:
+        assert _poll(lambda: nft_state(resolvers) != baseline, 60) is not None, _said(proc)
+        (entry_id,) = _recorded_ids(ledger_path)
+        time.sleep(1.0)
+        proc.kill()
+        proc.wait(timeout=10)
+        killed = time.monotonic()
+        for part in ledger_path.parent.glob(ledger_path.name + "*"):
+            part.unlink()  # database, event log, WAL, locks: all gone
+        gone = _poll(lambda: nft_state(resolvers) == baseline, GRACE_S + 60)
+    assert gone is not None, "the fault outlived its run and its ledger"
+    assert gone - killed <= GRACE_S + SLACK_S
+    assert not ledger_path.exists()  # the watchdog made no new, empty ledger
+    assert _poll(lambda: not find_watchdogs(entry_id), 15) is not None, "the watchdog lingers"
+    said = (ledger_path.parent / "helpers" / f"{entry_id}.watchdog.log").read_text()
+    assert "undone:" in said and "could not record it" in said, said
