@@ -13,8 +13,9 @@ injected is read through the target's own interface, never the ledger:
   longer: the deadline ended it.
 * An untimed fault (a DNS rate limit without duration) whose owner is
   killed: still there before the grace is over, gone within grace + 5 s.
-* A SIGSTOPped owner: its fault is untouched long after the grace; after
-  SIGCONT the run ends normally and its own rollback removes it.
+* A SIGSTOPped owner: its fault is untouched long after the grace (and, for
+  a timed one, its deadline); after SIGCONT the run's own timer or rollback
+  removes it and the run ends normally.
 * The watchdog and a concurrent ``gameday rollback`` on one entry, each one
   held in its undo by a failpoint while the other comes: exactly one undo is
   claimed (one ``close`` event in the event log; the other says it found the
@@ -278,23 +279,31 @@ def test_an_untimed_fault_of_a_killed_run_is_undone_after_the_grace(
     assert "dead for" in note and "(grace)" in note, note
 
 
+@pytest.mark.parametrize("duration", [0.0, 3.0])
 def test_a_stopped_owner_keeps_its_fault_and_rolls_it_back_itself(
-    resolvers: Any, ledger_path: Path, tmp_path: Path
+    duration: float, resolvers: Any, ledger_path: Path, tmp_path: Path
 ) -> None:
+    """Untimed: past the grace; timed: past its deadline too. The owner lives: untouched."""
     baseline = nft_state(resolvers)
-    experiment = _experiment(_untimed_limit(resolvers), grace=2.0)
+    provider = _untimed_limit(resolvers)
+    if duration:
+        provider["arguments"]["duration_seconds"] = duration
+    experiment = _experiment(provider, grace=2.0)
     experiment["method"][0]["pauses"]["after"] = 20
     with _run(experiment, tmp_path, cli_env(ledger_path)) as proc:
-        assert _poll(lambda: nft_state(resolvers) != baseline, 60) is not None
+        assert _poll(lambda: nft_state(resolvers) != baseline, 60) is not None, _said(proc)
         proc.send_signal(signal.SIGSTOP)
-        time.sleep(2.0 + 8.0)  # the grace, and well over its 5 s of slack
+        time.sleep(max(2.0, duration) + 8.0)  # the grace or deadline, and well over 5 s more
         injected = nft_state(resolvers)
         (entry_id,) = _recorded_ids(ledger_path)
         watchdogs = find_watchdogs(entry_id)
         proc.send_signal(signal.SIGCONT)
+        # a timed fault: the owner's own timer, overdue, fires at once; untimed: its rollback
+        ended = _poll(lambda: nft_state(resolvers) == baseline, 15) if duration else None
         output, _ = proc.communicate(timeout=120)
     assert injected != baseline, "a stopped owner's fault was touched"
     assert watchdogs, "the watchdog left while its owner was only stopped"
+    assert not duration or ended is not None, "the timer did not end it after SIGCONT"
     assert proc.returncode == 0, output[-3000:]
     assert nft_state(resolvers) == baseline, output[-3000:]
     entry = Ledger(ledger_path).get(entry_id)
