@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from chaos_ext._watchdog import find_watchdogs, parse_grace
+from chaos_ext._core.watchdog import find_watchdogs, parse_grace
 from chaos_ext.errors import InvalidArgument
 
 

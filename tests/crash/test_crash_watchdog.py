@@ -40,9 +40,9 @@ import pytest
 from support.crashkit import PASSWORD, dns_hold_state, nft_state, pg_state, web_state
 from support.harness import cli_env, gameday_argv
 
-from chaos_ext import ledger as fault_ledger
-from chaos_ext._watchdog import find_watchdogs
-from chaos_ext.ledger import Ledger
+from chaos_ext._core import ledger as fault_ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._core.watchdog import find_watchdogs
 
 pytestmark = pytest.mark.timeout(300)
 
