@@ -13,7 +13,9 @@ Names are ``<fault kind>.<window>`` with the windows ``before-entry``,
 ``after-entry``, ``mid-apply``, ``after-apply``, ``mid-undo``, plus
 ``ledger.after-log`` (between the event log and the database),
 ``ledger.after-commit``,
-``undo.before-close`` and ``helper.started``. Unset (always, outside tests)
+``undo.before-close`` and ``helper.started``. A fault's watchdog process
+(:mod:`chaos_ext._core.watchdog`) does not inherit them: ``GAMEDAY_WATCHDOG_FAILPOINTS``
+gives it its own. Unset (always, outside tests)
 it costs one environment lookup. Hand-written rather than a library: the
 Python failpoint packages on PyPI are unmaintained and inject by
 monkeypatching, which would not reach a ``gameday`` subprocess.

@@ -29,7 +29,7 @@ from chaoslib.types import Schedule, Strategy
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext._core.ledger import Ledger, UndoOutcome, set_current_run_id
+from chaos_ext._core.ledger import Ledger, UndoOutcome, set_current_run_id, set_watchdog_grace
 from chaos_ext._runner import signals
 from chaos_ext._runner.control_checks import clean_up_refused_run
 from chaos_ext._runner.progress import ProgressPrinter
@@ -87,6 +87,7 @@ class RunOptions:
     settle_seconds: float = 0.0
     unprotected: tuple[str, ...] = ()  # controls --allow-missing-controls let the run go without
     recover_seconds: float = DEFAULT_RECOVER_S  # poll the hypothesis after the undo (0: off)
+    watchdog_grace: float | None = None  # the faults' dead-man grace (None: env or default)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,12 @@ def _runner(
     return runner
 
 
+def _set_run(run_id: str | None, watchdog_grace: float | None) -> None:
+    """What the ledger records in this run's entries: its id and its faults' dead-man grace."""
+    set_current_run_id(run_id)
+    set_watchdog_grace(watchdog_grace)
+
+
 def run_experiment(
     path: Path, experiment: dict[str, Any], options: RunOptions, ledger: Ledger, console: Console
 ) -> RunResult:
@@ -176,7 +183,7 @@ def run_experiment(
     policy = RollbackPolicy()
     runner = _runner(options, policy, redactor, console)
     restore_signals = signals.install()  # SIGTERM/SIGINT: stop now, pauses included
-    set_current_run_id(run_id)
+    _set_run(run_id, options.watchdog_grace)
     outcomes: list[UndoOutcome] = []
     windows = _fault_windows(experiment, options, run_id, journal, console)
     if options.unprotected:
@@ -219,7 +226,7 @@ def run_experiment(
                 journal.setdefault("gameday", {})["fault_windows"] = windows.record()
                 outcomes += sweep_run(ledger, run_id, console, only=(WINDOW_KIND,))
         outcomes += _recover(journal, (experiment, policy), options, ledger, run_id, console)
-        set_current_run_id(None)
+        _set_run(None, None)
         restore_signals()
         clear_cache()
     return _finish(path, journal, options, ledger, run_id, outcomes, redactor)

@@ -27,9 +27,16 @@ from chaoslib.run import EventHandlerRegistry, RunEventHandler
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext._core.ledger import parse_watchdog_grace as parse_grace
 from chaos_ext.errors import InvalidArgument
 
-__all__ = ["NotSettled", "SettleFirst", "gameday_extension", "settle_seconds_of"]
+__all__ = [
+    "NotSettled",
+    "SettleFirst",
+    "gameday_extension",
+    "settle_seconds_of",
+    "watchdog_grace_of",
+]
 
 MAX_SETTLE_SECONDS = 3600.0
 _REPORT_EVERY = 10.0  # seconds between progress lines: never a silent terminal
@@ -59,6 +66,22 @@ def settle_seconds_of(experiment: Mapping[str, Any], override: float | None = No
             f"settle_seconds: {value:g} is outside 0..{MAX_SETTLE_SECONDS:g} seconds"
         )
     return float(value)
+
+
+def watchdog_grace_of(experiment: Mapping[str, Any], override: float | None = None) -> float | None:
+    """The dead-man grace of the run's faults: ``override`` (``--watchdog-grace``), else the
+    extension's ``watchdog_grace_seconds``, else None (``$GAMEDAY_WATCHDOG_GRACE`` or the
+    default decides); 0 turns the dead-owner undo off. See :mod:`chaos_ext._core.watchdog`."""
+    value = override
+    if value is None:
+        value = gameday_extension(experiment).get("watchdog_grace_seconds")
+    if value is None:
+        return None
+    if isinstance(value, str):  # "60" would be a typo of 60 here: a number only
+        raise InvalidArgument(
+            f"watchdog_grace_seconds: expected a number of seconds (0: off), got {value!r}"
+        )
+    return parse_grace(value)
 
 
 def _misses(state: Mapping[str, Any] | None) -> str:

@@ -31,8 +31,9 @@ from chaos_ext.errors import LedgerError, LedgerInconsistent
 
 LEDGER_HELP = """\
 List the faults recorded in the fault ledger that are still open (injected and
-not yet undone), with their kind, target, run, owner process and the system
-they live in. --all shows the history too; --json prints machine-readable
+not yet undone), with their kind, target, run, owner process, the system
+they live in and their watchdog (its pid, when it ends a timed fault, its
+grace after the run died). --all shows the history too; --json prints machine-readable
 entries.
 
 The ledger is checked before it is listed (SQLite's own check, its event log
@@ -86,6 +87,12 @@ ROLLBACK_HELP = """\
 Undo every open fault in the ledger, newest first (or only one run's with
 --run). Use it after a runner was killed (kill -9, lost node). Undo is
 idempotent: a fault that is already gone is simply closed.
+
+Each fault also has a watchdog (docs/ledger.md, "The dead-man switch") that
+undoes it once its run is dead: at its deadline if it has a duration, else
+after the grace period (`gameday run --watchdog-grace`, default 60 s). This
+command and a watchdog never both undo one fault: whoever comes second finds
+it closed and says so (`·`, "already undone meanwhile ... (watchdog pid N: ...)").
 
 Each fault is undone in the system it was injected into, or not at all: a
 Kubernetes fault in the cluster whose identity was recorded (API server and
@@ -218,6 +225,19 @@ def _owner(e: Entry) -> str:
     return f"{e.owner_pid} ({'alive' if e.owner_alive() else 'dead'})"
 
 
+def _watchdog_of(e: Entry, now: float) -> str:
+    info = e.watchdog or {}
+    if not info.get("pid"):
+        return "none"
+    pid, start = int(info["pid"]), info.get("start")
+    alive = start is not None and fault_ledger.process_start_time(pid) == start
+    deadline = info.get("deadline")
+    grace = float(info.get("grace_seconds") or 0)
+    when = f"ends in {max(0.0, deadline - now):.0f} s" if deadline else "untimed"
+    after = f"grace {grace:g} s" if grace else "grace off"
+    return f"{pid} ({'alive' if alive else 'gone'}; {when}, {after})"
+
+
 def _system(e: Entry) -> str:
     identity = e.identity or {}
     scope = identity.get("scope", "?")
@@ -292,7 +312,7 @@ def _scan(args: argparse.Namespace, console: Console) -> int:
 
 def _table(book: Ledger, entries: list[Entry], *, no_color: bool) -> None:
     table = Table(title=f"fault ledger {book.path}")
-    for column in ("id", "state", "kind", "target", "system", "run", "owner", "age"):
+    for column in ("id", "state", "kind", "target", "system", "run", "owner", "watchdog", "age"):
         table.add_column(column)
     now = time.time()
     for e in entries:
@@ -304,6 +324,7 @@ def _table(book: Ledger, entries: list[Entry], *, no_color: bool) -> None:
             _system(e),
             e.run_id,
             _owner(e),
+            _watchdog_of(e, now),
             f"{now - e.created_at:.0f} s",
         )
     make_console(no_color=no_color).print(table)

@@ -22,7 +22,9 @@ in place for the final check.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.harness import cli_env, gameday_argv
+from support.harness import ROOT, cli_env, gameday_argv
 from support.netlab import kernel_has_netem, sh, tc_show
 
 from chaos_ext._core import ledger as fault_ledger
@@ -154,3 +156,62 @@ def test_a_killed_gameday_run_then_gameday_rollback_leaves_the_tree_as_it_was(
     assert Ledger(ledger_path).open_entries() == []
     took = time.monotonic() - started
     print(f"netem {window}: run {ran_s:.1f} s, total {took:.1f} s")  # noqa: T201 - the cell's cost
+
+
+TIMED_CHILD = """
+import json, sys, time
+from chaos_ext.network import actions
+print(json.dumps(actions.add_latency(**json.loads(sys.argv[1]))), flush=True)
+time.sleep(600)
+"""
+# Python starts slowly under emulation (tens of seconds): the watchdog must be up and have
+# imported the undo before the deadline, so the duration is long here
+NETEM_DURATION_S = 45.0
+
+
+def test_a_sigkill_during_a_timed_delay_ends_it_at_its_deadline(
+    node: str, ledger_path: Path
+) -> None:
+    """Issue 27 item 2: no gameday command after the kill; the tree comes back by itself."""
+    baseline = tc_show(node, "eth0")
+    args = {
+        "interface": "eth0",
+        "delay_seconds": 0.08,
+        "destinations": ["10.78.0.0/24"],
+        "target": f"netns:{node}",
+        "duration_seconds": NETEM_DURATION_S,
+    }
+    env = {**os.environ, "GAMEDAY_LEDGER": str(ledger_path), "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", TIMED_CHILD, json.dumps(args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        result = json.loads(child.stdout.readline())  # applied, its deadline recorded
+        seen = time.monotonic()
+        assert tc_show(node, "eth0") != baseline  # the delay is in place
+        log = ledger_path.parent / "helpers" / f"{result['ledger_id']}.watchdog.log"
+        deadline = seen + NETEM_DURATION_S - 5
+        while "watching" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, "the watchdog did not start"
+            time.sleep(0.5)
+        child.kill()
+        child.wait(timeout=30)
+        gone = None
+        while time.monotonic() < seen + NETEM_DURATION_S + 120:
+            at = time.monotonic()
+            if tc_show(node, "eth0") == baseline:
+                gone = at
+                break
+            time.sleep(0.2)
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    assert gone is not None, "the delay outlived its killed runner"
+    assert gone - seen <= NETEM_DURATION_S + 5, f"ended {gone - seen:.1f} s after it was applied"
+    entry = Ledger(ledger_path).get(result["ledger_id"])
+    assert entry is not None and entry.state == "closed", entry
+    assert "watchdog pid" in str(entry.note), entry.note

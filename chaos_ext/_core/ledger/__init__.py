@@ -54,9 +54,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chaos_ext._core import watchdog as _watchdog
 from chaos_ext._core.failpoint import failpoint
 from chaos_ext._core.ledger import check
-from chaos_ext._core.ledger.book import Book
+from chaos_ext._core.ledger.book import Book, events_path
 from chaos_ext._core.ledger.census import Census, census
 from chaos_ext._core.ledger.claim import claimed
 from chaos_ext._core.ledger.entry import Entry, process_start_time
@@ -81,15 +82,19 @@ __all__ = [
     "machine_scope",
     "new_entry_id",
     "open_entries_on_machine",
+    "parse_watchdog_grace",
     "process_start_time",
     "record",
     "recorded_here",
     "remove_listener",
     "repair",
     "set_current_run_id",
+    "set_deadline",
+    "set_watchdog_grace",
     "undo",
     "undo_after",
     "undo_handler",
+    "undo_unrecorded",
     "verify",
 ]
 
@@ -105,12 +110,14 @@ _recorded_here: list[Entry] = []  # what this process recorded: undoable even if
 
 @dataclass(frozen=True)
 class UndoOutcome:
-    """What :func:`undo` did with one entry; ``undone_here``: False if another undo did it."""
+    """What :func:`undo` did with one entry; ``undone_here``: False if another undo did it;
+    ``unrecorded``: the fault was undone, only the ledger could not record it (``ok`` False)."""
 
     entry: Entry
     ok: bool
     note: str
     undone_here: bool = True
+    unrecorded: bool = False
 
 
 def ledger_path() -> Path:
@@ -163,6 +170,17 @@ def recorded_here(run_id: str) -> list[Entry]:
         return [e for e in _recorded_here if e.run_id == run_id]
 
 
+def parse_watchdog_grace(value: Any, where: str = "watchdog_grace_seconds") -> float:
+    """A dead-man grace in seconds, 0..86400 (0: off); InvalidArgument quoting ``value``."""
+    return _watchdog.parse_grace(value, where)
+
+
+def set_watchdog_grace(seconds: float | None) -> None:
+    """The dead-man grace of faults recorded from now on (None: ``$GAMEDAY_WATCHDOG_GRACE``
+    or the default; 0: off). See :mod:`chaos_ext._core.watchdog`."""
+    _watchdog.set_grace(seconds)
+
+
 def new_entry_id() -> str:
     """A fresh entry id, for a recipe that must name its own entry before it is recorded."""
     return uuid.uuid4().hex[:16]
@@ -186,6 +204,13 @@ class Ledger:
         self._book = Book(self.path)
         self._book.open()
 
+    @classmethod
+    def existing(cls, path: Path) -> Ledger:
+        """The ledger at ``path`` if it exists; LedgerError if it is gone (never a new one)."""
+        if not path.exists() and not events_path(path).exists():
+            raise LedgerError(f"the fault ledger at {path} is gone (database and event log)")
+        return cls(path)
+
     def record(
         self,
         *,
@@ -196,6 +221,7 @@ class Ledger:
         run_id: str | None = None,
         identity: dict[str, Any] | None = None,
         entry_id: str | None = None,
+        watchdog: dict[str, Any] | None = None,
     ) -> Entry:
         """Write a new open entry durably (event log, then database) and return it."""
         failpoint(f"{kind}.before-entry")
@@ -212,6 +238,7 @@ class Ledger:
             owner_start=process_start_time(pid),
             created_at=time.time(),
             identity={**(identity or machine_scope()), **here},
+            watchdog=watchdog,
         )
         register(entry.id, self.path)  # before the entry: what it owns is never unowned
         self._book.write("record", entry.id, entry.to_record())
@@ -223,6 +250,10 @@ class Ledger:
     def update_recipe(self, entry_id: str, recipe: dict[str, Any]) -> None:
         """Replace an open entry's recipe (e.g. to add a helper's pid, for information)."""
         self._book.write("recipe", entry_id, {"recipe": recipe})
+
+    def set_watchdog(self, entry_id: str, watchdog: dict[str, Any]) -> None:
+        """Replace an open entry's watchdog record (a timed fault's deadline, once known)."""
+        self._book.write("watchdog", entry_id, {"watchdog": watchdog})
 
     def close(self, entry_id: str, note: str) -> None:
         """Mark an entry undone."""
@@ -332,7 +363,7 @@ def _handler_for(entry: Entry) -> UndoHandler:
         ) from None
 
 
-def undo(entry: Entry, ledger: Ledger | None = None) -> UndoOutcome:
+def undo(entry: Entry, ledger: Ledger | None = None, *, by: str = "") -> UndoOutcome:
     """Undo one entry and close it; on failure keep it open with the error.
 
     Never raises for a failing handler: the outcome says what happened. One
@@ -340,19 +371,20 @@ def undo(entry: Entry, ledger: Ledger | None = None) -> UndoOutcome:
     second one waits, finds it closed and says who did it (``undone_here``
     False). If the ledger itself cannot be read or written, the fault is
     still undone from ``entry`` as given, and the outcome fails: the ledger
-    must be repaired (``gameday ledger --repair``) to show it closed.
+    must be repaired (``gameday ledger --repair``) to show it closed. ``by``
+    names who undoes it in the note the entry is closed with (a watchdog).
     """
     try:
         book = ledger or default_ledger()
         with claimed(book.path, entry.id):
-            return _undo_claimed(entry, book)
+            return _undo_claimed(entry, book, by)
     except LedgerError as exc:
-        return _undo_unrecorded(entry, exc)
+        return undo_unrecorded(entry, exc, by=by)
     except OSError as exc:  # the claim's lock file
-        return _undo_unrecorded(entry, LedgerError(f"cannot claim the undo: {exc}"))
+        return undo_unrecorded(entry, LedgerError(f"cannot claim the undo: {exc}"), by=by)
 
 
-def _undo_claimed(entry: Entry, book: Ledger) -> UndoOutcome:
+def _undo_claimed(entry: Entry, book: Ledger, by: str = "") -> UndoOutcome:
     current = book.get(entry.id)
     if current is not None and current.state == "closed":
         note = current.note or "undone"
@@ -362,8 +394,9 @@ def _undo_claimed(entry: Entry, book: Ledger) -> UndoOutcome:
     latest = current or entry
     try:
         note = machine_note(latest) or _handler_for(latest)(latest) or "undone"
+        note = f"{by}: {note}" if by else note
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes a sweep
-        message = f"{type(exc).__name__}: {exc}"
+        message = f"{by + ': ' if by else ''}{type(exc).__name__}: {exc}"
         with contextlib.suppress(LedgerError):
             book.mark_error(entry.id, message)
         return UndoOutcome(latest, False, message)
@@ -371,16 +404,22 @@ def _undo_claimed(entry: Entry, book: Ledger) -> UndoOutcome:
     try:
         book.close(entry.id, note)
     except LedgerError as exc:
-        return UndoOutcome(latest, False, f"{note}; but the ledger could not record it: {exc}")
+        return UndoOutcome(
+            latest, False, f"{note}; but the ledger could not record it: {exc}", unrecorded=True
+        )
     return UndoOutcome(latest, True, note)
 
 
-def _undo_unrecorded(entry: Entry, error: LedgerError) -> UndoOutcome:
+def undo_unrecorded(entry: Entry, error: LedgerError, *, by: str = "") -> UndoOutcome:
+    """Undo ``entry`` as given when its ledger cannot be used; the outcome fails (see undo)."""
     try:
         note = machine_note(entry) or _handler_for(entry)(entry) or "undone"
+        note = f"{by}: {note}" if by else note
     except Exception as exc:  # noqa: BLE001 - reported in the outcome
         return UndoOutcome(entry, False, f"{type(exc).__name__}: {exc}; and the ledger: {error}")
-    return UndoOutcome(entry, False, f"{note}; but the ledger could not record it: {error}")
+    return UndoOutcome(
+        entry, False, f"{note}; but the ledger could not record it: {error}", unrecorded=True
+    )
 
 
 @contextmanager
@@ -398,17 +437,26 @@ def fault(
     If the body raises (a partial injection, or a signal), the fault is undone
     at once and the error propagates; otherwise the entry stays open until its
     undo. The recipe must be complete when recorded: the body may be killed
-    at any point.
+    at any point. Its watchdog (:mod:`chaos_ext._core.watchdog`) is started first
+    and recorded in the entry: if this process dies, it undoes the fault at
+    its deadline (:func:`undo_after`) or after the grace period.
     """
     book = default_ledger()
-    entry = book.record(
-        kind=kind,
-        target=target,
-        recipe=recipe,
-        module=module,
-        identity=identity,
-        entry_id=entry_id,
-    )
+    entry_id = entry_id or new_entry_id()
+    watchdog = _watchdog.start_watchdog(ledger=book.path, entry_id=entry_id, owner_pid=os.getpid())
+    try:
+        entry = book.record(
+            kind=kind,
+            target=target,
+            recipe=recipe,
+            module=module,
+            identity=identity,
+            entry_id=entry_id,
+            watchdog=watchdog,
+        )
+    except BaseException:
+        _watchdog.stop_watchdog(watchdog)
+        raise
     try:
         failpoint(f"{kind}.after-entry")
         yield entry
@@ -422,8 +470,10 @@ def undo_after(entry: Entry, seconds: float) -> threading.Timer:
     """Undo ``entry`` after ``seconds`` in this process (a fault's duration).
 
     The entry stays in the ledger meanwhile, so a dead process's fault is
-    still found by ``gameday rollback``.
+    still found by ``gameday rollback``; the deadline is recorded in its
+    watchdog first, which ends the fault then if this process has died.
     """
+    set_deadline(entry, seconds)
 
     def fire() -> None:
         book = default_ledger()
@@ -435,3 +485,23 @@ def undo_after(entry: Entry, seconds: float) -> threading.Timer:
     timer.daemon = True
     timer.start()
     return timer
+
+
+def set_deadline(entry: Entry, seconds: float) -> None:
+    """Record that ``entry``'s fault ends ``seconds`` from now, for its watchdog.
+
+    For a fault that ends by itself (a helper's own time cap) and has no timer
+    here: if this process dies, the watchdog closes the entry then (undoing
+    whatever is left). A ledger that cannot be written only loses this: the
+    watchdog then waits for the grace period.
+    """
+    try:
+        book = default_ledger()
+        latest = book.get(entry.id) or entry
+        info = dict(latest.watchdog or {})
+        if not info:
+            return  # recorded without a watchdog (an older entry, or record() called directly)
+        info["deadline"] = time.time() + float(seconds)
+        book.set_watchdog(entry.id, info)
+    except LedgerError as exc:
+        logging.getLogger("chaostoolkit").warning("cannot record the fault's deadline: %s", exc)

@@ -183,6 +183,7 @@ class Book:
         try:
             with self.locked() as existing:
                 db, meta = self.ensure(existing)
+                store.upgrade(db)  # a ledger of an older version: its new columns
                 event = Event(meta.seq + 1, meta.ledger_id, time.time(), kind, entry_id, data)
                 size = append(self.log, event)
                 failpoint("ledger.after-log")

@@ -34,7 +34,7 @@ from chaos_ext.errors import LedgerInconsistent
 
 __all__ = ["Verdict", "repair", "verify"]
 
-_COMPARED = ("state", "kind", "target", "recipe", "identity", "run_id")
+_COMPARED = ("state", "kind", "target", "recipe", "identity", "run_id", "watchdog")
 
 
 @dataclass

@@ -30,7 +30,9 @@ class Entry:
 
     ``identity`` says which system the fault lives in (``scope``: ``machine``,
     ``kubernetes`` or ``ssh``, with that system's fingerprint), so that an
-    undo reaches the same system or refuses.
+    undo reaches the same system or refuses. ``watchdog`` is the fault's
+    dead-man switch (:mod:`chaos_ext._core.watchdog`): its ``pid``, ``start``,
+    ``grace_seconds`` and ``deadline`` (when a timed fault ends; None: untimed).
     """
 
     id: str
@@ -47,6 +49,7 @@ class Entry:
     note: str | None = None
     last_error: str | None = None
     identity: dict[str, Any] | None = None
+    watchdog: dict[str, Any] | None = None
 
     def owner_alive(self) -> bool:
         """True while the process that recorded the entry still runs.
@@ -73,6 +76,7 @@ class Entry:
             "note": self.note,
             "last_error": self.last_error,
             "identity": self.identity,
+            "watchdog": self.watchdog,
         }
 
     def to_record(self) -> dict[str, Any]:

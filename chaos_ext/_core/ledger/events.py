@@ -10,7 +10,8 @@ gaps) and a checksum of the line::
 Events: ``create`` (the ledger was made), ``record`` (a fault is about to be
 injected), ``recipe`` (its recipe was completed), ``close`` (undone),
 ``undo-failed``, ``adopt`` (an entry taken over whole, by a migration or a
-repair). Replaying the log gives every entry and its state without the
+repair), ``watchdog`` (its dead-man switch changed: a timed fault's deadline).
+Replaying the log gives every entry and its state without the
 database, so a damaged, emptied or deleted database is detected, and
 rebuilt (``gameday ledger --repair``).
 """
@@ -29,7 +30,7 @@ from chaos_ext._core.ledger.entry import Entry
 
 __all__ = ["Event", "LogRead", "append", "encode", "read_log", "replay"]
 
-KINDS = ("create", "record", "recipe", "close", "undo-failed", "adopt")
+KINDS = ("create", "record", "recipe", "close", "undo-failed", "adopt", "watchdog")
 
 
 @dataclass(frozen=True)
@@ -175,4 +176,6 @@ def replay(events: Iterable[Event]) -> dict[str, Entry]:
             )
         elif event.event == "undo-failed":
             entries[current.id] = replace(current, last_error=event.data.get("error"))
+        elif event.event == "watchdog":
+            entries[current.id] = replace(current, watchdog=event.data.get("watchdog"))
     return entries

@@ -34,13 +34,15 @@ CREATE TABLE IF NOT EXISTS entries (
     closed_at REAL,
     note TEXT,
     last_error TEXT,
-    identity TEXT
+    identity TEXT,
+    watchdog TEXT
 );
 CREATE INDEX IF NOT EXISTS entries_state ON entries(state, run_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _COLUMNS = tuple(Entry.__dataclass_fields__)
+_JSON_COLUMNS = ("identity", "watchdog")  # JSON text, or NULL
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -60,9 +62,18 @@ def has_schema(db: sqlite3.Connection) -> tuple[bool, bool]:
 def create(db: sqlite3.Connection) -> None:
     """The schema, and the ``identity`` column added to a ledger of an older version."""
     db.executescript(SCHEMA)
+    upgrade(db)
+
+
+_ADDED_COLUMNS = ("identity", "watchdog")  # by later versions, in that order
+
+
+def upgrade(db: sqlite3.Connection) -> None:
+    """Add the columns a ledger of an older version lacks (``identity``, ``watchdog``)."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(entries)")}
-    if "identity" not in columns:
-        db.execute("ALTER TABLE entries ADD COLUMN identity TEXT")
+    for name in _ADDED_COLUMNS:
+        if name not in columns:
+            db.execute(f"ALTER TABLE entries ADD COLUMN {name} TEXT")
 
 
 class Meta:
@@ -81,7 +92,8 @@ def read_meta(db: sqlite3.Connection) -> Meta:
 def _row_values(entry: Entry) -> tuple[Any, ...]:
     data = entry.to_record()
     data["recipe"] = json.dumps(data["recipe"])
-    data["identity"] = None if data["identity"] is None else json.dumps(data["identity"])
+    for name in _JSON_COLUMNS:
+        data[name] = None if data[name] is None else json.dumps(data[name])
     return tuple(data[c] for c in _COLUMNS)
 
 
@@ -110,6 +122,12 @@ def _change(db: sqlite3.Connection, event: Event) -> None:
     elif event.event == "undo-failed":
         db.execute(
             "UPDATE entries SET last_error = ? WHERE id = ?", (event.data.get("error"), event.id)
+        )
+    elif event.event == "watchdog":
+        found = event.data.get("watchdog")
+        db.execute(
+            "UPDATE entries SET watchdog = ? WHERE id = ?",
+            (None if found is None else json.dumps(found), event.id),
         )
     elif event.event == "create":
         db.execute("INSERT OR REPLACE INTO meta VALUES ('ledger_id', ?)", (event.ledger,))
@@ -143,7 +161,8 @@ def set_position(db: sqlite3.Connection, ledger_id: str, seq: int, log_size: int
 def entry_from_row(row: sqlite3.Row) -> Entry:
     data = dict(row)
     data["recipe"] = json.loads(data["recipe"])
-    data["identity"] = json.loads(data["identity"]) if data.get("identity") else None
+    for name in _JSON_COLUMNS:
+        data[name] = json.loads(data[name]) if data.get(name) else None
     return Entry.from_record(data)
 
 
