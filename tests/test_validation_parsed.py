@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from chaos_ext import activity_modules
-from chaos_ext.contract import Configuration, Secrets
+from chaos_ext._core.contract import Configuration, Secrets
+from chaos_ext._core.validation import PARSED, check_activity_arguments, validated_by
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.validation import PARSED, check_activity_arguments, validated_by
 
 calls: list[dict[str, Any]] = []
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.contract import LEDGER_ID, Configuration, Secrets
+from chaos_ext._core.contract import LEDGER_ID, Configuration, Secrets
+from chaos_ext._core.validation import validated_by
 from chaos_ext.errors import InvalidArgument, LoadError
 from chaos_ext.load import _distributed, _locate, _recorded
 from chaos_ext.load.driver import load_meta, load_results
 from chaos_ext.load.spec import spec_from_arguments
-from chaos_ext.validation import validated_by
 
 __all__ = ["load_window_stats"]
 
