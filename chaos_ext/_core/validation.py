@@ -9,7 +9,9 @@ Two layers, both pure:
   plain ``chaos run``, Python) first runs the type checks and its semantic check
   (CIDRs, names, ranges, PromQL) on the arguments it was given, and refuses bad
   ones before anything is touched; ``gameday validate`` runs the very same
-  :func:`check_activity_arguments` without calling the activity.
+  :func:`check_activity_arguments` without calling the activity. A check that
+  parses returns what it parsed, and the activity receives it as ``parsed``
+  (checked once, never again in the body).
 
 Checks raise :class:`chaos_ext.errors.InvalidArgument` whose message names the
 argument and quotes the bad value.
@@ -29,6 +31,7 @@ from typing import Any, TypeVar
 from chaos_ext.errors import InvalidArgument
 
 __all__ = [
+    "PARSED",
     "check_activity_arguments",
     "check_types",
     "is_checked",
@@ -41,8 +44,11 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-Check = Callable[[Mapping[str, Any]], None]
+Check = Callable[[Mapping[str, Any]], Any]
 _CHECK_ATTR = "__gameday_check__"
+_PARSED = "parsed"
+PARSED: Any = None
+"""The default of an activity's keyword-only ``parsed`` argument; :func:`validated_by` fills it."""
 _INJECTED = {"configuration", "secrets"}
 
 
@@ -54,21 +60,44 @@ def validated_by(check: Check | None = None) -> Callable[[F], F]:
     (defaults are not checked, exactly as ``gameday validate`` sees an experiment);
     an :class:`~chaos_ext.errors.InvalidArgument` leaves the activity before its
     body runs: no ledger entry, no connection.
+
+    Parse once: when the activity declares a keyword-only ``parsed`` argument
+    (``*, parsed: LatencySpec = PARSED``), ``check`` is called with every
+    argument, defaults applied, and what it returns (the parsed, typed spec) is
+    handed to the body as ``parsed``; the body does not check again. ``parsed``
+    is not part of the public signature (``chaos discover``, chaoslib's
+    argument check and ``gameday validate`` do not see it).
     """
 
     def attach(func: F) -> F:
         signature = inspect.signature(func)
+        wants_parsed = _PARSED in signature.parameters
+        if wants_parsed and (
+            check is None
+            or signature.parameters[_PARSED].kind is not inspect.Parameter.KEYWORD_ONLY
+        ):
+            raise TypeError(f"{func.__name__}: 'parsed' is keyword-only and needs a check")
+        public = signature.replace(
+            parameters=[p for p in signature.parameters.values() if p.name != _PARSED]
+        )
 
         @functools.wraps(func)
         def checked(*args: Any, **kwargs: Any) -> Any:
             try:
-                bound = signature.bind(*args, **kwargs)
+                bound = public.bind(*args, **kwargs)
             except TypeError:
                 return func(*args, **kwargs)  # Python's own message names the argument
             given = {k: v for k, v in bound.arguments.items() if k not in _INJECTED}
-            _check(func, check, given, run_time=True)
-            return func(*args, **kwargs)
+            if not wants_parsed:
+                _check(func, check, given, run_time=True)
+                return func(*args, **kwargs)
+            check_types(inspect.unwrap(func), given, run_time=True)
+            bound.apply_defaults()
+            every = {k: v for k, v in bound.arguments.items() if k not in _INJECTED}
+            return func(*args, **kwargs, parsed=check(every))  # type: ignore[misc]
 
+        checked.__signature__ = public  # type: ignore[attr-defined]
+        checked.__annotations__ = {k: v for k, v in func.__annotations__.items() if k != _PARSED}
         setattr(checked, _CHECK_ATTR, check)
         return checked  # type: ignore[return-value]
 
@@ -133,7 +162,7 @@ def type_problems(
     params = inspect.signature(func).parameters
     problems = []
     for name, value in arguments.items():
-        if name in _INJECTED or name not in params:
+        if name in _INJECTED or name == _PARSED or name not in params:
             continue
         if not run_time and isinstance(value, str) and "${" in value:
             continue

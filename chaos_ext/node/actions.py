@@ -206,7 +206,6 @@ def drain_nodes(
     exactly the nodes this drain cordoned (pair with `uncordon_drained_nodes`
     or `gameday rollback`); `uncordon_after_seconds` does it after a delay.
     """
-    _check_drain(locals())
     t0 = time.monotonic()
     api = api_client(secrets)
     core = client.CoreV1Api(api)

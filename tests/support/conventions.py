@@ -18,11 +18,16 @@ from typing import Any
 from chaos_ext._core.contract import LEDGER_ID, Configuration, Secrets, role_of
 from chaos_ext._core.validation import is_checked
 
-__all__ = ["activities_of", "problems_of", "rollback_problems"]
+__all__ = ["activities_of", "export_problems", "problems_of", "rollback_problems"]
 
-# A parameter is about time when one of these is a word of its name.
+# A parameter is about time when one of these is a word of its name (split at "_"):
+# the explicit list of time words (docs/conventions.md §1). A name made of one of them
+# must end in "_seconds" and be a number.
 TIME_WORDS = frozenset(
     {
+        "pause",
+        "sleep",
+        "cooldown",
         "timeout",
         "duration",
         "wait",
@@ -56,6 +61,26 @@ _NUMBERS = {int, float}
 def activities_of(module: types.ModuleType) -> list[tuple[str, Callable[..., Any]]]:
     """The activities a module exports (its ``__all__``)."""
     return [(name, getattr(module, name)) for name in getattr(module, "__all__", [])]
+
+
+def _looks_like_an_activity(func: Any) -> bool:
+    return inspect.isfunction(inspect.unwrap(func)) and (
+        is_checked(func) or role_of(func) is not None
+    )
+
+
+def export_problems(module: types.ModuleType) -> list[str]:
+    """Activities the module defines but leaves out of ``__all__`` (discovery reads only it)."""
+    exported = set(getattr(module, "__all__", []))
+    return [
+        f"{module.__name__}.{name}: an activity is listed in its module's __all__"
+        " (chaoslib discovers only __all__; docs/conventions.md)"
+        for name, func in sorted(vars(module).items())
+        if not name.startswith("_")
+        and name not in exported
+        and _looks_like_an_activity(func)
+        and getattr(inspect.unwrap(func), "__module__", None) == module.__name__
+    ]
 
 
 def _is_number(hint: Any) -> bool:
