@@ -22,6 +22,7 @@ Endpoints: ``/`` (the work), ``/search`` (see above), ``/healthz`` (process aliv
 (``SELECT 1`` within 1 s), ``/metrics`` (Prometheus: request latency
 histogram, requests by code, errors by cause: dns, db-connect, db-query),
 also served on ``--metrics-port`` by its own thread (what Prometheus scrapes).
+A failed request answers 503 with the failed stage in ``X-Error-Cause``.
 
 Run: ``python -m chaos_ext.sandbox._app --listen 0.0.0.0:8080 ...``.
 """
@@ -59,6 +60,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 __all__ = ["AppConfig", "main"]
 
+CAUSE_HEADER = "X-Error-Cause"
+"""The header of a 503 that names the failed stage: dns, db-connect or db-query."""
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 
 
@@ -255,9 +258,13 @@ def _handler(backend: Backend, metrics: Metrics) -> type[BaseHTTPRequestHandler]
         def log_message(self, format: str, *args: Any) -> None:
             return
 
-        def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+        def _send(
+            self, code: int, body: bytes, ctype: str = "text/plain", cause: str = ""
+        ) -> None:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
+            if cause:  # why it failed, for a load's cause_header (chaos_ext.load)
+                self.send_header(CAUSE_HEADER, cause)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -280,14 +287,15 @@ def _handler(backend: Backend, metrics: Metrics) -> type[BaseHTTPRequestHandler]
 
         def _work(self, handler: str) -> None:
             started = time.monotonic()
+            cause = ""
             try:
                 body, code = backend.work(metrics, search=handler == "/search").encode(), 200
             except StageError as exc:
                 metrics.errors.labels(exc.cause).inc()
-                body, code = f"{exc.cause}: {exc}\n".encode(), 503
+                body, code, cause = f"{exc.cause}: {exc}\n".encode(), 503, exc.cause
             metrics.latency.labels(handler).observe(time.monotonic() - started)
             metrics.requests.labels(handler, str(code)).inc()
-            self._send(code, body)
+            self._send(code, body, cause=cause)
 
     return Handler
 
