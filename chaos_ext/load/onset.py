@@ -12,7 +12,7 @@ ramp, the load at which that kind of failure began. Its **share** is its
 errors over all classified errors.
 
 The **breaking point** is the first bucket whose trailing window of
-``window`` buckets breaks the SLO: error ratio ((errors + dropped) /
+``window`` buckets (the buckets so far, in the first seconds) breaks the SLO: error ratio ((errors + dropped) /
 scheduled) above ``max_error_ratio``, or p95 (merged histograms, never
 averaged) above ``max_p95_ms``; its load is reported like an onset.
 
@@ -178,14 +178,15 @@ def breaking_point(
     if window < 1:
         raise InvalidArgument(f"window: {window} must be at least 1 bucket")
     ordered = sorted(buckets, key=lambda b: b.offset_seconds)
-    for last in range(window - 1, len(ordered)):
-        span = ordered[last - window + 1 : last + 1]
+    for last in range(len(ordered)):
+        first = max(0, last - window + 1)  # the first seconds: the window so far
+        span = ordered[first : last + 1]
         scheduled = sum(b.scheduled for b in span)
         if not scheduled:
             continue
         failed = sum(sum(b.errors.values()) + b.dropped for b in span)
         ratio = failed / scheduled
-        p95 = p95_of(last - window + 1, last) if p95_of is not None and max_p95_ms else None
+        p95 = p95_of(first, last) if p95_of is not None and max_p95_ms else None
         crossed = [
             what
             for what, broken in (
