@@ -12,9 +12,10 @@ ramp, the load at which that kind of failure began. Its **share** is its
 errors over all classified errors.
 
 The **breaking point** is the first bucket whose trailing window of
-``window`` buckets (the buckets so far, in the first seconds) breaks the SLO: error ratio ((errors + dropped) /
-scheduled) above ``max_error_ratio``, or p95 (merged histograms, never
-averaged) above ``max_p95_ms``; its load is reported like an onset.
+``window`` buckets (the buckets so far, in the first seconds) breaks the
+SLO: error ratio ((errors + dropped) / scheduled) above
+``max_error_ratio``, or p95 (merged histograms, never averaged) above
+``max_p95_ms``; its load is reported like an onset.
 
 **Amplification** (the DB latency incident): the response time added by a
 fault divided by the round-trip time it added, ``(during - before) /

@@ -258,9 +258,7 @@ def _handler(backend: Backend, metrics: Metrics) -> type[BaseHTTPRequestHandler]
         def log_message(self, format: str, *args: Any) -> None:
             return
 
-        def _send(
-            self, code: int, body: bytes, ctype: str = "text/plain", cause: str = ""
-        ) -> None:
+        def _send(self, code: int, body: bytes, ctype: str = "text/plain", cause: str = "") -> None:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             if cause:  # why it failed, for a load's cause_header (chaos_ext.load)
