@@ -96,6 +96,21 @@ def register(sub: Any) -> None:
         help="wait up to SECONDS for each steady state before its fault (gameday run --settle; "
         "default: the experiment's settle_seconds, 60 s for the default game day)",
     )
+    run.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="KEY[:TYPE]=VALUE",
+        help="configuration value over the sandbox's own (repeatable), as `gameday run --var`",
+    )
+    run.add_argument(
+        "--var-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="more configuration after the sandbox's vars.json (later files win), e.g. a"
+        " shorter ramp for experiments/incidents/",
+    )
     run.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
     run.set_defaults(handler=handle)
     _register_envelope(actions)
@@ -165,9 +180,11 @@ def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], Non
             settle = [] if args.settle is None else ["--settle", f"{args.settle:g}"]
             repeat = ["--repeat", str(args.repeat)] if args.repeat != 1 else []
             timeout = args.timeout or 900.0 * max(1, args.repeat)
+            extra = [a for v in args.var for a in ("--var", v)]
+            extra += [a for f in args.var_file for a in ("--var-file", str(Path(f).resolve()))]
             return backends.run_in_sandbox(
                 args.prefix,
-                ["run", *settle, *repeat, *args.experiments],
+                ["run", *settle, *repeat, *extra, *args.experiments],
                 Path(args.journal_dir).resolve(),
                 timeout,
             )
