@@ -5,7 +5,8 @@ DNS server (over TCP by default, as NodeLocal DNSCache with ``force_tcp``
 does), connects to PostgreSQL and runs a query. The fragile default opens a new
 connection per request (like the PHP app in the incident) and caches nothing;
 the tuned variant (``--tuned``) caches DNS answers (and serves the last good
-one when a lookup fails, as NodeLocal DNSCache's serve_stale does), pools
+one when a lookup fails, as NodeLocal DNSCache's serve_stale does: an expired
+answer at once while one background lookup refreshes it), pools
 connections and retries a failed lookup once.
 
 ``/search`` does the same work but finds the database the way a pod does:
@@ -138,6 +139,7 @@ class Backend:
         self.config = config
         self._cache: tuple[float, str] | None = None
         self._lock = threading.Lock()
+        self._refreshing = False
         self.pool: ConnectionPool[Any] | None = None  # tuned: made at the first lookup
 
     def _conn_kwargs(self, host: str) -> dict[str, Any]:
@@ -157,6 +159,26 @@ class Backend:
         with self._lock:
             if self._cache and self._cache[0] > time.monotonic():
                 return self._cache[1]
+            if self._cache and c.dns_serve_stale:
+                # like NodeLocal DNSCache's serve_stale: answer from the expired entry at
+                # once, and refresh it in the background (one refresh at a time)
+                if not self._refreshing:
+                    self._refreshing = True
+                    threading.Thread(target=self._refresh, args=(metrics,), daemon=True).start()
+                return self._cache[1]
+        return self._resolve_now(metrics)
+
+    def _refresh(self, metrics: Metrics) -> None:
+        try:
+            self._resolve_now(metrics)
+        except StageError:
+            pass  # the stale answer stays; the next request past its 5 s tries again
+        finally:
+            with self._lock:
+                self._refreshing = False
+
+    def _resolve_now(self, metrics: Metrics) -> str:
+        c = self.config
         started = time.monotonic()
         for attempt in range(c.dns_retries + 1):
             try:
