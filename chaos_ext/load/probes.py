@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -121,8 +122,8 @@ def _check_onset(arguments: Mapping[str, Any]) -> None:
         )
     require_range("min_errors", arguments.get("min_errors", 1), 1, 1_000_000)
     require_range("max_error_ratio", arguments.get("max_error_ratio", 0.01), 0, 1)
-    require_range("max_p95_ms", arguments.get("max_p95_ms", 0.0), 0, 3_600_000)
-    require_range("window_buckets", arguments.get("window_buckets", 5), 1, 3600)
+    require_range("max_p95_seconds", arguments.get("max_p95_seconds", 0.0), 0, 3600)
+    require_range("window_seconds", arguments.get("window_seconds", 5.0), 0.1, 3600)
 
 
 def _p95_of(buckets: list[MergedBucket]) -> Any:
@@ -145,8 +146,8 @@ def error_onset(
     classes: dict[str, str] | None = None,
     min_errors: int = 1,
     max_error_ratio: float = 0.01,
-    max_p95_ms: float = 0.0,
-    window_buckets: int = 5,
+    max_p95_seconds: float = 0.0,
+    window_seconds: float = 5.0,
     configuration: Configuration = None,
     secrets: Secrets = None,
 ) -> dict[str, Any]:
@@ -161,8 +162,8 @@ def error_onset(
     A class's onset is the first second of scheduled time with at least
     ``min_errors`` of its errors; ``onset_rate`` is the load scheduled in
     that second (req/s), ``share`` its part of all errors. The breaking point
-    is the first second whose trailing ``window_buckets`` seconds have an
-    error ratio above ``max_error_ratio`` (or, with ``max_p95_ms`` > 0, a p95
+    is the first second whose trailing ``window_seconds`` have an error
+    ratio above ``max_error_ratio`` (or, with ``max_p95_seconds`` > 0, a p95
     above it); ``held_to_rate`` is the peak load when it never broke.
     Read-only. Fails when the load scheduled nothing yet.
     """
@@ -176,12 +177,13 @@ def error_onset(
     counts = [BucketCounts.from_merged(b, float(meta["start"])) for b in merged]
     folded = {**DEFAULT_CLASSES, **(classes or {})}
     onsets = error_classes(counts, folded, int(min_errors))
+    window = max(1, math.ceil(window_seconds / merged[0].seconds - 1e-9))
     broke = breaking_point(
         counts,
         max_error_ratio=max_error_ratio,
-        window=int(window_buckets),
+        window=window,
         p95_of=_p95_of(merged),
-        max_p95_ms=max_p95_ms,
+        max_p95_ms=max_p95_seconds * 1000,
     )
     peak = max(b.rate for b in counts)
     return {
@@ -194,8 +196,8 @@ def error_onset(
         "held_to_rate": None if broke else round(peak, 3),
         "slo": {
             "max_error_ratio": max_error_ratio,
-            "max_p95_ms": max_p95_ms,
-            "window_buckets": window_buckets,
+            "max_p95_seconds": max_p95_seconds,
+            "window_seconds": window_seconds,
         },
         "min_errors": min_errors,
     }
