@@ -37,6 +37,7 @@ says why.
   gameday sandbox run experiments/sandbox/*.json --journal-dir reports/today
   gameday sandbox envelope experiments/sandbox/envelope/dns-tcp-connections.json -o out/dns
   gameday sandbox run --settle 120 experiments/sandbox/01-db-latency.json
+  gameday sandbox run --var ramp_to:int=40 experiments/incidents/01-eks-load-test.json
   gameday sandbox down               # removes everything; safe to run twice
 
 `sandbox run` runs `gameday run` inside the sandbox's monitoring host (where
