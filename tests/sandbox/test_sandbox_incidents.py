@@ -2,7 +2,7 @@
 
 A fragile sandbox (netns backend) runs ``experiments/incidents/01-eks-load-test.json``
 with a shorter ramp (``vars/short-eks.json``: 5 to 50 req/s over 40 s):
-all but 3 database slots held, DNS packets from the app's namespace capped at
+all but 2 database slots held, DNS packets from the app's namespace capped at
 200/s, the load on /search. ``error_onset`` classifies the load's failed
 responses by the cause the app names (``X-Error-Cause``) and finds each
 class's onset. Checked against what the servers themselves saw, not the
