@@ -11,8 +11,10 @@ app's or the load's labels:
 * PostgreSQL's own log: every ``FATAL: sorry, too many clients already`` /
   ``remaining connection slots are reserved`` line is one refused
   connection, with the server's timestamp. The load's ``db-refused`` count
-  cannot exceed the refusals the server logged during the load, and the
-  class's onset must fall within a few seconds of the server's first refusal.
+  cannot exceed the refusals the server logged during the load, and in the
+  class's onset second the server must have logged at least the 2 refusals
+  that made it the onset (the background traffic's refusals, or single ones
+  of the load, may come earlier).
 * The kernel's nftables counters of the rate limiter (exported to Prometheus
   as ``gameday_dns_rate_limit_dropped_packets_total``): DNS failures cannot
   begin before the limiter drops its first packet, and must begin soon after.
@@ -139,8 +141,12 @@ def test_db_refusals_match_the_servers_own_log(replay: dict[str, Any]) -> None:
     # background traffic's refusals come on top)
     assert len(during) >= db["count"], (len(during), db["count"])
     onset_at = load["start"] + db["onset_offset_seconds"]
-    # the load's first second with >= 2 refusals vs the server's first refusal
-    assert during[0] - 3 <= onset_at <= during[0] + 5, (onset_at - during[0], db)
+    # the onset is the load's first second (of scheduled time) with >= 2 refused
+    # responses: the server logged at least 2 refusals in that second (a request is
+    # refused a few ms after its scheduled time, at most its wait for a connection)
+    in_onset_second = [t for t in during if onset_at - 0.5 <= t <= onset_at + 2.5]
+    assert len(in_onset_second) >= 2, (onset_at, during[:20])
+    assert during[0] <= onset_at + 2.5
 
 
 def test_dns_failures_begin_when_the_limiter_starts_dropping(replay: dict[str, Any]) -> None:
