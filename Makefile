@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@scripts/progress.sh "upgrading pip" $(PY) -m pip install -q --upgrade pip
 	@echo "Python packages: installing gameday and its dependencies into $(VENV)"
-	@scripts/progress.sh "installing Python packages" $(PY) -m pip install -q -e '.[test]'
+	@scripts/progress.sh "installing Python packages" $(PY) -m pip install -q -e '.[test,sandbox]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -48,7 +48,7 @@ venv: $(STAMP)
 # the bench extra: chaostoolkit-reporting, which benchmarks/report.py and cli.py compare with
 $(BENCH_STAMP): $(STAMP)
 	@echo "Python packages: installing the bench extra into $(VENV)"
-	@scripts/progress.sh "installing the bench extra" $(PY) -m pip install -q -e '.[test,bench]'
+	@scripts/progress.sh "installing the bench extra" $(PY) -m pip install -q -e '.[test,sandbox,bench]'
 	@touch $(BENCH_STAMP)
 
 lint: venv

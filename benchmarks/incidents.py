@@ -4,7 +4,7 @@ Runs ``scripts/demo.sh incidents`` (the three experiments of
 ``experiments/incidents/`` in the sandbox, for the fragile app, then the tuned
 app; each combines an open-loop load ramp with the incident's faults acting
 together), then reads the two sides' journals with
-``chaos_ext.reporting.incident_compare`` and prints, per incident, each app's
+``chaos_ext._products.report.incident_compare`` and prints, per incident, each app's
 verdict, breaking point, error share and amplification, the demo's wall time,
 and the figures line::
 
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from chaos_ext.reporting.incident_compare import figures, figures_line, read_side, table
+from chaos_ext._products.report.incident_compare import figures, figures_line, read_side, table
 
 ROOT = Path(__file__).resolve().parents[1]
 CAP_S = 1800  # the demo promises 20 minutes; a hung run is stopped at 30

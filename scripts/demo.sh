@@ -53,7 +53,7 @@ say "report"
 $GAMEDAY report "$out/run" -o "$out" --title "Default game day ($app app)"
 
 say "summary (game day ${game_day_s} s)"
-.venv/bin/python -m chaos_ext.sandbox.summary "$out/run"
+.venv/bin/python -m chaos_ext._products.sandbox.summary "$out/run"
 echo
 echo "report: $out/report.html   summary: $out/summary.md"
 echo "game day exit code: $verdict (0 every hypothesis held, 1 some deviated, 2 failed," \

@@ -40,7 +40,7 @@ $GAMEDAY report "$out/fragile/run" "$out/tuned/run" -o "$out" \
 $GAMEDAY compare "$out/fragile/run" "$out/tuned/run" -o "$out/comparison" \
   --better app-p95-latency-over-time=lower --better app-error-ratio-over-time=lower || true
 say "figures (docs/incidents.md)"
-$PYTHON -m chaos_ext.reporting.incident_compare "$out/fragile/run" "$out/tuned/run" || worst=$(( worst > 1 ? worst : 1 ))
+$PYTHON -m chaos_ext._products.report.incident_compare "$out/fragile/run" "$out/tuned/run" || worst=$(( worst > 1 ? worst : 1 ))
 echo
 echo "report: $out/report.html   comparison: $out/comparison/"
 exit "$worst"

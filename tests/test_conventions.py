@@ -20,7 +20,7 @@ import pytest
 from support.conventions import problems_of
 
 from chaos_ext import activity_modules
-from chaos_ext.contract import (
+from chaos_ext._core.contract import (
     LEDGER_ID,
     PLAN_PREFIX,
     Configuration,
@@ -31,7 +31,7 @@ from chaos_ext.contract import (
     role_of,
     rollback_activity,
 )
-from chaos_ext.validation import validated_by
+from chaos_ext._core.validation import validated_by
 
 ACTIVITIES = [
     (module_name, kind, name)
@@ -174,7 +174,7 @@ def _unchecked(name: str, configuration: Configuration = None, secrets: Secrets 
         (_time_unit_broken, "timeout: a time argument is named <what>_seconds"),
         (_time_suffix_broken, "wait_s: a time argument is named <what>_seconds"),
         (_time_string_broken, "window_seconds: a time argument is a number of seconds"),
-        (_untyped_configuration, "configuration: typed chaos_ext.contract.Configuration"),
+        (_untyped_configuration, "configuration: typed chaos_ext._core.contract.Configuration"),
         (_no_injected, "configuration and secrets must be the last two arguments"),
         (_unchecked, "an activity checks its arguments when called (@validated_by)"),
     ],

@@ -1,7 +1,7 @@
 """The mutation check (issue 34): a broken undo of each fault kind fails a crash cell and its test.
 
 For each fault kind in turn, its undo handler (the ``@undo_handler`` registry
-of :mod:`chaos_ext.ledger`) is replaced by a no-op that says it succeeded
+of :mod:`chaos_ext._core.ledger`) is replaced by a no-op that says it succeeded
 (``tests/support/mutant_site/sitecustomize.py``, put on ``PYTHONPATH`` for
 this pytest and every CLI it starts, never in the package). Then the kind's
 crash-matrix cells and its dedicated tests run in a child pytest; each test
@@ -28,7 +28,8 @@ import pytest
 from support.harness import MUTANT_SITE, ROOT, TESTS
 
 import chaos_ext
-from chaos_ext import _helper, ledger
+from chaos_ext._core import helper as _helper
+from chaos_ext._core import ledger
 
 _CELL = "tests/crash/test_crash_matrix.py::test_a_crash_in_any_window_leaves_nothing_after_rollback"
 

@@ -19,7 +19,7 @@ import pytest
 from support.harness import cli_env, gameday_argv, netns_list, wait_for
 from support.leftovers import marked_sleep, running_with_argument
 
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 
 SLOW_ROLLBACK_S = 0.6  # long enough for a second signal to land inside the rollbacks
 

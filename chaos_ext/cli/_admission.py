@@ -20,13 +20,13 @@ from chaoslib import convert_vars, merge_vars
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext._prometheus.promql import validating
+from chaos_ext._core.prometheus_api.promql import validating
+from chaos_ext._runner.experiments import ExperimentInvalid
+from chaos_ext._runner.recovery import recover_seconds_of
+from chaos_ext._runner.settle import settle_seconds_of
 from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
 from chaos_ext.controls.stop_conditions import AbortPlan, load_sources, parse_selector
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.runner.experiments import ExperimentInvalid
-from chaos_ext.runner.recovery import recover_seconds_of
-from chaos_ext.runner.settle import settle_seconds_of
 
 __all__ = ["Admitted", "add_var_options", "admit"]
 

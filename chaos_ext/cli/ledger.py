@@ -14,13 +14,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos_ext import ledger as fault_ledger
-from chaos_ext._console import make_console
+from chaos_ext._core import ledger as fault_ledger
+from chaos_ext._core.console import make_console
+from chaos_ext._core.ledger import Entry, Ledger, default_ledger
+from chaos_ext._runner.retry import retry_rollbacks
+from chaos_ext._runner.sweep import checked, print_suspects, shielded, sweep
+from chaos_ext._runner.verdict import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.errors import LedgerError, LedgerInconsistent
-from chaos_ext.ledger import Entry, Ledger, default_ledger
-from chaos_ext.runner.retry import retry_rollbacks
-from chaos_ext.runner.sweep import checked, print_suspects, shielded, sweep
-from chaos_ext.runner.verdict import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 
 LEDGER_HELP = """\
 List the faults recorded in the fault ledger that are still open (injected and

@@ -10,14 +10,14 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.cli._admission import add_var_options, admit
-from chaos_ext.cli._common import add_control_options
-from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
-from chaos_ext.errors import LedgerError
-from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
-from chaos_ext.runner.controls import ControlGuard, activate_global_controls, control_problems
-from chaos_ext.runner.execute import (
+from chaos_ext._core.ledger import Ledger, default_ledger
+from chaos_ext._products.report.model import retry_commands, unsteady_text, view_of
+from chaos_ext._runner.control_checks import (
+    ControlGuard,
+    activate_global_controls,
+    control_problems,
+)
+from chaos_ext._runner.execute import (
     EXIT_FAILED,
     EXIT_INVALID,
     RunOptions,
@@ -25,9 +25,13 @@ from chaos_ext.runner.execute import (
     not_run,
     run_experiment,
 )
-from chaos_ext.runner.recovery import DEFAULT_RECOVER_S
-from chaos_ext.runner.sweep import checked, dead_entries, shielded, sweep
-from chaos_ext.runner.verdict import worst_exit
+from chaos_ext._runner.recovery import DEFAULT_RECOVER_S
+from chaos_ext._runner.sweep import checked, dead_entries, shielded, sweep
+from chaos_ext._runner.verdict import worst_exit
+from chaos_ext.cli._admission import add_var_options, admit
+from chaos_ext.cli._common import add_control_options
+from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
+from chaos_ext.errors import LedgerError
 
 HELP = """\
 Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,11 +12,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from chaos_ext._console import make_console
+from chaos_ext._core.console import make_console
+from chaos_ext._products.sandbox import backends
+from chaos_ext._products.sandbox.heartbeat import Heartbeat
+from chaos_ext._runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.errors import ChaosExtError
-from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
-from chaos_ext.sandbox import backends
-from chaos_ext.sandbox.heartbeat import Heartbeat
 
 HELP = """\
 A small platform on this machine that fails the way real ones do: network
@@ -159,9 +160,27 @@ def _envelope_argv(args: argparse.Namespace) -> list[str]:
     return [*argv, args.experiment]
 
 
+# what `pip install 'chaos_ext[sandbox]'` adds (the sandbox extra); plain chaos_ext lacks them
+SANDBOX_EXTRA = ("bcrypt", "psycopg_pool")
+
+
+def missing_sandbox_extra() -> list[str]:
+    """The sandbox-only libraries this installation lacks (empty when the extra is installed)."""
+    return [name for name in SANDBOX_EXTRA if importlib.util.find_spec(name) is None]
+
+
 def handle(args: argparse.Namespace, console: Console) -> int:
     def print_line(text: str) -> None:
         console.print(f"  {text}", highlight=False)
+
+    if args.sandbox_command in ("up", "run", "envelope") and (missing := missing_sandbox_extra()):
+        console.print(
+            f"[red]sandbox {args.sandbox_command}: the sandbox needs {', '.join(missing)}, "
+            "which chaos_ext "
+            "installs only with its sandbox extra: pip install 'chaos_ext[sandbox]'[/]",
+            highlight=False,
+        )
+        return EXIT_INVALID
 
     if args.sandbox_command not in ("up", "down"):  # run streams the runner's own progress
         return _handle(args, console, print_line)

@@ -7,13 +7,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from chaos_ext import _helper
-from chaos_ext._failpoint import failpoint
-from chaos_ext._targets.identity import NETNS_KEY, entries_on, namespace_key
-from chaos_ext._targets.pod import RULES as POD_RULES
-from chaos_ext._targets.remote import identity_of
-from chaos_ext._targets.spec import LOCAL_KINDS, parse_target
-from chaos_ext.contract import (
+from chaos_ext._core import helper as _helper
+from chaos_ext._core.contract import (
     LEDGER_ID,
     Configuration,
     Secrets,
@@ -21,8 +16,15 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
+from chaos_ext._core.failpoint import failpoint
+from chaos_ext._core.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
+from chaos_ext._core.rbac import needs_k8s
+from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
+from chaos_ext._core.targets.pod import RULES as POD_RULES
+from chaos_ext._core.targets.remote import identity_of
+from chaos_ext._core.targets.spec import LOCAL_KINDS, parse_target
+from chaos_ext._core.validation import check_types, validated_by
 from chaos_ext.dns import _nft, _ratelimit, _sweep
-from chaos_ext.dns._book import FloodPlan
 from chaos_ext.dns._checks import (
     check_flood,
     check_saturation,
@@ -33,12 +35,10 @@ from chaos_ext.dns._checks import (
 from chaos_ext.dns._flood import run_flood
 from chaos_ext.dns._flood_workers import run_parallel
 from chaos_ext.dns._search import candidates
+from chaos_ext.dns._tally import FloodPlan
 from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.errors import ChaosExtError, DnsError, TargetGone
-from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
-from chaos_ext.rbac import needs_k8s
-from chaos_ext.validation import check_types, validated_by
 
 __all__ = [
     "flood_dns",

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chaos_ext._prometheus.client import client
-from chaos_ext._prometheus.promql import check_promql, matchers
-from chaos_ext._prometheus.results import parse_instant, shown
-from chaos_ext.contract import Configuration, Secrets
+from chaos_ext._core.contract import Configuration, Secrets
+from chaos_ext._core.prometheus_api.client import client
+from chaos_ext._core.prometheus_api.promql import check_promql, matchers
+from chaos_ext._core.prometheus_api.results import parse_instant, shown
+from chaos_ext._core.rbac import Rule, needs_k8s
+from chaos_ext._core.validation import validated_by
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
 from chaos_ext.envoy._pipeline import check_audit_arguments, run_audit
 from chaos_ext.envoy._profiles import DEFAULT_PROFILE
 from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.rbac import Rule, needs_k8s
-from chaos_ext.validation import validated_by
 
 __all__ = ["edge_config_audit", "overload_state"]
 

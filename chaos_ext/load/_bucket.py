@@ -2,7 +2,7 @@
 
 The hot path only appends latencies (integer µs) to two lists and bumps
 counters. When the bucket is written, the lists become HdrHistograms in one
-vectorised pass (:func:`chaos_ext._percentile.histogram_of`): the same
+vectorised pass (:func:`chaos_ext._core.percentile.histogram_of`): the same
 histogram as recording every value one by one (a test checks it), at a
 fraction of the CPU: a load generator's capacity is its CPU per request.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from chaos_ext._percentile import clipped_us, histogram_of
+from chaos_ext._core.percentile import clipped_us, histogram_of
 from chaos_ext.load.results import LE_BOUNDS
 
 __all__ = ["BucketAccumulator"]

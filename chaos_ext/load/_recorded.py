@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.ledger import Entry, default_ledger, fault, new_entry_id, undo
+from chaos_ext._core.ledger import Entry, default_ledger, fault, new_entry_id, undo
 from chaos_ext.load import _locate
 from chaos_ext.load.driver import (
     RunningLoad,

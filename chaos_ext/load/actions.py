@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.contract import (
+from chaos_ext._core.contract import (
     LEDGER_ID,
     Configuration,
     Secrets,
@@ -15,13 +15,13 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
+from chaos_ext._core.ledger import Entry, current_run_id, default_ledger, undo_handler
+from chaos_ext._core.rbac import needs_k8s
+from chaos_ext._core.validation import validated_by
 from chaos_ext.errors import InvalidArgument, LoadError
-from chaos_ext.ledger import Entry, current_run_id, default_ledger, undo_handler
 from chaos_ext.load import _distributed, _job, _locate, _push, _recorded
 from chaos_ext.load.driver import load_results, stop_load
 from chaos_ext.load.spec import JOB_KEYS, check_load_arguments, spec_from_arguments
-from chaos_ext.rbac import needs_k8s
-from chaos_ext.validation import validated_by
 
 __all__ = ["drive_http_load", "stop_http_load"]
 

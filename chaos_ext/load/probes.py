@@ -7,15 +7,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from chaos_ext._percentile import histogram_percentiles, new_latency_histogram
-from chaos_ext.contract import LEDGER_ID, Configuration, Secrets
+from chaos_ext._core.contract import LEDGER_ID, Configuration, Secrets
+from chaos_ext._core.percentile import histogram_percentiles, new_latency_histogram
+from chaos_ext._core.validation import require_range, validated_by
 from chaos_ext.errors import InvalidArgument, LoadError
 from chaos_ext.load import _distributed, _locate, _recorded
 from chaos_ext.load.driver import load_meta, load_results
 from chaos_ext.load.onset import DEFAULT_CLASSES, BucketCounts, breaking_point, error_classes
 from chaos_ext.load.results import MergedBucket, read_buckets
 from chaos_ext.load.spec import spec_from_arguments
-from chaos_ext.validation import require_range, validated_by
 
 __all__ = ["error_onset", "load_window_stats"]
 

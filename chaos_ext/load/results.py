@@ -35,7 +35,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from chaos_ext._percentile import latency_summary_ms, new_latency_histogram
+from chaos_ext._core.percentile import latency_summary_ms, new_latency_histogram
 
 __all__ = [
     "ERROR_KINDS",
@@ -125,7 +125,7 @@ def read_buckets(results_dir: Path) -> list[MergedBucket]:
 
 
 def _latency(hist: HdrHistogram) -> dict[str, float | None]:
-    """Latency from the scheduled send: p50 ... p99.9 and max (``chaos_ext._percentile``)."""
+    """Latency from the scheduled send: p50 ... p99.9 and max (``chaos_ext._core.percentile``)."""
     return latency_summary_ms(hist, _PERCENTILES, mean=False)
 
 

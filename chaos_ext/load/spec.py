@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from chaos_ext._core.validation import require_range
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.validation import require_range
 
 __all__ = [
     "ABSOLUTE_MAX_DURATION",

@@ -5,11 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chaos_ext._targets.identity import NETNS_KEY, entries_on, namespace_key
-from chaos_ext._targets.pod import RULES as POD_RULES
-from chaos_ext._targets.remote import identity_of
-from chaos_ext._targets.spec import LOCAL_KINDS, Target, parse_target
-from chaos_ext.contract import (
+from chaos_ext._core.contract import (
     LEDGER_ID,
     Configuration,
     Secrets,
@@ -17,8 +13,7 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
-from chaos_ext.errors import ChaosExtError, NetworkError, TargetGone
-from chaos_ext.ledger import (
+from chaos_ext._core.ledger import (
     Entry,
     default_ledger,
     fault,
@@ -26,9 +21,14 @@ from chaos_ext.ledger import (
     undo_after,
     undo_handler,
 )
+from chaos_ext._core.rbac import needs_k8s
+from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
+from chaos_ext._core.targets.pod import RULES as POD_RULES
+from chaos_ext._core.targets.remote import identity_of
+from chaos_ext._core.targets.spec import LOCAL_KINDS, Target, parse_target
+from chaos_ext._core.validation import validated_by
+from chaos_ext.errors import ChaosExtError, NetworkError, TargetGone
 from chaos_ext.network import _connect, _spec, _sweep
-from chaos_ext.rbac import needs_k8s
-from chaos_ext.validation import validated_by
 
 __all__ = ["add_latency", "remove_latency"]
 

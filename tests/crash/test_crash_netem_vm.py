@@ -26,9 +26,9 @@ from rich.console import Console
 from support.harness import ROOT
 from support.netlab import kernel_has_netem, sh, tc_show
 
-from chaos_ext import ledger as fault_ledger
-from chaos_ext.ledger import Ledger
-from chaos_ext.runner.sweep import sweep
+from chaos_ext._core import ledger as fault_ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._runner.sweep import sweep
 
 pytestmark = [
     pytest.mark.vm,

@@ -14,12 +14,12 @@ import pytest
 from support.dns_checks import SEARCH, seconds_until
 from support.harness import cli_env, gameday_argv, wait_for
 
-from chaos_ext._helper import find_helpers
-from chaos_ext._servers.dnsmasq import Dnsmasq
+from chaos_ext._core.helper import find_helpers
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 from chaos_ext.dns._search import candidates
 from chaos_ext.dns.actions import flood_dns
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.ledger import Ledger
 
 #: name -> the candidates a glibc stub with ndots:5 asks, up to the one that answers
 CHAINS = {

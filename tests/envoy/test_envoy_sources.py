@@ -10,11 +10,11 @@ from kubernetes import client
 from support.envoy_dumps import COMPLIANT, DEFAULTS, AdminServer, gateway_pod
 from support.kmock_exec import ExecResult, RunningEmulator
 
-from chaos_ext._k8s import api_client
+from chaos_ext._core.k8s import api_client
+from chaos_ext._core.rbac import Rule, rbac_of
 from chaos_ext.envoy._fetch import DumpSource, parse_source
 from chaos_ext.envoy.probes import edge_config_audit
 from chaos_ext.errors import EnvoyError, InvalidArgument
-from chaos_ext.rbac import Rule, rbac_of
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.servers import http_target, nginx
 from support.servers.http_target import HttpTarget
 
-from chaos_ext._helper import find_helpers
+from chaos_ext._core.helper import find_helpers
+from chaos_ext._core.ledger import Ledger, default_ledger
 from chaos_ext.errors import InvalidArgument, LoadError
-from chaos_ext.ledger import Ledger, default_ledger
 from chaos_ext.load.actions import drive_http_load, stop_http_load
 from chaos_ext.load.driver import wait_load
 from chaos_ext.load.probes import load_window_stats

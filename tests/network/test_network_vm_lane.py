@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos_ext._vm.lane import run_pytest
-from chaos_ext._vm.machine import VMConfig
+from chaos_ext._products.sandbox.vm.lane import run_pytest
+from chaos_ext._products.sandbox.vm.machine import VMConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 VM_TESTS = [

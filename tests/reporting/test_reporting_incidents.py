@@ -9,9 +9,9 @@ from typing import Any
 
 from support.journals import JournalBuilder
 
-from chaos_ext.reporting.incident_compare import figures, figures_line, read_side
-from chaos_ext.reporting.model import view_of
-from chaos_ext.reporting.render import render_html, render_markdown
+from chaos_ext._products.report.incident_compare import figures, figures_line, read_side
+from chaos_ext._products.report.model import view_of
+from chaos_ext._products.report.render import render_html, render_markdown
 
 ONSET = {
     "ledger_id": "abc",

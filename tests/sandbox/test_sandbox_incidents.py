@@ -36,7 +36,7 @@ import pytest
 from support.harness import ROOT
 from support.sandbox import sandbox_cli
 
-from chaos_ext._targets.netns import run_in_netns
+from chaos_ext._core.targets.netns import run_in_netns
 
 EXPERIMENT = ROOT / "experiments" / "incidents" / "01-eks-load-test.json"
 SHORT = ROOT / "experiments" / "incidents" / "vars" / "short-eks.json"

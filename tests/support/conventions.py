@@ -15,8 +15,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from chaos_ext.contract import LEDGER_ID, Configuration, Secrets, role_of
-from chaos_ext.validation import is_checked
+from chaos_ext._core.contract import LEDGER_ID, Configuration, Secrets, role_of
+from chaos_ext._core.validation import is_checked
 
 __all__ = ["activities_of", "problems_of", "rollback_problems"]
 
@@ -86,7 +86,7 @@ def _injected_problems(params: list[inspect.Parameter], hints: Mapping[str, Any]
             continue
         if hints.get(name) != wanted:
             found.append(
-                f"{name}: typed chaos_ext.contract.{name.title()}, not {hints.get(name)!r}"
+                f"{name}: typed chaos_ext._core.contract.{name.title()}, not {hints.get(name)!r}"
             )
         if param.default is not None:
             found.append(f"{name}: defaults to None")
@@ -113,7 +113,7 @@ def _role_problems(name: str, func: Callable[..., Any], module: types.ModuleType
     if role is None:
         return [
             "an action declares its role: @fault_action(rollback=...), @rollback_activity"
-            " or @remedy_action(reason=...) (chaos_ext.contract)"
+            " or @remedy_action(reason=...) (chaos_ext._core.contract)"
         ]
     if role["role"] == "fault":
         return _fault_problems(name, func, module, role["rollback"])

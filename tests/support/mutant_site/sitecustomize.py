@@ -4,7 +4,7 @@ Python runs this at start-up only when this folder is on ``PYTHONPATH``, which
 ``tests/test_mutation.py`` (``make mutate``) arranges, and ``support.harness``
 passes on to the CLIs it starts while ``GAMEDAY_MUTANT_UNDO`` is set. It is not
 in the package and never ships. With ``GAMEDAY_MUTANT_UNDO=<kind>``, the
-registry of :func:`chaos_ext.ledger.undo_handler` hands out, for that kind, an
+registry of :func:`chaos_ext._core.ledger.undo_handler` hands out, for that kind, an
 undo that does nothing and says it succeeded, so the entry closes while the
 fault stays injected. Each call appends a line to ``GAMEDAY_MUTANT_LOG``: the
 check counts a test as catching the mutant only if the mutant actually ran.
@@ -19,7 +19,7 @@ _KIND = os.environ.get("GAMEDAY_MUTANT_UNDO", "")
 
 
 def _install(kind: str) -> None:
-    from chaos_ext import ledger  # noqa: PLC0415 - only when the mutation is asked for
+    from chaos_ext._core import ledger  # noqa: PLC0415 - only when the mutation is asked for
 
     def noop(entry: Any) -> str:
         log = os.environ.get("GAMEDAY_MUTANT_LOG")

@@ -42,7 +42,7 @@ from typing import Any
 
 from aiohttp import web
 
-from chaos_ext._servers._stoppable import Stoppable
+from chaos_ext._products.sandbox.servers._stoppable import Stoppable
 
 __all__ = ["HttpTarget", "start"]
 
