@@ -58,6 +58,7 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "drive_http_load": ({"urls": ["ftp://127.0.0.1/"], "duration_seconds": 1}, "ftp"),
     "stop_http_load": ({"include_buckets": "no"}, "include_buckets: expected bool"),
     "load_window_stats": ({"from_seconds": "a"}, "from_seconds: expected float"),
+    "error_onset": ({"classes": {"db-connect": ""}}, "classes: expected a mapping"),
     "add_latency": (
         {"interface": "lo", "delay_seconds": 0.01, "destinations": ["not-a-cidr"]},
         "is not a CIDR",

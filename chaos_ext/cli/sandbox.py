@@ -38,6 +38,7 @@ says why.
   gameday sandbox run experiments/sandbox/*.json --journal-dir reports/today
   gameday sandbox envelope experiments/sandbox/envelope/dns-tcp-connections.json -o out/dns
   gameday sandbox run --settle 120 experiments/sandbox/01-db-latency.json
+  gameday sandbox run --var ramp_to:int=40 experiments/incidents/01-eks-load-test.json
   gameday sandbox down               # removes everything; safe to run twice
 
 `sandbox run` runs `gameday run` inside the sandbox's monitoring host (where
@@ -96,6 +97,21 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="wait up to SECONDS for each steady state before its fault (gameday run --settle; "
         "default: the experiment's settle_seconds, 60 s for the default game day)",
+    )
+    run.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="KEY[:TYPE]=VALUE",
+        help="configuration value over the sandbox's own (repeatable), as `gameday run --var`",
+    )
+    run.add_argument(
+        "--var-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="more configuration after the sandbox's vars.json (later files win), e.g. a"
+        " shorter ramp for experiments/incidents/",
     )
     run.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
     run.set_defaults(handler=handle)
@@ -184,9 +200,11 @@ def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], Non
             settle = [] if args.settle is None else ["--settle", f"{args.settle:g}"]
             repeat = ["--repeat", str(args.repeat)] if args.repeat != 1 else []
             timeout = args.timeout or 900.0 * max(1, args.repeat)
+            extra = [a for v in args.var for a in ("--var", v)]
+            extra += [a for f in args.var_file for a in ("--var-file", str(Path(f).resolve()))]
             return backends.run_in_sandbox(
                 args.prefix,
-                ["run", *settle, *repeat, *args.experiments],
+                ["run", *settle, *repeat, *extra, *args.experiments],
                 Path(args.journal_dir).resolve(),
                 timeout,
             )

@@ -68,6 +68,7 @@ def drive_http_load(
     metrics_addr: str = "127.0.0.1",
     name: str = "",
     ca_file: str = "",
+    cause_header: str = "",
     wait: bool = False,
     replicas: int = 1,
     kubernetes: dict[str, Any] | None = None,
@@ -100,6 +101,9 @@ def drive_http_load(
     schedule and where the results are kept. ``metrics_port`` (-1 for a
     free port) serves Prometheus metrics of the load on ``metrics_addr``.
     https certificates are verified (``ca_file``: a PEM bundle to trust).
+    ``cause_header`` (a response header name, e.g. ``X-Error-Cause``): the
+    value it carries on each 5xx response is counted per bucket under
+    ``causes`` (why the server failed: ``error_onset`` classifies them).
 
     ``replicas`` > 1 (with ``kubernetes``: ``namespace``, ``pushgateway`` the
     pods push their per-second results to, optional ``image``, ``start_delay_seconds``,

@@ -50,6 +50,7 @@ def plan_drive_http_load(
     metrics_addr: str = "127.0.0.1",
     name: str = "",
     ca_file: str = "",
+    cause_header: str = "",
     wait: bool = False,
     replicas: int = 1,
     kubernetes: dict[str, Any] | None = None,

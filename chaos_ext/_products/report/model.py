@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos_ext._products.report.incidents import IncidentView, incident_part
 from chaos_ext._products.report.notes import clock, notes_part, recovery_line
 from chaos_ext._products.report.series import Series, as_number, parse_time, series_of
 from chaos_ext._runner.redact import Redactor
@@ -132,6 +133,7 @@ class RunView:
     ended: str = ""  # "ungracefully" after chaoslib.exit.exit_ungracefully
     rollbacks_skipped: str = ""  # why no rollback ran (nothing was injected)
     recovery: Mapping[str, Any] | None = None  # gameday.recovery: how fast it came back
+    incident: IncidentView | None = None  # an incident replay's errors by cause, amplification
 
     @property
     def time_to_recover_s(self) -> float | None:
@@ -370,6 +372,7 @@ def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
         **gameday,
         **_verdict_part(journal, gameday),
         **notes_part(journal),
+        **incident_part(journal),
         start=parse_time(journal.get("start")),
         end=end,
         checks=tuple(_checks(journal, declared["tolerances"])),

@@ -5,7 +5,8 @@ DNS server (over TCP by default, as NodeLocal DNSCache with ``force_tcp``
 does), connects to PostgreSQL and runs a query. The fragile default opens a new
 connection per request (like the PHP app in the incident) and caches nothing;
 the tuned variant (``--tuned``) caches DNS answers (and serves the last good
-one when a lookup fails, as NodeLocal DNSCache's serve_stale does), pools
+one when a lookup fails, as NodeLocal DNSCache's serve_stale does: an expired
+answer at once while one background lookup refreshes it), pools
 connections and retries a failed lookup once.
 
 ``/search`` does the same work but finds the database the way a pod does:
@@ -22,6 +23,7 @@ Endpoints: ``/`` (the work), ``/search`` (see above), ``/healthz`` (process aliv
 (``SELECT 1`` within 1 s), ``/metrics`` (Prometheus: request latency
 histogram, requests by code, errors by cause: dns, db-connect, db-query),
 also served on ``--metrics-port`` by its own thread (what Prometheus scrapes).
+A failed request answers 503 with the failed stage in ``X-Error-Cause``.
 
 Run: ``python -m chaos_ext._products.sandbox._app --listen 0.0.0.0:8080 ...``.
 """
@@ -59,6 +61,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 __all__ = ["AppConfig", "main"]
 
+CAUSE_HEADER = "X-Error-Cause"
+"""The header of a 503 that names the failed stage: dns, db-connect or db-query."""
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 
 
@@ -135,6 +139,7 @@ class Backend:
         self.config = config
         self._cache: tuple[float, str] | None = None
         self._lock = threading.Lock()
+        self._refreshing = False
         self.pool: ConnectionPool[Any] | None = None  # tuned: made at the first lookup
 
     def _conn_kwargs(self, host: str) -> dict[str, Any]:
@@ -154,6 +159,26 @@ class Backend:
         with self._lock:
             if self._cache and self._cache[0] > time.monotonic():
                 return self._cache[1]
+            if self._cache and c.dns_serve_stale:
+                # like NodeLocal DNSCache's serve_stale: answer from the expired entry at
+                # once, and refresh it in the background (one refresh at a time)
+                if not self._refreshing:
+                    self._refreshing = True
+                    threading.Thread(target=self._refresh, args=(metrics,), daemon=True).start()
+                return self._cache[1]
+        return self._resolve_now(metrics)
+
+    def _refresh(self, metrics: Metrics) -> None:
+        try:
+            self._resolve_now(metrics)
+        except StageError:
+            pass  # the stale answer stays; the next request past its 5 s tries again
+        finally:
+            with self._lock:
+                self._refreshing = False
+
+    def _resolve_now(self, metrics: Metrics) -> str:
+        c = self.config
         started = time.monotonic()
         for attempt in range(c.dns_retries + 1):
             try:
@@ -255,9 +280,11 @@ def _handler(backend: Backend, metrics: Metrics) -> type[BaseHTTPRequestHandler]
         def log_message(self, format: str, *args: Any) -> None:
             return
 
-        def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+        def _send(self, code: int, body: bytes, ctype: str = "text/plain", cause: str = "") -> None:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
+            if cause:  # why it failed, for a load's cause_header (chaos_ext.load)
+                self.send_header(CAUSE_HEADER, cause)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -280,14 +307,15 @@ def _handler(backend: Backend, metrics: Metrics) -> type[BaseHTTPRequestHandler]
 
         def _work(self, handler: str) -> None:
             started = time.monotonic()
+            cause = ""
             try:
                 body, code = backend.work(metrics, search=handler == "/search").encode(), 200
             except StageError as exc:
                 metrics.errors.labels(exc.cause).inc()
-                body, code = f"{exc.cause}: {exc}\n".encode(), 503
+                body, code, cause = f"{exc.cause}: {exc}\n".encode(), 503, exc.cause
             metrics.latency.labels(handler).observe(time.monotonic() - started)
             metrics.requests.labels(handler, str(code)).inc()
-            self._send(code, body)
+            self._send(code, body, cause=cause)
 
     return Handler
 
