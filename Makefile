@@ -2,7 +2,8 @@
 #   make demo   install, bring up the local sandbox, run the default game day, write reports/
 #   make test   install what the tests need, run lint, types and the whole test suite
 #   make bench  install what the benchmarks compare against, run every benchmark
-#   make mutate each fault kind's undo made a no-op in turn: which tests catch it (~15 min)
+#   make mutate each fault kind's undo, then each rollback activity, made a no-op in turn:
+#               which tests catch it (~20 min)
 
 SHELL := /bin/bash
 VENV ?= .venv
@@ -25,7 +26,7 @@ help:
 	@echo "make test   - lint, type-check and run the whole test suite"
 	@echo "make check  - lint, type-check and the fast tests (about a minute; while working)"
 	@echo "make bench  - install the benchmarks' peers, run every benchmark, print each one's figures"
-	@echo "make mutate - break each fault kind's undo in turn; every one must be caught"
+	@echo "make mutate - break each undo and rollback activity in turn; every one must be caught"
 
 system-deps:
 	@scripts/install-system-deps.sh
@@ -40,7 +41,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@scripts/progress.sh "upgrading pip" $(PY) -m pip install -q --upgrade pip
 	@echo "Python packages: installing gameday and its dependencies into $(VENV)"
-	@scripts/progress.sh "installing Python packages" $(PY) -m pip install -q -e '.[test]'
+	@scripts/progress.sh "installing Python packages" $(PY) -m pip install -q -e '.[test,sandbox]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -48,7 +49,7 @@ venv: $(STAMP)
 # the bench extra: chaostoolkit-reporting, which benchmarks/report.py and cli.py compare with
 $(BENCH_STAMP): $(STAMP)
 	@echo "Python packages: installing the bench extra into $(VENV)"
-	@scripts/progress.sh "installing the bench extra" $(PY) -m pip install -q -e '.[test,bench]'
+	@scripts/progress.sh "installing the bench extra" $(PY) -m pip install -q -e '.[test,sandbox,bench]'
 	@touch $(BENCH_STAMP)
 
 lint: venv

@@ -45,8 +45,8 @@ from support.exporter import start_exporter  # noqa: E402
 from support.harness import cli_env, gameday_argv  # noqa: E402
 from support.leftovers import marked_sleep, running_with_argument  # noqa: E402
 
-from chaos_ext._percentile import percentile  # noqa: E402
-from chaos_ext._servers import prometheus  # noqa: E402
+from chaos_ext._core.percentile import percentile  # noqa: E402
+from chaos_ext._products.sandbox.servers import prometheus  # noqa: E402
 
 SCRAPE = "250ms"
 HOLD_S = 30  # every place would last this long without the stop condition

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from _peers import require
 
-from chaos_ext._servers import postgres
-from chaos_ext._servers.postgres import PostgresServer
+from chaos_ext._products.sandbox.servers import postgres
+from chaos_ext._products.sandbox.servers.postgres import PostgresServer
 from chaos_ext.db.actions import exhaust_connections, release_connections
 
 TARGET = 500

@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
-from chaos_ext import _procfs  # noqa: E402
-from chaos_ext._servers import dnsmasq  # noqa: E402
+from chaos_ext._core import procfs as _procfs  # noqa: E402
+from chaos_ext._products.sandbox.servers import dnsmasq  # noqa: E402
 
 NAME = "www.example.test"
 ROUNDS = 3

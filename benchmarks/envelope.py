@@ -43,11 +43,11 @@ from rich.console import Console  # noqa: E402
 from support.dns_checks import RECORDS, ZONES  # noqa: E402
 from support.envelope_app import DnsBackedApp, dns_experiment  # noqa: E402
 
-from chaos_ext._servers import dnsmasq  # noqa: E402
-from chaos_ext.ledger import Ledger  # noqa: E402
-from chaos_ext.runner.envelope import run_envelope  # noqa: E402
-from chaos_ext.runner.envelope_spec import apply_magnitude, settings_from  # noqa: E402
-from chaos_ext.runner.execute import RunOptions, run_experiment  # noqa: E402
+from chaos_ext._core.ledger import Ledger  # noqa: E402
+from chaos_ext._products.envelope.run import run_envelope  # noqa: E402
+from chaos_ext._products.envelope.spec import apply_magnitude, settings_from  # noqa: E402
+from chaos_ext._products.sandbox.servers import dnsmasq  # noqa: E402
+from chaos_ext._runner.execute import RunOptions, run_experiment  # noqa: E402
 
 LOW, HIGH, RESOLUTION = 1, 64, 1
 TRUE_BREAKING_POINT = 20  # dnsmasq's TCP child limit

@@ -50,7 +50,7 @@ from support import istio_fixtures as istio  # noqa: E402
 from support import k8s_objects as o  # noqa: E402
 from support.k8s_emulator import start_process  # noqa: E402
 
-from chaos_ext._k8s import api_client  # noqa: E402
+from chaos_ext._core.k8s import api_client  # noqa: E402
 from chaos_ext.node.actions import drain_nodes  # noqa: E402
 from chaos_ext.sidecar.probes import sidecar_drift  # noqa: E402
 

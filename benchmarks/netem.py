@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chaos_ext._targets.spec import Target  # noqa: E402
+from chaos_ext._core.targets.spec import Target  # noqa: E402
 from chaos_ext.network import _local, _spec, _tree, probes  # noqa: E402
 
 CYCLES = 50
@@ -156,8 +156,8 @@ def inside() -> None:
 
 
 def in_vm() -> None:
-    from chaos_ext._vm.lane import run_in_vm  # noqa: PLC0415
-    from chaos_ext._vm.machine import VMConfig  # noqa: PLC0415
+    from chaos_ext._products.sandbox.vm.lane import run_in_vm  # noqa: PLC0415
+    from chaos_ext._products.sandbox.vm.machine import VMConfig  # noqa: PLC0415
 
     config = VMConfig(work_dir=ROOT / ".vm", cwd=ROOT)
     result, vm = run_in_vm(

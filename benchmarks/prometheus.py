@@ -32,8 +32,8 @@ from _peers import require
 from chaosprometheus.probes import query as ctk_query
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from chaos_ext._servers import prometheus
-from chaos_ext.prometheus._catalog import default_catalog
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext.prometheus._probe_files import default_catalog
 from chaos_ext.prometheus.probes import catalog_probe
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.sandbox._topology import topology
+from chaos_ext._products.sandbox._topology import topology
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = sorted((ROOT / "experiments" / "sandbox").glob("*.json"))

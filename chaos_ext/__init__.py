@@ -37,7 +37,7 @@ def discover(discover_system: bool = True) -> dict[str, Any]:
         initialize_discovery_result,
     )
 
-    from chaos_ext._discovery import activity_types  # noqa: PLC0415
+    from chaos_ext._core.discovery import activity_types  # noqa: PLC0415
 
     result: dict[str, Any] = initialize_discovery_result("chaos_ext", __version__, "gameday")
     for module, kind in activity_modules():

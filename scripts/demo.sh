@@ -4,6 +4,7 @@
 # Usage: scripts/demo.sh [fragile|tuned] [--repeat N]   (N runs of each experiment: what
 # `gameday compare` needs to call a tuning change improved with confidence)
 # scripts/demo.sh envelope: the breaking points of the fragile and the tuned app (envelopes), compared.
+# scripts/demo.sh incidents: the three incidents replayed under a load ramp, fragile then tuned app.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 app="${1:-fragile}"
@@ -13,6 +14,9 @@ if [ "${2:-}" = "--repeat" ] && [ -n "${3:-}" ]; then
 fi
 if [ "$app" = "envelope" ]; then
   exec scripts/demo_envelope.sh
+fi
+if [ "$app" = "incidents" ]; then
+  exec scripts/demo_incidents.sh
 fi
 GAMEDAY=".venv/bin/gameday"
 prefix="${GAMEDAY_SANDBOX_PREFIX:-gd}"  # another prefix runs beside a demo already up
@@ -49,7 +53,7 @@ say "report"
 $GAMEDAY report "$out/run" -o "$out" --title "Default game day ($app app)"
 
 say "summary (game day ${game_day_s} s)"
-.venv/bin/python -m chaos_ext.sandbox.summary "$out/run"
+.venv/bin/python -m chaos_ext._products.sandbox.summary "$out/run"
 echo
 echo "report: $out/report.html   summary: $out/summary.md"
 echo "game day exit code: $verdict (0 every hypothesis held, 1 some deviated, 2 failed," \

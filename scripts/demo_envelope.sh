@@ -40,7 +40,7 @@ say "how tuning moved each breaking point"
 $GAMEDAY compare "$out/fragile" "$out/tuned" -o "$out/comparison" || worst=$?
 say "report"
 $GAMEDAY report "$out/fragile" "$out/tuned" -o "$out" --title "Resilience envelopes: fragile vs tuned"
-.venv/bin/python -m chaos_ext.sandbox.envelope_check "$out/fragile/dns-tcp-connections" || worst=1
+.venv/bin/python -m chaos_ext._products.envelope.sandbox_check "$out/fragile/dns-tcp-connections" || worst=1
 echo
 echo "report: $out/report.html   comparison: $out/comparison/envelope-comparison.html"
 exit "$worst"

@@ -1,7 +1,7 @@
 """Every activity refuses a bad argument when it is called, before touching anything.
 
 ``gameday validate`` and the activity itself run the same check
-(:func:`chaos_ext.validation.check_activity_arguments`). Here each activity that
+(:func:`chaos_ext._core.validation.check_activity_arguments`). Here each activity that
 ``chaos discover chaos_ext`` lists is called the way plain ``chaos run`` calls it
 (chaoslib's ``run_python_activity``) with one bad argument, in a child process
 whose CPython audit hook records every network and process event: each call must
@@ -24,8 +24,8 @@ import pytest
 from support.harness import cli_env
 
 import chaos_ext
-from chaos_ext.ledger import Ledger
-from chaos_ext.runner.experiments import ExperimentInvalid, validate_experiment
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._runner.experiments import ExperimentInvalid, validate_experiment
 
 CHAOS = Path(sys.executable).with_name("chaos")
 
@@ -58,6 +58,7 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     "drive_http_load": ({"urls": ["ftp://127.0.0.1/"], "duration_seconds": 1}, "ftp"),
     "stop_http_load": ({"include_buckets": "no"}, "include_buckets: expected bool"),
     "load_window_stats": ({"from_seconds": "a"}, "from_seconds: expected float"),
+    "error_onset": ({"classes": {"db-connect": ""}}, "classes: expected a mapping"),
     "add_latency": (
         {"interface": "lo", "delay_seconds": 0.01, "destinations": ["not-a-cidr"]},
         "is not a CIDR",

@@ -6,7 +6,7 @@
   crosses a package boundary goes through a public module;
 * library code changes no process-wide state (garbage collector, warnings
   filters, the kubernetes module's defaults);
-* only ``chaos_ext._procfs`` reads this machine's ``/proc`` (commands run on
+* only ``chaos_ext._core.procfs`` reads this machine's ``/proc`` (commands run on
   a node, such as ``cat /proc/self/status`` over SSH, are not reads here).
 
 Each rule is a function returning its findings, so a test of the test can
@@ -60,20 +60,35 @@ _K8S_LOADERS = ("load_kube_config", "load_incluster_config", "new_client_from_co
 
 
 def layered_names() -> set[str]:
-    """Every name in the import-linter layers contract, e.g. ``chaos_ext._k8s``."""
+    """Every name in the import-linter layers contracts, e.g. ``chaos_ext._core.k8s``.
+
+    A contract with ``containers`` names modules inside each container.
+    """
     config = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
-    layers = next(c for c in config if c["type"] == "layers")["layers"]
-    return {
-        name.strip(" ()")
-        for layer in layers
-        for name in re.split(r"[|:]", layer)
-        if name.strip(" ()")
-    }
+    names = set()
+    for contract in (c for c in config if c["type"] == "layers"):
+        for layer in contract["layers"]:
+            for name in (n.strip(" ()") for n in re.split(r"[|:]", layer)):
+                containers = contract.get("containers")
+                if name and containers:
+                    names.update(f"{c}.{name}" for c in containers)
+                elif name:
+                    names.add(name)
+    return names
+
+
+# the packages that group the non-domain layers (issue #28): each module in them is in a layer too
+GROUPS = ("_core", "_products")
 
 
 def unlayered(names: set[str], root: Path = ROOT, package: str = "chaos_ext") -> list[str]:
-    """Top-level modules and packages under ``root`` that no layer names."""
+    """Top-level modules and packages under ``root``, and those of its groups, in no layer."""
     found = [f"{package}.{m.name}" for m in pkgutil.iter_modules([str(root)])]
+    for group in GROUPS:
+        if (root / group).is_dir():
+            found += [
+                f"{package}.{group}.{m.name}" for m in pkgutil.iter_modules([str(root / group)])
+            ]
     return sorted(name for name in found if name not in names)
 
 
@@ -156,7 +171,8 @@ def test_only_procfs_reads_proc() -> None:
     found = {
         str(path.relative_to(ROOT)): problems
         for path, _ in _sources()
-        if path.name != "_procfs.py" and (problems := proc_reads(path.read_text()))
+        if path.relative_to(ROOT).as_posix() != "_core/procfs.py"
+        and (problems := proc_reads(path.read_text()))
     }
     assert found == {}
 
@@ -167,9 +183,18 @@ def test_only_procfs_reads_proc() -> None:
 def test_a_module_outside_every_layer_is_found(tmp_path: Path) -> None:
     (tmp_path / "newdomain").mkdir()
     (tmp_path / "newdomain" / "__init__.py").write_text("")
-    (tmp_path / "_helper.py").write_text("")
-    assert unlayered({"chaos_ext._helper"}, tmp_path) == ["chaos_ext.newdomain"]
-    assert "chaos_ext.network" in layered_names() and "chaos_ext._procfs" in layered_names()
+    (tmp_path / "_core").mkdir()
+    (tmp_path / "_core" / "__init__.py").write_text("")
+    (tmp_path / "_core" / "helper.py").write_text("")
+    assert unlayered({"chaos_ext._core", "chaos_ext._core.helper"}, tmp_path) == [
+        "chaos_ext.newdomain"
+    ]
+    (tmp_path / "_core" / "newthing.py").write_text("")
+    assert unlayered({"chaos_ext._core", "chaos_ext._core.helper"}, tmp_path) == [
+        "chaos_ext._core.newthing",
+        "chaos_ext.newdomain",
+    ]
+    assert "chaos_ext.network" in layered_names() and "chaos_ext._core.procfs" in layered_names()
 
 
 @pytest.mark.parametrize(
@@ -180,13 +205,13 @@ def test_a_module_outside_every_layer_is_found(tmp_path: Path) -> None:
             ["line 1: chaos_ext.prometheus._client"],
         ),
         ("from chaos_ext.network import _local", ["line 1: chaos_ext.network._local"]),
-        ("import chaos_ext.runner._envelope", ["line 1: chaos_ext.runner._envelope"]),
+        ("import chaos_ext._runner._envelope", ["line 1: chaos_ext._runner._envelope"]),
         (
             "from chaos_ext.envoy._pipeline import (\n    run_audit,\n)",
             ["line 1: chaos_ext.envoy._pipeline"],
         ),
-        ("from chaos_ext.dns._book import Book", []),  # the same package
-        ("from chaos_ext._targets import netns", []),  # a plumbing package's public module
+        ("from chaos_ext.dns._tally import FloodTally", []),  # the same package
+        ("from chaos_ext._core.targets import netns", []),  # a plumbing package's public module
         ("from chaos_ext.controls.stop_conditions import load_plan", []),
         ("from chaos_ext import _procfs", []),
     ],
@@ -232,3 +257,98 @@ def test_scoped_equivalents_pass() -> None:
 )
 def test_proc_reads_are_found(source: str, expected: int) -> None:
     assert len(proc_reads(source)) == expected
+
+
+# -- CONTRIBUTING.md's layer tables are the contracts ---------------------------------------
+
+CONTRIBUTING = ROOT.parent / "CONTRIBUTING.md"
+
+
+def contract_layers() -> dict[str, list[set[str]]]:
+    """Each layers contract's layers as sets of module names, keyed by its container ("" top)."""
+    config = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    found = {}
+    for contract in (c for c in config if c["type"] == "layers"):
+        (container,) = contract.get("containers", [""])
+        prefix = f"{container}." if container else ""
+        found[container] = [
+            {prefix + n.strip(" ()") for n in re.split(r"[|:]", layer) if n.strip(" ()")}
+            for layer in contract["layers"]
+        ]
+    return found
+
+
+def documented_layers(text: str) -> dict[str, list[set[str]]]:
+    """The layer tables of CONTRIBUTING.md: the top one, and one per "Inside `X`" paragraph."""
+    tables: dict[str, list[set[str]]] = {}
+    container = ""
+    for line in text.splitlines():
+        inside = re.match(r"Inside `([\w.]+)`", line)
+        if inside:
+            container = f"chaos_ext.{inside.group(1)}"
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(cells) == 3 and cells[0] not in ("layer", "---") and not set(cells[0]) <= {"-"}:
+            names = {f"chaos_ext.{n}" for n in re.findall(r"`([\w.]+)`", cells[1])}
+            tables.setdefault(container, []).append(names)
+    return tables
+
+
+def layer_table_problems(text: str) -> list[str]:
+    """Where CONTRIBUTING.md's tables and the contracts disagree, or name what does not exist."""
+    problems = []
+    documented, contracts = documented_layers(text), contract_layers()
+    for container, layers in contracts.items():
+        if documented.get(container) != layers:
+            problems.append(f"{container or 'top level'}: documented {documented.get(container)}")
+    for layers in documented.values():
+        for name in set().union(*layers):
+            relative = ROOT.joinpath(*name.split(".")[1:])
+            if not (relative.is_dir() or relative.with_suffix(".py").is_file()):
+                problems.append(f"{name} does not exist")
+    return problems
+
+
+def test_contributing_names_each_module_in_its_layer() -> None:
+    assert layer_table_problems(CONTRIBUTING.read_text()) == []
+
+
+def test_a_module_documented_in_the_wrong_layer_is_found() -> None:
+    text = CONTRIBUTING.read_text()
+    moved = text.replace(
+        "| transports | `_core.k8s` : `_core.ssh` |", "| transports | `_core.k8s` |"
+    )
+    moved = moved.replace("`_core.procfs` :", "`_core.procfs` : `_core.ssh` :")
+    assert moved != text
+    assert layer_table_problems(moved) and all("_core" in p for p in layer_table_problems(moved))
+    missing = text.replace("`_core.stop` |", "`_core.stop` : `_core.gone` |")
+    assert "chaos_ext._core.gone does not exist" in layer_table_problems(missing)
+
+
+# -- signals in one place -------------------------------------------------------------------
+
+# where a signal handler may be set: the runner's signal module, and the entry points of the
+# processes gameday starts (helpers, the load worker, the load pod), each its own process
+SIGNAL_HOMES = {"_runner/signals.py", "_core/helper.py", "load/_engine.py", "load/_pod.py"}
+_SETS_SIGNAL = re.compile(r"\bsignal\.signal\(|\badd_signal_handler\(")
+
+
+def signal_setters(sources: dict[str, str]) -> list[str]:
+    """Modules (relative path: text) outside :data:`SIGNAL_HOMES` that set a handler."""
+    return sorted(
+        m for m, text in sources.items() if m not in SIGNAL_HOMES and _SETS_SIGNAL.search(text)
+    )
+
+
+def _package_texts() -> dict[str, str]:
+    return {p.relative_to(ROOT).as_posix(): p.read_text() for p, _ in _sources()}
+
+
+def test_signal_handlers_are_set_in_one_place() -> None:
+    assert signal_setters(_package_texts()) == []
+
+
+def test_a_module_setting_its_own_handler_is_found() -> None:
+    texts = _package_texts()
+    texts["_runner/sweep.py"] += "\nprevious = signal.signal(signal.SIGINT, note)\n"
+    texts["load/_engine.py"] += "\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    assert signal_setters(texts) == ["_runner/sweep.py"]

@@ -11,16 +11,17 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import sys
 import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.conventions import problems_of
+from support.conventions import TIME_WORDS, export_problems, problems_of
 
 from chaos_ext import activity_modules
-from chaos_ext.contract import (
+from chaos_ext._core.contract import (
     LEDGER_ID,
     PLAN_PREFIX,
     Configuration,
@@ -31,7 +32,7 @@ from chaos_ext.contract import (
     role_of,
     rollback_activity,
 )
-from chaos_ext.validation import validated_by
+from chaos_ext._core.validation import validated_by
 
 ACTIVITIES = [
     (module_name, kind, name)
@@ -48,6 +49,30 @@ def _param(module_name: str, kind: str, name: str) -> Any:
 def test_activity_follows_the_conventions(module_name: str, kind: str, name: str) -> None:
     module = importlib.import_module(module_name)
     assert problems_of(module, name, getattr(module, name), kind=kind) == []
+
+
+def every_problem(modules: list[tuple[str, str]]) -> list[str]:
+    """Every problem of every activity of ``modules`` (``(module, kind)``), each named."""
+    found: list[str] = []
+    for module_name, kind in modules:
+        module = importlib.import_module(module_name)
+        found += export_problems(module)
+        for name in getattr(module, "__all__", []):
+            found += [
+                f"{module_name}.{name}: {p}"
+                for p in problems_of(module, name, getattr(module, name), kind=kind)
+            ]
+    return found
+
+
+def test_every_activity_follows_the_conventions() -> None:
+    """One failure that lists every problem of every activity, not the first one only."""
+    problems = every_problem(activity_modules())
+    assert not problems, "\n".join(["conventions broken (docs/conventions.md):", *problems])
+
+
+def test_the_time_words_are_an_explicit_list() -> None:
+    assert {"pause", "wait", "interval", "grace", "timeout", "duration"} <= TIME_WORDS
 
 
 def test_every_domain_with_faults_has_actions() -> None:
@@ -151,6 +176,13 @@ def _time_string_broken(
     return window_seconds
 
 
+def _pause_broken(
+    pause: float = 1.0, configuration: Configuration = None, secrets: Secrets = None
+) -> float:
+    """Measure something after a pause with no unit (broken on purpose)."""
+    return pause
+
+
 def _untyped_configuration(
     name: str, configuration: dict[str, Any] | None = None, secrets: dict[str, Any] | None = None
 ) -> str:
@@ -173,8 +205,9 @@ def _unchecked(name: str, configuration: Configuration = None, secrets: Secrets 
     [
         (_time_unit_broken, "timeout: a time argument is named <what>_seconds"),
         (_time_suffix_broken, "wait_s: a time argument is named <what>_seconds"),
+        (_pause_broken, "pause: a time argument is named <what>_seconds"),
         (_time_string_broken, "window_seconds: a time argument is a number of seconds"),
-        (_untyped_configuration, "configuration: typed chaos_ext.contract.Configuration"),
+        (_untyped_configuration, "configuration: typed chaos_ext._core.contract.Configuration"),
         (_no_injected, "configuration and secrets must be the last two arguments"),
         (_unchecked, "an activity checks its arguments when called (@validated_by)"),
     ],
@@ -233,6 +266,28 @@ def test_an_action_that_breaks_one_rule_fails(func: Callable[..., Any], expected
     module = _module(action=func, undo_it=undo_it)
     problems = problems_of(module, "action", func, kind="action")
     assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_an_activity_left_out_of_all_fails() -> None:
+    module = types.ModuleType(__name__)  # where probe_it is defined
+    module.probe_it = probe_it  # type: ignore[attr-defined]
+    module.__all__ = ["probe_it"]
+    assert export_problems(module) == []
+    module.__all__ = []
+    assert export_problems(module) == [
+        f"{__name__}.probe_it: an activity is listed in its module's __all__"
+        " (chaoslib discovers only __all__; docs/conventions.md)"
+    ]
+
+
+def test_every_problem_of_every_activity_is_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two problems in one activity and one in another: all three are reported."""
+    module = _module(probe_a=_no_injected, probe_b=_pause_broken)
+    monkeypatch.setitem(sys.modules, "fake.actions", module)
+    problems = every_problem([("fake.actions", "probe")])
+    assert any(p.startswith("fake.actions.probe_a: configuration and secrets") for p in problems)
+    assert any(p.startswith("fake.actions.probe_a: an activity checks its arg") for p in problems)
+    assert any(p.startswith("fake.actions.probe_b: pause: a time argument") for p in problems)
 
 
 def test_the_walk_itself_fails_on_a_broken_activity(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -61,7 +61,7 @@ EXPECTED = {
     "dns.probes.dnsmasq_child_processes": "pid:integer pidfile:string port:integer -> mapping",
     "envoy.probes.edge_config_audit": (
         "source:string listener:string rules:list rules_file:string timeout_seconds:number "
-        "profile:string role:string -> mapping"
+        "profile:string role:string memory_limit:string -> mapping"
     ),
     "envoy.probes.overload_state": "job:string selector:mapping -> mapping",
     "faults.actions.rollback_faults": "include_dead_runs:boolean -> mapping",
@@ -70,11 +70,15 @@ EXPECTED = {
         "urls:string rate:number duration_seconds:number ramp:mapping steps:list "
         "concurrency_limit:integer method:string headers:mapping body:string http2:boolean "
         "timeout_seconds:number max_rate:number max_duration_seconds:number processes:integer "
-        "metrics_port:integer metrics_addr:string name:string ca_file:string wait:boolean "
-        "replicas:integer kubernetes:mapping -> mapping"
+        "metrics_port:integer metrics_addr:string name:string ca_file:string "
+        "cause_header:string wait:boolean replicas:integer kubernetes:mapping -> mapping"
     ),
     "load.actions.stop_http_load": (
         "name:string ledger_id:string include_buckets:boolean include_dead_runs:boolean -> mapping"
+    ),
+    "load.probes.error_onset": (
+        "name:string ledger_id:string classes:mapping min_errors:integer "
+        "max_error_ratio:number max_p95_seconds:number window_seconds:number -> mapping"
     ),
     "load.probes.load_window_stats": (
         "name:string ledger_id:string fault_kind:string fault_target:string from_seconds:number "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos_ext import _helper
+from chaos_ext._core import helper as _helper
 from chaos_ext.errors import ChaosExtError
 
 

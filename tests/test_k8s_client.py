@@ -10,8 +10,8 @@ import pytest
 from kubernetes import client
 from kubernetes.config import kube_config
 
-from chaos_ext._jsonlist import stream_items
-from chaos_ext._k8s import api_client
+from chaos_ext._core.jsonlist import stream_items
+from chaos_ext._core.k8s import api_client
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kubernetes"
 

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 from support.harness import netns_list, wait_for
 
-from chaos_ext._ledger.entry import process_state
-from chaos_ext.errors import LedgerError
-from chaos_ext.ledger import (
+from chaos_ext._core.ledger import (
     Entry,
     Ledger,
     current_run_id,
@@ -25,6 +23,8 @@ from chaos_ext.ledger import (
     undo,
     undo_handler,
 )
+from chaos_ext._core.ledger.entry import process_state
+from chaos_ext.errors import LedgerError
 
 CALLS: list[str] = []
 
@@ -186,8 +186,8 @@ def test_a_fault_held_on_another_machine_is_refused_a_rebooted_ones_closes(
     ledger_path: Path, netns_name: str
 ) -> None:
     """Issue 22, point 1, for faults held by this machine (helpers, namespaces, qdiscs)."""
-    from chaos_ext._ledger.machine import machine_identity  # noqa: PLC0415
-    from chaos_ext.ledger import machine_scope  # noqa: PLC0415
+    from chaos_ext._core.ledger import machine_scope  # noqa: PLC0415
+    from chaos_ext._core.ledger.machine import machine_identity  # noqa: PLC0415
 
     subprocess.run(["ip", "netns", "add", netns_name], check=True, timeout=10)
     book = Ledger(ledger_path)

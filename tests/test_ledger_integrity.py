@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from chaos_ext import ledger as fault_ledger
-from chaos_ext._ledger.book import events_path
-from chaos_ext._ledger.marker import marker_path, read_marker
+from chaos_ext._core import ledger as fault_ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._core.ledger.book import events_path
+from chaos_ext._core.ledger.marker import marker_path, read_marker
 from chaos_ext.errors import LedgerInconsistent
-from chaos_ext.ledger import Ledger
 
 RECORD = """
 import sys
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 book = Ledger()
 for i in range(int(sys.argv[1])):
     book.record(kind="unit-crash", target=f"t{i}", recipe={"i": i}, module="json")

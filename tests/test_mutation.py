@@ -1,7 +1,7 @@
 """The mutation check (issue 34): a broken undo of each fault kind fails a crash cell and its test.
 
 For each fault kind in turn, its undo handler (the ``@undo_handler`` registry
-of :mod:`chaos_ext.ledger`) is replaced by a no-op that says it succeeded
+of :mod:`chaos_ext._core.ledger`) is replaced by a no-op that says it succeeded
 (``tests/support/mutant_site/sitecustomize.py``, put on ``PYTHONPATH`` for
 this pytest and every CLI it starts, never in the package). Then the kind's
 crash-matrix cells and its dedicated tests run in a child pytest; each test
@@ -10,8 +10,20 @@ that fails while the mutant actually ran has caught it. A table
 caught by at least one crash cell (when it has a row in the matrix) and one
 dedicated test fails the check. A kind registered without a row here fails too.
 
+The second check does the same for every rollback activity (the activities
+an experiment puts in its ``rollbacks``: ``remove_latency``,
+``release_dnsmasq_tcp``, ``stop_dns_flood``, ``remove_dns_rate_limit``,
+``release_connections``, ``uncordon_drained_nodes``,
+``restore_sidecar_template``, ``stop_http_load``, ``rollback_faults``): each in
+turn becomes a no-op with the same signature that undoes nothing
+(``GAMEDAY_MUTANT_ROLLBACK``), and at least one of its tests must fail. A
+``gameday run`` sweeps what its rollbacks left, so only a test that calls the
+activity or reads its result can catch it; a rollback activity found by
+discovery without a row here fails the check.
+
 Marked ``mutation``: not part of the default run (``addopts`` deselects it);
-``make mutate`` runs it. About 15 minutes on a busy 2-core host.
+``make mutate`` runs it. About 15 minutes on a busy 2-core host for the undo
+handlers, 3-4 more for the rollback activities (199 s at load 11).
 """
 
 from __future__ import annotations
@@ -28,7 +40,9 @@ import pytest
 from support.harness import MUTANT_SITE, ROOT, TESTS
 
 import chaos_ext
-from chaos_ext import _helper, ledger
+from chaos_ext._core import helper as _helper
+from chaos_ext._core import ledger
+from chaos_ext._core.contract import role_of
 
 _CELL = "tests/crash/test_crash_matrix.py::test_a_crash_in_any_window_leaves_nothing_after_rollback"
 
@@ -105,6 +119,45 @@ MUTANTS: dict[str, tuple[list[str], list[str]]] = {
 }
 # kinds whose undo is a no-op by design, with the reason
 EXEMPT = {"sidecar-rollout": "a rollout is the remedy, not a fault: its undo only says so"}
+_DNS = "tests/dns/"
+# rollback activity (module:func) -> the tests that call it or read its result
+ROLLBACK_MUTANTS: dict[str, list[str]] = {
+    "chaos_ext.network.actions:remove_latency": [
+        "tests/network/test_network_host.py::test_remove_latency_without_a_ledger_entry",
+        "tests/network/test_network_host.py::test_remove_latency_leaves_a_live_runs_delay_alone",
+    ],
+    "chaos_ext.dns.actions:release_dnsmasq_tcp": [
+        f"{_DNS}test_dns_saturation.py::"
+        "test_holding_20_connections_fails_tcp_not_udp_and_undo_restores_tcp",
+    ],
+    "chaos_ext.dns.actions:stop_dns_flood": [
+        f"{_DNS}test_dns_flood.py::test_stop_dns_flood_stops_a_background_floods_workers",
+    ],
+    "chaos_ext.dns.actions:remove_dns_rate_limit": [
+        f"{_DNS}test_dns_rate_limit.py::"
+        "test_limit_holds_100_pps_when_1000_qps_are_offered_and_undo_restores",
+    ],
+    "chaos_ext.db.actions:release_connections": [
+        "tests/db/test_db_exhaust.py::"
+        "test_numeric_target_with_keepalive_then_undo_returns_to_baseline",
+    ],
+    "chaos_ext.node.actions:uncordon_drained_nodes": [
+        "tests/node/test_node_drain.py::test_undo_uncordons_exactly_what_the_drain_cordoned",
+    ],
+    "chaos_ext.sidecar.actions:restore_sidecar_template": [
+        "tests/sidecar/test_sidecar_template.py::"
+        "test_change_then_undo_restores_the_configmap_byte_for_byte",
+    ],
+    "chaos_ext.load.actions:stop_http_load": [
+        "tests/load/test_load_actions.py::"
+        "test_background_load_is_in_the_ledger_and_stopped_by_the_rollback",
+    ],
+    "chaos_ext.faults.actions:rollback_faults": [
+        "tests/test_rollback_scope.py::"
+        "test_a_live_runs_fault_is_never_undone_a_dead_runs_only_when_asked",
+        "tests/sidecar/test_sidecar_template.py::test_whole_keys_new_keys_and_a_later_edit",
+    ],
+}
 KIND_S = 900  # one kind's child pytest: the slowest (http-load, 4 tests) took about 200 s
 
 
@@ -115,12 +168,14 @@ def _registered_kinds() -> set[str]:
     return {kind for kind, undo in handlers if undo.__module__.startswith("chaos_ext.")}
 
 
-def _caught(kind: str, nodeids: list[str], tmp_path: Path) -> tuple[dict[str, str], int]:
-    """Run ``nodeids`` with ``kind``'s undo a no-op: each test's outcome, and the mutant's calls."""
-    junit, calls = tmp_path / f"{kind}.xml", tmp_path / f"{kind}.calls"
+def _caught(
+    name: str, nodeids: list[str], tmp_path: Path, mutant: dict[str, str]
+) -> tuple[dict[str, str], int]:
+    """Run ``nodeids`` with the ``mutant`` environment: each test's outcome, the mutant's calls."""
+    junit, calls = tmp_path / f"{name}.xml", tmp_path / f"{name}.calls"
     env = {
         **os.environ,
-        "GAMEDAY_MUTANT_UNDO": kind,
+        **mutant,
         "GAMEDAY_MUTANT_LOG": str(calls),
         "PYTHONPATH": os.pathsep.join([str(MUTANT_SITE), str(TESTS), str(ROOT)]),
     }
@@ -147,14 +202,15 @@ def _caught(kind: str, nodeids: list[str], tmp_path: Path) -> tuple[dict[str, st
     )
     outcomes: dict[str, str] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):  # noqa: S314 - written by our child
-        name = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        node = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
         failed = case.find("failure") is not None or case.find("error") is not None
-        outcomes[name] = (
+        outcomes[node] = (
             "failed" if failed else "skipped" if case.find("skipped") is not None else "passed"
         )
     made = calls.read_text().splitlines() if calls.exists() else []
     for line in made:  # the faults the mutant left: helpers stopped for real (the rest is gone
-        _helper.stop_helpers(line.split()[2])  # with the child's servers, namespaces, emulator)
+        if line.split()[1] != "rollback":  # with the child's servers, namespaces, emulator)
+            _helper.stop_helpers(line.split()[2])
     return outcomes, len(made)
 
 
@@ -169,7 +225,9 @@ def test_every_broken_undo_is_caught_by_a_crash_cell_and_its_own_test(tmp_path: 
     assert _registered_kinds() == set(MUTANTS) | set(EXEMPT), "a kind without a mutation row"
     rows, problems = [], []
     for kind, (cells, dedicated) in MUTANTS.items():
-        outcomes, calls = _caught(kind, [*cells, *dedicated], tmp_path)
+        outcomes, calls = _caught(
+            kind, [*cells, *dedicated], tmp_path, {"GAMEDAY_MUTANT_UNDO": kind}
+        )
         failed = {n for n, o in outcomes.items() if o == "failed"}
         ran = {n for n, o in outcomes.items() if o != "skipped"}
         caught_cells = [c for c in cells if _hit(c, failed)]
@@ -186,4 +244,35 @@ def test_every_broken_undo_is_caught_by_a_crash_cell_and_its_own_test(tmp_path: 
     print("\n".join(rows))  # noqa: T201
     for kind, why in EXEMPT.items():
         print(f"{kind:18} exempt: {why}")  # noqa: T201
+    assert not problems, "\n".join(problems)
+
+
+def _rollback_activities() -> set[str]:
+    """Every activity that declares the rollback role, as ``module:func``."""
+    found = set()
+    for module_name, _kind in chaos_ext.activity_modules():
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            if (role_of(getattr(module, name)) or {}).get("role") == "rollback":
+                found.add(f"{module_name}:{name}")
+    return found
+
+
+@pytest.mark.mutation
+@pytest.mark.timeout(KIND_S * len(ROLLBACK_MUTANTS) + 120)
+def test_every_no_op_rollback_activity_is_caught_by_one_of_its_tests(tmp_path: Path) -> None:
+    assert _rollback_activities() == set(ROLLBACK_MUTANTS), "a rollback activity without a row"
+    rows, problems = [], []
+    for activity, tests in ROLLBACK_MUTANTS.items():
+        name = activity.rsplit(":", 1)[1]
+        outcomes, calls = _caught(name, tests, tmp_path, {"GAMEDAY_MUTANT_ROLLBACK": activity})
+        failed = {n for n, o in outcomes.items() if o == "failed"}
+        caught = [t.rsplit("::", 1)[1] for t in tests if _hit(t, failed)]
+        rows.append(f"{name:26} mutant ran {calls:2}x  caught by: {', '.join(caught) or '-'}")
+        if calls == 0:
+            problems.append(f"{name}: the no-op rollback never ran")
+        if not caught:
+            problems.append(f"{name}: no test caught its no-op")
+    print("\nrollback activity -> tests that caught its no-op")  # noqa: T201 - the result
+    print("\n".join(rows))  # noqa: T201
     assert not problems, "\n".join(problems)

@@ -18,13 +18,13 @@ import pytest
 from support import slow_undo
 from support.harness import cli_env, gameday_argv, wait_for
 
-from chaos_ext import _procfs
-from chaos_ext._targets import identity
-from chaos_ext._targets.spec import Target, parse_target
-from chaos_ext.contract import undo_entries
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.contract import undo_entries
+from chaos_ext._core.ledger import Census, Entry, Ledger, UndoOutcome, undo
+from chaos_ext._core.targets import identity
+from chaos_ext._core.targets.spec import Target, parse_target
 from chaos_ext.dns._sweep import plan_sweep
 from chaos_ext.errors import InvalidArgument, TargetGone
-from chaos_ext.ledger import Census, Entry, Ledger, UndoOutcome, undo
 from chaos_ext.network._sweep import Place, owner_note
 
 HERE = identity.namespace_key(Target("local"))

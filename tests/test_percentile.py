@@ -1,4 +1,4 @@
-"""The one percentile definition (``chaos_ext._percentile``), for samples and histograms.
+"""The one percentile definition (``chaos_ext._core.percentile``), for samples and histograms.
 
 Reference values come from Prometheus's own PromQL test data for
 ``quantile_over_time`` (``promql/promqltest/testdata/functions.test`` of
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from chaos_ext._percentile import (
+from chaos_ext._core.percentile import (
     METHOD,
     LatencyRecorder,
     histogram_of,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos_ext import _procfs
+from chaos_ext._core import procfs as _procfs
 
 # A child that names itself with parentheses and spaces, forks one grandchild, then waits.
 _TREE = """

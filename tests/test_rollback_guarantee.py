@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support.harness import cli_env, gameday_argv, netns_list, signal_and_collect, wait_for
 
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 
 
 def _free_port() -> int:

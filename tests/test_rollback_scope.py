@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from support.harness import netns_list
 
+from chaos_ext._core.ledger import Ledger
 from chaos_ext.faults.actions import rollback_faults
-from chaos_ext.ledger import Ledger
 
 INJECT_AND_WAIT = (
     "import sys, time; sys.path.insert(0, sys.argv[2]);"

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from support.harness import cli_env, gameday_argv, netns_list, signal_and_collect, wait_for
 
-from chaos_ext.ledger import Ledger
-from chaos_ext.runner.signals import SIGNAL_EXIT_BUDGET_S
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._runner.signals import SIGNAL_EXIT_BUDGET_S
 
 BURN = "import time\nend = time.monotonic() + 90\nwhile time.monotonic() < end: pass\n"
 

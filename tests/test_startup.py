@@ -29,8 +29,16 @@ from support.harness import ROOT, cli_env
 
 import chaos_ext
 
-HEAVY = ("matplotlib", "scipy", "numpy", "kubernetes", "pyroute2", "paramiko", "chaos_ext.sandbox")
-NEVER_FROM_ACTIVITIES = ("matplotlib", "chaos_ext.sandbox")
+HEAVY = (
+    "matplotlib",
+    "scipy",
+    "numpy",
+    "kubernetes",
+    "pyroute2",
+    "paramiko",
+    "chaos_ext._products.sandbox",
+)
+NEVER_FROM_ACTIVITIES = ("matplotlib", "chaos_ext._products.sandbox")
 HELP_MODULES_BUDGET = 160
 VALIDATE_MODULES_BUDGET = 750
 
@@ -97,7 +105,7 @@ def _heavy(modules: set[str], heavy: tuple[str, ...] = HEAVY) -> list[str]:
 
 def test_help_imports_no_subcommand_and_nothing_heavy(tmp_path: Path) -> None:
     modules = _imports(["-m", "chaos_ext.cli.main", "--help"], tmp_path)
-    assert _heavy(modules, (*HEAVY, "chaoslib", "rich", "chaos_ext.runner.execute")) == []
+    assert _heavy(modules, (*HEAVY, "chaoslib", "rich", "chaos_ext._runner.execute")) == []
     commands = [m for m in modules if m.startswith("chaos_ext.cli.")]
     assert commands == [], f"--help imported subcommand modules: {commands}"
     assert len(modules) <= HELP_MODULES_BUDGET, f"{len(modules)} modules for --help"

@@ -19,7 +19,7 @@ import pytest
 from support.harness import cli_env, gameday_argv, netns_list, wait_for
 from support.leftovers import marked_sleep, running_with_argument
 
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 
 SLOW_ROLLBACK_S = 0.6  # long enough for a second signal to land inside the rollbacks
 
@@ -102,6 +102,13 @@ def _assert_clean_interrupt(
         (signal.SIGINT, signal.SIGTERM, 0.05),
         (signal.SIGTERM, signal.SIGINT, 0.2),
         (signal.SIGINT, signal.SIGINT, 0.3),
+        # issue 27: every gap with a double SIGINT and a double SIGTERM too
+        (signal.SIGINT, signal.SIGINT, 0.0),
+        (signal.SIGTERM, signal.SIGTERM, 0.05),
+        (signal.SIGINT, signal.SIGINT, 0.05),
+        (signal.SIGTERM, signal.SIGTERM, 0.2),
+        (signal.SIGINT, signal.SIGINT, 0.2),
+        (signal.SIGTERM, signal.SIGTERM, 0.3),
     ],
 )
 def test_two_signals_at_any_gap_exit_2_with_every_rollback_and_no_process_left(

@@ -29,12 +29,12 @@ import pytest
 from support.harness import ROOT, cli_env, gameday_argv
 from support.verdictkit import BehaviourServer, process_script
 
-from chaos_ext._servers import prometheus
-from chaos_ext._servers.prometheus import PrometheusServer
-from chaos_ext.reporting.model import view_of
-from chaos_ext.reporting.render import render_markdown
-from chaos_ext.reporting.score import resilience_score
-from chaos_ext.runner.verdict import failing_result
+from chaos_ext._products.report.model import view_of
+from chaos_ext._products.report.render import render_markdown
+from chaos_ext._products.report.score import resilience_score
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
+from chaos_ext._runner.verdict import failing_result
 
 DOC = ROOT / "docs" / "verdicts.md"
 PHASES = ("settle", "before", "method", "after", "rollbacks", "recovery", "ledger sweep")

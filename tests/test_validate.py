@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support.harness import cli_env, gameday_argv, netns_list
 
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 
 GOOD_ACTIVITY = {
     "type": "action",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from test_validate import CASES
 
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 
 Gameday = Callable[..., subprocess.CompletedProcess[str]]
 

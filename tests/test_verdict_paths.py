@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from support.verdictkit import BehaviourServer
 
-from chaos_ext._servers import prometheus
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -11,10 +11,10 @@ import pytest
 from support.harness import ROOT, gameday_argv
 from support.journals import JournalBuilder
 
-from chaos_ext.reporting.model import view_of
-from chaos_ext.reporting.score import resilience_score
-from chaos_ext.runner import verdict
-from chaos_ext.runner.verdict import (
+from chaos_ext._products.report.model import view_of
+from chaos_ext._products.report.score import resilience_score
+from chaos_ext._runner import verdict
+from chaos_ext._runner.verdict import (
     EXIT_DEVIATED,
     EXIT_FAILED,
     EXIT_HELD,

@@ -24,7 +24,7 @@ from support import k8s_objects as o
 from support.harness import netns_list
 from support.k8s_emulator import EmulatorHandle, emulator  # noqa: F401 - fixture
 
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 

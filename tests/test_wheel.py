@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from support.harness import ROOT
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 TEST_ONLY = ("http_target", "mariadb", "nginx", "sshd")
+SANDBOX_ONLY = {"bcrypt", "psycopg-pool"}
 CATALOG_PROBES = {"http-error-ratio", "http-latency-p99", "nodes-not-ready", "targets-up"}
 UPSTREAM_ENVOY = Path(__file__).parent / "envoy" / "fixtures" / "upstream"
 
@@ -92,9 +94,9 @@ def test_the_wheel_ships_data_not_test_servers(wheel: Path) -> None:
     assert "chaos_ext/prometheus/catalog/abort/edge.yaml" in names
     profiles = {f"chaos_ext/envoy/profiles/{n}.yaml" for n in ("envoy-edge", "hardened", "sidecar")}
     assert profiles <= names
-    assert "chaos_ext/reporting/templates/report.html.j2" in names
+    assert "chaos_ext/_products/report/templates/report.html.j2" in names
     assert not [n for n in names if n.startswith("tests/") or n.startswith("probes/")]
-    assert not [n for n in names if any(f"_servers/{s}.py" in n for s in TEST_ONLY)]
+    assert not [n for n in names if any(f"sandbox/servers/{s}.py" in n for s in TEST_ONLY)]
     (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
     requires = [
         line
@@ -102,6 +104,20 @@ def test_the_wheel_ships_data_not_test_servers(wheel: Path) -> None:
         if line.startswith("Requires-Dist:") and "extra ==" not in line
     ]
     assert requires and not [r for r in requires if "aiohttp" in r], requires
+    runtime = {
+        re.split(r"[\s\[<>=!;(]", r.removeprefix("Requires-Dist:").strip(), maxsplit=1)[0]
+        for r in requires
+    }
+    # sandbox-only libraries come with chaos_ext[sandbox], never with chaos_ext (issue #28)
+    assert not runtime & SANDBOX_ONLY, runtime & SANDBOX_ONLY
+    extra = [
+        line
+        for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+        if line.startswith("Requires-Dist:") and 'extra == "sandbox"' in line
+    ]
+    assert {name for name in SANDBOX_ONLY if any(name in line for line in extra)} == SANDBOX_ONLY, (
+        extra
+    )
 
 
 def test_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:

@@ -20,13 +20,13 @@ from chaoslib import convert_vars, merge_vars
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext._prometheus.promql import validating
+from chaos_ext._core.prometheus_api.promql import validating
+from chaos_ext._runner.experiments import ExperimentInvalid
+from chaos_ext._runner.recovery import recover_seconds_of
+from chaos_ext._runner.settle import settle_seconds_of, watchdog_grace_of
 from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
 from chaos_ext.controls.stop_conditions import AbortPlan, load_sources, parse_selector
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.runner.experiments import ExperimentInvalid
-from chaos_ext.runner.recovery import recover_seconds_of
-from chaos_ext.runner.settle import settle_seconds_of
 
 __all__ = ["Admitted", "add_var_options", "admit"]
 
@@ -45,6 +45,7 @@ class Admitted:
     recover: dict[Path, float]
     config_vars: dict[str, Any]
     secret_vars: dict[str, Any] = field(repr=False)
+    watchdog_grace: dict[Path, float | None] = field(default_factory=dict)
 
 
 def add_var_options(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +115,10 @@ def _run_problems(
             recover_seconds_of(experiment, getattr(args, "recover", None))
         except InvalidArgument as exc:
             found.append(ExperimentInvalid(path, "recover", str(exc)))
+        try:
+            watchdog_grace_of(experiment, getattr(args, "watchdog_grace", None))
+        except InvalidArgument as exc:
+            found.append(ExperimentInvalid(path, "watchdog_grace_seconds", str(exc)))
         given = config_vars.get(_ALERTMANAGER) or _declared_value(
             experiment, config_vars, _ALERTMANAGER
         )
@@ -172,4 +177,7 @@ def admit(
         recover=recover,
         config_vars=config_vars,
         secret_vars=secret_vars,
+        watchdog_grace={
+            path: watchdog_grace_of(e, getattr(args, "watchdog_grace", None)) for path, e in loaded
+        },
     )

@@ -10,8 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.runner.controls import ControlProblem, control_problems, load_run_settings
-from chaos_ext.runner.experiments import ExperimentInvalid, Resolve, file_problems
+from chaos_ext._runner.control_checks import ControlProblem, control_problems, load_run_settings
+from chaos_ext._runner.experiments import ExperimentInvalid, Resolve, file_problems
 
 __all__ = ["add_control_options", "load_settings_or_none", "load_valid_experiments"]
 

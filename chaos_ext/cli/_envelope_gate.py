@@ -9,20 +9,20 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.cli.envelope import search_envelope
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.reporting.envelope import (
+from chaos_ext._products.envelope.document import envelope_exit_code
+from chaos_ext._products.envelope.spec import envelope_extension
+from chaos_ext._products.envelope.view import (
     EnvelopeView,
     check_floor,
     load_envelope,
     matches,
     parse_floor,
 )
-from chaos_ext.reporting.junit import Case
-from chaos_ext.runner.envelope_doc import envelope_exit_code
-from chaos_ext.runner.envelope_spec import envelope_extension
-from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_INVALID
-from chaos_ext.runner.experiments import ExperimentInvalid, load_experiment
+from chaos_ext._products.report.junit import Case
+from chaos_ext._runner.execute import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_INVALID
+from chaos_ext._runner.experiments import ExperimentInvalid, load_experiment
+from chaos_ext.cli.envelope import search_envelope
+from chaos_ext.errors import InvalidArgument
 
 __all__ = ["Floors", "envelope_suite", "parse_floors", "search_envelopes"]
 

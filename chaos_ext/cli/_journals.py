@@ -9,13 +9,13 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.reporting.envelope import (
+from chaos_ext._products.envelope.view import (
     EnvelopeError,
     EnvelopeView,
     envelope_paths,
     load_envelope,
 )
-from chaos_ext.reporting.model import JournalError, RunView, load_journal, view_of
+from chaos_ext._products.report.model import JournalError, RunView, load_journal, view_of
 
 __all__ = ["expand_journal_paths", "load_envelopes", "load_views"]
 

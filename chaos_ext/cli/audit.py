@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos_ext._console import make_console
+from chaos_ext._core.console import make_console
+from chaos_ext._runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.envoy.audit import (
     DEFAULT_PROFILE,
     FIX_KINDS,
@@ -25,7 +26,6 @@ from chaos_ext.envoy.audit import (
     write_fix,
 )
 from chaos_ext.errors import EnvoyError, InvalidArgument
-from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 
 EXIT_FIX_WRITTEN = 1  # the input fails; the files written, applied, make every check pass
 EXIT_FIX_INCOMPLETE = 2  # files written, but applied they still fail, or parts were left out

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos_ext._console import make_console
+from chaos_ext._core.console import make_console
+from chaos_ext._runner.execute import EXIT_HELD, EXIT_INVALID
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.prometheus.catalogs import (
     CATALOG_ENV,
@@ -18,7 +19,6 @@ from chaos_ext.prometheus.catalogs import (
     builtin_abort_plans,
     default_catalog,
 )
-from chaos_ext.runner.execute import EXIT_HELD, EXIT_INVALID
 
 HELP = f"""\
 List the probe catalog: the named steady-state probes that catalog_probe,

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext._products.envelope.view import EnvelopeView, movement, pair_envelopes
+from chaos_ext._runner.execute import EXIT_DEVIATED, EXIT_INVALID
 from chaos_ext.cli._journals import load_envelopes, load_views
-from chaos_ext.reporting.envelope import EnvelopeView, movement, pair_envelopes
-from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_INVALID
 
 if TYPE_CHECKING:
-    from chaos_ext.reporting.model import RunView
-    from chaos_ext.reporting.stats import Comparison, Settings
+    from chaos_ext._products.report.model import RunView
+    from chaos_ext._products.report.stats import Comparison, Settings
 
 HELP = """\
 Compare runs before and after a tuning change. BASELINE and TUNED are journal
@@ -147,7 +147,7 @@ def _settings(args: argparse.Namespace, console: Console) -> Settings | None:
     if not 0 < args.alpha < 1 or args.resamples < 100 or args.min_effect < 0:
         console.print("[red]need 0 < --alpha < 1, --resamples >= 100, --min-effect >= 0[/]")
         return None
-    from chaos_ext.reporting.stats import Settings  # noqa: PLC0415 - scipy is heavy
+    from chaos_ext._products.report.stats import Settings  # noqa: PLC0415 - scipy is heavy
 
     return Settings(args.alpha, args.resamples, args.seed, args.min_effect, args.statistic)
 
@@ -158,7 +158,7 @@ def _compare_envelopes(
     base: list[EnvelopeView],
     tuned: list[EnvelopeView],
 ) -> int:
-    from chaos_ext.reporting.render_compare import (  # noqa: PLC0415 - matplotlib is heavy
+    from chaos_ext._products.report.render_compare import (  # noqa: PLC0415 - matplotlib is heavy
         write_envelope_comparison,
     )
 
@@ -186,7 +186,7 @@ def _say_headline(
     base: list[RunView], tuned: list[RunView], results: list[Comparison], console: Console
 ) -> None:
     """First the answer: hypotheses held on each side, then one line per experiment."""
-    from chaos_ext.reporting.compare import headlines  # noqa: PLC0415 - scipy is heavy
+    from chaos_ext._products.report.compare import headlines  # noqa: PLC0415 - scipy is heavy
 
     heads = headlines(base, tuned, results)
     held_b = (sum(h.held_before[0] for h in heads), sum(h.held_before[1] for h in heads))
@@ -214,11 +214,11 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     tuned = load_views([args.tuned, *args.more_tuned], console)
     if overrides is None or settings is None or base is None or tuned is None:
         return EXIT_INVALID
-    from chaos_ext.reporting.compare import (  # noqa: PLC0415 - scipy is heavy
+    from chaos_ext._products.report.compare import (  # noqa: PLC0415 - scipy is heavy
         compare_sets,
         pair_experiments,
     )
-    from chaos_ext.reporting.render_compare import (  # noqa: PLC0415 - matplotlib too
+    from chaos_ext._products.report.render_compare import (  # noqa: PLC0415 - matplotlib too
         compare_html,
         compare_markdown,
     )

@@ -11,17 +11,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos_ext._core.ledger import default_ledger
+from chaos_ext._products.envelope.run import EnvelopeResult, run_envelope
+from chaos_ext._products.envelope.search import fmt
+from chaos_ext._products.envelope.spec import EnvelopeSettings, apply_magnitude, settings_from
+from chaos_ext._runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID, RunOptions
+from chaos_ext._runner.experiments import ExperimentInvalid, validate_experiment
+from chaos_ext._runner.settle import settle_seconds_of
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.cli.run import _abort_handlers, recover
 from chaos_ext.controls.stop_conditions import AbortPlan, load_plan, plan_path
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.ledger import default_ledger
-from chaos_ext.runner.envelope import EnvelopeResult, run_envelope
-from chaos_ext.runner.envelope_search import fmt
-from chaos_ext.runner.envelope_spec import EnvelopeSettings, apply_magnitude, settings_from
-from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID, RunOptions
-from chaos_ext.runner.experiments import ExperimentInvalid, validate_experiment
-from chaos_ext.runner.settle import settle_seconds_of
 
 HELP = """\
 Find the breaking point of an experiment's hypothesis: run the WHOLE

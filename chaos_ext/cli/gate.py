@@ -9,14 +9,11 @@ from typing import Any
 
 from rich.console import Console
 
-from chaos_ext.cli._envelope_gate import Floors, envelope_suite, parse_floors, search_envelopes
-from chaos_ext.cli._journals import load_envelopes, load_views
-from chaos_ext.cli.run import add_run_options, run_batch
-from chaos_ext.reporting.envelope import EnvelopeView
-from chaos_ext.reporting.junit import junit_xml
-from chaos_ext.reporting.model import RunView, redact_journal, view_of
-from chaos_ext.reporting.score import Score, resilience_score
-from chaos_ext.runner.verdict import (
+from chaos_ext._products.envelope.view import EnvelopeView
+from chaos_ext._products.report.junit import junit_xml
+from chaos_ext._products.report.model import RunView, redact_journal, view_of
+from chaos_ext._products.report.score import Score, resilience_score
+from chaos_ext._runner.verdict import (
     EXIT_DEVIATED,
     EXIT_FAILED,
     EXIT_HELD,
@@ -26,6 +23,9 @@ from chaos_ext.runner.verdict import (
     outcome_of,
     worst_exit,
 )
+from chaos_ext.cli._envelope_gate import Floors, envelope_suite, parse_floors, search_envelopes
+from chaos_ext.cli._journals import load_envelopes, load_views
+from chaos_ext.cli.run import add_run_options, run_batch
 
 HELP = """\
 A pre-release gate: run experiments like `gameday run` (rollbacks on every exit

@@ -14,18 +14,26 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos_ext import ledger as fault_ledger
-from chaos_ext._console import make_console
+from chaos_ext._core import ledger as fault_ledger
+from chaos_ext._core.console import make_console
+from chaos_ext._core.ledger import Entry, Ledger, default_ledger
+from chaos_ext._runner.retry import retry_rollbacks
+from chaos_ext._runner.sweep import checked, print_suspects, shielded, sweep
+from chaos_ext._runner.verdict import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_INVALID
+from chaos_ext.cli._orphans import (
+    add_target_options,
+    after_rollback,
+    orphan_lines,
+    scan_for,
+    show_scan,
+)
 from chaos_ext.errors import LedgerError, LedgerInconsistent
-from chaos_ext.ledger import Entry, Ledger, default_ledger
-from chaos_ext.runner.retry import retry_rollbacks
-from chaos_ext.runner.sweep import checked, print_suspects, shielded, sweep
-from chaos_ext.runner.verdict import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 
 LEDGER_HELP = """\
 List the faults recorded in the fault ledger that are still open (injected and
-not yet undone), with their kind, target, run, owner process and the system
-they live in. --all shows the history too; --json prints machine-readable
+not yet undone), with their kind, target, run, owner process, the system
+they live in and their watchdog (its pid, when it ends a timed fault, its
+grace after the run died). --all shows the history too; --json prints machine-readable
 entries.
 
 The ledger is checked before it is listed (SQLite's own check, its event log
@@ -38,13 +46,53 @@ faults" about a ledger it cannot prove.
              are kept aside as *.damaged-<time>); --accept-loss when neither
              part is intact keeps every entry still readable (open ones stay open)
 
-exit code: 0 the ledger is sound, 2 it is not (or the repair could not be done).
+The system is checked too, not only the ledger: every listing first looks,
+cheaply, for what gameday leaves on this machine (helper processes by their
+GAMEDAY_HELPER_TOKEN, nft tables gameday_dnsrate_* and latency qdiscs 1d1a:
+in every network namespace, named or not), and checks each object against
+every ledger of the machine. An object no open entry refers to is an orphan
+(its ledger was lost, or repaired with --accept-loss): the listing names it
+and never says "no open faults" while one exists.
+
+  --scan     list everything found in the system, owned or orphan, with its
+             owner entry (ledger, entry id, run, whether the runner lives);
+             with --kubeconfig/--context also the cluster's nodes cordoned by
+             a drain (annotation chaos-ext.gameday/cordoned-by) and load Jobs
+             and Secrets (labels app.kubernetes.io/managed-by=gameday,
+             gameday.io/load); with --db-dsn (or $GAMEDAY_SCAN_DSN) a
+             PostgreSQL server's sessions named gameday-exhaust-<ledger id>;
+             works with or without a ledger file
+  --no-scan  the ledger only (the exit code then says nothing of the system)
+
+exit code: 0 the ledger is sound and no orphan was found; 1 the ledger is
+sound but the system holds orphans (or objects whose owner cannot be told:
+a ledger that cannot be read); 2 the ledger is not sound (or the repair could
+not be done).
+
+example: a holder whose ledger was deleted, beside a live run's table
+  $ gameday ledger --scan
+  scanned: helpers, nft tables, qdiscs
+    orphan helper:5b61dc5b66dc4da7: helper chaos_ext.dns._tcp_holder pid 4242
+      (GAMEDAY_HELPER_TOKEN=5b61dc5b66dc4da7)
+    owned nft:4026532211:gameday_dnsrate_0c1d2e3f4a5b: nft table inet
+      gameday_dnsrate_0c1d2e3f4a5b in netns:app (netns inode 4026532211) — entry
+      9a8b0c1d2e3f4a5b in /var/lib/gameday/ledger.sqlite3 (run 20261201T101500-1a2b3c4d,
+      owner pid 4100 alive)
+  1 orphan(s): remove them with `gameday rollback --orphans`
+  $ gameday rollback --orphans
+    ✓ orphan helper:5b61dc5b66dc4da7: stopped 1 helper process(es) with token 5b61dc5b66dc4da7
 """
 
 ROLLBACK_HELP = """\
 Undo every open fault in the ledger, newest first (or only one run's with
 --run). Use it after a runner was killed (kill -9, lost node). Undo is
 idempotent: a fault that is already gone is simply closed.
+
+Each fault also has a watchdog (docs/ledger.md, "The dead-man switch") that
+undoes it once its run is dead: at its deadline if it has a duration, else
+after the grace period (`gameday run --watchdog-grace`, default 60 s). This
+command and a watchdog never both undo one fault: whoever comes second finds
+it closed and says so (`·`, "already undone meanwhile ... (watchdog pid N: ...)").
 
 Each fault is undone in the system it was injected into, or not at all: a
 Kubernetes fault in the cluster whose identity was recorded (API server and
@@ -59,15 +107,30 @@ rollback-failed names this command). Configuration and secrets come from
 --var/--var-file as for `gameday run`. Each attempt is recorded in the journal,
 so a report made afterwards no longer lists a rollback that has now succeeded.
 
-exit code: 0 when the ledger is clean afterwards; 2 if an undo failed or was
-refused (the entry stays open with its error; fix the cause and run it again)
-or the ledger cannot be trusted (see `gameday ledger --verify`).
+Afterwards the machine is scanned cheaply for orphans, objects of gameday's
+that no open entry of any ledger refers to (see `gameday ledger --help`);
+they are named, with the command that removes them:
+
+--orphans also undoes them, each with its kind's own undo code, recorded in
+the ledger first (an entry that is closed at once, with what was done). An
+object that any open entry of any ledger refers to, a live run's or a dead
+one's, is never touched; neither is one whose owner cannot be told (a ledger
+that cannot be read). --only REF narrows it to the objects named (the refs
+`gameday ledger --scan` prints). With --kubeconfig/--context the cluster is
+scanned too (cordoned nodes, load Jobs).
+
+exit code: 0 when the ledger is clean afterwards and no orphan is left on the
+machine; 2 if an undo failed or was refused (the entry stays open with its
+error; fix the cause and run it again), the ledger cannot be trusted (see
+`gameday ledger --verify`), or an orphan is left (without --orphans: any).
 
 examples:
   gameday rollback                              after a kill -9: undo every open fault
   gameday rollback --run 20261201T101500-1a2b3c4d
   gameday rollback --kubeconfig ~/.kube/prod-eu --context prod-eu-admin
   gameday rollback --journal out/journal-db-latency.json --var-file prod.yaml
+  gameday rollback --orphans                    undo what no ledger entry refers to any more
+  gameday rollback --orphans --only helper:5b61dc5b66dc4da7 --kubeconfig ~/.kube/prod-eu
 """
 
 ROLLBACK_CONTEXT = "GAMEDAY_ROLLBACK_CONTEXT"
@@ -82,6 +145,14 @@ def register(sub: Any) -> None:
     )
     ledger.add_argument("--all", action="store_true", help="include undone entries (history)")
     ledger.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    scanning = ledger.add_mutually_exclusive_group()
+    scanning.add_argument(
+        "--scan", action="store_true", help="list what gameday left in the system, and whose"
+    )
+    scanning.add_argument(
+        "--no-scan", action="store_true", help="the ledger only: do not look at the system"
+    )
+    add_target_options(ledger)
     action = ledger.add_mutually_exclusive_group()
     action.add_argument("--verify", action="store_true", help="full check, reported in detail")
     action.add_argument("--repair", action="store_true", help="rebuild a damaged ledger")
@@ -99,10 +170,27 @@ def register(sub: Any) -> None:
     )
     rollback.add_argument("--run", metavar="RUN_ID", help="only this run's faults")
     rollback.add_argument(
-        "--kubeconfig", metavar="FILE", help="kubeconfig with credentials for the recorded cluster"
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig with credentials for the recorded cluster (also scanned for orphans)",
     )
     rollback.add_argument(
-        "--context", metavar="NAME", help="kubeconfig context of the recorded cluster"
+        "--context",
+        metavar="NAME",
+        help="kubeconfig context of the recorded cluster (also scanned for orphans)",
+    )
+    rollback.add_argument(
+        "--orphans",
+        action="store_true",
+        help="also undo what gameday left that no open ledger entry refers to",
+    )
+    add_target_options(rollback, kubernetes=False)
+    rollback.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="with --orphans: only the orphan with this ref (repeatable)",
     )
     rollback.add_argument(
         "--journal",
@@ -137,6 +225,19 @@ def _owner(e: Entry) -> str:
     return f"{e.owner_pid} ({'alive' if e.owner_alive() else 'dead'})"
 
 
+def _watchdog_of(e: Entry, now: float) -> str:
+    info = e.watchdog or {}
+    if not info.get("pid"):
+        return "none"
+    pid, start = int(info["pid"]), info.get("start")
+    alive = start is not None and fault_ledger.process_start_time(pid) == start
+    deadline = info.get("deadline")
+    grace = float(info.get("grace_seconds") or 0)
+    when = f"ends in {max(0.0, deadline - now):.0f} s" if deadline else "untimed"
+    after = f"grace {grace:g} s" if grace else "grace off"
+    return f"{pid} ({'alive' if alive else 'gone'}; {when}, {after})"
+
+
 def _system(e: Entry) -> str:
     identity = e.identity or {}
     scope = identity.get("scope", "?")
@@ -158,24 +259,60 @@ def handle_ledger(args: argparse.Namespace, console: Console) -> int:
         return _verify(console)
     if args.repair:
         return _repair(console, accept_loss=args.accept_loss)
+    if args.scan:
+        return _scan(args, console)
+    return _list(args, console)
+
+
+def _list(args: argparse.Namespace, console: Console) -> int:
+    """The open entries (``--all``: every one), then the cheap scan's orphans."""
     book = _open(console)
     if book is None:
-        if args.json:
-            print(json.dumps({"ok": False, "suspects": _suspects()}, indent=2))  # noqa: T201
-        return EXIT_FAILED
+        return _untrusted(args, console)
     entries = book.history(limit=1000) if args.all else book.open_entries()
+    found = None if args.no_scan else scan_for(args)
     if args.json:
         print(json.dumps([e.as_dict() for e in entries], indent=2))  # noqa: T201 - stdout is the output
-    elif not entries:
-        console.print(f"no open faults in {book.path} (ledger verified)")
-    else:
+    elif entries:
         _table(book, entries, no_color=args.no_color)
+    if found is not None and orphan_lines(console, found):
+        return EXIT_DEVIATED
+    if not entries and not args.json:
+        checked_too = "" if args.no_scan else "; no orphan on this machine"
+        console.print(f"no open faults in {book.path} (ledger verified{checked_too})")
     return EXIT_HELD
+
+
+def _untrusted(args: argparse.Namespace, console: Console) -> int:
+    """The ledger cannot be trusted: its suspects (printed already), and the system's orphans."""
+    if args.json:
+        print(json.dumps({"ok": False, "suspects": _suspects()}, indent=2))  # noqa: T201
+    if not args.no_scan:
+        orphan_lines(console, scan_for(args))
+    return EXIT_FAILED
+
+
+def _scan(args: argparse.Namespace, console: Console) -> int:
+    """``gameday ledger --scan``: the system first, then the ledger's own check."""
+    found = scan_for(args)
+    try:
+        sound = default_ledger().verify().ok
+    except LedgerError:
+        sound = False
+    if args.json:
+        print(json.dumps({"ledger_sound": sound, **found.as_dict()}, indent=2))  # noqa: T201
+    else:
+        show_scan(console, found)
+        if not sound:
+            console.print("[red]the ledger itself cannot be trusted: see `gameday ledger`[/]")
+    if not sound:
+        return EXIT_FAILED
+    return EXIT_DEVIATED if any(not f.owners for f in found.findings) else EXIT_HELD
 
 
 def _table(book: Ledger, entries: list[Entry], *, no_color: bool) -> None:
     table = Table(title=f"fault ledger {book.path}")
-    for column in ("id", "state", "kind", "target", "system", "run", "owner", "age"):
+    for column in ("id", "state", "kind", "target", "system", "run", "owner", "watchdog", "age"):
         table.add_column(column)
     now = time.time()
     for e in entries:
@@ -187,6 +324,7 @@ def _table(book: Ledger, entries: list[Entry], *, no_color: bool) -> None:
             _system(e),
             e.run_id,
             _owner(e),
+            _watchdog_of(e, now),
             f"{now - e.created_at:.0f} s",
         )
     make_console(no_color=no_color).print(table)
@@ -266,13 +404,23 @@ def handle_rollback(args: argparse.Namespace, console: Console) -> int:
         os.environ["KUBECONFIG"] = os.path.expanduser(args.kubeconfig)
     if args.context:
         os.environ[ROLLBACK_CONTEXT] = args.context
+    if args.only and not args.orphans:
+        console.print("[red]--only goes with --orphans[/]")
+        return EXIT_INVALID
     book = _open(console)
     if book is None:
-        return EXIT_FAILED
+        if not args.orphans:
+            orphan_lines(console, scan_for(args))
+        return EXIT_FAILED  # orphans are not removed beside a ledger that cannot be trusted
+    had_entries = bool(book.open_entries(run_id=args.run))
+    code = _roll_back_entries(book, args, console)
+    return after_rollback(book, args, console, code, had_entries=had_entries)
+
+
+def _roll_back_entries(book: Ledger, args: argparse.Namespace, console: Console) -> int:
     entries = book.open_entries(run_id=args.run)
     if not entries:
-        console.print(f"nothing to roll back: no open faults in {book.path} (ledger verified)")
-        return EXIT_HELD
+        return EXIT_HELD  # said after the scan: "nothing to roll back" only if nothing is there
     live = [e for e in entries if e.owner_alive()]
     if live:
         console.print(

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from chaos_ext import __version__
+from chaos_ext._runner.verdict import EXIT_INVALID
 from chaos_ext.cli import COMMANDS, command_module
-from chaos_ext.runner.verdict import EXIT_INVALID
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: 2 for usage errors; ours is 3
         code = exc.code if isinstance(exc.code, int) else 0
         return EXIT_INVALID if code == 2 else code
-    from chaos_ext._console import make_console  # noqa: PLC0415 - rich: not needed by --help
+    from chaos_ext._core.console import make_console  # noqa: PLC0415 - rich: not needed by --help
 
     console = make_console(stderr=True, no_color=args.no_color)
     if args.ledger:

@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos_ext._core.contract import plan_function_of, role_of
+from chaos_ext._runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
+from chaos_ext._runner.redact import Redactor, secret_values
 from chaos_ext.cli._admission import add_var_options, admit
-from chaos_ext.contract import plan_function_of, role_of
-from chaos_ext.runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
-from chaos_ext.runner.redact import Redactor, secret_values
 
 __all__ = ["handle", "plan_experiment", "register"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
+from chaos_ext._runner.verdict import EXIT_INVALID
 from chaos_ext.cli._journals import load_envelopes, load_views
-from chaos_ext.runner.verdict import EXIT_INVALID
 
 HELP = """\
 Turn journals written by `gameday run` (or `chaos run`) into a report:
@@ -66,7 +66,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    from chaos_ext.reporting.render import write_report  # noqa: PLC0415 - matplotlib is heavy
+    from chaos_ext._products.report.render import write_report  # noqa: PLC0415 - matplotlib is heavy
 
     envelopes = load_envelopes(args.journals, console)
     if envelopes is None:

@@ -10,14 +10,15 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext.cli._admission import add_var_options, admit
-from chaos_ext.cli._common import add_control_options
-from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
-from chaos_ext.errors import LedgerError
-from chaos_ext.ledger import Ledger, default_ledger
-from chaos_ext.reporting.model import retry_commands, unsteady_text, view_of
-from chaos_ext.runner.controls import ControlGuard, activate_global_controls, control_problems
-from chaos_ext.runner.execute import (
+from chaos_ext._core.ledger import Ledger, default_ledger, parse_watchdog_grace
+from chaos_ext._core.watchdog import DEFAULT_GRACE_S, GRACE_VARIABLE
+from chaos_ext._products.report.model import retry_commands, unsteady_text, view_of
+from chaos_ext._runner.control_checks import (
+    ControlGuard,
+    activate_global_controls,
+    control_problems,
+)
+from chaos_ext._runner.execute import (
     EXIT_FAILED,
     EXIT_INVALID,
     RunOptions,
@@ -25,9 +26,13 @@ from chaos_ext.runner.execute import (
     not_run,
     run_experiment,
 )
-from chaos_ext.runner.recovery import DEFAULT_RECOVER_S
-from chaos_ext.runner.sweep import checked, dead_entries, shielded, sweep
-from chaos_ext.runner.verdict import worst_exit
+from chaos_ext._runner.recovery import DEFAULT_RECOVER_S
+from chaos_ext._runner.sweep import checked, dead_entries, shielded, sweep
+from chaos_ext._runner.verdict import worst_exit
+from chaos_ext.cli._admission import add_var_options, admit
+from chaos_ext.cli._common import add_control_options
+from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
+from chaos_ext.errors import InvalidArgument, LedgerError
 
 HELP = """\
 Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
@@ -198,7 +203,23 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="wait up to SECONDS for the hypothesis to hold before starting "
         "(default: the experiment's gameday extension settle_seconds, else 0)",
     )
+    parser.add_argument(
+        "--watchdog-grace",
+        type=_grace,
+        metavar="SECONDS",
+        help="each fault's watchdog undoes it SECONDS after its run is seen dead (kill -9), "
+        "never while the run lives (a stopped one too); a fault with a duration ends at its "
+        "deadline anyway; 0 turns the dead-run undo off (default: the experiment's gameday "
+        f"extension watchdog_grace_seconds, else ${GRACE_VARIABLE}, else {DEFAULT_GRACE_S:g})",
+    )
     add_control_options(parser)
+
+
+def _grace(text: str) -> float:
+    try:
+        return parse_watchdog_grace(text, "--watchdog-grace")
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive(text: str) -> int:
@@ -388,6 +409,7 @@ def run_batch(
             ),
             settle_seconds=admitted.settle[path],
             recover_seconds=admitted.recover[path],
+            watchdog_grace=admitted.watchdog_grace.get(path),
             unprotected=unprotected(args, experiment, admitted.settings),
         )
         if repeat > 1:

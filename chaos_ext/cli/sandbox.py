@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,11 +12,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from chaos_ext._console import make_console
+from chaos_ext._core.console import make_console
+from chaos_ext._products.sandbox import backends
+from chaos_ext._products.sandbox.heartbeat import Heartbeat
+from chaos_ext._runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
 from chaos_ext.errors import ChaosExtError
-from chaos_ext.runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
-from chaos_ext.sandbox import backends
-from chaos_ext.sandbox.heartbeat import Heartbeat
 
 HELP = """\
 A small platform on this machine that fails the way real ones do: network
@@ -37,6 +38,7 @@ says why.
   gameday sandbox run experiments/sandbox/*.json --journal-dir reports/today
   gameday sandbox envelope experiments/sandbox/envelope/dns-tcp-connections.json -o out/dns
   gameday sandbox run --settle 120 experiments/sandbox/01-db-latency.json
+  gameday sandbox run --var ramp_to:int=40 experiments/incidents/01-eks-load-test.json
   gameday sandbox down               # removes everything; safe to run twice
 
 `sandbox run` runs `gameday run` inside the sandbox's monitoring host (where
@@ -96,6 +98,21 @@ def register(sub: Any) -> None:
         help="wait up to SECONDS for each steady state before its fault (gameday run --settle; "
         "default: the experiment's settle_seconds, 60 s for the default game day)",
     )
+    run.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="KEY[:TYPE]=VALUE",
+        help="configuration value over the sandbox's own (repeatable), as `gameday run --var`",
+    )
+    run.add_argument(
+        "--var-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="more configuration after the sandbox's vars.json (later files win), e.g. a"
+        " shorter ramp for experiments/incidents/",
+    )
     run.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
     run.set_defaults(handler=handle)
     _register_envelope(actions)
@@ -143,9 +160,27 @@ def _envelope_argv(args: argparse.Namespace) -> list[str]:
     return [*argv, args.experiment]
 
 
+# what `pip install 'chaos_ext[sandbox]'` adds (the sandbox extra); plain chaos_ext lacks them
+SANDBOX_EXTRA = ("bcrypt", "psycopg_pool")
+
+
+def missing_sandbox_extra() -> list[str]:
+    """The sandbox-only libraries this installation lacks (empty when the extra is installed)."""
+    return [name for name in SANDBOX_EXTRA if importlib.util.find_spec(name) is None]
+
+
 def handle(args: argparse.Namespace, console: Console) -> int:
     def print_line(text: str) -> None:
         console.print(f"  {text}", highlight=False)
+
+    if args.sandbox_command in ("up", "run", "envelope") and (missing := missing_sandbox_extra()):
+        console.print(
+            f"[red]sandbox {args.sandbox_command}: the sandbox needs {', '.join(missing)}, "
+            "which chaos_ext "
+            "installs only with its sandbox extra: pip install 'chaos_ext[sandbox]'[/]",
+            highlight=False,
+        )
+        return EXIT_INVALID
 
     if args.sandbox_command not in ("up", "down"):  # run streams the runner's own progress
         return _handle(args, console, print_line)
@@ -165,9 +200,11 @@ def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], Non
             settle = [] if args.settle is None else ["--settle", f"{args.settle:g}"]
             repeat = ["--repeat", str(args.repeat)] if args.repeat != 1 else []
             timeout = args.timeout or 900.0 * max(1, args.repeat)
+            extra = [a for v in args.var for a in ("--var", v)]
+            extra += [a for f in args.var_file for a in ("--var-file", str(Path(f).resolve()))]
             return backends.run_in_sandbox(
                 args.prefix,
-                ["run", *settle, *repeat, *args.experiments],
+                ["run", *settle, *repeat, *extra, *args.experiments],
                 Path(args.journal_dir).resolve(),
                 timeout,
             )

@@ -11,13 +11,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext import __version__
+from chaos_ext._products.report.model import inline_secrets
+from chaos_ext._products.schedule.manifests import ScheduleSpec, manifests, manifests_yaml
+from chaos_ext._products.schedule.permissions import permissions_of
+from chaos_ext._runner.execute import EXIT_INVALID
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.controls.stop_conditions import load_plan
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.reporting.manifests import ScheduleSpec, manifests, manifests_yaml
-from chaos_ext.reporting.model import inline_secrets
-from chaos_ext.reporting.permissions import permissions_of
-from chaos_ext.runner.execute import EXIT_INVALID
 
 HELP = """\
 Print (or write with -o) the Kubernetes manifests that run these experiments on

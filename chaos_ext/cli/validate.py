@@ -8,9 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext._runner.verdict import EXIT_HELD, EXIT_INVALID
 from chaos_ext.cli._admission import Admitted, add_var_options, admit
 from chaos_ext.cli._common import add_control_options
-from chaos_ext.runner.verdict import EXIT_HELD, EXIT_INVALID
 
 HELP = """\
 Validate experiments: the Chaos Toolkit schema, that every Python activity

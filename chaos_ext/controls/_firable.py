@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chaos_ext._prometheus.client import PrometheusClient
-from chaos_ext._prometheus.promql import missing_metrics
-from chaos_ext._prometheus.rules import AlertRule
+from chaos_ext._core.prometheus_api.client import PrometheusClient
+from chaos_ext._core.prometheus_api.promql import missing_metrics
+from chaos_ext._core.prometheus_api.rules import AlertRule
 
 __all__ = ["unfirable", "unfirable_in"]
 

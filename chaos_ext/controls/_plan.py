@@ -26,7 +26,8 @@ A tolerance says what *steady* looks like: a condition breaches when its value
 is outside it. An empty answer is "no data" (not a breach) unless the entry has
 ``if_empty``/``if_nan``; a query Prometheus rejects aborts at once (fail-safe).
 An alert stops the run when it fires, with Prometheus's semantics (pending for
-its ``for:``, ``keep_firing_for``): see :mod:`chaos_ext._prometheus.alertstate`. A rule file or a
+its ``for:``, ``keep_firing_for``): see
+:mod:`chaos_ext._core.prometheus_api.alertstate`. A rule file or a
 ``PrometheusRule`` manifest is a plan by itself (``gameday run --abort-on
 rules.yaml --alerts severity=critical``).
 """
@@ -41,7 +42,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from chaos_ext._prometheus.alertwatch import (
+from chaos_ext._core.prometheus_api.alertwatch import (
     AlertHit,
     AlertSpec,
     AlertTracker,
@@ -51,9 +52,9 @@ from chaos_ext._prometheus.alertwatch import (
     parse_alerts_section,
     resolve_rules,
 )
-from chaos_ext._prometheus.promql import check_promql
-from chaos_ext._prometheus.results import Condition
-from chaos_ext._prometheus.rules import Selector, is_rule_document
+from chaos_ext._core.prometheus_api.promql import check_promql
+from chaos_ext._core.prometheus_api.results import Condition
+from chaos_ext._core.prometheus_api.rules import Selector, is_rule_document
 from chaos_ext.errors import (
     EmptyResult,
     InvalidArgument,

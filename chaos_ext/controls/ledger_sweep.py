@@ -19,7 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from chaos_ext.ledger import current_run_id, default_ledger, set_current_run_id, undo
+from chaos_ext._core.ledger import current_run_id, default_ledger, set_current_run_id, undo
 
 __all__ = ["after_experiment_control", "before_experiment_control"]
 

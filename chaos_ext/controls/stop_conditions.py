@@ -1,7 +1,7 @@
 """Stop conditions, the one public entry: watch Prometheus and alerts, stop on a breach.
 
 The abort plan (:mod:`._plan`), the alert watch built on the shared alert
-machinery (:mod:`chaos_ext._prometheus.alertwatch`, ``alertstate``,
+machinery (:mod:`chaos_ext._core.prometheus_api.alertwatch`, ``alertstate``,
 ``replay``, ``alertsources``), the check for alerts that can never fire
 (:mod:`._firable`) and the run-event handler live here; the CLI, the runner
 and the ``chaos_ext.controls.abort`` control use this module only. No fault
@@ -14,7 +14,7 @@ interrupted). Every ``interval`` the thread evaluates the plan's conditions; on
 a breach (or Prometheus unreachable ``unreachable_after`` times in a row, or a
 query Prometheus rejects) it records the verdict in the journal under
 ``gameday.abort`` and stops the run through the one stop path
-(:func:`chaos_ext._stop.request_stop`: a pending pause ends, the processes an
+(:func:`chaos_ext._core.stop.request_stop`: a pending pause ends, the processes an
 activity started are ended as a group), then interrupts the main thread the
 way chaoslib supports: SIGUSR1, which becomes ``SystemExit(20)``; rollbacks
 run (then gameday's ledger sweep), and gameday records the status ``aborted``.
@@ -43,14 +43,14 @@ from typing import Any
 
 from chaoslib.run import RunEventHandler
 
-from chaos_ext import _stop
-from chaos_ext._prometheus.alertsources import alertmanager_alerts, prometheus_alerts
-from chaos_ext._prometheus.alertstate import RuleState
-from chaos_ext._prometheus.alertwatch import RuleOutcome, SourceOutcome
-from chaos_ext._prometheus.client import PrometheusClient, client
-from chaos_ext._prometheus.replay import restore
-from chaos_ext._prometheus.results import parse_instant, single_value
-from chaos_ext._prometheus.rules import parse_selector
+from chaos_ext._core import stop as _stop
+from chaos_ext._core.prometheus_api.alertsources import alertmanager_alerts, prometheus_alerts
+from chaos_ext._core.prometheus_api.alertstate import RuleState
+from chaos_ext._core.prometheus_api.alertwatch import RuleOutcome, SourceOutcome
+from chaos_ext._core.prometheus_api.client import PrometheusClient, client
+from chaos_ext._core.prometheus_api.replay import restore
+from chaos_ext._core.prometheus_api.results import parse_instant, single_value
+from chaos_ext._core.prometheus_api.rules import parse_selector
 from chaos_ext.controls._firable import unfirable_in
 from chaos_ext.controls._plan import (
     AbortCondition,

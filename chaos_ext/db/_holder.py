@@ -1,7 +1,7 @@
 """Helper process: open database connections concurrently, report, then hold them.
 
 Started by :func:`chaos_ext.db.actions.exhaust_connections` through
-:func:`chaos_ext._helper.start_helper`, tagged with the ledger entry id, with
+:func:`chaos_ext._core.helper.start_helper`, tagged with the ledger entry id, with
 the credentials in its stdin payload (never argv or the environment). It
 
 1. opens one connection (a failure here is the one-line error sent back:
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos_ext._helper import serve
+from chaos_ext._core.helper import serve
 from chaos_ext.db._engines import ConnectFailure, ConnectParams, capacity, close, connect, ping
 from chaos_ext.db._target import Capacity, Target, max_ceiling, parse_target, planned_total
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from chaos_ext._core.validation import require_range
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.validation import require_range
 
 __all__ = [
     "DEFAULT_PORTS",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos_ext import _helper
-from chaos_ext.contract import (
+from chaos_ext._core import helper as _helper
+from chaos_ext._core.contract import (
     LEDGER_ID,
     Configuration,
     Secrets,
@@ -13,6 +13,15 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
+from chaos_ext._core.ledger import (
+    Entry,
+    default_ledger,
+    fault,
+    machine_scope,
+    undo_after,
+    undo_handler,
+)
+from chaos_ext._core.validation import validated_by
 from chaos_ext.db._credentials import connect_params
 from chaos_ext.db._engines import (
     ConnectFailure,
@@ -23,16 +32,8 @@ from chaos_ext.db._engines import (
     server_identity,
 )
 from chaos_ext.db._target import check_exhaust_arguments, engine_of, parse_target
+from chaos_ext.db.leftovers import application_name
 from chaos_ext.errors import ChaosExtError, DatabaseError
-from chaos_ext.ledger import (
-    Entry,
-    default_ledger,
-    fault,
-    machine_scope,
-    undo_after,
-    undo_handler,
-)
-from chaos_ext.validation import validated_by
 
 __all__ = ["exhaust_connections", "release_connections"]
 
@@ -152,10 +153,12 @@ def _hold(
     where = f"{params.engine}://{params.host}:{params.port}/{params.database}"
     identity = _identity(params)
     with fault(kind=KIND, target=where, recipe=recipe, module=__name__, identity=identity) as entry:
+        # every connection says whose it is: `gameday ledger --scan --db-dsn` finds it by name
+        named = {**payload["connect"], "application_name": application_name(entry.id)}
         try:
             handle = _helper.start_helper(
                 module="chaos_ext.db._holder",
-                payload=payload,
+                payload={**payload, "connect": named},
                 token=entry.id,
                 ready_timeout=OPEN_BUDGET + _STARTUP + params.connect_timeout,
             )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos_ext.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
 from chaos_ext.db._credentials import connect_params
 from chaos_ext.db._engines import ConnectFailure, capacity, close, connect, scrub, server_identity
 from chaos_ext.db._target import (

@@ -9,12 +9,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from chaos_ext.contract import Configuration, Secrets
+from chaos_ext._core.contract import Configuration, Secrets
+from chaos_ext._core.validation import require_range, validated_by
 from chaos_ext.db._credentials import connect_params
 from chaos_ext.db._engines import ConnectFailure, capacity, close, connect
 from chaos_ext.db._target import check_headroom_arguments
 from chaos_ext.errors import DatabaseError, InvalidArgument
-from chaos_ext.validation import require_range, validated_by
 
 __all__ = ["connection_headroom", "http_readiness"]
 

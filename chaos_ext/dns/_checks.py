@@ -13,11 +13,11 @@ import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from chaos_ext._core.ledger import Entry
+from chaos_ext._core.validation import require_range
 from chaos_ext.dns._search import candidates
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.ledger import Entry
-from chaos_ext.validation import require_range
 
 __all__ = [
     "MAX_CONNECTIONS",

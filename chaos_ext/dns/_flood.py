@@ -16,7 +16,8 @@ import threading
 import time
 from typing import Any
 
-from chaos_ext.dns._book import Book, FloodPlan, summarize
+from chaos_ext._core.percentile import prepare_folding
+from chaos_ext.dns._tally import FloodPlan, FloodTally, summarize
 from chaos_ext.dns._wire import classify, with_id
 from chaos_ext.errors import DnsError
 
@@ -37,6 +38,7 @@ def flood_tally(
 ) -> dict[str, Any]:
     """Run the flood until its caps (or ``stop``); return its raw tally."""
     halt = stop or threading.Event()
+    prepare_folding()  # before the clock starts: the first latency fold must not stall the loop
     if plan.protocol == "tcp":
         from chaos_ext.dns._flood_tcp import run_tcp  # noqa: PLC0415 - only for TCP floods
 
@@ -64,7 +66,7 @@ def _udp_sockets(plan: FloodPlan) -> list[socket.socket]:
 def _run_udp(plan: FloodPlan, wires: list[list[bytes]], stop: threading.Event) -> dict[str, Any]:
     socks = _udp_sockets(plan)
     clock = time.monotonic
-    book = Book(plan, wires, clock())
+    book = FloodTally(plan, wires, clock())
     sender = _Sender(book, socks)
     by_fd = {sock.fileno(): (sock, index << 16) for index, sock in enumerate(socks)}
     poller = select.epoll()
@@ -90,7 +92,7 @@ def _run_udp(plan: FloodPlan, wires: list[list[bytes]], stop: threading.Event) -
     return book.tally(clock() - book.start)
 
 
-def _wait(book: Book, backlog: int, now: float) -> float:
+def _wait(book: FloodTally, backlog: int, now: float) -> float:
     """How long poll may sleep: for an answer when sends wait on concurrency, else a slot."""
     if backlog > 0:
         return _MAX_WAIT
@@ -101,7 +103,7 @@ def _wait(book: Book, backlog: int, now: float) -> float:
 class _Sender:
     """Round-robin sends over the sockets, ids per socket, keys ``socket << 16 | id``."""
 
-    def __init__(self, book: Book, socks: list[socket.socket]) -> None:
+    def __init__(self, book: FloodTally, socks: list[socket.socket]) -> None:
         self.book = book
         self.sends = [sock.send for sock in socks]
         self.next_id = [0] * len(socks)
@@ -135,7 +137,7 @@ class _Sender:
         return due - room
 
 
-def _drain(book: Book, sock: socket.socket, base: int, clock: Any) -> None:
+def _drain(book: FloodTally, sock: socket.socket, base: int, clock: Any) -> None:
     recv, answered = sock.recv, book.answered
     while True:
         try:

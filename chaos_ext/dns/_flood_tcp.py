@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos_ext.dns._book import Book, FloodPlan
+from chaos_ext.dns._tally import FloodPlan, FloodTally
 from chaos_ext.dns._wire import classify, with_id
 
 __all__ = ["run_tcp"]
@@ -38,7 +38,7 @@ class _Conn:
 
 
 class _Pool:
-    def __init__(self, book: Book, sel: selectors.BaseSelector) -> None:
+    def __init__(self, book: FloodTally, sel: selectors.BaseSelector) -> None:
         self.book = book
         self.sel = sel
         self.family = socket.AF_INET6 if ":" in book.plan.server else socket.AF_INET
@@ -149,7 +149,7 @@ class _Pool:
 def run_tcp(plan: FloodPlan, wires: list[list[bytes]], stop: threading.Event) -> dict[str, Any]:
     """Run a TCP flood; its tally adds ``connections_opened``."""
     clock = time.monotonic
-    book = Book(plan, wires, clock())
+    book = FloodTally(plan, wires, clock())
     with selectors.DefaultSelector() as sel:
         pool = _Pool(book, sel)
         try:
@@ -170,7 +170,7 @@ def run_tcp(plan: FloodPlan, wires: list[list[bytes]], stop: threading.Event) ->
     return {**book.tally(clock() - book.start), "connections_opened": pool.connections_opened}
 
 
-def _wait(book: Book, pool: _Pool, now: float) -> float:
+def _wait(book: FloodTally, pool: _Pool, now: float) -> float:
     if pool.idle and book.due(now) > 0:
         return 0
     next_slot = book.start + (book.sent + 1) / book.plan.qps

@@ -3,7 +3,7 @@
 One Python thread sends and receives some tens of thousands of queries a
 second; on a busy machine several processes keep up with a C load generator
 (dnsperf runs a send and a receive thread per client). Each worker is a
-helper process (:mod:`chaos_ext._helper`) tagged with the flood's ledger
+helper process (:mod:`chaos_ext._core.helper`) tagged with the flood's ledger
 entry id, so a killed runner's workers are stopped by ``gameday rollback``;
 each also stops by itself at the flood's caps.
 
@@ -27,10 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos_ext import _helper, _procfs
-from chaos_ext._failpoint import failpoint
-from chaos_ext.dns._book import FloodPlan, summarize
+from chaos_ext._core import helper as _helper
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.failpoint import failpoint
+from chaos_ext._core.percentile import prepare_folding
 from chaos_ext.dns._flood import flood_tally
+from chaos_ext.dns._tally import FloodPlan, summarize
 from chaos_ext.errors import ChaosExtError, DnsError
 
 __all__ = ["run_parallel", "split_plan", "work"]
@@ -126,6 +128,7 @@ def work(
     plan = FloodPlan(**payload["plan"])
     wires = [[bytes.fromhex(wire) for wire in chain] for chain in payload["wires"]]
     workdir = Path(payload["workdir"])
+    prepare_folding()  # before ready: every worker starts flooding at "go", none importing
     ready({"worker": payload["index"]})
     if not _wait_for_go(workdir, stop):
         return

@@ -4,7 +4,7 @@ Local targets (``local``, ``netns:``, ``pid:``) use libnftables through its
 Python binding (PyPI ``pip-nftables``, the same module Debian ships as
 ``python3-nftables``). A libnftables context opens its netlink socket when it
 is created, so creating it in a thread that entered the target's namespace
-(:func:`chaos_ext._targets.netns.run_in_netns`) makes every command act there
+(:func:`chaos_ext._core.targets.netns.run_in_netns`) makes every command act there
 and nowhere else. Remote targets (``ssh:``, ``pod:``) run the node's own
 ``nft -j '<batch>'`` (nftables >= 0.9.x reads JSON on the command line with
 ``-j``), prefixed with ``nsenter`` for a pod. Both take the same JSON batch
@@ -20,10 +20,10 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
-from chaos_ext import _procfs
-from chaos_ext._targets import identity, netns
-from chaos_ext._targets.remote import RemoteShell, open_remote, reopen_remote
-from chaos_ext._targets.spec import LOCAL_KINDS, Target, netns_path
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.targets import identity, netns
+from chaos_ext._core.targets.remote import RemoteShell, open_remote, reopen_remote
+from chaos_ext._core.targets.spec import LOCAL_KINDS, Target, netns_path
 from chaos_ext.dns import _ratelimit
 from chaos_ext.errors import DnsError, PreflightFailed, TargetGone
 
@@ -189,7 +189,7 @@ def runner_from_recipe(
     """Reconnect for an undo from what the ledger holds (no Kubernetes call).
 
     A local target is reached by the namespace recorded (``netns_key``), not
-    by its spelling alone (:func:`chaos_ext._targets.identity.reach`).
+    by its spelling alone (:func:`chaos_ext._core.targets.identity.reach`).
     """
     if "ssh" not in connection:
         yield LocalNft(identity.reach(target, netns_key))

@@ -1,7 +1,7 @@
 """Which tables of ours no ledger owns: those a rate-limit sweep may delete.
 
 Ownership is by identity, never by spelling (which entries are on a target
-is decided by namespace inode, :func:`chaos_ext._targets.identity.entries_on`). A table
+is decided by namespace inode, :func:`chaos_ext._core.targets.identity.entries_on`). A table
 is ours to sweep only when no open entry of any ledger on this machine names
 it: table names are drawn at random per fault, so a name is the table's
 identity wherever it lives and whoever recorded it. A ledger that cannot be
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_ext._targets.spec import Target
+from chaos_ext._core.ledger import Census, Entry, open_entries_on_machine
+from chaos_ext._core.targets.spec import Target
 from chaos_ext.dns import _nft
 from chaos_ext.errors import TargetGone
-from chaos_ext.ledger import Census, Entry, open_entries_on_machine
 
 __all__ = ["RATE_KIND", "SweepPlan", "plan_sweep", "remove_unrecorded"]
 

@@ -1,6 +1,6 @@
 """Helper process: open and hold idle TCP connections to a DNS server.
 
-Run by ``saturate_dnsmasq_tcp`` through :func:`chaos_ext._helper.start_helper`
+Run by ``saturate_dnsmasq_tcp`` through :func:`chaos_ext._core.helper.start_helper`
 (``python -m chaos_ext.dns._tcp_holder``), tagged with the ledger entry id.
 One thread, non-blocking sockets and a selector: 10,000 connections cost a
 few MB here (the kernel holds the rest). Connects go out in waves of at most
@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from chaos_ext import _procfs
-from chaos_ext._helper import serve
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.helper import serve
 
 __all__ = ["CONNECT_WAVE", "open_connections", "raise_fd_limit", "work"]
 

@@ -7,13 +7,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from chaos_ext import _helper
-from chaos_ext._failpoint import failpoint
-from chaos_ext._targets.identity import NETNS_KEY, entries_on, namespace_key
-from chaos_ext._targets.pod import RULES as POD_RULES
-from chaos_ext._targets.remote import identity_of
-from chaos_ext._targets.spec import LOCAL_KINDS, parse_target
-from chaos_ext.contract import (
+from chaos_ext._core import helper as _helper
+from chaos_ext._core.contract import (
     LEDGER_ID,
     Configuration,
     Secrets,
@@ -21,8 +16,15 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
+from chaos_ext._core.failpoint import failpoint
+from chaos_ext._core.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
+from chaos_ext._core.rbac import needs_k8s
+from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
+from chaos_ext._core.targets.pod import RULES as POD_RULES
+from chaos_ext._core.targets.remote import identity_of
+from chaos_ext._core.targets.spec import LOCAL_KINDS, parse_target
+from chaos_ext._core.validation import PARSED, validated_by
 from chaos_ext.dns import _nft, _ratelimit, _sweep
-from chaos_ext.dns._book import FloodPlan
 from chaos_ext.dns._checks import (
     check_flood,
     check_saturation,
@@ -33,12 +35,10 @@ from chaos_ext.dns._checks import (
 from chaos_ext.dns._flood import run_flood
 from chaos_ext.dns._flood_workers import run_parallel
 from chaos_ext.dns._search import candidates
+from chaos_ext.dns._tally import FloodPlan
 from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.errors import ChaosExtError, DnsError, TargetGone
-from chaos_ext.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
-from chaos_ext.rbac import needs_k8s
-from chaos_ext.validation import check_types, validated_by
 
 __all__ = [
     "flood_dns",
@@ -97,8 +97,6 @@ def saturate_dnsmasq_tcp(
         "query_name": query_name,
         "connect_timeout_seconds": connect_timeout_seconds,
     }
-    check_types(saturate_dnsmasq_tcp, args)
-    check_saturation(args)
     server = args["server"] = require_server(server)  # one spelling for release_dnsmasq_tcp
     payload = {**args, "query_hex": query_wire(query_name).hex() if query_name else ""}
     waves = -(-connections // CONNECT_WAVE)  # each wave of connects may take the timeout
@@ -217,24 +215,6 @@ def flood_dns(
     rollback). Returns achieved QPS, answer, NXDOMAIN, NODATA, SERVFAIL,
     timeout counts, lookups, p50/p95/p99 ms and ``ledger_id``.
     """
-    args = {
-        "server": server,
-        "names": names,
-        "port": port,
-        "qps": qps,
-        "duration_seconds": duration_seconds,
-        "protocol": protocol,
-        "search_domains": search_domains,
-        "ndots": ndots,
-        "qtype": qtype,
-        "timeout_seconds": timeout_seconds,
-        "concurrency": concurrency,
-        "max_queries": max_queries,
-        "sockets": sockets,
-        "workers": workers,
-    }
-    check_types(flood_dns, args)
-    check_flood(args)
     search = search_domains or []
     wires = [[query_wire(c, qtype) for c in candidates(n, search, ndots)] for n in names]
     plan = FloodPlan(
@@ -301,9 +281,9 @@ def _check_target(arguments: Mapping[str, Any]) -> None:
         parse_target(arguments.get("target", "local"))
 
 
-def _check_limit(arguments: Mapping[str, Any]) -> None:
-    _ratelimit.check_limit_arguments(arguments)
+def _check_limit(arguments: Mapping[str, Any]) -> _ratelimit.RateLimitSpec:
     _check_target(arguments)
+    return _ratelimit.check_limit_arguments(arguments)
 
 
 @fault_action(rollback="remove_dns_rate_limit")
@@ -318,6 +298,8 @@ def limit_dns_rate(
     target: str = "local",
     configuration: Configuration = None,
     secrets: Secrets = None,
+    *,
+    parsed: _ratelimit.RateLimitSpec = PARSED,
 ) -> dict[str, Any]:
     """Cap the DNS packets per second a target sends, as the VPC resolver's limit does.
 
@@ -337,16 +319,7 @@ def limit_dns_rate(
     > 0 removes it by itself. Probe the drops with ``dns_rate_limit_drops``.
     Returns the table, the limit, what the kernel loaded and ``ledger_id``.
     """
-    arguments = {
-        "pps": pps,
-        "burst": burst,
-        "resolvers": resolvers,
-        "port": port,
-        "duration_seconds": duration_seconds,
-        "target": target,
-    }
-    check_types(limit_dns_rate, arguments)
-    spec = _ratelimit.check_limit_arguments(arguments)
+    spec = parsed  # checked and parsed once, by @validated_by
     where = parse_target(target)
     table = _ratelimit.table_name(uuid.uuid4().hex[:12])
     with _nft.runner_for(where, configuration, secrets) as (runner, connection):

@@ -13,15 +13,15 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from chaos_ext._targets.identity import namespace_key
-from chaos_ext._targets.spec import LOCAL_KINDS, netns_path, parse_target
-from chaos_ext.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.targets.identity import namespace_key
+from chaos_ext._core.targets.spec import LOCAL_KINDS, netns_path, parse_target
+from chaos_ext._core.validation import check_types
 from chaos_ext.dns import _nft, _ratelimit
 from chaos_ext.dns._checks import check_flood, check_saturation, require_server
 from chaos_ext.dns._search import candidates
 from chaos_ext.dns.actions import flood_dns, saturate_dnsmasq_tcp
 from chaos_ext.errors import ChaosExtError
-from chaos_ext.validation import check_types
 
 __all__ = ["plan_flood_dns", "plan_limit_dns_rate", "plan_saturate_dnsmasq_tcp"]
 

@@ -18,16 +18,16 @@ import dns.query
 import dns.rcode
 import dns.rdatatype
 
-from chaos_ext import _procfs
-from chaos_ext._percentile import LatencyRecorder
-from chaos_ext._targets.pod import RULES as POD_RULES
-from chaos_ext._targets.spec import parse_target
-from chaos_ext.contract import Configuration, Secrets
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.contract import Configuration, Secrets
+from chaos_ext._core.percentile import LatencyRecorder
+from chaos_ext._core.rbac import needs_k8s
+from chaos_ext._core.targets.pod import RULES as POD_RULES
+from chaos_ext._core.targets.spec import parse_target
+from chaos_ext._core.validation import validated_by
 from chaos_ext.dns import _nft
 from chaos_ext.dns._checks import check_resolution_stats, with_defaults
 from chaos_ext.errors import DnsError, InvalidArgument
-from chaos_ext.rbac import needs_k8s
-from chaos_ext.validation import check_types, validated_by
 
 __all__ = [
     "dns_rate_limit_drops",
@@ -82,18 +82,6 @@ def dns_resolution_stats(
     transport error. Pair with a tolerance such as
     ``{"type": "range", "target": "p99_ms", "range": [0, 100]}``.
     """
-    args = {
-        "server": server,
-        "name": name,
-        "port": port,
-        "protocol": protocol,
-        "samples": samples,
-        "timeout_seconds": timeout_seconds,
-        "qtype": qtype,
-        "interval_seconds": interval_seconds,
-    }
-    check_types(dns_resolution_stats, args)
-    check_resolution_stats(args)
     latencies = LatencyRecorder()
     outcomes: dict[str, int] = {}
     for index in range(samples):

@@ -173,7 +173,7 @@ def _with_deadline(func: Callable[[], T], seconds: float, what: str) -> T:
 
 
 def _pick_pod(core: Any, src: DumpSource) -> str:
-    from chaos_ext._k8s import call  # noqa: PLC0415 - see _read_pod
+    from chaos_ext._core.k8s import call  # noqa: PLC0415 - see _read_pod
 
     if src.pod:
         return src.pod
@@ -242,7 +242,7 @@ def _read_pod(
     from kubernetes.config.config_exception import ConfigException  # noqa: PLC0415
     from kubernetes.stream import stream  # noqa: PLC0415
 
-    from chaos_ext._k8s import api_client, call  # noqa: PLC0415 - ~0.5 s of imports
+    from chaos_ext._core.k8s import api_client, call  # noqa: PLC0415 - ~0.5 s of imports
 
     try:
         core = client.CoreV1Api(api_client(secrets))

@@ -1,7 +1,7 @@
 """Read the gateway's Deployment, custom bootstrap and EnvoyFilters from the Kubernetes API.
 
 Read-only (get/list), each request with the client's default timeout
-(:func:`chaos_ext._k8s.call`); what is read is turned into
+(:func:`chaos_ext._core.k8s.call`); what is read is turned into
 :class:`._gateway.GatewayFacts` by the same pure code that reads ``--existing``
 files, so the two give the same fix.
 """
@@ -44,7 +44,7 @@ def read_gateway(deployment: str, *, secrets: Mapping[str, Any] | None = None) -
     from kubernetes import client  # noqa: PLC0415 - ~0.5 s of imports, only for this source
     from kubernetes.config.config_exception import ConfigException  # noqa: PLC0415
 
-    from chaos_ext._k8s import api_client, read_json, status_of  # noqa: PLC0415
+    from chaos_ext._core.k8s import api_client, read_json, status_of  # noqa: PLC0415
 
     namespace, name = parse_deployment(deployment)
     try:

@@ -14,6 +14,7 @@ from typing import Any
 
 from chaoslib.types import Secrets
 
+from chaos_ext._core.validation import require_range
 from chaos_ext.envoy._audit import Check, evaluate
 from chaos_ext.envoy._dump import EdgeConfig, Listener, edge_config, select_listeners
 from chaos_ext.envoy._fetch import fetch_dump, parse_source
@@ -23,7 +24,6 @@ from chaos_ext.envoy._report import audit_report, describe_input
 from chaos_ext.envoy._role import ROLES, Role, detect_role
 from chaos_ext.envoy._rules import Rule
 from chaos_ext.errors import EnvoyError, InvalidArgument
-from chaos_ext.validation import require_range
 
 __all__ = [
     "ROLE_CHOICES",

@@ -5,18 +5,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chaos_ext._prometheus.client import client
-from chaos_ext._prometheus.promql import check_promql, matchers
-from chaos_ext._prometheus.results import parse_instant, shown
-from chaos_ext.contract import Configuration, Secrets
+from chaos_ext._core.contract import Configuration, Secrets
+from chaos_ext._core.prometheus_api.client import client
+from chaos_ext._core.prometheus_api.promql import check_promql, matchers
+from chaos_ext._core.prometheus_api.results import parse_instant, shown
+from chaos_ext._core.rbac import Rule, needs_k8s
+from chaos_ext._core.validation import validated_by
+from chaos_ext.envoy._fix_heap import heap_rule
+from chaos_ext.envoy._gateway import parse_quantity
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
 from chaos_ext.envoy._pipeline import check_audit_arguments, run_audit
 from chaos_ext.envoy._profiles import DEFAULT_PROFILE
 from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.rbac import Rule, needs_k8s
-from chaos_ext.validation import validated_by
 
 __all__ = ["edge_config_audit", "overload_state"]
+
+
+def _check_edge_audit(arguments: Mapping[str, Any]) -> None:
+    check_audit_arguments(arguments)
+    _memory_limit(arguments.get("memory_limit", ""))
+
+
+def _memory_limit(text: Any) -> int | None:
+    """Bytes of ``memory_limit`` (a Kubernetes quantity), None when not given."""
+    if text in ("", None):
+        return None
+    if not isinstance(text, str):
+        raise InvalidArgument(
+            f"memory_limit: expected a Kubernetes quantity string such as '1024Mi', got {text!r}"
+        )
+    return parse_quantity(text, what="memory_limit")
 
 
 @needs_k8s(
@@ -26,7 +44,7 @@ __all__ = ["edge_config_audit", "overload_state"]
     Rule("", "pods", ("get", "list")),
     Rule("", "pods/exec", ("create", "get")),
 )
-@validated_by(check_audit_arguments)
+@validated_by(_check_edge_audit)
 def edge_config_audit(
     source: str,
     listener: str = "",
@@ -35,6 +53,7 @@ def edge_config_audit(
     timeout_seconds: float = 30.0,
     profile: str = DEFAULT_PROFILE,
     role: str = "auto",
+    memory_limit: str = "",
     configuration: Configuration = None,
     secrets: Secrets = None,
 ) -> dict[str, Any]:
@@ -50,11 +69,18 @@ def edge_config_audit(
     ``hardened`` (stricter) or ``sidecar``. A sidecar's configuration is
     recognised and refused by the edge profiles (``role`` overrides what is
     detected). ``listener``: audit only this listener. ``rules``/``rules_file``:
-    override rules by id, or add rules (docs/envoy.md). Returns ``passed``,
+    override rules by id, or add rules (docs/envoy.md). ``memory_limit``: the
+    proxy container's ``resources.limits.memory`` (a Kubernetes quantity,
+    ``1024Mi``), as ``gameday audit envoy --memory-limit`` takes it: adds the
+    rule ``overload-heap-below-memory-limit``, which fails a fixed_heap limit
+    at or above it (the kernel would OOM-kill Envoy before the overload
+    actions fire). Returns ``passed``,
     the input kind, the proxy role and, per rule and target, ``status``
     (pass/fail/unreadable/warn/not-in-input), ``expected``, ``found``, ``path``
     and the rule's source. Pair with a ``jsonpath`` tolerance on ``$.passed``.
     """
+    limit = _memory_limit(memory_limit)
+    extra = [] if limit is None else [heap_rule(limit, f"memory_limit {memory_limit}")]
     return run_audit(
         source,
         listener=listener,
@@ -64,6 +90,7 @@ def edge_config_audit(
         profile=profile,
         role=role,
         secrets=secrets,
+        extra_rules=extra,
     ).report
 
 

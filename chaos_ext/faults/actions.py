@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos_ext.contract import Configuration, Secrets, roll_back, rollback_activity
-from chaos_ext.ledger import default_ledger
-from chaos_ext.validation import validated_by
+from chaos_ext._core.contract import Configuration, Secrets, roll_back, rollback_activity
+from chaos_ext._core.ledger import default_ledger
+from chaos_ext._core.validation import validated_by
 
 __all__ = ["rollback_faults"]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from chaos_ext.contract import Configuration, Secrets
-from chaos_ext.ledger import default_ledger
-from chaos_ext.validation import validated_by
+from chaos_ext._core.contract import Configuration, Secrets
+from chaos_ext._core.ledger import default_ledger
+from chaos_ext._core.validation import validated_by
 
 __all__ = ["open_faults"]
 

@@ -2,7 +2,7 @@
 
 The hot path only appends latencies (integer µs) to two lists and bumps
 counters. When the bucket is written, the lists become HdrHistograms in one
-vectorised pass (:func:`chaos_ext._percentile.histogram_of`): the same
+vectorised pass (:func:`chaos_ext._core.percentile.histogram_of`): the same
 histogram as recording every value one by one (a test checks it), at a
 fraction of the CPU: a load generator's capacity is its CPU per request.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from chaos_ext._percentile import clipped_us, histogram_of
+from chaos_ext._core.percentile import clipped_us, histogram_of
 from chaos_ext.load.results import LE_BOUNDS
 
 __all__ = ["BucketAccumulator"]
@@ -32,6 +32,7 @@ class BucketAccumulator:
 
     __slots__ = (
         "answered",
+        "causes",
         "dropped",
         "errors",
         "index",
@@ -53,18 +54,24 @@ class BucketAccumulator:
         self.sent = self.dropped = self.ok = self.pending = 0
         self.answered = 0  # requests of any bucket that ended during this one's wall-clock time
         self.errors: dict[str, int] = {}
+        self.causes: dict[str, int] = {}  # the cause header's values on 5xx responses
         self.status = [0] * len(_STATUS_KEYS)
         self.latencies: list[int] = []  # µs from the scheduled send time
         self.services: list[int] = []  # µs from the actual send
         self.max_lag = 0.0
         self.last_done = 0.0  # seconds after the load's start of the latest completion
 
-    def response(self, status: int, latency: float, service: float) -> None:
-        """A response came ``latency`` s after its scheduled time, ``service`` s after sending."""
+    def response(self, status: int, latency: float, service: float, cause: str | None) -> None:
+        """A response came ``latency`` s after its scheduled time, ``service`` s after sending.
+
+        ``cause``: the value of the load's cause header, if it has one (counted on 5xx only).
+        """
         cls = status // 100
         self.status[cls if 0 < cls < 6 else 0] += 1
         if cls == 5:
             self.error("http_5xx")
+            if cause:
+                self.causes[cause] = self.causes.get(cause, 0) + 1
         elif cls == 4:
             self.error("http_4xx")
         else:
@@ -92,6 +99,7 @@ class BucketAccumulator:
             "dropped": self.dropped,
             "ok": self.ok,
             "errors": self.errors,
+            "causes": self.causes,
             "answered": self.answered,
             "status": {k: n for k, n in zip(_STATUS_KEYS, self.status, strict=True) if n},
             "lat_sum": round(lat_sum, 6),

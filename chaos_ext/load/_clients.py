@@ -2,7 +2,8 @@
 
 Both clients have the same shape: ``launch(url_index, context)`` sends one
 request now and, when it ends, calls ``done(context, sent_at, ended_at,
-status, kind)`` with the status (a response) or an error kind. The worker caps concurrency.
+status, kind)`` with the status (a response, and ``kind`` the value of the load's
+cause header if any) or an error kind. The worker caps concurrency.
 
 * HTTP/1.1: :class:`chaos_ext.load._http1.Http1Client` (asyncio protocols and
   httptools; see there why not aiohttp).
@@ -65,7 +66,8 @@ class Http2Client:
         except Exception as exc:  # noqa: BLE001 - every failure is classified and counted
             self.done(context, sent_at, time.monotonic(), None, classify(exc))
         else:
-            self.done(context, sent_at, time.monotonic(), response.status_code, None)
+            cause = response.headers.get(self.spec.cause_header) if self.spec.cause_header else None
+            self.done(context, sent_at, time.monotonic(), response.status_code, cause)
 
     def abort(self) -> None:
         for task in list(self.tasks):

@@ -1,6 +1,6 @@
 """The load helper process: forks the workers, serves /metrics, holds until done.
 
-Run by :func:`chaos_ext._helper.start_helper` as ``python -m
+Run by :func:`chaos_ext._core.helper.start_helper` as ``python -m
 chaos_ext.load._coordinator`` with ``{"spec": ..., "results_dir": ...}`` on
 stdin. It forks ``spec.processes`` workers that share one schedule (worker i
 takes every i-th arrival). Once every worker has built its client they all
@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos_ext._helper import serve
+from chaos_ext._core.helper import serve
 from chaos_ext.errors import LoadError
 from chaos_ext.load._engine import Handshake, run_worker
 from chaos_ext.load.spec import LoadSpec

@@ -23,9 +23,9 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext import _k8s
+from chaos_ext._core import k8s as _k8s
+from chaos_ext._core.ledger import Entry, fault, new_entry_id
 from chaos_ext.errors import KubernetesError
-from chaos_ext.ledger import Entry, fault, new_entry_id
 from chaos_ext.load import _job, _locate, _push
 from chaos_ext.load.spec import RATE_PER_PROCESS, LoadSpec
 

@@ -174,7 +174,7 @@ class _Worker:
         bucket, due = context
         now = time.monotonic()
         if status is not None:
-            bucket.response(status, ended_at - due, ended_at - sent_at)
+            bucket.response(status, ended_at - due, ended_at - sent_at, kind)
         else:
             bucket.error(kind or "other")
         bucket.pending -= 1

@@ -35,7 +35,8 @@ from chaos_ext.load.spec import LoadSpec, check_header_fields
 
 __all__ = ["Done", "Http1Client", "build_request", "tls_context"]
 
-# done(context, sent_at, ended_at, status or None, error kind or None); times are monotonic
+# done(context, sent_at, ended_at, status or None, kind): times are monotonic; kind is the
+# error kind when there is no status, else the cause header's value (or None)
 Done = Callable[[Any, float, float, int | None, str | None], None]
 
 
@@ -77,6 +78,7 @@ class _Origin:
 
 class _Conn(asyncio.Protocol):
     __slots__ = (
+        "cause",
         "client",
         "context",
         "deadline",
@@ -98,6 +100,7 @@ class _Conn(asyncio.Protocol):
         self.sent_at = self.deadline = self.received_at = 0.0
         self.headers_done = self.timed_out = False
         self.head = client.method == "HEAD"
+        self.cause: str | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -105,6 +108,7 @@ class _Conn(asyncio.Protocol):
     def send(self, context: Any, data: bytes) -> None:
         self.context = context
         self.headers_done = False
+        self.cause = None
         if self.head:  # a HEAD response has no body: a fresh parser per request
             self.parser = httptools.HttpResponseParser(self)
         self.sent_at = time.monotonic()
@@ -161,12 +165,25 @@ class _Conn(asyncio.Protocol):
             self.transport.abort()
 
 
+class _CauseConn(_Conn):
+    """A connection that also reads the load's cause header (httptools calls
+    ``on_header`` only where it exists: loads without a cause header pay nothing)."""
+
+    __slots__ = ()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == self.client.cause_header:
+            self.cause = value.decode("latin-1")[:64]
+
+
 class Http1Client:
     """Up to ``limit`` keep-alive connections; ``launch`` sends, ``done`` is called back."""
 
     def __init__(self, spec: LoadSpec, limit: int, done: Done) -> None:
         self.loop = asyncio.get_running_loop()
         self.limit, self.done, self.timeout = limit, done, spec.timeout
+        self.cause_header = spec.cause_header.lower().encode("latin-1")
+        self.conn_type = _CauseConn if spec.cause_header else _Conn
         self.method = spec.method
         self.requests = [
             build_request(spec.method, u, dict(spec.headers), spec.body) for u in spec.urls
@@ -209,7 +226,7 @@ class Http1Client:
 
     async def _connect_and_send(self, origin: _Origin, index: int, context: Any) -> None:
         started = time.monotonic()
-        conn = _Conn(self, origin)
+        conn = self.conn_type(self, origin)
         try:
             async with asyncio.timeout(self.timeout):
                 await self.loop.create_connection(
@@ -232,7 +249,7 @@ class Http1Client:
             conn.origin.idle.append(conn)
         else:
             conn.close()
-        self.done(context, conn.sent_at, conn.received_at, status, None)
+        self.done(context, conn.sent_at, conn.received_at, status, conn.cause)
 
     def lost(self, conn: _Conn) -> None:
         self.open -= 1

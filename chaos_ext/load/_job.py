@@ -24,11 +24,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chaos_ext import __version__
-from chaos_ext._k8s import IDENTITY_RULE
+from chaos_ext._core.k8s import IDENTITY_RULE
+from chaos_ext._core.rbac import Rule
+from chaos_ext._core.validation import require_range
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.load import _pod
-from chaos_ext.rbac import Rule
-from chaos_ext.validation import require_range
 
 __all__ = [
     "DEFAULT_IMAGE",

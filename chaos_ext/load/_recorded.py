@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.ledger import Entry, default_ledger, fault, new_entry_id, undo
+from chaos_ext._core.ledger import Entry, default_ledger, fault, new_entry_id, set_deadline, undo
 from chaos_ext.load import _locate
 from chaos_ext.load.driver import (
     RunningLoad,
@@ -40,6 +40,9 @@ def start_recorded(spec: LoadSpec, *, module: str) -> tuple[Entry, RunningLoad]:
     ) as entry:
         load = start_load(spec, results_dir=Path(recipe["results_dir"]), token=entry.id)
         default_ledger().update_recipe(entry.id, {**recipe, **load.as_dict()})
+    # it ends by itself then (its last requests within their timeout): if this process is
+    # killed, its watchdog closes the entry then, stopping whatever is left
+    set_deadline(entry, max(0.0, load.end - time.time()) + spec.timeout)
     return entry, load
 
 

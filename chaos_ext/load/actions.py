@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from chaos_ext.contract import (
+from chaos_ext._core.contract import (
     LEDGER_ID,
     Configuration,
     Secrets,
@@ -15,25 +15,35 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
+from chaos_ext._core.ledger import Entry, current_run_id, default_ledger, undo_handler
+from chaos_ext._core.rbac import needs_k8s
+from chaos_ext._core.validation import PARSED, validated_by
 from chaos_ext.errors import InvalidArgument, LoadError
-from chaos_ext.ledger import Entry, current_run_id, default_ledger, undo_handler
 from chaos_ext.load import _distributed, _job, _locate, _push, _recorded
 from chaos_ext.load.driver import load_results, stop_load
-from chaos_ext.load.spec import JOB_KEYS, check_load_arguments, spec_from_arguments
-from chaos_ext.rbac import needs_k8s
-from chaos_ext.validation import validated_by
+from chaos_ext.load.spec import JOB_KEYS, LoadSpec, spec_from_arguments
 
 __all__ = ["drive_http_load", "stop_http_load"]
 
 KIND = _locate.KIND
 
 
-def _check(arguments: Mapping[str, Any]) -> None:
+class _Parsed(NamedTuple):
+    """drive_http_load's arguments, checked and parsed once (by ``@validated_by``)."""
+
+    spec: LoadSpec
+    job: _job.JobSettings | None  # None: the load runs here, not from a Kubernetes Job
+
+
+def _check(arguments: Mapping[str, Any]) -> _Parsed:
     if "urls" not in arguments:
         raise InvalidArgument("urls: required (one URL or a list of URLs)")
-    check_load_arguments(arguments)
-    if _job.uses_kubernetes(arguments):
-        _job.settings_from(arguments.get("kubernetes"), arguments.get("replicas", 1))
+    spec = spec_from_arguments(arguments, other_keys=JOB_KEYS)
+    if not _job.uses_kubernetes(arguments):
+        return _Parsed(spec, None)
+    return _Parsed(
+        spec, _job.settings_from(arguments.get("kubernetes"), arguments.get("replicas", 1))
+    )
 
 
 @fault_action(rollback="stop_http_load")
@@ -58,11 +68,14 @@ def drive_http_load(
     metrics_addr: str = "127.0.0.1",
     name: str = "",
     ca_file: str = "",
+    cause_header: str = "",
     wait: bool = False,
     replicas: int = 1,
     kubernetes: dict[str, Any] | None = None,
     configuration: Configuration = None,
     secrets: Secrets = None,
+    *,
+    parsed: _Parsed = PARSED,
 ) -> dict[str, Any]:
     """Send open-loop HTTP load (constant rate, ramp or steps) to the named URLs.
 
@@ -88,6 +101,9 @@ def drive_http_load(
     schedule and where the results are kept. ``metrics_port`` (-1 for a
     free port) serves Prometheus metrics of the load on ``metrics_addr``.
     https certificates are verified (``ca_file``: a PEM bundle to trust).
+    ``cause_header`` (a response header name, e.g. ``X-Error-Cause``): the
+    value it carries on each 5xx response is counted per bucket under
+    ``causes`` (why the server failed: ``error_onset`` classifies them).
 
     ``replicas`` > 1 (with ``kubernetes``: ``namespace``, ``pushgateway`` the
     pods push their per-second results to, optional ``image``, ``start_delay_seconds``,
@@ -98,11 +114,9 @@ def drive_http_load(
     the undo deletes it with foreground propagation. Needs create/get/delete
     on jobs and create/delete on secrets in that namespace.
     """
-    arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
-    _check(arguments)
-    spec = spec_from_arguments(arguments, other_keys=JOB_KEYS)
-    if _job.uses_kubernetes(arguments):
-        return _drive_job(spec, arguments, secrets)
+    spec = parsed.spec  # checked and parsed once, by @validated_by
+    if parsed.job is not None:
+        return _drive_job(spec, parsed.job, replicas, wait=wait, secrets=secrets)
     entry, load = _recorded.start_recorded(spec, module=__name__)
     started = {
         LEDGER_ID: entry.id,
@@ -122,10 +136,8 @@ def drive_http_load(
 
 
 def _drive_job(
-    spec: Any, arguments: Mapping[str, Any], secrets: Mapping[str, Any] | None
+    spec: LoadSpec, settings: _job.JobSettings, replicas: int, *, wait: bool, secrets: Secrets
 ) -> dict[str, Any]:
-    settings = _job.settings_from(arguments["kubernetes"], arguments["replicas"])
-    replicas = int(arguments["replicas"])
     entry, meta = _distributed.start_job_load(spec, replicas, settings, secrets, __name__)
     started = {
         LEDGER_ID: entry.id,
@@ -141,7 +153,7 @@ def _drive_job(
         "duration_seconds": spec.duration,
         "expected_requests": spec.total_requests,
     }
-    if not arguments.get("wait"):
+    if not wait:
         return started
     _distributed.wait_done(entry, max(0.0, meta["end"] - time.time()) + 2 * spec.timeout + 60)
     stopped = stop_http_load(ledger_id=entry.id)

@@ -13,7 +13,7 @@
     print(load_results(load.results_dir)["p99_ms"])
 
 A load runs in a helper process tagged with ``token`` (see
-:mod:`chaos_ext._helper`): :func:`stop_load` with the same token stops it
+:mod:`chaos_ext._core.helper`): :func:`stop_load` with the same token stops it
 from any process. Results are read from ``results_dir`` at any time, while
 the load runs or after.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos_ext import _helper
+from chaos_ext._core import helper as _helper
 from chaos_ext.errors import ChaosExtError, InvalidArgument, LoadError
 from chaos_ext.load.results import read_buckets, summarize
 from chaos_ext.load.spec import LoadSpec

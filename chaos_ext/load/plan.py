@@ -12,7 +12,7 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
-from chaos_ext.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
 from chaos_ext.load import _job, _locate
 from chaos_ext.load.actions import _check
 from chaos_ext.load.spec import JOB_KEYS, spec_from_arguments
@@ -50,6 +50,7 @@ def plan_drive_http_load(
     metrics_addr: str = "127.0.0.1",
     name: str = "",
     ca_file: str = "",
+    cause_header: str = "",
     wait: bool = False,
     replicas: int = 1,
     kubernetes: dict[str, Any] | None = None,

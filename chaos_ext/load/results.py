@@ -19,6 +19,9 @@ several workers or over a window are merged histogram by histogram
 Error kinds: ``connect`` (refused, reset, unreachable), ``dns``, ``timeout``,
 ``http_4xx``, ``http_5xx``, ``other``; requests the concurrency cap could not
 take are counted as ``dropped`` (the generator never delays its schedule).
+With the load's ``cause_header``, ``causes`` counts the values that header
+carried on 5xx responses (why the server failed, in its own words; local
+loads only: a Job's pods do not push them).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from chaos_ext._percentile import latency_summary_ms, new_latency_histogram
+from chaos_ext._core.percentile import latency_summary_ms, new_latency_histogram
 
 __all__ = [
     "ERROR_KINDS",
@@ -66,6 +69,7 @@ class MergedBucket:
     last_done_seconds: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
     status: dict[str, int] = field(default_factory=dict)
+    causes: dict[str, int] = field(default_factory=dict)
     hist: HdrHistogram = field(default_factory=new_latency_histogram, repr=False)
     svc: HdrHistogram = field(default_factory=new_latency_histogram, repr=False)
     workers: int = 0
@@ -77,7 +81,12 @@ class MergedBucket:
         self.ok += line["ok"]
         self.max_lag_ms = max(self.max_lag_ms, line["max_lag_ms"])
         self.last_done_seconds = max(self.last_done_seconds, line.get("last_done_seconds", 0.0))
-        for target, source in ((self.errors, line["errors"]), (self.status, line["status"])):
+        pairs = (
+            (self.errors, line["errors"]),
+            (self.status, line["status"]),
+            (self.causes, line.get("causes") or {}),
+        )
+        for target, source in pairs:
             for key, count in source.items():
                 target[key] = target.get(key, 0) + count
         if line["hist"]:
@@ -116,7 +125,7 @@ def read_buckets(results_dir: Path) -> list[MergedBucket]:
 
 
 def _latency(hist: HdrHistogram) -> dict[str, float | None]:
-    """Latency from the scheduled send: p50 ... p99.9 and max (``chaos_ext._percentile``)."""
+    """Latency from the scheduled send: p50 ... p99.9 and max (``chaos_ext._core.percentile``)."""
     return latency_summary_ms(hist, _PERCENTILES, mean=False)
 
 
@@ -132,9 +141,12 @@ def _counts(buckets: Sequence[MergedBucket], seconds: float) -> dict[str, Any]:
     ok = sum(b.ok for b in buckets)
     errors = {kind: sum(b.errors.get(kind, 0) for b in buckets) for kind in ERROR_KINDS}
     status: dict[str, int] = {}
+    causes: dict[str, int] = {}
     for b in buckets:
         for key, count in b.status.items():
             status[key] = status.get(key, 0) + count
+        for key, count in b.causes.items():
+            causes[key] = causes.get(key, 0) + count
     scheduled = sent + dropped
     failed = sum(errors.values()) + dropped
     return {
@@ -145,6 +157,7 @@ def _counts(buckets: Sequence[MergedBucket], seconds: float) -> dict[str, Any]:
         "ok": ok,
         "errors": errors,
         "status": dict(sorted(status.items())),
+        "causes": dict(sorted(causes.items())),
         "error_ratio": round(failed / scheduled, 6) if scheduled else None,
         "scheduled_rate": round(scheduled / seconds, 3) if seconds else None,
         "achieved_rate": round(answered / seconds, 3) if seconds else None,

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from chaos_ext._core.validation import require_range
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.validation import require_range
 
 __all__ = [
     "ABSOLUTE_MAX_DURATION",
@@ -92,6 +92,9 @@ class LoadSpec:
     shard_count: int = 1
     #: the common start (unix time) of every shard; 0: as soon as the workers are ready
     start_at: float = 0.0
+    #: a response header naming why a request failed (e.g. ``X-Error-Cause``): each
+    #: 5xx response's value is counted under ``causes``; "" reads no header
+    cause_header: str = ""
 
     @property
     def duration(self) -> float:
@@ -295,6 +298,7 @@ SPEC_KEYS = frozenset(
         "name",
         "ca_file",
         "bucket_seconds",
+        "cause_header",
     }
 )
 #: drive_http_load's own arguments that are not part of the profile.
@@ -327,6 +331,12 @@ def spec_from_arguments(arguments: Mapping[str, Any], other_keys: Collection[str
     )
     peak = max(max(s.start_rate, s.end_rate) for s in segments)
     bucket = require_range("bucket_seconds", arguments.get("bucket_seconds", 1.0), 0.1, 60)
+    cause_header = str(arguments.get("cause_header") or "")
+    if cause_header and not _TOKEN.fullmatch(cause_header):
+        raise InvalidArgument(
+            f"cause_header: {cause_header!r} is not a header name (letters, digits and"
+            " !#$%&'*+-.^_`|~ only), e.g. 'X-Error-Cause'"
+        )
     return LoadSpec(
         urls=urls,
         segments=tuple(segments),
@@ -348,6 +358,7 @@ def spec_from_arguments(arguments: Mapping[str, Any], other_keys: Collection[str
         metrics_addr=_address(arguments.get("metrics_addr", "127.0.0.1")),
         name=str(arguments.get("name") or ""),
         ca_file=str(arguments.get("ca_file") or ""),
+        cause_header=cause_header,
     )
 
 

@@ -6,9 +6,9 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from chaos_ext._targets.identity import NETNS_KEY, reach
-from chaos_ext._targets.remote import open_remote, reopen_remote
-from chaos_ext._targets.spec import LOCAL_KINDS, Target, parse_target
+from chaos_ext._core.targets.identity import NETNS_KEY, reach
+from chaos_ext._core.targets.remote import open_remote, reopen_remote
+from chaos_ext._core.targets.spec import LOCAL_KINDS, Target, parse_target
 from chaos_ext.network import _local, _remote, _spec
 
 __all__ = ["Executor", "executor_for", "executor_from_recipe"]

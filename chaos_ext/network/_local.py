@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from chaos_ext import _procfs
-from chaos_ext._targets import netns as _netns
-from chaos_ext._targets.spec import Target, netns_path
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.targets import netns as _netns
+from chaos_ext._core.targets.spec import Target, netns_path
 from chaos_ext.errors import NetworkError, PreflightFailed, TargetGone
 from chaos_ext.network import _spec, _tree
 from chaos_ext.network.kernel import missing_features
@@ -46,7 +46,7 @@ def _netns_path(target: Target) -> str | None:
 def with_route(target: Target, func: Callable[[IPRoute], T]) -> T:
     """``func(ipr)`` with an IPRoute inside the target's namespace (never creates one).
 
-    Namespaces are entered per thread (see :mod:`chaos_ext._targets.netns`).
+    Namespaces are entered per thread (see :mod:`chaos_ext._core.targets.netns`).
     """
     path = _netns_path(target)
 

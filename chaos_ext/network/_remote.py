@@ -2,7 +2,7 @@
 
 The node has no chaos_ext: the tree is built with the node's own ``tc`` binary,
 each command an argument list quoted for the remote shell (see
-:mod:`chaos_ext._ssh`), the same tree as the netlink path
+:mod:`chaos_ext._core.ssh`), the same tree as the netlink path
 (:func:`chaos_ext.network._spec.tc_apply_argvs`).
 
 Exact restore on remote targets covers a *default* root (the kernel's own
@@ -18,8 +18,8 @@ import json
 import uuid
 from typing import Any
 
-from chaos_ext import _procfs
-from chaos_ext._ssh import SshSession
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.ssh import SshSession
 from chaos_ext.errors import NetworkError, PreflightFailed
 from chaos_ext.network import _spec
 

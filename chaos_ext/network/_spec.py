@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chaos_ext._targets.spec import Target, parse_target
+from chaos_ext._core.targets.spec import Target, parse_target
+from chaos_ext._core.validation import require_cidrs, require_name, require_range
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.validation import require_cidrs, require_name, require_range
 
 __all__ = [
     "DEFAULT_CLASS",

@@ -5,7 +5,7 @@ namespace. It is swept (deleted, the kernel's default root back) only when
 no open netem entry in any ledger on this machine may refer to it:
 
 * a local target's entries are compared by namespace inode
-  (:mod:`chaos_ext._targets.identity`), never by spelling: ``netns:app``,
+  (:mod:`chaos_ext._core.targets.identity`), never by spelling: ``netns:app``,
   ``pid:6163`` and a second name of the same namespace are one namespace;
   an entry whose namespace cannot be known may be the one, and is kept;
 * a remote target's entries by the host key of the node they were made on
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos_ext._targets.identity import may_be_same, recorded_key
-from chaos_ext.ledger import Census, Entry
+from chaos_ext._core.ledger import Census, Entry
+from chaos_ext._core.targets.identity import may_be_same, recorded_key
 
 __all__ = ["Place", "owner_note"]
 

@@ -38,7 +38,7 @@ from pyroute2.netlink.rtnl import (
     TC_H_ROOT,
 )
 
-from chaos_ext._failpoint import failpoint
+from chaos_ext._core.failpoint import failpoint
 from chaos_ext.errors import NetworkError
 from chaos_ext.network import _spec
 

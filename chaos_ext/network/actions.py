@@ -5,11 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from chaos_ext._targets.identity import NETNS_KEY, entries_on, namespace_key
-from chaos_ext._targets.pod import RULES as POD_RULES
-from chaos_ext._targets.remote import identity_of
-from chaos_ext._targets.spec import LOCAL_KINDS, Target, parse_target
-from chaos_ext.contract import (
+from chaos_ext._core.contract import (
     LEDGER_ID,
     Configuration,
     Secrets,
@@ -17,8 +13,7 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
-from chaos_ext.errors import ChaosExtError, NetworkError, TargetGone
-from chaos_ext.ledger import (
+from chaos_ext._core.ledger import (
     Entry,
     default_ledger,
     fault,
@@ -26,17 +21,22 @@ from chaos_ext.ledger import (
     undo_after,
     undo_handler,
 )
+from chaos_ext._core.rbac import needs_k8s
+from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
+from chaos_ext._core.targets.pod import RULES as POD_RULES
+from chaos_ext._core.targets.remote import identity_of
+from chaos_ext._core.targets.spec import LOCAL_KINDS, Target, parse_target
+from chaos_ext._core.validation import PARSED, validated_by
+from chaos_ext.errors import ChaosExtError, NetworkError, TargetGone
 from chaos_ext.network import _connect, _spec, _sweep
-from chaos_ext.rbac import needs_k8s
-from chaos_ext.validation import validated_by
 
 __all__ = ["add_latency", "remove_latency"]
 
 KIND = "netem"
 
 
-def _check_add(arguments: Mapping[str, Any]) -> None:
-    _spec.check_latency_arguments(arguments)
+def _check_add(arguments: Mapping[str, Any]) -> _spec.LatencySpec:
+    return _spec.check_latency_arguments(arguments)
 
 
 def _check_remove(arguments: Mapping[str, Any]) -> None:
@@ -58,6 +58,8 @@ def add_latency(
     target: str = "local",
     configuration: Configuration = None,
     secrets: Secrets = None,
+    *,
+    parsed: _spec.LatencySpec = PARSED,
 ) -> dict[str, Any]:
     """Delay traffic to the given destinations (CIDRs, optional ports) with tc netem.
 
@@ -75,18 +77,7 @@ def add_latency(
     CAP_NET_ADMIN first; if it fails nothing is changed. Returns the target,
     the delay and ``ledger_id``.
     """
-    arguments = {
-        "interface": interface,
-        "delay_seconds": delay_seconds,
-        "destinations": destinations,
-        "ports": ports,
-        "jitter_seconds": jitter_seconds,
-        "correlation": correlation,
-        "loss": loss,
-        "duration_seconds": duration_seconds,
-        "target": target,
-    }
-    spec = _spec.check_latency_arguments(arguments)
+    spec = parsed  # checked and parsed once, by @validated_by
     where = parse_target(target)
     label = where.label(interface)
     with _connect.executor_for(where, configuration, secrets) as (executor, connection):

@@ -12,7 +12,7 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from chaos_ext._targets import netns as _netns
+from chaos_ext._core.targets import netns as _netns
 from chaos_ext.network import _spec
 
 __all__ = ["missing_features"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos_ext._targets.spec import parse_target
-from chaos_ext.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.targets.spec import parse_target
 from chaos_ext.errors import ChaosExtError
 from chaos_ext.network import _connect, _spec
 

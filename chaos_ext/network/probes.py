@@ -8,14 +8,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from chaos_ext._percentile import LatencyRecorder
-from chaos_ext._targets import netns as _netns
-from chaos_ext._targets.pod import RULES as POD_RULES
-from chaos_ext.contract import Configuration, Secrets
+from chaos_ext._core.contract import Configuration, Secrets
+from chaos_ext._core.percentile import LatencyRecorder
+from chaos_ext._core.rbac import needs_k8s
+from chaos_ext._core.targets import netns as _netns
+from chaos_ext._core.targets.pod import RULES as POD_RULES
+from chaos_ext._core.validation import require_name, require_range, validated_by
 from chaos_ext.errors import InvalidArgument, NetworkError
 from chaos_ext.network import _connect, _spec
-from chaos_ext.rbac import needs_k8s
-from chaos_ext.validation import require_name, require_range, validated_by
 
 __all__ = ["latency_supported", "measure_rtt", "qdisc_state"]
 
@@ -88,15 +88,6 @@ def measure_rtt(
     1000, each within ``timeout_seconds``), from this host or from inside network
     namespace ``netns``. Failed connects are counted, not timed.
     """
-    _check_rtt(
-        {
-            "host": host,
-            "port": port,
-            "samples": samples,
-            "timeout_seconds": timeout_seconds,
-            "netns": netns,
-        }
-    )
     times: list[float] = []
     errors: list[str] = []
     for _ in range(samples):
@@ -110,7 +101,7 @@ def measure_rtt(
 
 
 def _summarize(times_ms: list[float]) -> dict[str, float | int]:
-    """median / p95 / min / max of a list of milliseconds (``chaos_ext._percentile``)."""
+    """median / p95 / min / max of a list of milliseconds (``chaos_ext._core.percentile``)."""
     recorder = LatencyRecorder()
     for ms in times_ms:
         recorder.add(ms / 1000)

@@ -19,7 +19,7 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import call, read_json, status_of
+from chaos_ext._core.k8s import call, read_json, status_of
 from chaos_ext.errors import KubernetesError
 from chaos_ext.node._drain_plan import PodInfo, backoff_delays
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from chaos_ext._k8s import parse_time
+from chaos_ext._core.k8s import parse_time
 
 __all__ = ["condition", "hpa_summary", "node_summary", "pending_summary", "ready_ratio"]
 

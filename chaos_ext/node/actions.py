@@ -6,8 +6,16 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._failpoint import failpoint
-from chaos_ext._k8s import (
+from chaos_ext._core.contract import (
+    LEDGER_ID,
+    Configuration,
+    Secrets,
+    fault_action,
+    roll_back,
+    rollback_activity,
+)
+from chaos_ext._core.failpoint import failpoint
+from chaos_ext._core.k8s import (
     IDENTITY_RULE,
     api_client,
     call,
@@ -17,20 +25,12 @@ from chaos_ext._k8s import (
     status_of,
     undo_api_client,
 )
-from chaos_ext.contract import (
-    LEDGER_ID,
-    Configuration,
-    Secrets,
-    fault_action,
-    roll_back,
-    rollback_activity,
-)
+from chaos_ext._core.ledger import Entry, default_ledger, fault, undo_after, undo_handler
+from chaos_ext._core.rbac import Rule, needs_k8s
+from chaos_ext._core.validation import require_name, require_range, validated_by
 from chaos_ext.errors import InvalidArgument, KubernetesError
-from chaos_ext.ledger import Entry, default_ledger, fault, undo_after, undo_handler
 from chaos_ext.node import _drain_plan as plan
 from chaos_ext.node._evict import EvictionSettings, evict_pods
-from chaos_ext.rbac import Rule, needs_k8s
-from chaos_ext.validation import require_name, require_range, validated_by
 
 __all__ = ["drain_nodes", "uncordon_drained_nodes"]
 
@@ -206,7 +206,6 @@ def drain_nodes(
     exactly the nodes this drain cordoned (pair with `uncordon_drained_nodes`
     or `gameday rollback`); `uncordon_after_seconds` does it after a delay.
     """
-    _check_drain(locals())
     t0 = time.monotonic()
     api = api_client(secrets)
     core = client.CoreV1Api(api)

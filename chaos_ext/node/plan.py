@@ -13,8 +13,8 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import api_client, list_items
-from chaos_ext.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.k8s import api_client, list_items
 from chaos_ext.errors import PreflightFailed
 from chaos_ext.node import _budgets
 from chaos_ext.node import _drain_plan as plan

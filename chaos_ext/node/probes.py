@@ -4,12 +4,12 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import api_client, list_items, read_json
-from chaos_ext._wait import poll
-from chaos_ext.contract import Configuration, Secrets
+from chaos_ext._core.contract import Configuration, Secrets
+from chaos_ext._core.k8s import api_client, list_items, read_json
+from chaos_ext._core.rbac import Rule, needs_k8s
+from chaos_ext._core.validation import require_name, require_range, validated_by
+from chaos_ext._core.wait import poll
 from chaos_ext.node import _status
-from chaos_ext.rbac import Rule, needs_k8s
-from chaos_ext.validation import require_name, require_range, validated_by
 
 __all__ = ["deployment_ready_ratio", "hpa_replicas", "nodes_ready", "pods_pending"]
 

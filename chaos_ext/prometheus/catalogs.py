@@ -1,6 +1,6 @@
 """The named-probe catalogs and the built-in abort plans, as ``gameday catalog`` lists them.
 
-The public face of :mod:`chaos_ext.prometheus._catalog` for the CLI and the
+The public face of :mod:`chaos_ext.prometheus._probe_files` for the CLI and the
 stop conditions (:mod:`chaos_ext.controls.stop_conditions` reads catalog probes): the
 catalog files of ``probes/`` (shipped as ``chaos_ext/prometheus/catalog/``), the extra ones named
 by ``$GAMEDAY_CATALOG``, and the abort plans shipped beside them.
@@ -8,7 +8,7 @@ by ``$GAMEDAY_CATALOG``, and the abort plans shipped beside them.
 
 from __future__ import annotations
 
-from chaos_ext.prometheus._catalog import (
+from chaos_ext.prometheus._probe_files import (
     CATALOG_ENV,
     Catalog,
     CatalogProbe,

@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from chaos_ext._prometheus.alertsources import alertmanager_alerts, prometheus_alerts
-from chaos_ext._prometheus.alertstate import RuleState
-from chaos_ext._prometheus.alertwatch import AlertSpec, firing_alerts, parse_alerts_section
-from chaos_ext._prometheus.client import client
-from chaos_ext._prometheus.promql import check_promql, histogram_quantile_expr
-from chaos_ext._prometheus.replay import restore
-from chaos_ext._prometheus.results import (
+from chaos_ext._core.contract import Configuration, Secrets
+from chaos_ext._core.prometheus_api.alertsources import alertmanager_alerts, prometheus_alerts
+from chaos_ext._core.prometheus_api.alertstate import RuleState
+from chaos_ext._core.prometheus_api.alertwatch import AlertSpec, firing_alerts, parse_alerts_section
+from chaos_ext._core.prometheus_api.client import client
+from chaos_ext._core.prometheus_api.promql import check_promql, histogram_quantile_expr
+from chaos_ext._core.prometheus_api.replay import restore
+from chaos_ext._core.prometheus_api.results import (
     AGGREGATES,
     Condition,
     aggregate,
@@ -31,10 +32,9 @@ from chaos_ext._prometheus.results import (
     single_value,
     summarize,
 )
-from chaos_ext.contract import Configuration, Secrets
+from chaos_ext._core.validation import PARSED, require_range, validated_by
 from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.prometheus._catalog import default_catalog
-from chaos_ext.validation import require_range, validated_by
+from chaos_ext.prometheus._probe_files import default_catalog
 
 __all__ = [
     "alerts_quiet",
@@ -305,8 +305,8 @@ def _alert_spec(arguments: Mapping[str, Any]) -> AlertSpec:
     return parse_alerts_section(section, "alerts_quiet", Path.cwd())
 
 
-def _check_alert_args(arguments: Mapping[str, Any]) -> None:
-    _alert_spec(arguments)
+def _check_alert_args(arguments: Mapping[str, Any]) -> AlertSpec:
+    return _alert_spec(arguments)
 
 
 @validated_by(_check_alert_args)
@@ -317,6 +317,8 @@ def alerts_quiet(
     include_pending: bool = False,
     configuration: Configuration = None,
     secrets: Secrets = None,
+    *,
+    parsed: AlertSpec = PARSED,
 ) -> bool:
     """True when none of the selected alerts is firing (a steady-state probe; tolerance true).
 
@@ -329,7 +331,7 @@ def alerts_quiet(
     ``alertmanager`` (API v2, ``alertmanager_url``). ``include_pending``:
     pending alerts count too. What fires is logged. Read-only.
     """
-    spec = _alert_spec({"rules": rules, "select": select, "firing": firing})
+    spec = parsed  # checked and parsed once, by @validated_by
     prom = client(configuration, secrets)
     now, noisy = time.time(), list[str]()
     for rule in spec.rules:

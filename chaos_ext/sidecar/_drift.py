@@ -21,7 +21,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from chaos_ext._k8s import parse_time
+from chaos_ext._core.k8s import parse_time
 from chaos_ext.sidecar._template import Expected, SidecarTemplate
 
 __all__ = [

@@ -13,7 +13,7 @@ its goal and its memory at one page of slim items.
 
 Anything msgspec does not accept (malformed JSON, a field of an unexpected
 type) returns None: the caller then decodes that page with the standard
-library (:func:`chaos_ext._jsonlist.stream_items`), whose errors are its own.
+library (:func:`chaos_ext._core.jsonlist.stream_items`), whose errors are its own.
 """
 
 from __future__ import annotations

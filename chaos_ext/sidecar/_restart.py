@@ -15,8 +15,8 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import call, read_json
-from chaos_ext._wait import poll
+from chaos_ext._core.k8s import call, read_json
+from chaos_ext._core.wait import poll
 from chaos_ext.errors import SidecarError
 from chaos_ext.sidecar._drift import WorkloadDrift
 from chaos_ext.sidecar._rollout import restart_patch, rollout_status

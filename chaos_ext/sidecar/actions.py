@@ -7,17 +7,7 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._failpoint import failpoint
-from chaos_ext._k8s import (
-    IDENTITY_RULE,
-    api_client,
-    call,
-    cluster_identity,
-    read_json,
-    status_of,
-    undo_api_client,
-)
-from chaos_ext.contract import (
+from chaos_ext._core.contract import (
     LEDGER_ID,
     Configuration,
     Secrets,
@@ -26,12 +16,22 @@ from chaos_ext.contract import (
     roll_back,
     rollback_activity,
 )
+from chaos_ext._core.failpoint import failpoint
+from chaos_ext._core.k8s import (
+    IDENTITY_RULE,
+    api_client,
+    call,
+    cluster_identity,
+    read_json,
+    status_of,
+    undo_api_client,
+)
+from chaos_ext._core.ledger import Entry, default_ledger, fault, undo_handler
+from chaos_ext._core.rbac import Rule, needs_k8s
+from chaos_ext._core.validation import require_name, require_range, validated_by
 from chaos_ext.errors import InvalidArgument, SidecarError
-from chaos_ext.ledger import Entry, default_ledger, fault, undo_handler
-from chaos_ext.rbac import Rule, needs_k8s
 from chaos_ext.sidecar import _observe, _restart, _rollout
 from chaos_ext.sidecar._template import changed_data
-from chaos_ext.validation import require_name, require_range, validated_by
 
 __all__ = ["change_sidecar_template", "restore_sidecar_template", "rollout_drifted_workloads"]
 

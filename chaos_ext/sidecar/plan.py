@@ -15,8 +15,8 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._k8s import api_client, read_json
-from chaos_ext.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.k8s import api_client, read_json
 from chaos_ext.errors import ChaosExtError, InvalidArgument, SidecarError
 from chaos_ext.sidecar import _drift, _observe
 from chaos_ext.sidecar._template import changed_data, template_from_configmap

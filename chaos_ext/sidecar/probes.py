@@ -3,11 +3,11 @@
 from collections.abc import Mapping
 from typing import Any
 
-from chaos_ext._k8s import api_client
-from chaos_ext.contract import Configuration, Secrets
-from chaos_ext.rbac import Rule, needs_k8s
+from chaos_ext._core.contract import Configuration, Secrets
+from chaos_ext._core.k8s import api_client
+from chaos_ext._core.rbac import Rule, needs_k8s
+from chaos_ext._core.validation import validated_by
 from chaos_ext.sidecar import _drift, _observe
-from chaos_ext.validation import validated_by
 
 __all__ = ["sidecar_drift"]
 

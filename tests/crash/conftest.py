@@ -20,8 +20,8 @@ from support.k8s_emulator import EmulatorHandle, start
 from support.servers import http_target
 from support.servers.http_target import HttpTarget
 
-from chaos_ext._servers import dnsmasq, postgres
-from chaos_ext._servers.dnsmasq import Dnsmasq
+from chaos_ext._products.sandbox.servers import dnsmasq, postgres
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 
 
 @pytest.fixture(scope="module")

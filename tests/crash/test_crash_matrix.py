@@ -3,7 +3,7 @@
 For each fault kind and each window of its action (before the ledger entry,
 after it, mid-apply, after apply, mid-undo), a real ``gameday run`` is
 SIGKILLed at that point by a failpoint (``GAMEDAY_FAILPOINTS``, see
-:mod:`chaos_ext._failpoint`); its exit by SIGKILL proves the window was
+:mod:`chaos_ext._core.failpoint`); its exit by SIGKILL proves the window was
 reached. After the kill, in the windows where the fault is applied
 (``Kind.live_after``), the target's own interface must show it (a state
 reader that cannot see the fault fails here), and a timed fault lasts
@@ -41,9 +41,9 @@ from support.crashkit import (
 )
 from support.harness import cli_env, gameday_argv
 
-from chaos_ext import ledger as fault_ledger
-from chaos_ext._servers import postgres
-from chaos_ext.ledger import Ledger
+from chaos_ext._core import ledger as fault_ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers import postgres
 
 # Every timed fault lasts this long by itself, so it cannot end before a cell's final check:
 # the slowest cell took 10 s (load 3, 2 cores); a cell must end within half of HOLD_S (2x)

@@ -35,8 +35,8 @@ from support.harness import cli_env, gameday_argv, wait_for
 from support.netlab import sh, tc_show
 from support.netns_spellings import Spelled, spelled_namespace
 
-from chaos_ext import ledger as fault_ledger
-from chaos_ext.ledger import Ledger
+from chaos_ext._core import ledger as fault_ledger
+from chaos_ext._core.ledger import Ledger
 
 pytestmark = pytest.mark.timeout(240)
 

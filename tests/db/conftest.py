@@ -15,8 +15,8 @@ from support.dbtest import MAX_CONNECTIONS, PASSWORD, Db
 from support.harness import wait_for
 from support.servers import mariadb
 
-from chaos_ext._servers import postgres
-from chaos_ext.ledger import Ledger, undo
+from chaos_ext._core.ledger import Ledger, undo
+from chaos_ext._products.sandbox.servers import postgres
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from support.dbtest import PASSWORD, Db
 
+from chaos_ext._core.ledger import Ledger
 from chaos_ext.db.actions import exhaust_connections
 from chaos_ext.db.probes import connection_headroom
 from chaos_ext.errors import DatabaseError, InvalidArgument
-from chaos_ext.ledger import Ledger
 
 SECRETS_USER_ONLY = {"user": "gameday"}
 

@@ -10,11 +10,11 @@ import pytest
 from support.dbtest import MAX_CONNECTIONS, PASSWORD, Db
 from support.harness import wait_for
 
-from chaos_ext._helper import find_helpers
+from chaos_ext._core.helper import find_helpers
+from chaos_ext._core.ledger import Ledger
 from chaos_ext.db._engines import ConnectParams, close
 from chaos_ext.db._holder import confirm_refusal, open_many
 from chaos_ext.db.actions import exhaust_connections, release_connections
-from chaos_ext.ledger import Ledger
 
 LIMIT_PHRASE = {
     "postgresql": "remaining connection slots are reserved for non-replication superuser",

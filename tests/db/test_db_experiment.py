@@ -19,9 +19,9 @@ from support.dbapp import Traffic, serve
 from support.dbtest import PASSWORD, Db
 from support.harness import ROOT, cli_env, gameday_argv, wait_for
 
-from chaos_ext._servers import prometheus
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers import prometheus
 from chaos_ext.db._engines import ConnectParams
-from chaos_ext.ledger import Ledger
 from chaos_ext.prometheus.probes import query_value
 
 EXPERIMENT = ROOT / "experiments" / "db-exhaustion.json"

@@ -8,9 +8,9 @@ import pytest
 from support.dbtest import MAX_CONNECTIONS, Db
 from support.harness import wait_for
 
+from chaos_ext._core.ledger import Ledger
 from chaos_ext.db.actions import exhaust_connections, release_connections
 from chaos_ext.db.plan import plan_exhaust_connections
-from chaos_ext.ledger import Ledger
 
 
 def _ledger_bytes(path: Path) -> bytes:

@@ -14,8 +14,8 @@ from typing import Any
 from support.dbtest import PASSWORD, Db
 from support.harness import cli_env, gameday_argv, wait_for
 
-from chaos_ext._helper import find_helpers
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.helper import find_helpers
+from chaos_ext._core.ledger import Ledger
 
 
 def _provider(func: str, module: str, arguments: dict[str, Any]) -> dict[str, Any]:

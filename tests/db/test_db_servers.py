@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from support.servers import mariadb
 
-from chaos_ext._servers import postgres
+from chaos_ext._products.sandbox.servers import postgres
 
 CONNECT_INSIDE = (
     "import socket,sys; s=socket.create_connection(('127.0.0.1', int(sys.argv[1])), 3);"

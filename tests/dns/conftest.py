@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from support.dns_checks import RECORDS, ZONES
 
-from chaos_ext._helper import find_helpers, stop_helpers
-from chaos_ext._servers import dnsmasq
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.helper import find_helpers, stop_helpers
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers import dnsmasq
 
 
 @pytest.fixture

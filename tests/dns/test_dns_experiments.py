@@ -12,9 +12,9 @@ import pytest
 from support.dns_checks import tcp_resolves
 from support.harness import ROOT, cli_env, gameday_argv
 
-from chaos_ext._servers import dnsmasq
-from chaos_ext._servers.dnsmasq import Dnsmasq
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers import dnsmasq
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 
 SATURATION = ROOT / "experiments" / "dns-saturation.json"
 AMPLIFICATION = ROOT / "experiments" / "dns-search-amplification.json"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -11,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.crashkit import quiet_for
 from support.dns_checks import SEARCH, seconds_until
 from support.harness import cli_env, gameday_argv, wait_for
 
-from chaos_ext._helper import find_helpers
-from chaos_ext._servers.dnsmasq import Dnsmasq
+from chaos_ext._core.helper import find_helpers
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 from chaos_ext.dns._search import candidates
-from chaos_ext.dns.actions import flood_dns
+from chaos_ext.dns.actions import flood_dns, stop_dns_flood
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.ledger import Ledger
 
 #: name -> the candidates a glibc stub with ndots:5 asks, up to the one that answers
 CHAINS = {
@@ -282,4 +284,46 @@ def test_sigkill_runner_then_gameday_rollback_stops_flood_workers(
     stopped_at = sum(_logged(dns_server).values())
     time.sleep(0.5)
     assert sum(_logged(dns_server).values()) == stopped_at
+    assert Ledger(dns_ledger).open_entries() == []
+
+
+def test_stop_dns_flood_stops_a_background_floods_workers(
+    dns_server: Dnsmasq, dns_ledger: Path
+) -> None:
+    """The rollback activity itself, not a sweep: a flood in the background, stopped mid-way.
+
+    ``flood_dns`` runs in a thread (as chaoslib runs a ``background`` action) for 120 s; the
+    test calls ``stop_dns_flood`` once dnsmasq logs the flood, and the workers must be gone and
+    dnsmasq's own query log must stop growing (the mutation check, issue 34).
+    """
+    ended: list[object] = []
+
+    def flood() -> None:
+        try:
+            ended.append(
+                flood_dns(
+                    dns_server.address,
+                    port=dns_server.port,
+                    names=["web"],
+                    qps=100,
+                    duration_seconds=120,
+                    workers=2,
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - the flood's own ending, checked below
+            ended.append(exc)
+
+    thread = threading.Thread(target=flood, daemon=True)
+    thread.start()
+    wait_for(lambda: sum(_logged(dns_server).values()) > 50, 60, "the flood to reach dnsmasq")
+    (entry,) = Ledger(dns_ledger).open_entries()
+    assert len(find_helpers(entry.id)) == 2
+
+    stopped = stop_dns_flood()
+    assert stopped["undone"] == 1, stopped
+    assert [f["ledger_id"] for f in stopped["faults"]] == [entry.id]
+    assert find_helpers(entry.id) == []
+    thread.join(timeout=60)  # the action ends with its workers, long before its 120 s
+    assert not thread.is_alive() and ended
+    wait_for(lambda: quiet_for(lambda: sum(_logged(dns_server).values()), 0.5), 15, "quiet")
     assert Ledger(dns_ledger).open_entries() == []

@@ -10,10 +10,10 @@ import dns.rcode
 import dns.resolver
 import pytest
 
-from chaos_ext.dns._book import Book, FloodPlan, summarize
 from chaos_ext.dns._checks import check_flood, check_resolution_stats, check_saturation
 from chaos_ext.dns._flood_workers import split_plan
 from chaos_ext.dns._search import candidates
+from chaos_ext.dns._tally import FloodPlan, FloodTally, summarize
 from chaos_ext.dns._wire import classify, query_wire, with_id
 from chaos_ext.errors import InvalidArgument
 
@@ -71,7 +71,7 @@ def _plan(**overrides: Any) -> FloodPlan:
 
 
 def test_book_paces_sends_at_the_target_rate_and_caps() -> None:
-    book = Book(_plan(qps=100.0, max_queries=150), [[b"q"]], start=0.0)
+    book = FloodTally(_plan(qps=100.0, max_queries=150), [[b"q"]], start=0.0)
     assert book.due(0.0) == 1
     assert book.due(0.5) == 51
     for key in range(51):
@@ -83,7 +83,7 @@ def test_book_paces_sends_at_the_target_rate_and_caps() -> None:
 
 
 def test_book_walks_the_search_chain_on_nxdomain_and_stops_on_answer() -> None:
-    book = Book(_plan(), [[b"a.s1", b"a.s2", b"a"]], start=0.0)
+    book = FloodTally(_plan(), [[b"a.s1", b"a.s2", b"a"]], start=0.0)
     book.sent_query(1, *book.next_query(), now=0.0)
     book.answered(1, "nxdomain", 0.001)
     assert book.next_query() == (0, 1)  # the follow-up goes before a new lookup
@@ -184,7 +184,7 @@ def test_split_plan_divides_rate_count_and_concurrency() -> None:
 def test_summarize_merges_worker_tallies() -> None:
     tallies = []
     for latency in (0.001, 0.003):
-        book = Book(_plan(qps=10.0), [[b"a.s1", b"a"]], start=0.0)
+        book = FloodTally(_plan(qps=10.0), [[b"a.s1", b"a"]], start=0.0)
         book.sent_query(1, *book.next_query(), now=0.0)
         book.answered(1, "nxdomain", latency)
         book.sent_query(2, *book.next_query(), now=0.1)

@@ -22,8 +22,8 @@ import pytest
 from support.dns_checks import established, tcp_resolves
 from support.harness import cli_env, gameday_argv, wait_for
 
-from chaos_ext._servers.dnsmasq import Dnsmasq
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 
 CONNECTIONS = 25
 

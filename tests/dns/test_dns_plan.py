@@ -10,7 +10,7 @@ import pytest
 from support.dns_netlab import host_tables, netns_tables
 from support.netlab import sh
 
-from chaos_ext._servers import dnsmasq
+from chaos_ext._products.sandbox.servers import dnsmasq
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
 from chaos_ext.dns.plan import plan_flood_dns, plan_limit_dns_rate, plan_saturate_dnsmasq_tcp
 

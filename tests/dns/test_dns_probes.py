@@ -10,8 +10,8 @@ import pytest
 from support.dns_checks import RECORDS
 from support.harness import wait_for
 
-from chaos_ext._servers import dnsmasq
-from chaos_ext._servers.dnsmasq import Dnsmasq, free_port
+from chaos_ext._products.sandbox.servers import dnsmasq
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq, free_port
 from chaos_ext.dns.probes import dns_resolution_stats, dnsmasq_child_processes
 from chaos_ext.errors import DnsError, InvalidArgument
 

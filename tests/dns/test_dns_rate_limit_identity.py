@@ -25,15 +25,15 @@ from support.dns_netlab import netns_tables
 from support.harness import cli_env, wait_for
 from support.netns_spellings import SPELLINGS, Spelled, spelled_namespace
 
-from chaos_ext._targets.identity import key_of_path
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._core.targets.identity import key_of_path
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
-from chaos_ext.ledger import Ledger
 
 pytestmark = pytest.mark.timeout(120)
 
 _RUN_A = """
 import sys, time
-from chaos_ext._targets.identity import key_of_path
+from chaos_ext._core.targets.identity import key_of_path
 from chaos_ext.dns.actions import limit_dns_rate
 done = limit_dns_rate(pps=100, target=sys.argv[1])
 print(done["table"].split()[1], done["ledger_id"], flush=True)

@@ -17,11 +17,11 @@ import pytest
 from support.dns_netlab import ResolverPair, flood_from, host_tables, netns_tables, resolver_pair
 from support.servers import sshd
 
-from chaos_ext._targets.netns import run_in_netns
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._core.rbac import Rule, rbac_of
+from chaos_ext._core.targets.netns import run_in_netns
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
 from chaos_ext.dns.probes import dns_rate_limit_drops, dns_rate_limit_supported
-from chaos_ext.ledger import Ledger
-from chaos_ext.rbac import Rule, rbac_of
 
 T = TypeVar("T")
 pytestmark = [

@@ -18,8 +18,8 @@ from typing import Any
 from support.dns_checks import established
 from support.harness import cli_env, gameday_argv, wait_for
 
-from chaos_ext._servers.dnsmasq import Dnsmasq
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 
 
 def _action(func: str, **arguments: Any) -> dict[str, Any]:

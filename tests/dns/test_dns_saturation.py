@@ -15,13 +15,13 @@ import pytest
 from support.dns_checks import seconds_until, tcp_resolves
 from support.harness import cli_env, gameday_argv, wait_for
 
-from chaos_ext import _procfs
-from chaos_ext._helper import find_helpers, stop_helpers
-from chaos_ext._servers.dnsmasq import Dnsmasq
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.helper import find_helpers, stop_helpers
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 from chaos_ext.dns.actions import _no_holder_note, release_dnsmasq_tcp, saturate_dnsmasq_tcp
 from chaos_ext.dns.probes import dns_resolution_stats, dnsmasq_child_processes
 from chaos_ext.errors import DnsError, InvalidArgument
-from chaos_ext.ledger import Ledger
 
 
 def _stats(server: Dnsmasq, protocol: str, samples: int = 3) -> dict[str, Any]:
@@ -56,7 +56,9 @@ def test_holding_20_connections_fails_tcp_not_udp_and_undo_restores_tcp(
     started = time.monotonic()
     released = release_dnsmasq_tcp(server=dns_server.address, port=dns_server.port)
     seconds_until(lambda: tcp_resolves(dns_server, timeout=0.2), 5)
-    assert time.monotonic() - started < 1.0, "TCP resolution not back within 1 s of the undo"
+    # released by the undo, not by the 60 s hold's end: 3 s is 20x short of the hold, and leaves
+    # a busy 2-core machine room for the helper's SIGTERM and dnsmasq's children to exit
+    assert time.monotonic() - started < 3.0, "TCP resolution not back within 3 s of the undo"
     assert released["undone"] == 1 and released["faults"][0]["ledger_id"] == held["ledger_id"]
     assert find_helpers(held["ledger_id"]) == []
     assert Ledger(dns_ledger).open_entries() == []
@@ -101,7 +103,7 @@ def test_helper_stops_by_itself_at_its_time_cap(dns_server: Dnsmasq, dns_ledger:
 
 
 def test_unreachable_server_fails_and_leaves_nothing(dns_ledger: Path) -> None:
-    from chaos_ext._servers.dnsmasq import free_port  # noqa: PLC0415
+    from chaos_ext._products.sandbox.servers.dnsmasq import free_port  # noqa: PLC0415
 
     with pytest.raises(DnsError, match="no TCP connection"):
         saturate_dnsmasq_tcp(

@@ -9,9 +9,9 @@ import pytest
 from support.dns_checks import RECORDS, ZONES
 from support.envelope_app import DnsBackedApp
 
-from chaos_ext._helper import find_helpers, stop_helpers
-from chaos_ext._servers import dnsmasq
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.helper import find_helpers, stop_helpers
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers import dnsmasq
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from support.dns_checks import tcp_resolves
 from support.envelope_app import DnsBackedApp
 from support.harness import cli_env, gameday_argv, signal_and_collect, wait_for
 
-from chaos_ext._helper import find_helpers
-from chaos_ext._servers.dnsmasq import Dnsmasq
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.helper import find_helpers
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 
 Gameday = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -24,7 +24,7 @@ import pytest
 from support.envelope_app import DnsBackedApp, dns_experiment
 from support.gameday_cli import run_gameday
 
-from chaos_ext._servers.dnsmasq import Dnsmasq
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 
 pytestmark = pytest.mark.slow
 

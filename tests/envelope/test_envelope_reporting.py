@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from support.envelopes import threshold, write_envelope
 
-from chaos_ext.reporting.envelope import (
+from chaos_ext._products.envelope.chart import envelope_svg
+from chaos_ext._products.envelope.view import (
     EnvelopeError,
     check_floor,
     envelope_paths,
@@ -17,7 +18,6 @@ from chaos_ext.reporting.envelope import (
     pair_envelopes,
     parse_floor,
 )
-from chaos_ext.reporting.envelope_chart import envelope_svg
 
 LATENCY = {"vary": "delay-app-to-db.delay_ms=10..800", "resolution": 10, "repeats": 2}
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from chaos_ext.runner.envelope_search import (
+from chaos_ext._products.envelope.search import (
     Observation,
     Search,
     Space,
@@ -230,7 +230,7 @@ def test_too_many_unsteady_runs_in_a_row_stop_the_search() -> None:
     envelope = conclude(search, observations)
     assert envelope.kind == "incomplete"
     assert envelope.held == 1 and envelope.deviated is None
-    assert describe(envelope, search.space).startswith("incomplete: held up to 1 so far; 3 runs")
+    assert describe(envelope, search.space).startswith("incomplete: holds up to 1 so far; 3 runs")
 
 
 @pytest.mark.parametrize("outcome", ["failed", "aborted", "interrupted", "rollback-failed"])

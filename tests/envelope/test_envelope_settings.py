@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from chaos_ext.errors import InvalidArgument
-from chaos_ext.runner.envelope_spec import (
+from chaos_ext._products.envelope.spec import (
     apply_magnitude,
     parse_resolution,
     parse_vary,
     settings_from,
     unit_of,
 )
+from chaos_ext.errors import InvalidArgument
 
 EXPERIMENT: dict[str, Any] = {
     "title": "t",

@@ -20,8 +20,8 @@ from support.envelope_app import DnsBackedApp, dns_experiment
 from support.gameday_cli import run_gameday
 from support.harness import wait_for
 
-from chaos_ext._servers.dnsmasq import Dnsmasq
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 
 pytestmark = pytest.mark.slow
 

@@ -559,7 +559,7 @@ def test_fix_exit_codes(gameday: Gameday, tmp_path: Path) -> None:
 def test_deployment_read_from_the_api_gives_the_same_facts(k8s_api: Any, tmp_path: Path) -> None:
     from kubernetes import client  # noqa: PLC0415
 
-    from chaos_ext._k8s import api_client  # noqa: PLC0415
+    from chaos_ext._core.k8s import api_client  # noqa: PLC0415
     from chaos_ext.envoy.audit import load_facts  # noqa: PLC0415
 
     doc = copy.deepcopy(_with_custom_bootstrap("team-bootstrap"))

@@ -14,8 +14,8 @@ import pytest
 from support.envoy_dumps import AdminServer, envoy_stats
 from support.harness import wait_for
 
-from chaos_ext._prometheus import client as _client
-from chaos_ext._servers import prometheus
+from chaos_ext._core.prometheus_api import client as _client
+from chaos_ext._products.sandbox.servers import prometheus
 from chaos_ext.envoy._overload import connections_query, overload_query, overload_summary
 from chaos_ext.envoy.probes import overload_state
 from chaos_ext.errors import EmptyResult, InvalidArgument

@@ -10,11 +10,11 @@ from kubernetes import client
 from support.envoy_dumps import COMPLIANT, DEFAULTS, AdminServer, gateway_pod
 from support.kmock_exec import ExecResult, RunningEmulator
 
-from chaos_ext._k8s import api_client
+from chaos_ext._core.k8s import api_client
+from chaos_ext._core.rbac import Rule, rbac_of
 from chaos_ext.envoy._fetch import DumpSource, parse_source
 from chaos_ext.envoy.probes import edge_config_audit
 from chaos_ext.errors import EnvoyError, InvalidArgument
-from chaos_ext.rbac import Rule, rbac_of
 
 
 @pytest.mark.parametrize(
@@ -106,6 +106,36 @@ def test_file_source(tmp_path: Path) -> None:
         edge_config_audit(source=str(tmp_path / "missing.json"))
 
 
+# Envoy's own edge example (envoyproxy/envoy docs/root/configuration/best_practices/edge.rst
+# at 20c559ec, Apache-2.0; see fixtures/upstream/SOURCES.md): fixed_heap 2147483648 bytes
+EDGE_EXAMPLE = Path(__file__).parent / "fixtures/upstream/envoy-edge-example-20c559ec.yaml"
+HEAP_RULE = "overload-heap-below-memory-limit"
+
+
+def _heap_checks(report: dict[str, object]) -> list[dict[str, object]]:
+    return [c for c in report["results"] if c["rule"] == HEAP_RULE]  # type: ignore[attr-defined,index]
+
+
+def test_memory_limit_fails_a_heap_the_pod_cannot_hold() -> None:
+    # without a limit the rule is not there, and the example passes
+    plain = edge_config_audit(source=str(EDGE_EXAMPLE))
+    assert plain["passed"] is True and _heap_checks(plain) == []
+    # Istio's default gateway: limits.memory 1024Mi = 1073741824 bytes < the example's 2 GiB heap
+    small = edge_config_audit(source=str(EDGE_EXAMPLE), memory_limit="1024Mi")
+    [check] = _heap_checks(small)
+    assert check["status"] == "fail" and small["passed"] is False
+    assert check["found"] == 2147483648
+    assert check["expected"] == "< 1073741824"
+    assert str(check["path"]).endswith("max_heap_size_bytes")
+    # a container of 4 GiB holds the 2 GiB heap
+    large = edge_config_audit(source=str(EDGE_EXAMPLE), memory_limit="4Gi")
+    [check] = _heap_checks(large)
+    assert check["status"] == "pass" and large["passed"] is True
+    # exactly the heap is not below it: fails
+    equal = edge_config_audit(source=str(EDGE_EXAMPLE), memory_limit="2147483648")
+    assert _heap_checks(equal)[0]["status"] == "fail"
+
+
 def test_probe_arguments_are_checked_before_anything_is_fetched(admin_server: AdminServer) -> None:
     with pytest.raises(InvalidArgument, match="timeout_seconds"):
         edge_config_audit(source=admin_server.url, timeout_seconds=0)
@@ -113,6 +143,10 @@ def test_probe_arguments_are_checked_before_anything_is_fetched(admin_server: Ad
         edge_config_audit(source=admin_server.url, listener="0.0.0.0_8443\n")
     with pytest.raises(InvalidArgument, match="rule x"):
         edge_config_audit(source=admin_server.url, rules=[{"id": "x", "at": "hcm:a"}])
+    with pytest.raises(InvalidArgument, match="memory_limit: '1 GB' is not a Kubernetes quantity"):
+        edge_config_audit(source=admin_server.url, memory_limit="1 GB")
+    with pytest.raises(InvalidArgument, match="memory_limit: expected str"):
+        edge_config_audit(source=admin_server.url, memory_limit=1024)  # type: ignore[arg-type]
     assert admin_server.requests == []
 
 

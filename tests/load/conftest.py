@@ -11,8 +11,8 @@ from support.k8s_emulator import emulator  # noqa: F401 - the fixture, for the J
 from support.servers import http_target
 from support.servers.http_target import HttpTarget
 
-from chaos_ext._helper import find_helpers, stop_helpers
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.helper import find_helpers, stop_helpers
+from chaos_ext._core.ledger import Ledger
 
 
 @pytest.fixture

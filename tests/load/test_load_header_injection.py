@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from chaos_ext._helper import find_helpers
+from chaos_ext._core.helper import find_helpers
+from chaos_ext._core.ledger import Ledger
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.ledger import Ledger
 from chaos_ext.load._http1 import build_request
 from chaos_ext.load.actions import drive_http_load
 from chaos_ext.load.spec import spec_from_arguments

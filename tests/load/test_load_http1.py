@@ -12,7 +12,7 @@ import pytest
 from support.servers import nginx
 from support.servers.http_target import HttpTarget
 
-from chaos_ext._helper import find_helpers
+from chaos_ext._core.helper import find_helpers
 from chaos_ext.errors import InvalidArgument, LoadError
 from chaos_ext.load._http1 import build_request
 from chaos_ext.load.driver import background_load, load_results, start_load, wait_load

@@ -22,11 +22,11 @@ import pytest
 from support.harness import cli_env, gameday_argv, wait_for
 from support.k8s_emulator import EmulatorHandle
 
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.schedule.permissions import permissions_of
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.ledger import Ledger
 from chaos_ext.load import _distributed, _job
 from chaos_ext.load.actions import drive_http_load, stop_http_load
-from chaos_ext.reporting.permissions import permissions_of
 
 K8S_VERSIONS = ("1.27.0", "1.33.0")
 NS = "loadtest"

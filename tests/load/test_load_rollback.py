@@ -13,8 +13,8 @@ from typing import Any
 from support.harness import ROOT, cli_env, gameday_argv, wait_for
 from support.servers.http_target import HttpTarget
 
-from chaos_ext._helper import find_helpers
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.helper import find_helpers
+from chaos_ext._core.ledger import Ledger
 
 SMOKE = ROOT / "experiments" / "http-load-smoke.json"
 

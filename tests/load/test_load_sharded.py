@@ -30,7 +30,7 @@ from support.kubelet import run_pods
 from support.servers import monitoring
 from support.servers.http_target import HttpTarget
 
-from chaos_ext._servers import prometheus
+from chaos_ext._products.sandbox.servers import prometheus
 from chaos_ext.load import _push
 from chaos_ext.load.actions import drive_http_load, stop_http_load
 from chaos_ext.load.probes import load_window_stats

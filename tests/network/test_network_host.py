@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from support.netlab import VethNs, kernel_has_netem, sh, tc_show
 
-from chaos_ext._targets.spec import parse_target
+from chaos_ext._core.ledger import Ledger, undo
+from chaos_ext._core.targets.spec import parse_target
 from chaos_ext.errors import PreflightFailed
-from chaos_ext.ledger import Ledger, undo
 from chaos_ext.network import _local, _tree, actions, probes
 
 HAS_NETEM = kernel_has_netem()
@@ -244,7 +244,7 @@ def test_remove_latency_without_a_ledger_entry(veth_ns: VethNs, ledger_path: Pat
 
 _OTHER_RUN = """
 import json, sys, time
-from chaos_ext.ledger import Ledger, undo
+from chaos_ext._core.ledger import Ledger, undo
 recipe = json.loads(sys.argv[2])
 Ledger().record(kind="netem", target=sys.argv[1], recipe=recipe,
                 module="chaos_ext.network.actions")

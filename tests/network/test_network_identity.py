@@ -25,16 +25,16 @@ from support.harness import cli_env
 from support.netlab import sh, tc_show
 from support.netns_spellings import SPELLINGS, Spelled, spelled_namespace
 
-from chaos_ext._targets.identity import NETNS_KEY, namespace_key
-from chaos_ext._targets.spec import parse_target
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._core.targets.identity import NETNS_KEY, namespace_key
+from chaos_ext._core.targets.spec import parse_target
 from chaos_ext.network import _local, actions
 
 pytestmark = pytest.mark.timeout(120)
 
 _RUN_A = """
 import json, sys, time
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 entry = Ledger().record(kind="netem", target=sys.argv[1], recipe=json.loads(sys.argv[2]),
                         module="chaos_ext.network.actions")
 print(entry.id, flush=True)

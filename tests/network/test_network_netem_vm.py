@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from support.netlab import gameday_process, kernel_has_netem, sh, tc_show
 
+from chaos_ext._core.ledger import Ledger, undo
 from chaos_ext.errors import PreflightFailed
-from chaos_ext.ledger import Ledger, undo
 from chaos_ext.network import actions, probes
 
 pytestmark = [

@@ -13,11 +13,11 @@ from typing import Any
 import kmock
 import pytest
 
-from chaos_ext._targets import pod as _pod
-from chaos_ext._targets.spec import parse_target, require_container_id
+from chaos_ext._core.rbac import Rule, rbac_of
+from chaos_ext._core.targets import pod as _pod
+from chaos_ext._core.targets.spec import parse_target, require_container_id
 from chaos_ext.errors import InvalidArgument, KubernetesError, NetworkError
 from chaos_ext.network import actions
-from chaos_ext.rbac import Rule, rbac_of
 
 POD = {
     "apiVersion": "v1",

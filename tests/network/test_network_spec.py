@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from chaos_ext._targets.spec import parse_target
+from chaos_ext._core.targets.spec import parse_target
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.network import _spec
 

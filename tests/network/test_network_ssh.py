@@ -20,9 +20,9 @@ from support.harness import cli_env, gameday_argv
 from support.netlab import kernel_has_netem, sh
 from support.servers import sshd
 
-from chaos_ext._ssh import SshSession, SshSettings
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._core.ssh import SshSession, SshSettings
 from chaos_ext.errors import NetworkError, PreflightFailed
-from chaos_ext.ledger import Ledger
 from chaos_ext.network import actions, probes
 
 pytestmark = pytest.mark.skipif(

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from chaos_ext._core.ledger import Ledger, undo
 from chaos_ext.errors import TargetGone
-from chaos_ext.ledger import Ledger, undo
 from chaos_ext.network import _connect
 
 _SNAPSHOT = {"default_root": True, "root_kind": None, "items": []}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos_ext._vm.initramfs import newest_kernel
-from chaos_ext._vm.kernel import boot_image
+from chaos_ext._products.sandbox.vm.initramfs import newest_kernel
+from chaos_ext._products.sandbox.vm.kernel import boot_image
 
 
 @pytest.fixture

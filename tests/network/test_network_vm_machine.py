@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos_ext._vm.machine import VirtualMachine, VMConfig
+from chaos_ext._products.sandbox.vm.machine import VirtualMachine, VMConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ from support import k8s_objects as o
 from support.harness import wait_for
 from support.k8s_emulator import EmulatorHandle
 
+from chaos_ext._core.ledger import Ledger
 from chaos_ext.errors import KubernetesError, PreflightFailed
-from chaos_ext.ledger import Ledger
 from chaos_ext.node._drain_plan import CORDON_ANNOTATION
 from chaos_ext.node.actions import drain_nodes, uncordon_drained_nodes
 

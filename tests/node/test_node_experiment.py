@@ -19,7 +19,7 @@ from support.k8s_emulator import EmulatorHandle
 from support.servers import http_target
 from support.steady_traffic import steady_traffic
 
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "node-drain.json"
 

@@ -10,7 +10,7 @@ from kubernetes import client
 from support import k8s_objects as o
 from support.k8s_emulator import EmulatorHandle
 
-from chaos_ext._k8s import api_client
+from chaos_ext._core.k8s import api_client
 from chaos_ext.errors import KubernetesError
 from chaos_ext.node._status import hpa_summary
 from chaos_ext.node.actions import drain_nodes

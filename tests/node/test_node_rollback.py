@@ -14,7 +14,7 @@ from support import k8s_objects as o
 from support.harness import cli_env, gameday_argv, wait_for
 from support.k8s_emulator import EmulatorHandle
 
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 
 
 def _cordoned(emulator: EmulatorHandle) -> set[str]:

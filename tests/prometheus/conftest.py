@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from support.exporter import Exporter, start_exporter
 
-from chaos_ext._prometheus import client as _client
-from chaos_ext._servers import prometheus
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._core.prometheus_api import client as _client
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 SCRAPE_INTERVAL_S = 1.0
 

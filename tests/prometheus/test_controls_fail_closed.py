@@ -28,8 +28,8 @@ from support.harness import cli_env
 from support.servers import http_target
 from support.servers.http_target import HttpTarget
 
-from chaos_ext._servers.prometheus import PrometheusServer, free_port
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer, free_port
 
 Gameday = Callable[..., subprocess.CompletedProcess[str]]
 CHAOS = Path(sys.executable).with_name("chaos")

@@ -21,9 +21,9 @@ from support.exporter import Exporter
 from support.harness import cli_env, gameday_argv, wait_for
 from support.promquery import wait_value
 
-from chaos_ext._servers import prometheus
-from chaos_ext._servers.prometheus import PrometheusServer, free_port
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer, free_port
 
 SCRAPE_INTERVAL_S = 1.0
 

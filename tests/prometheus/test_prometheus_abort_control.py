@@ -16,8 +16,8 @@ from support.exporter import Exporter
 from support.harness import cli_env, wait_for
 from support.promquery import wait_value
 
-from chaos_ext._prometheus.results import Condition
-from chaos_ext._servers.prometheus import PrometheusServer, free_port
+from chaos_ext._core.prometheus_api.results import Condition
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer, free_port
 from chaos_ext.controls._plan import AbortCondition, AbortPlan, Tracker, parse_plan
 from chaos_ext.errors import EmptyResult, InvalidArgument, PrometheusUnreachable, PromQLError
 

@@ -21,7 +21,7 @@ from support.harness import cli_env, gameday_argv, wait_for
 from support.leftovers import marked_sleep, running_with_argument
 from support.promquery import wait_value
 
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 ROLLBACK_WITHIN_S = 1.0  # issue 26: from the watch's decision to the rollback's start
 

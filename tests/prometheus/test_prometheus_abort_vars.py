@@ -24,7 +24,7 @@ from support.promquery import wait_value
 from support.servers import monitoring
 from support.servers.monitoring import Alertmanager
 
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 
 @pytest.fixture

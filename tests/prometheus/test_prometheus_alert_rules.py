@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from chaos_ext._prometheus.alertstate import RuleState, replay_times
-from chaos_ext._prometheus.results import Sample, Series
-from chaos_ext._prometheus.rules import AlertRule, load_rules, parse_selector
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._core.prometheus_api.alertstate import RuleState, replay_times
+from chaos_ext._core.prometheus_api.results import Sample, Series
+from chaos_ext._core.prometheus_api.rules import AlertRule, load_rules, parse_selector
 from chaos_ext.controls._plan import Tracker, load_plan, load_sources, parse_plan
 from chaos_ext.errors import InvalidArgument
-from chaos_ext.ledger import Ledger
 
 RULES = Path(__file__).parent / "fixtures" / "rules"
 COREDNS = RULES / "coredns-mixin-alerts.yaml"

@@ -23,8 +23,8 @@ from support.exporter import Exporter
 from support.harness import cli_env, gameday_argv
 from support.promquery import raw_query
 
-from chaos_ext._servers import prometheus
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 EVAL_S = 1.0  # Prometheus's evaluation interval here (and the watch's for a rule file)
 FOR_S = 10

@@ -30,13 +30,13 @@ from support.promquery import raw_query, wait_result
 from support.servers import monitoring
 from support.servers.monitoring import Alertmanager, Daemon
 
-from chaos_ext._prometheus.alertstate import RuleState
-from chaos_ext._prometheus.client import client
-from chaos_ext._prometheus.results import parse_instant
-from chaos_ext._prometheus.rules import load_rules, parse_rule_documents
-from chaos_ext._servers import prometheus
-from chaos_ext._servers.prometheus import PrometheusServer, free_port
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._core.prometheus_api.alertstate import RuleState
+from chaos_ext._core.prometheus_api.client import client
+from chaos_ext._core.prometheus_api.results import parse_instant
+from chaos_ext._core.prometheus_api.rules import load_rules, parse_rule_documents
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer, free_port
 from chaos_ext.prometheus import probes
 
 RULES = Path(__file__).parent / "fixtures" / "rules"

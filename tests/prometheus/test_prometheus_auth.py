@@ -12,9 +12,9 @@ import pytest
 from support.recording_proxy import start_recording_proxy
 from urllib3.exceptions import InsecureRequestWarning
 
-from chaos_ext._prometheus.client import settings_from
-from chaos_ext._servers import prometheus
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._core.prometheus_api.client import settings_from
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 from chaos_ext.errors import InvalidArgument, PrometheusHTTPError, PrometheusUnreachable
 from chaos_ext.prometheus import probes
 

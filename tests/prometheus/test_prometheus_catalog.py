@@ -12,12 +12,12 @@ import pytest
 from support.exporter import Exporter
 from support.promquery import wait_result, wait_value
 
-from chaos_ext._prometheus.client import client
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._core.prometheus_api.client import client
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 from chaos_ext.controls._plan import load_plan
 from chaos_ext.errors import EmptyResult, InvalidArgument
 from chaos_ext.prometheus import probes
-from chaos_ext.prometheus._catalog import (
+from chaos_ext.prometheus._probe_files import (
     BUILTIN_DIR,
     CATALOG_ENV,
     builtin_abort_plans,

@@ -12,7 +12,7 @@ from typing import Any
 from support.exporter import Exporter
 from support.promquery import wait_value
 
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 
 def _probe(name: str, func: str, tolerance: Any, **arguments: Any) -> dict[str, Any]:

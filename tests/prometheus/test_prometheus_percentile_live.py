@@ -12,8 +12,8 @@ import time
 import pytest
 import requests
 
-from chaos_ext._percentile import percentiles
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._core.percentile import percentiles
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 SAMPLES = "vector((time() * 7919) % 1000 + (time() % 7) / 10)[61s:1s]"
 QUANTILES = (0.0, 0.01, 0.25, 0.5, 0.8, 0.95, 0.99, 1.0)

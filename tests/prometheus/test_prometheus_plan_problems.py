@@ -18,8 +18,8 @@ import yaml
 from support.exporter import Exporter
 from support.promquery import wait_value
 
-from chaos_ext._prometheus.promql import missing_metrics
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._core.prometheus_api.promql import missing_metrics
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 K8S = Path(__file__).parent / "fixtures" / "rules" / "kubernetes-mixin-alerts.yaml"
 

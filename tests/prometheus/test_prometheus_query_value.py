@@ -9,7 +9,7 @@ import pytest
 from support.exporter import Exporter
 from support.promquery import wait_value
 
-from chaos_ext._servers.prometheus import PrometheusServer, free_port
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer, free_port
 from chaos_ext.errors import (
     EmptyResult,
     InvalidArgument,

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from chaos_ext._prometheus.promql import histogram_quantile_expr, matchers
-from chaos_ext._prometheus.results import (
+from chaos_ext._core.prometheus_api.promql import histogram_quantile_expr, matchers
+from chaos_ext._core.prometheus_api.results import (
     Condition,
     fraction_holding,
     parse_duration,

@@ -9,7 +9,7 @@ from pathlib import Path
 from support.exporter import Exporter
 from support.promquery import wait_result
 
-from chaos_ext._servers import prometheus
+from chaos_ext._products.sandbox.servers import prometheus
 
 
 def test_start_reload_and_stop_are_clean(exporter: Exporter) -> None:

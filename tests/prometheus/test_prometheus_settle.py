@@ -16,8 +16,8 @@ from typing import Any
 from support.exporter import Exporter
 from support.harness import netns_list
 
-from chaos_ext._servers.prometheus import PrometheusServer
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 HEALTHY_AFTER_S = 10.0

@@ -16,7 +16,7 @@ import pytest
 from support.exporter import Exporter
 from support.promquery import raw_query, wait_result, wait_value
 
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 from chaos_ext.errors import EmptyResult
 from chaos_ext.prometheus import probes
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from chaos_ext._prometheus import promtool
-from chaos_ext._servers import prometheus
-from chaos_ext._servers.prometheus import PrometheusServer, free_port
+from chaos_ext._core.prometheus_api import promtool
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer, free_port
 
 Gameday = Callable[..., subprocess.CompletedProcess[str]]
 needs_promtool = pytest.mark.skipif(promtool.promtool() is None, reason="promtool not installed")

@@ -13,7 +13,7 @@ import pytest
 from matplotlib.image import imread
 from support.gameday_cli import run_gameday
 
-from chaos_ext.reporting.model import view_of
+from chaos_ext._products.report.model import view_of
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium missing")

@@ -11,11 +11,11 @@ import pytest
 from support.gameday_cli import run_gameday
 from support.journals import JournalBuilder
 
+from chaos_ext._products.report.compare import compare_sets
+from chaos_ext._products.report.direction import better_of
+from chaos_ext._products.report.model import RunView, view_of
+from chaos_ext._products.report.stats import Settings, direction_of
 from chaos_ext.prometheus.catalogs import default_catalog
-from chaos_ext.reporting.compare import compare_sets
-from chaos_ext.reporting.direction import better_of
-from chaos_ext.reporting.model import RunView, view_of
-from chaos_ext.reporting.stats import Settings, direction_of
 
 LATENCY = {"type": "range", "range": [0, 300]}  # p99 ms: lower is better
 

@@ -18,9 +18,9 @@ from support.promquery import raw_query
 from support.servers import monitoring
 from support.servers.monitoring import Daemon
 
-from chaos_ext._servers import prometheus
-from chaos_ext._servers.prometheus import PrometheusServer, free_port
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer, free_port
 
 SCRAPE_S = 1.0
 pytestmark = pytest.mark.slow

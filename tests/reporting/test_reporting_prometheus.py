@@ -19,9 +19,9 @@ from support.exporter import Exporter, start_exporter
 from support.gameday_cli import cli_env, run_gameday
 from support.harness import gameday_argv
 
-from chaos_ext._servers import prometheus
-from chaos_ext._servers.prometheus import PrometheusServer
-from chaos_ext.reporting.model import view_of
+from chaos_ext._products.report.model import view_of
+from chaos_ext._products.sandbox.servers import prometheus
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 
 def _prom(name: str, func: str, **arguments: Any) -> dict[str, Any]:

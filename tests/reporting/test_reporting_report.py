@@ -13,10 +13,10 @@ import pytest
 from support.gameday_cli import cli_env, run_gameday
 from support.journals import JournalBuilder
 
-from chaos_ext.reporting.charts import merged_spans
-from chaos_ext.reporting.model import FaultWindow, view_of
-from chaos_ext.reporting.render import render_html
-from chaos_ext.reporting.score import resilience_score
+from chaos_ext._products.report.charts import merged_spans
+from chaos_ext._products.report.model import FaultWindow, view_of
+from chaos_ext._products.report.render import render_html
+from chaos_ext._products.report.score import resilience_score
 
 
 def _report(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -21,8 +21,8 @@ from support.gameday_cli import ROOT, cli_env, run_gameday
 from support.harness import netns_list, wait_for
 from support.kube_api import KubeApi
 
-from chaos_ext.reporting.manifests import ABORT_KEY, RUNNER_UID
-from chaos_ext.runner.signals import SIGNAL_EXIT_BUDGET_S, TERMINATION_GRACE_S
+from chaos_ext._products.schedule.manifests import ABORT_KEY, RUNNER_UID
+from chaos_ext._runner.signals import SIGNAL_EXIT_BUDGET_S, TERMINATION_GRACE_S
 
 K8S_VERSIONS = ("1.27.0", "1.33.0")  # CronJob timeZone is GA from 1.27
 

@@ -27,7 +27,7 @@ from support.gameday_cli import run_gameday
 from support.harness import ROOT
 from support.sandbox import sandbox_cli
 
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 
 REPEAT = 4
 EXPERIMENTS = {  # experiment -> the app's error rate its fix removes

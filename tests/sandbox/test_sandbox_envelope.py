@@ -21,8 +21,8 @@ import pytest
 from support.harness import ROOT
 from support.sandbox import sandbox_cli
 
-from chaos_ext import _helper
-from chaos_ext.ledger import Ledger
+from chaos_ext._core import helper as _helper
+from chaos_ext._core.ledger import Ledger
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # the envelope CLI may take 1500 s
 
@@ -51,7 +51,7 @@ def test_the_fragile_apps_dns_envelope_breaks_at_dnsmasqs_limit(
         assert _helper.find_helpers(held["ledger_id"]) == []
     assert Ledger(state / "ledger.sqlite3").open_entries() == []
     check = subprocess.run(
-        [sys.executable, "-m", "chaos_ext.sandbox.envelope_check", str(out)],
+        [sys.executable, "-m", "chaos_ext._products.envelope.sandbox_check", str(out)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -19,7 +19,7 @@ import pytest
 from support.harness import ROOT, netns_list
 from support.sandbox import sandbox_cli
 
-from chaos_ext import _helper
+from chaos_ext._core import helper as _helper
 
 
 def _series_max(journal: dict, name: str) -> float:

@@ -13,7 +13,8 @@ from pathlib import Path
 from support.harness import netns_list
 from support.sandbox import sandbox_cli
 
-from chaos_ext import _helper, _procfs
+from chaos_ext._core import helper as _helper
+from chaos_ext._core import procfs as _procfs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from support.harness import ROOT
 
-from chaos_ext._vm.machine import VirtualMachine, VMConfig
-from chaos_ext.sandbox import _control, _node
-from chaos_ext.sandbox._topology import topology
-from chaos_ext.sandbox.heartbeat import Heartbeat
+from chaos_ext._products.sandbox import _control, _node
+from chaos_ext._products.sandbox._topology import topology
+from chaos_ext._products.sandbox.heartbeat import Heartbeat
+from chaos_ext._products.sandbox.vm.machine import VirtualMachine, VMConfig
 
 
 def test_the_node_sits_on_the_bridge_next_to_the_hosts() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chaos_ext.sandbox.summary import rows
+from chaos_ext._products.sandbox.summary import rows
 
 
 def _probe(name: str, output: object, met: bool) -> dict[str, object]:

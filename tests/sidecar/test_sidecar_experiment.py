@@ -16,7 +16,7 @@ import pytest
 from support.k8s_emulator import EmulatorHandle
 from support.steady_traffic import steady_traffic
 
-from chaos_ext.ledger import Ledger
+from chaos_ext._core.ledger import Ledger
 from chaos_ext.sidecar.probes import sidecar_drift
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "sidecar-template-change.json"

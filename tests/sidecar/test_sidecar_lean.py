@@ -10,8 +10,8 @@ from kubernetes import client
 from support import istio_fixtures as istio
 from support.k8s_emulator import EmulatorHandle
 
-from chaos_ext._jsonlist import stream_items
-from chaos_ext._k8s import PageDecoder, api_client, iter_items
+from chaos_ext._core.jsonlist import stream_items
+from chaos_ext._core.k8s import PageDecoder, api_client, iter_items
 from chaos_ext.sidecar import _drift
 from chaos_ext.sidecar._lean import lean_pods, lean_replicasets
 from chaos_ext.sidecar._template import template_from_configmap

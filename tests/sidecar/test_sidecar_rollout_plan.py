@@ -6,6 +6,7 @@ import inspect
 
 import pytest
 
+from chaos_ext._core.validation import check_activity_arguments
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.sidecar._drift import WorkloadDrift
 from chaos_ext.sidecar._observe import QUERY_ARGUMENTS
@@ -17,7 +18,6 @@ from chaos_ext.sidecar._rollout import (
 )
 from chaos_ext.sidecar.actions import rollout_drifted_workloads
 from chaos_ext.sidecar.probes import sidecar_drift
-from chaos_ext.validation import check_activity_arguments
 
 
 def test_annotation_keys() -> None:

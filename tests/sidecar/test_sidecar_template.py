@@ -16,10 +16,10 @@ from kubernetes import client
 from support.harness import cli_env, gameday_argv, wait_for
 from support.k8s_emulator import EmulatorHandle
 
-from chaos_ext._k8s import api_client
+from chaos_ext._core.k8s import api_client
+from chaos_ext._core.ledger import Ledger, set_current_run_id
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.faults.actions import rollback_faults
-from chaos_ext.ledger import Ledger, set_current_run_id
 from chaos_ext.sidecar.actions import change_sidecar_template, restore_sidecar_template
 
 CM_PATH = "/api/v1/namespaces/istio-system/configmaps/istio-sidecar-injector"

@@ -15,14 +15,19 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from chaos_ext.contract import LEDGER_ID, Configuration, Secrets, role_of
-from chaos_ext.validation import is_checked
+from chaos_ext._core.contract import LEDGER_ID, Configuration, Secrets, role_of
+from chaos_ext._core.validation import is_checked
 
-__all__ = ["activities_of", "problems_of", "rollback_problems"]
+__all__ = ["activities_of", "export_problems", "problems_of", "rollback_problems"]
 
-# A parameter is about time when one of these is a word of its name.
+# A parameter is about time when one of these is a word of its name (split at "_"):
+# the explicit list of time words (docs/conventions.md §1). A name made of one of them
+# must end in "_seconds" and be a number.
 TIME_WORDS = frozenset(
     {
+        "pause",
+        "sleep",
+        "cooldown",
         "timeout",
         "duration",
         "wait",
@@ -58,6 +63,26 @@ def activities_of(module: types.ModuleType) -> list[tuple[str, Callable[..., Any
     return [(name, getattr(module, name)) for name in getattr(module, "__all__", [])]
 
 
+def _looks_like_an_activity(func: Any) -> bool:
+    return inspect.isfunction(inspect.unwrap(func)) and (
+        is_checked(func) or role_of(func) is not None
+    )
+
+
+def export_problems(module: types.ModuleType) -> list[str]:
+    """Activities the module defines but leaves out of ``__all__`` (discovery reads only it)."""
+    exported = set(getattr(module, "__all__", []))
+    return [
+        f"{module.__name__}.{name}: an activity is listed in its module's __all__"
+        " (chaoslib discovers only __all__; docs/conventions.md)"
+        for name, func in sorted(vars(module).items())
+        if not name.startswith("_")
+        and name not in exported
+        and _looks_like_an_activity(func)
+        and getattr(inspect.unwrap(func), "__module__", None) == module.__name__
+    ]
+
+
 def _is_number(hint: Any) -> bool:
     if hint in _NUMBERS:
         return True
@@ -86,7 +111,7 @@ def _injected_problems(params: list[inspect.Parameter], hints: Mapping[str, Any]
             continue
         if hints.get(name) != wanted:
             found.append(
-                f"{name}: typed chaos_ext.contract.{name.title()}, not {hints.get(name)!r}"
+                f"{name}: typed chaos_ext._core.contract.{name.title()}, not {hints.get(name)!r}"
             )
         if param.default is not None:
             found.append(f"{name}: defaults to None")
@@ -113,7 +138,7 @@ def _role_problems(name: str, func: Callable[..., Any], module: types.ModuleType
     if role is None:
         return [
             "an action declares its role: @fault_action(rollback=...), @rollback_activity"
-            " or @remedy_action(reason=...) (chaos_ext.contract)"
+            " or @remedy_action(reason=...) (chaos_ext._core.contract)"
         ]
     if role["role"] == "fault":
         return _fault_problems(name, func, module, role["rollback"])

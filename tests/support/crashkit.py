@@ -11,8 +11,8 @@ import json
 import time
 from typing import Any
 
-from chaos_ext._servers import postgres
-from chaos_ext._servers.dnsmasq import Dnsmasq
+from chaos_ext._products.sandbox.servers import postgres
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 from support.dns_checks import established
 from support.dns_netlab import ResolverPair, netns_tables
 from support.k8s_emulator import EmulatorHandle

@@ -10,7 +10,7 @@ import dns.exception
 import dns.message
 import dns.query
 
-from chaos_ext._servers.dnsmasq import Dnsmasq
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 
 #: Names the test dnsmasq answers; anything else under ZONES is NXDOMAIN, the rest REFUSED.
 RECORDS = {

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from chaos_ext._servers import dnsmasq
-from chaos_ext._targets.netns import run_in_netns
+from chaos_ext._core.targets.netns import run_in_netns
+from chaos_ext._products.sandbox.servers import dnsmasq
 from chaos_ext.dns.actions import flood_dns
 from support.dns_checks import RECORDS, ZONES
 

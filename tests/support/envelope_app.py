@@ -35,7 +35,7 @@ import dns.exception
 import dns.message
 import dns.query
 
-from chaos_ext._servers.dnsmasq import Dnsmasq
+from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 from chaos_ext.dns.actions import saturate_dnsmasq_tcp
 
 NAME = "www.example.test"

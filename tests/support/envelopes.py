@@ -1,6 +1,6 @@
 """Envelope documents made by the real search core against an oracle (for reporting tests).
 
-The search decisions are the real ones (chaos_ext.runner.envelope_search); only the
+The search decisions are the real ones (chaos_ext._products.envelope.search); only the
 runs' outcomes come from ``oracle(magnitude, run number)`` instead of a system,
 and the measured value from ``value(magnitude, outcome)``.
 """
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.runner.envelope_doc import document, observations_of
-from chaos_ext.runner.envelope_search import Step, next_step
-from chaos_ext.runner.envelope_spec import rendered, settings_from
+from chaos_ext._products.envelope.document import document, observations_of
+from chaos_ext._products.envelope.search import Step, next_step
+from chaos_ext._products.envelope.spec import rendered, settings_from
 
 EXPERIMENT = {
     "title": "checkout answers while the database is slow",

@@ -11,9 +11,9 @@ import socket
 import subprocess
 import time
 
-from chaos_ext import _helper
+from chaos_ext._core import helper as _helper
+from chaos_ext._core.ledger import Entry, default_ledger, fault, undo_handler
 from chaos_ext.errors import ChaosExtError
-from chaos_ext.ledger import Entry, default_ledger, fault, undo_handler
 
 __all__ = [
     "create_netns",

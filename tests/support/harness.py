@@ -21,7 +21,8 @@ MUTANT_SITE = TESTS / "support" / "mutant_site"  # the mutation check's no-op un
 
 def pythonpath() -> str:
     """``PYTHONPATH`` for a CLI the tests start; in the mutation check, its no-op undo first."""
-    mutant = [str(MUTANT_SITE)] if os.environ.get("GAMEDAY_MUTANT_UNDO") else []
+    mutated = os.environ.get("GAMEDAY_MUTANT_UNDO") or os.environ.get("GAMEDAY_MUTANT_ROLLBACK")
+    mutant = [str(MUTANT_SITE)] if mutated else []
     return os.pathsep.join([*mutant, str(TESTS), str(ROOT)])
 
 

@@ -1,7 +1,7 @@
 """Synthetic Chaos Toolkit journals with controlled content, in the shape `gameday run` writes.
 
 Tolerances are judged by chaoslib itself (``within_tolerance``), and the
-outcome by :func:`chaos_ext.runner.execute.outcome_of`, so a synthetic journal
+outcome by :func:`chaos_ext._runner.execute.outcome_of`, so a synthetic journal
 says what a real run would have said about the same values.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from chaoslib.hypothesis import within_tolerance
 
-from chaos_ext.runner.verdict import exit_code_for, outcome_of
+from chaos_ext._runner.verdict import exit_code_for, outcome_of
 
 __all__ = ["JournalBuilder", "iso"]
 

@@ -14,9 +14,9 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from chaos_ext._targets.identity import NETNS_KEY, namespace_key
-from chaos_ext._targets.spec import netns_path, parse_target
-from chaos_ext.ledger import fault
+from chaos_ext._core.ledger import fault
+from chaos_ext._core.targets.identity import NETNS_KEY, namespace_key
+from chaos_ext._core.targets.spec import netns_path, parse_target
 from chaos_ext.network import _local
 
 __all__ = ["stand_in_latency"]

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from chaos_ext._helper import serve
+from chaos_ext._core.helper import serve
 
 
 def work(

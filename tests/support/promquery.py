@@ -8,7 +8,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from chaos_ext._servers.prometheus import PrometheusServer
+from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 
 
 def raw_query(prom: PrometheusServer, expr: str, **params: str) -> Any:

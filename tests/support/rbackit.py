@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos_ext.rbac import Rule, needs_k8s
+from chaos_ext._core.rbac import Rule, needs_k8s
 
 __all__ = ["drain_node", "no_kubernetes", "patch_sidecar", "pods_ready"]
 

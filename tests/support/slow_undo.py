@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from chaos_ext.ledger import Entry, undo_handler
+from chaos_ext._core.ledger import Entry, undo_handler
 
 KIND = "unit-slow-undo"
 

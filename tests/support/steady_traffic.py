@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from chaos_ext._servers import prometheus
+from chaos_ext._products.sandbox.servers import prometheus
 from support.exporter import start_exporter
 
 __all__ = ["steady_traffic"]

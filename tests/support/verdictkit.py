@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
+from chaos_ext._core.ledger import Entry, fault, undo_handler
 from chaos_ext.errors import ChaosExtError
-from chaos_ext.ledger import Entry, fault, undo_handler
 
 __all__ = ["BehaviourServer", "behave", "leave_fault", "process_script", "value"]
 

@@ -12,8 +12,8 @@ the control endpoints, which are not counted:
 * ``POST /_control/pause?ms=N``: stall N ms from now: every request that
   arrives meanwhile is answered only when the stall ends (a GC pause, a
   failover);
-* ``POST /_control/errors?status=503&every=N``: answer ``status`` to every
-  N-th request (0 turns it off);
+* ``POST /_control/errors?status=503&every=N[&cause=C]``: answer ``status`` to every
+  N-th request (0 turns it off), with ``X-Error-Cause: C`` if given;
 * ``GET /_control/stats``: ``{"requests": n, "errors": n, "in_flight": n,
   "body_bytes": n, "methods": {...}, "first_at": t, "last_at": t,
   "per_second": {"<unix second>": arrivals}}``;
@@ -42,7 +42,7 @@ from typing import Any
 
 from aiohttp import web
 
-from chaos_ext._servers._stoppable import Stoppable
+from chaos_ext._products.sandbox.servers._stoppable import Stoppable
 
 __all__ = ["HttpTarget", "start"]
 
@@ -56,6 +56,7 @@ class _State:
         self.random = random.Random(7)
         self.error_status = 0
         self.every = 0
+        self.cause = ""
         self.requests = 0
         self.errors = 0
         self.in_flight = 0
@@ -100,7 +101,8 @@ async def _serve(request: web.Request) -> web.StreamResponse:
             await asyncio.sleep(delay)
         if state.every and state.requests % state.every == 0:
             state.errors += 1
-            return web.Response(status=state.error_status, text="injected error")
+            headers = {"X-Error-Cause": state.cause} if state.cause else None
+            return web.Response(status=state.error_status, text="injected error", headers=headers)
         return await _answer(request)
     finally:
         state.in_flight -= 1
@@ -118,6 +120,7 @@ async def _control(request: web.Request) -> web.Response:
     elif action == "errors":
         state.error_status = int(query.get("status", "503"))
         state.every = int(query.get("every", "0"))
+        state.cause = query.get("cause", "")
     elif action == "reset":
         request.app["state"] = _State()
     elif action != "stats":
@@ -187,8 +190,8 @@ class HttpTarget(Stoppable):
     def pause(self, ms: float) -> None:
         self._control(f"pause?ms={ms}")
 
-    def set_errors(self, status: int, every: int) -> None:
-        self._control(f"errors?status={status}&every={every}")
+    def set_errors(self, status: int, every: int, cause: str = "") -> None:
+        self._control(f"errors?status={status}&every={every}&cause={cause}")
 
     def stats(self) -> dict[str, Any]:
         return self._control("stats", "GET")

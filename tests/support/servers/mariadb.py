@@ -33,13 +33,13 @@ from typing import Any
 
 import pymysql
 
-from chaos_ext._servers._db_common import (
+from chaos_ext._products.sandbox.servers._db_common import (
     free_port,
     spawn,
     terminate,
     wait_until_ready,
 )
-from chaos_ext._servers._stoppable import Stoppable
+from chaos_ext._products.sandbox.servers._stoppable import Stoppable
 from chaos_ext.errors import SandboxError
 
 __all__ = ["MariaDBServer", "start"]

@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from chaos_ext._servers._stoppable import Stoppable
-from chaos_ext._servers.prometheus import free_port
+from chaos_ext._products.sandbox.servers._stoppable import Stoppable
+from chaos_ext._products.sandbox.servers.prometheus import free_port
 
 ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
 PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos_ext._servers._stoppable import Stoppable
+from chaos_ext._products.sandbox.servers._stoppable import Stoppable
 
 __all__ = ["Nginx", "start"]
 

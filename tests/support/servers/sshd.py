@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos_ext._servers._stoppable import Stoppable
+from chaos_ext._products.sandbox.servers._stoppable import Stoppable
 from chaos_ext.errors import SandboxError
 
 __all__ = ["SshdServer", "start"]

@@ -1,0 +1,210 @@
+"""The shape every activity shares (docs/conventions.md): types, roles, the rollback result.
+
+* :data:`Configuration` and :data:`Secrets` type the two arguments chaoslib
+  injects by name; every activity takes them, last, defaulting to None.
+* Every action has one role, declared where it is defined:
+  :func:`fault_action` (it records a fault in the ledger and names the
+  rollback activity that undoes it), :func:`rollback_activity` (it undoes
+  faults) or :func:`remedy_action` (it changes something on purpose that is
+  not a fault and is not undone, with the reason).
+* :func:`roll_back` is what a rollback activity does once it has found the
+  open entries of its kind: keep those in its scope (this run's; with
+  ``include_dead_runs`` also those of runs whose runner is dead; never a live
+  run's), then :func:`undo_entries`.
+* :func:`undo_entries` undoes ledger entries the way every rollback activity
+  must: each one tried, failures raised together as
+  :class:`~chaos_ext.errors.RollbackFailed` (the entries stay open for
+  ``gameday rollback``), and the result in one shape::
+
+      {"undone": 2,
+       "faults": [{"ledger_id": "...", "kind": "netem", "target": "...", "note": "..."}],
+       "left_alone": [{"ledger_id": "...", "run_id": "...", "reason": "..."}]}
+
+* :func:`plan_function_of` finds the plan function of a fault action
+  (``<domain>.actions.add_latency`` -> ``<domain>.plan.plan_add_latency``):
+  same arguments, touches nothing, returns :func:`plan_result`'s shape, with
+  each preflight as :func:`preflight_check` builds it (docs/conventions.md §7).
+
+``tests/test_conventions.py`` walks every activity and checks all of this.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from chaos_ext._core.ledger import Entry, Ledger, in_scope, undo
+from chaos_ext.errors import RollbackFailed
+
+__all__ = [
+    "LEDGER_ID",
+    "PLAN_PREFIX",
+    "ROLE_ATTRIBUTE",
+    "Configuration",
+    "Secrets",
+    "fault_action",
+    "left_alone",
+    "plan_function_of",
+    "plan_result",
+    "preflight_check",
+    "remedy_action",
+    "role_of",
+    "roll_back",
+    "rollback_activity",
+    "undo_entries",
+]
+
+Configuration = Mapping[str, Any] | None
+"""The experiment's configuration block, as chaoslib passes it (None outside chaoslib)."""
+Secrets = Mapping[str, Any] | None
+"""The secrets the provider asked for, as chaoslib passes them; never logged or returned."""
+
+LEDGER_ID = "ledger_id"
+"""The key under which an action returns the id of the ledger entry it recorded."""
+ROLE_ATTRIBUTE = "__gameday_role__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _with_role(role: dict[str, str]) -> Callable[[F], F]:
+    def mark(func: F) -> F:
+        setattr(func, ROLE_ATTRIBUTE, role)
+        return func
+
+    return mark
+
+
+def fault_action(*, rollback: str) -> Callable[[F], F]:
+    """Mark an action that records a fault; ``rollback`` names its rollback activity.
+
+    The rollback activity lives in the same module. Put it in the
+    experiment's ``rollbacks``; ``gameday run`` also sweeps the ledger.
+    """
+    return _with_role({"role": "fault", "rollback": rollback})
+
+
+def rollback_activity(func: F) -> F:
+    """Mark an action that undoes recorded faults (see :func:`undo_entries`)."""
+    return _with_role({"role": "rollback"})(func)
+
+
+def remedy_action(*, reason: str) -> Callable[[F], F]:
+    """Mark an action that changes something on purpose and is not undone, saying why."""
+    return _with_role({"role": "remedy", "reason": reason})
+
+
+def role_of(func: Callable[..., Any]) -> dict[str, str] | None:
+    """The role an action declared (None: undeclared)."""
+    role = getattr(func, ROLE_ATTRIBUTE, None)
+    return dict(role) if isinstance(role, Mapping) else None
+
+
+def left_alone(entry: Entry, reason: str) -> dict[str, str]:
+    """One item of a rollback result's ``left_alone`` list."""
+    return {LEDGER_ID: entry.id, "run_id": entry.run_id, "reason": reason}
+
+
+def undo_entries(
+    entries: Iterable[Entry],
+    book: Ledger | None = None,
+    *,
+    skipped: Iterable[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """Undo ``entries`` newest first; the rollback result, or RollbackFailed naming each failure.
+
+    Every entry is tried even when one fails; the failed ones stay open in
+    the ledger with their error. ``skipped`` are the entries the activity
+    found but may not undo (another live run's), as built by :func:`left_alone`;
+    an entry another rollback undid meanwhile is listed there too, not
+    counted as undone here.
+    """
+    ordered = sorted(entries, key=lambda e: e.created_at, reverse=True)
+    outcomes = [undo(entry, book) for entry in ordered]
+    failed = [
+        f"{o.entry.kind} on {o.entry.target} ({o.entry.id}): {o.note}" for o in outcomes if not o.ok
+    ]
+    if failed:
+        raise RollbackFailed(
+            "could not undo: " + "; ".join(failed) + " (left open: run `gameday rollback`)"
+        )
+    mine = [o for o in outcomes if o.undone_here]
+    by_others = [left_alone(o.entry, o.note) for o in outcomes if not o.undone_here]
+    return {
+        "undone": len(mine),
+        "faults": [
+            {LEDGER_ID: o.entry.id, "kind": o.entry.kind, "target": o.entry.target, "note": o.note}
+            for o in mine
+        ],
+        "left_alone": [*(dict(s) for s in skipped), *by_others],
+    }
+
+
+def roll_back(
+    entries: Iterable[Entry], book: Ledger | None = None, *, include_dead_runs: bool = False
+) -> dict[str, Any]:
+    """Undo the ``entries`` in a rollback activity's scope; list the others as left alone.
+
+    The scope is the ledger's (:func:`chaos_ext._core.ledger.in_scope`): this run's
+    entries, plus dead runs' with ``include_dead_runs``, never a live run's.
+    """
+    found = list(entries)
+    mine = in_scope(found, include_dead_runs=include_dead_runs)
+    chosen = {e.id for e in mine}
+    others = [
+        left_alone(
+            e,
+            "its runner is alive: that run undoes it itself"
+            if e.owner_alive()
+            else "its runner is dead: pass include_dead_runs=true",
+        )
+        for e in found
+        if e.id not in chosen
+    ]
+    return undo_entries(mine, book, skipped=others)
+
+
+PLAN_PREFIX = "plan_"
+"""A fault action ``f`` of ``<domain>.actions`` has its plan ``<domain>.plan.plan_f``."""
+
+
+def plan_function_of(module: str, func: str) -> Callable[..., dict[str, Any]] | None:
+    """The plan function of the action ``module.func`` (None: it has none yet).
+
+    The naming rule of docs/conventions.md §7: ``chaos_ext.db.actions`` /
+    ``exhaust_connections`` -> ``chaos_ext.db.plan.plan_exhaust_connections``.
+    """
+    package, _, leaf = module.rpartition(".")
+    if leaf != "actions" or not package:
+        return None
+    try:
+        plans = importlib.import_module(f"{package}.plan")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.plan":
+            raise
+        return None
+    found = getattr(plans, PLAN_PREFIX + func, None)
+    return found if callable(found) else None
+
+
+def preflight_check(check: str, ok: bool, detail: str) -> dict[str, Any]:
+    """One item of a plan's ``preflight`` list."""
+    return {"check": check, "ok": bool(ok), "detail": detail}
+
+
+def plan_result(
+    *,
+    action: str,
+    targets: list[str],
+    would: str,
+    preflight: list[dict[str, Any]],
+    blast_radius: Mapping[str, Any],
+) -> dict[str, Any]:
+    """What a plan function returns: JSON-friendly, the same keys for every domain."""
+    return {
+        "action": action,
+        "targets": list(targets),
+        "would": would,
+        "preflight": [dict(p) for p in preflight],
+        "blast_radius": dict(blast_radius),
+    }

@@ -1,0 +1,167 @@
+"""The one stop path of a run: a stop condition, SIGTERM and SIGINT all come here.
+
+:func:`request_stop` (the first call wins and names the cause) does, at once:
+
+* sets the stop event, so a pause slept through :func:`pause` (chaoslib's
+  ``pauses.before``/``after``, gameday's settle loop) ends now;
+* ends every process group that :func:`run_process` started and that is
+  still running (SIGTERM to the group; the process's own call then sends
+  SIGKILL after :data:`KILL_GRACE_S`), so a shell's children go with the
+  shell, unless the rollbacks have begun (:func:`shield`): a rollback's
+  process is never cut short.
+
+Interrupting the main thread itself is the caller's part: the signal handler
+raises where it lands; the stop-condition watch, in its own thread, signals
+the main thread. :func:`run_process` is ``subprocess.run`` with each process
+in its own session: the runner gives it to chaoslib's process provider.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from typing import Any
+
+from chaos_ext._core import procfs as _procfs
+
+__all__ = [
+    "KILL_GRACE_S",
+    "cause",
+    "end_groups",
+    "pause",
+    "request_stop",
+    "reset",
+    "run_process",
+    "shield",
+    "shielded",
+    "stopping",
+]
+
+KILL_GRACE_S = 1.0
+"""Seconds a stopped process group has between SIGTERM and SIGKILL."""
+
+_EVENT = threading.Event()
+# reentrant: a signal handler runs request_stop in the main thread, possibly while that
+# thread holds the lock (a second SIGTERM 0 ms after the first deadlocked a plain Lock)
+_LOCK = threading.RLock()
+_cause: list[str] = []
+_groups: set[int] = set()
+_shield: list[bool] = [False]
+
+
+def reset() -> None:
+    """A new run: no stop requested yet (process groups still running stay tracked)."""
+    with _LOCK:
+        _cause.clear()
+        _shield[0] = False
+        _EVENT.clear()
+
+
+def shield() -> None:
+    """The rollbacks have begun: from now on a stop ends pauses only, never a process
+    (a rollback's own process must finish), and the run is not interrupted again."""
+    with _LOCK:
+        _shield[0] = True
+
+
+def shielded() -> bool:
+    """Whether :func:`shield` was called since the last :func:`reset`."""
+    with _LOCK:
+        return _shield[0]
+
+
+def stopping() -> bool:
+    """Whether a stop was requested since the last :func:`reset`."""
+    return _EVENT.is_set()
+
+
+def cause() -> str | None:
+    """What stopped the run first (``"abort"``, ``"SIGTERM"``, ``"SIGINT"``), or None."""
+    with _LOCK:
+        return _cause[0] if _cause else None
+
+
+def pause(seconds: float) -> None:
+    """Sleep ``seconds``, or less if a stop is (or gets) requested."""
+    _EVENT.wait(max(0.0, float(seconds)))
+
+
+def request_stop(why: str) -> bool:
+    """Stop the run: end pauses and running process groups. True for the first request."""
+    with _LOCK:
+        first = not _cause
+        if first:
+            _cause.append(why)
+        _EVENT.set()
+        rolling_back = _shield[0]
+    if not rolling_back:
+        end_groups(signal.SIGTERM)
+    return first
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # the id now belongs to someone else's group: not ours
+        return False
+    return True
+
+
+def end_groups(sig: int = signal.SIGTERM) -> int:
+    """Send ``sig`` to every tracked process group still running; how many got it."""
+    with _LOCK:
+        groups = sorted(_groups)
+    return sum(_signal_group(pgid, sig) for pgid in groups)
+
+
+def _end_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM the process's group, SIGKILL what is left after the grace, reap the leader."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < deadline and _group_alive(proc.pid):
+        proc.poll()
+        time.sleep(0.02)
+    _signal_group(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL does not take 5 s
+        proc.wait(timeout=5)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a live member of the group is left (zombies are not: the container's
+    init may never reap a shell's orphaned child, and ``killpg(pgid, 0)`` counts it)."""
+    return any(p.pgrp == pgid for p in _procfs.processes())
+
+
+def run_process(args: Any, **kwargs: Any) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run`` with the process in its own session, ended as a group.
+
+    On a timeout or an exception (a signal raising KeyboardInterrupt), and on a
+    stop (:func:`request_stop`) while it runs, the whole group is ended, not
+    just its leader; a group left behind by a process that exited normally is
+    left alone (an action may start a background process on purpose). Takes
+    what chaoslib's process provider passes: ``timeout``, ``stdout``,
+    ``stderr``, ``env``, ``shell``.
+    """
+    timeout = kwargs.pop("timeout", None)
+    kwargs.pop("check", None)
+    kwargs["start_new_session"] = True
+    with subprocess.Popen(args, **kwargs) as proc:  # chaoslib's own arguments
+        with _LOCK:
+            _groups.add(proc.pid)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+            if stopping() and not shielded() and _group_alive(proc.pid):
+                _end_group(proc)  # the leader died of the stop; what ignored SIGTERM goes too
+        except BaseException:
+            _end_group(proc)
+            raise
+        finally:
+            with _LOCK:
+                _groups.discard(proc.pid)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)

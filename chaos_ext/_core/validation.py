@@ -1,0 +1,257 @@
+"""Argument checks shared by activities and ``gameday validate``.
+
+Two layers, both pure:
+
+* :func:`check_types` compares JSON arguments with an activity's annotations
+  (str, int, float, bool, list, dict, Optional, Literal), so ``"delay_seconds": "abc"``
+  is refused before anything runs.
+* :func:`validated_by` wraps an activity so that every call (``gameday run``,
+  plain ``chaos run``, Python) first runs the type checks and its semantic check
+  (CIDRs, names, ranges, PromQL) on the arguments it was given, and refuses bad
+  ones before anything is touched; ``gameday validate`` runs the very same
+  :func:`check_activity_arguments` without calling the activity. A check that
+  parses returns what it parsed, and the activity receives it as ``parsed``
+  (checked once, never again in the body).
+
+Checks raise :class:`chaos_ext.errors.InvalidArgument` whose message names the
+argument and quotes the bad value.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import ipaddress
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from chaos_ext.errors import InvalidArgument
+
+__all__ = [
+    "PARSED",
+    "check_activity_arguments",
+    "check_types",
+    "is_checked",
+    "require_cidrs",
+    "require_name",
+    "require_range",
+    "semantic_check",
+    "type_problems",
+    "validated_by",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Check = Callable[[Mapping[str, Any]], Any]
+_CHECK_ATTR = "__gameday_check__"
+_PARSED = "parsed"
+PARSED: Any = None
+"""The default of an activity's keyword-only ``parsed`` argument; :func:`validated_by` fills it."""
+_INJECTED = {"configuration", "secrets"}
+
+
+def validated_by(check: Check | None = None) -> Callable[[F], F]:
+    """Check an activity's arguments on every call, with ``check`` after the type checks.
+
+    ``@validated_by()`` (no semantic check) still checks types. The wrapper binds
+    the call's arguments and runs :func:`check_activity_arguments` on those given
+    (defaults are not checked, exactly as ``gameday validate`` sees an experiment);
+    an :class:`~chaos_ext.errors.InvalidArgument` leaves the activity before its
+    body runs: no ledger entry, no connection.
+
+    Parse once: when the activity declares a keyword-only ``parsed`` argument
+    (``*, parsed: LatencySpec = PARSED``), ``check`` is called with every
+    argument, defaults applied, and what it returns (the parsed, typed spec) is
+    handed to the body as ``parsed``; the body does not check again. ``parsed``
+    is not part of the public signature (``chaos discover``, chaoslib's
+    argument check and ``gameday validate`` do not see it).
+    """
+
+    def attach(func: F) -> F:
+        signature = inspect.signature(func)
+        wants_parsed = _PARSED in signature.parameters
+        if wants_parsed and (
+            check is None
+            or signature.parameters[_PARSED].kind is not inspect.Parameter.KEYWORD_ONLY
+        ):
+            raise TypeError(f"{func.__name__}: 'parsed' is keyword-only and needs a check")
+        public = signature.replace(
+            parameters=[p for p in signature.parameters.values() if p.name != _PARSED]
+        )
+
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                bound = public.bind(*args, **kwargs)
+            except TypeError:
+                return func(*args, **kwargs)  # Python's own message names the argument
+            given = {k: v for k, v in bound.arguments.items() if k not in _INJECTED}
+            if not wants_parsed:
+                _check(func, check, given, run_time=True)
+                return func(*args, **kwargs)
+            check_types(inspect.unwrap(func), given, run_time=True)
+            bound.apply_defaults()
+            every = {k: v for k, v in bound.arguments.items() if k not in _INJECTED}
+            return func(*args, **kwargs, parsed=check(every))  # type: ignore[misc]
+
+        checked.__signature__ = public  # type: ignore[attr-defined]
+        checked.__annotations__ = {k: v for k, v in func.__annotations__.items() if k != _PARSED}
+        setattr(checked, _CHECK_ATTR, check)
+        return checked  # type: ignore[return-value]
+
+    return attach
+
+
+def is_checked(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` checks its arguments when called (wrapped by :func:`validated_by`)."""
+    return hasattr(func, _CHECK_ATTR) and hasattr(func, "__wrapped__")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _matches(value: Any, tp: Any) -> bool:  # noqa: PLR0911 - one branch per JSON type
+    if tp is Any or tp is inspect.Parameter.empty:
+        return True
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(tp))
+    if origin is typing.Literal:
+        return value in typing.get_args(tp)
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    base = origin or tp
+    if base in (list, tuple, typing.Sequence):
+        inner = typing.get_args(tp)
+        return isinstance(value, list | tuple) and (
+            not inner or all(_matches(v, inner[0]) for v in value)
+        )
+    if base in (dict, typing.Mapping, Mapping):
+        return isinstance(value, dict)
+    if isinstance(base, type):
+        return isinstance(value, base)
+    return True
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def type_problems(
+    func: Callable[..., Any], arguments: Mapping[str, Any], *, run_time: bool = False
+) -> list[str]:
+    """One message per argument that does not fit its annotation.
+
+    Before the run, values that still hold a ``${...}`` substitution are not
+    checked (their value is only known then); at run time everything is.
+    """
+    try:
+        hints = typing.get_type_hints(func)
+    except (NameError, TypeError):
+        hints = {}
+    params = inspect.signature(func).parameters
+    problems = []
+    for name, value in arguments.items():
+        if name in _INJECTED or name == _PARSED or name not in params:
+            continue
+        if not run_time and isinstance(value, str) and "${" in value:
+            continue
+        expected = hints.get(name, params[name].annotation)
+        if not _matches(value, expected):
+            problems.append(f"{name}: expected {_type_name(expected)}, got {_describe(value)}")
+    return problems
+
+
+def check_types(
+    func: Callable[..., Any], arguments: Mapping[str, Any], *, run_time: bool = False
+) -> None:
+    """Raise InvalidArgument for the first argument that does not fit its annotation."""
+    problems = type_problems(func, arguments, run_time=run_time)
+    if problems:
+        raise InvalidArgument(problems[0])
+
+
+def semantic_check(func: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
+    """The activity's own check (no type checks), skipped while a ``${...}`` is left."""
+    check = getattr(func, _CHECK_ATTR, None)
+    if check is not None and not any(_substituted(v) for v in arguments.values()):
+        check(arguments)
+
+
+def _substituted(value: Any) -> bool:
+    """Whether a ``${...}`` substitution is left anywhere in a value (also in lists/dicts)."""
+    if isinstance(value, str):
+        return "${" in value
+    if isinstance(value, list | tuple):
+        return any(_substituted(v) for v in value)
+    if isinstance(value, Mapping):
+        return any(_substituted(v) for v in value.values())
+    return False
+
+
+def check_activity_arguments(func: Callable[..., Any], arguments: Mapping[str, Any]) -> None:
+    """Type checks, then the activity's own semantic check if it has one.
+
+    What ``gameday validate`` runs; a :func:`validated_by` activity runs the same
+    on every call. Before the run, the semantic check is skipped while a value
+    still holds a ``${...}`` substitution.
+    """
+    _check(func, getattr(func, _CHECK_ATTR, None), arguments, run_time=False)
+
+
+def _check(
+    func: Callable[..., Any], check: Check | None, arguments: Mapping[str, Any], *, run_time: bool
+) -> None:
+    check_types(inspect.unwrap(func), arguments, run_time=run_time)
+    if check is None:
+        return
+    if not run_time and any(_substituted(v) for v in arguments.values()):
+        return  # semantic checks need the substituted values: they run at run time
+    check(arguments)
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+def require_name(label: str, value: str, *, max_len: int = 63) -> str:
+    """A safe identifier (interface, namespace, container): letters, digits, ``_.-``."""
+    if not isinstance(value, str) or not _NAME.match(value) or len(value) > max_len:
+        raise InvalidArgument(
+            f"{label}: {_describe(value)} is not a valid name "
+            f"(letters, digits, '_', '.', '-'; at most {max_len} characters)"
+        )
+    return value
+
+
+def require_range(label: str, value: float, low: float, high: float) -> float:
+    """A number within [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise InvalidArgument(f"{label}: {_describe(value)} is outside [{low:g}, {high:g}]")
+    return value
+
+
+def require_cidrs(
+    label: str, values: list[str]
+) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """Parse a list of CIDRs (a bare address is a /32 or /128)."""
+    if not isinstance(values, list) or not values:
+        raise InvalidArgument(
+            f"{label}: expected a non-empty list of CIDRs, got {_describe(values)}"
+        )
+    nets = []
+    for value in values:
+        try:
+            nets.append(ipaddress.ip_network(value, strict=False))
+        except (TypeError, ValueError):
+            raise InvalidArgument(f"{label}: {_describe(value)} is not a CIDR") from None
+    return nets

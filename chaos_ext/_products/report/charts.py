@@ -1,0 +1,227 @@
+"""Time-series charts as inline SVG strings (matplotlib, Agg/SVG backend, no pyplot).
+
+One chart per series: the values over seconds since the experiment started,
+fault windows shaded (red: a fault recorded in the ledger, from injection to
+undo; amber: an action running), and the tolerance bounds as dashed lines when
+the tolerance is numeric. A comparison chart draws the same for several runs
+of two sides (baseline and tuned) on one pair of axes, each run's times taken
+from its own origin (:class:`Trace`).
+
+Each shaded group has the SVG id ``<salt>-fault-<source>`` and each comparison
+line ``<salt>-<side>-<n>``, so that a reader (or a test) can find them.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from chaos_ext._products.report.model import FaultWindow
+from chaos_ext._products.report.series import Series, as_number
+
+__all__ = [
+    "Trace",
+    "chart_svg",
+    "comparison_svg",
+    "distribution_svg",
+    "merged_spans",
+    "tolerance_bounds",
+]
+
+_PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
+_COLORS = {"ledger": ("#d62728", 0.18), "action": ("#ff9f1c", 0.22)}
+_LINE = "#1f5fa8"
+_BASELINE = "#7f7f7f"
+_JOIN = 1 / 400
+_MARKERS_UP_TO = 80
+
+
+def tolerance_bounds(tolerance: Any) -> list[float]:
+    """Numeric bounds of a Chaos Toolkit tolerance (a number, or a range), for drawing."""
+    if isinstance(tolerance, bool):
+        return []
+    if isinstance(tolerance, int | float):
+        return [float(tolerance)]
+    if isinstance(tolerance, dict) and tolerance.get("type") == "range":
+        bounds = tolerance.get("range") or []
+        return [b for b in (as_number(x) for x in bounds) if b is not None]
+    return []
+
+
+def merged_spans(
+    windows: Sequence[FaultWindow], source: str, gap: float = 0.0
+) -> list[tuple[float, float]]:
+    """One source's windows as sorted ``(start, end)`` spans, joined when less than
+    ``gap`` apart (pure)."""
+    spans = sorted((w.start, max(w.end, w.start + 0.05)) for w in windows if w.source == source)
+    merged: list[tuple[float, float]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1] + gap:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One run's series and fault windows for a comparison chart, drawn at times
+    relative to ``origin`` (epoch seconds)."""
+
+    series: Series
+    windows: tuple[FaultWindow, ...]
+    origin: float
+
+
+def _shade(
+    ax: Any, windows: Sequence[FaultWindow], origin: float, width: float, gid: str
+) -> list[Any]:
+    """One collection per source; windows closer than 1/400 of the chart's width are
+    drawn as one (indistinguishable at this size, and fast with hundreds). Returns
+    the legend's proxies."""
+    proxies = []
+    for source, label in (("ledger", "fault (ledger)"), ("action", "action running")):
+        spans = merged_spans(windows, source, gap=width * _JOIN)
+        if not spans:
+            continue
+        color, alpha = _COLORS[source]
+        ax.broken_barh(
+            [(start - origin, end - start) for start, end in spans],
+            (0, 1),
+            transform=ax.get_xaxis_transform(),
+            color=color,
+            alpha=alpha,
+            lw=0,
+            gid=f"{gid}-fault-{source}",
+        )
+        proxies.append(Patch(color=color, alpha=alpha, label=label))
+    return proxies
+
+
+def _finish(fig: Figure, ax: Any, title: str, xlabel: str, proxies: list[Any]) -> str:
+    """Labels, the legend (beside the axes) and the SVG text without its prologue."""
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_title(title, fontsize=9, loc="left")
+    ax.tick_params(labelsize=8)
+    ax.grid(alpha=0.3)
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(
+        handles=[*proxies, *handles[:3]],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0,
+        frameon=False,
+    )
+    fig.subplots_adjust(left=0.08, right=0.8, top=0.88, bottom=0.2)
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    return _PROLOGUE.sub("", buffer.getvalue(), count=1)
+
+
+def _line(
+    ax: Any, xs: list[float], series: Series, color: str, lw: float = 1.6, **style: Any
+) -> None:
+    marker = "o" if len(xs) <= _MARKERS_UP_TO else None
+    draw = ax.step if series.boolean else ax.plot
+    where = {"where": "post"} if series.boolean else {}
+    draw(xs, series.values, color=color, lw=lw, marker=marker, ms=3, **where, **style)
+    if series.boolean:
+        ax.set_yticks([0, 1], ["false", "true"])
+
+
+def _width(xs: Sequence[float], windows: Sequence[FaultWindow], origin: float) -> float:
+    spans = [t for w in windows for t in (w.start - origin, w.end - origin)]
+    return max([*xs, *spans, 0.0]) - min([*xs, *spans, 0.0])
+
+
+def chart_svg(
+    series: Series,
+    windows: Sequence[FaultWindow],
+    origin: float,
+    tolerance: Any = None,
+    salt: str = "",
+    abort_at: float | None = None,
+) -> str:
+    """An SVG document (no XML prologue) charting ``series``; times relative to ``origin``."""
+    salt = salt or series.name
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+        fig = Figure(figsize=(8.6, 2.4), dpi=96)
+        ax = fig.add_subplot()
+        xs = [t - origin for t, _ in series.points]
+        proxies = _shade(ax, windows, origin, _width(xs, windows, origin), salt)
+        _line(ax, xs, series, _LINE, label=series.name)
+        if abort_at is not None:
+            ax.axvline(abort_at - origin, color="#7b3fa0", lw=1.4, label="abort fired")
+        for bound in tolerance_bounds(tolerance):
+            ax.axhline(bound, color="#555555", lw=1, ls="--", label="tolerance")
+        return _finish(fig, ax, series.name, "seconds since the experiment started", proxies)
+
+
+def comparison_svg(
+    metric: str,
+    baseline: Sequence[Trace],
+    tuned: Sequence[Trace],
+    xlabel: str,
+    tolerance: Any = None,
+    salt: str = "",
+) -> str:
+    """Baseline (grey) and tuned (blue) runs of one metric on the same axes, every
+    run's fault windows shaded, each run at times relative to its own origin."""
+    salt = salt or metric
+    traces = [*baseline, *tuned]
+    windows = [
+        FaultWindow(w.label, w.start - t.origin, w.end - t.origin, w.source)
+        for t in traces
+        for w in t.windows
+    ]
+    xs = [p - t.origin for t in traces for p, _ in t.series.points]
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+        fig = Figure(figsize=(8.6, 2.6), dpi=96)
+        ax = fig.add_subplot()
+        proxies = _shade(ax, windows, 0.0, _width(xs, windows, 0.0), salt)
+        # the baseline wider and below, so that equal values still show both sides
+        sides = (("baseline", baseline, _BASELINE, 3.0), ("tuned", tuned, _LINE, 1.4))
+        for side, runs, color, lw in sides:
+            for i, trace in enumerate(runs):
+                label = f"{side} ({len(runs)} run(s))" if i == 0 else "_"
+                times = [p - trace.origin for p, _ in trace.series.points]
+                _line(
+                    ax,
+                    times,
+                    trace.series,
+                    color,
+                    lw,
+                    alpha=0.85,
+                    label=label,
+                    gid=f"{salt}-{side}-{i + 1}",
+                )
+        for bound in tolerance_bounds(tolerance):
+            ax.axhline(bound, color="#555555", lw=1, ls="--", label="tolerance")
+        return _finish(fig, ax, metric, xlabel, proxies)
+
+
+def distribution_svg(metric: str, baseline: list[float], tuned: list[float], salt: str) -> str:
+    """Baseline and tuned distributions side by side (box plot over the raw samples)."""
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+        fig = Figure(figsize=(5.6, 2.2), dpi=96)
+        ax = fig.add_subplot()
+        ax.boxplot([baseline, tuned], orientation="horizontal", widths=0.5, showfliers=False)
+        for row, values, color in ((1, baseline, "#7f7f7f"), (2, tuned, _LINE)):
+            jitter = [row + 0.18 * ((i * 37) % 11 - 5) / 5 for i in range(len(values))]
+            ax.scatter(values, jitter, s=6, alpha=0.45, color=color, lw=0)
+        ax.set_yticks([1, 2], ["baseline", "tuned"])
+        ax.set_title(metric, fontsize=9, loc="left")
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3, axis="x")
+        fig.subplots_adjust(left=0.14, right=0.98, top=0.86, bottom=0.14)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+    return _PROLOGUE.sub("", buffer.getvalue(), count=1)

@@ -1,0 +1,1 @@
+"""Scheduled game days: the CronJob, ServiceAccount and RBAC manifests of ``gameday schedule``."""

@@ -1,0 +1,55 @@
+"""Our DNS rate-limit tables wherever they are: the system side of ``gameday ledger --scan``.
+
+Every network namespace on the machine (by inode, named or not,
+:func:`chaos_ext._core.targets.identity.namespaces`) is asked for its tables
+through libnftables; only tables named ``gameday_dnsrate_*`` are kept. A
+table is referred to by an open ``dns-rate-limit`` entry naming it (table
+names are drawn at random per fault: a name is the table's identity). An
+orphan is undone by the rate limit's own undo handler, from an entry that
+names the namespace by its inode. Listing reads nothing else and changes
+nothing.
+"""
+
+from __future__ import annotations
+
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.ledger import Adoption, Entry, Leftover
+from chaos_ext._core.targets.identity import NETNS_KEY, namespaces
+from chaos_ext._core.targets.spec import Target
+from chaos_ext.dns import _nft
+from chaos_ext.errors import ChaosExtError
+
+__all__ = ["find_tables"]
+
+RATE_KIND = "dns-rate-limit"
+_MODULE = "chaos_ext.dns.actions"
+
+
+def _leftover(key: str, where: Target, table: str) -> Leftover:
+    def refers(entry: Entry) -> bool:
+        return entry.kind == RATE_KIND and entry.recipe.get("table") == table
+
+    recipe = {"target": where.where, "table": table, "connection": {}, NETNS_KEY: key}
+    return Leftover(
+        ref=f"nft:{key.rsplit(':', 1)[-1]}:{table}",
+        kind=RATE_KIND,
+        what=f"nft table inet {table} in {where.where} (netns inode {key.rsplit(':', 1)[-1]})",
+        adoption=Adoption(kind=RATE_KIND, module=_MODULE, target=where.where, recipe=recipe),
+        refers=refers,
+    )
+
+
+def find_tables() -> tuple[list[Leftover], list[str]]:
+    """Our tables in every network namespace; what could not be looked at."""
+    found: list[Leftover] = []
+    problems: list[str] = []
+    for key, where in namespaces():
+        try:
+            tables = _nft.list_ours(_nft.LocalNft(where))
+        except (ChaosExtError, OSError) as exc:
+            gone = where.kind == "pid" and not _procfs.exists(where.pid)
+            if not gone:  # a process that ended meanwhile took nothing of ours with it
+                problems.append(f"nft tables in {where.where}: {exc}")
+            continue
+        found += [_leftover(key, where, table) for table in tables]
+    return found, problems
