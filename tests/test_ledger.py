@@ -21,6 +21,7 @@ from chaos_ext._core.ledger import (
     process_start_time,
     set_current_run_id,
     undo,
+    undo_after,
     undo_handler,
 )
 from chaos_ext._core.ledger.entry import process_state
@@ -106,6 +107,38 @@ def test_fault_context_undoes_a_partial_injection(ledger_path: Path) -> None:
         raise ValueError("half-applied")
     assert CALLS == [entry.id]
     assert Ledger(ledger_path).open_entries() == []
+
+
+def test_a_timer_closes_its_entry_in_the_ledger_it_was_recorded_in(
+    ledger_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule: an entry is closed where it was written, whatever the default ledger is by then
+    (a timed fault of one run must not read, or be refused by, a later run's ledger)."""
+    entry = Ledger(ledger_path).record(kind="unit-flaky", target="t", recipe={}, module=__name__)
+    CALLS.clear()
+    timer = undo_after(entry, 0.3)
+    other = tmp_path / "other" / "ledger.sqlite3"
+    monkeypatch.setenv("GAMEDAY_LEDGER", str(other))  # the next test's, or the next run's
+    timer.join(10)
+    assert CALLS == [entry.id]
+    assert Ledger(ledger_path).get(entry.id).state == "closed"  # type: ignore[union-attr]
+    assert not other.exists()
+
+
+def test_a_timer_ends_its_fault_at_the_deadline_even_if_the_ledger_is_damaged(
+    ledger_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rule: a fault with a duration never outlives it because its record was damaged: the
+    timer undoes it from what it holds and logs why the ledger could not say so (no
+    exception escapes the timer's thread: pytest fails a test on one)."""
+    entry = Ledger(ledger_path).record(kind="unit-flaky", target="t", recipe={}, module=__name__)
+    CALLS.clear()
+    timer = undo_after(entry, 0.3)
+    ledger_path.unlink()
+    with caplog.at_level("ERROR", logger="chaostoolkit"):
+        timer.join(10)
+    assert CALLS == [entry.id]
+    assert "could not record it" in caplog.text and entry.id in caplog.text
 
 
 def test_owner_alive_tells_dead_from_recycled(ledger_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 A fragile sandbox (netns backend) runs ``experiments/incidents/01-eks-load-test.json``
 with a shorter ramp (``vars/short-eks.json``: 5 to 50 req/s over 40 s):
-all but 2 database slots held, DNS packets from the app's namespace capped at
+all but 1 database slot held (2 in the
+experiment's default: too few overlapping connections on a loaded machine to be
+sure of a refusal), DNS packets from the app's namespace capped at
 200/s, the load on /search. ``error_onset`` classifies the load's failed
 responses by the cause the app names (``X-Error-Cause``) and finds each
 class's onset. Checked against what the servers themselves saw, not the

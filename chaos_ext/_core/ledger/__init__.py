@@ -471,13 +471,25 @@ def undo_after(entry: Entry, seconds: float) -> threading.Timer:
 
     The entry stays in the ledger meanwhile, so a dead process's fault is
     still found by ``gameday rollback``; the deadline is recorded in its
-    watchdog first, which ends the fault then if this process has died.
+    watchdog first, which ends the fault then if this process has died. The
+    timer closes the entry in the ledger it was recorded in (not the default
+    of the moment it fires); if that ledger cannot be read then, the fault is
+    undone from ``entry`` anyway and the error logged: it never outlives its
+    deadline because its record was damaged.
     """
     set_deadline(entry, seconds)
+    path = ledger_path()  # the ledger it was recorded in, whatever the default is by then
 
     def fire() -> None:
-        book = default_ledger()
-        latest = book.get(entry.id)
+        try:
+            book = Ledger(path)
+            latest = book.get(entry.id)
+        except LedgerError as exc:  # the fault still ends at its deadline; the ledger says why not
+            outcome = undo_unrecorded(entry, exc, by="timer")
+            logging.getLogger("chaostoolkit").error(
+                "fault %s (%s) at its deadline: %s", entry.id, entry.kind, outcome.note
+            )
+            return
         if latest is not None and latest.state == "open":
             undo(latest, book)
 
