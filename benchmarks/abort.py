@@ -4,7 +4,9 @@ A real Prometheus (Debian's) scrapes an in-process exporter every 250 ms; the
 abort plan checks one gauge every 250 ms. Each trial is one real ``gameday run
 --abort-on`` in a subprocess: the benchmark waits until the run is in the place
 under test, waits a random 0.2-1.5 s more, raises the gauge over the line
-(the breach), and reads the time the first rollback activity wrote. Places:
+(the breach), and reads the time the first rollback activity wrote (for
+``settling``, where nothing was injected and nothing is rolled back, the time
+the process exited: an upper bound). Places:
 
 * ``python-action``: a Python action sleeping 30 s;
 * ``process-action``: ``sh -c 'touch M; sleep 30'`` (a process through a shell);
@@ -175,6 +177,7 @@ def trial(place: str, url: str, gauge: Any, plan: Path, work: Path) -> tuple[flo
         gauge.set(1)
         breach = time.time()
         output, _ = proc.communicate(timeout=HOLD_S + 30)
+        exited = time.time()
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -185,7 +188,10 @@ def trial(place: str, url: str, gauge: Any, plan: Path, work: Path) -> tuple[flo
         sys.stderr.write(output)
     time.sleep(0.2)
     left = {*running_with_argument(str(tmp)), *running_with_argument(sleep)}
-    return float((tmp / "rb").read_text()) - breach, len(left), outcome
+    # settling: nothing was injected, so nothing is rolled back; the run's exit is when it
+    # stopped (an upper bound: the journal's writing and the interpreter's exit included)
+    stopped = exited if place == "settling" else float((tmp / "rb").read_text())
+    return stopped - breach, len(left), outcome
 
 
 def main() -> None:
