@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -10,9 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import vm_lane
 from support.harness import cli_env, gameday_argv, netns_list, wait_for
 
 __all__ = ["cli_env", "gameday_argv", "netns_list", "wait_for"]  # re-exported for old imports
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the VM lane in the background if this session runs it (support/vm_lane.py)."""
+    if session.config.option.collectonly or os.environ.get("GAMEDAY_IN_VM") == "1":
+        return
+    if shutil.which("qemu-system-x86_64") and any(
+        item.nodeid == vm_lane.LANE_TEST for item in session.items
+    ):
+        vm_lane.start()
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -10,6 +10,7 @@ host check below also catches it without booting anything, and catches a
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -18,21 +19,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-from chaos_ext._products.sandbox.vm.lane import run_pytest
-from chaos_ext._products.sandbox.vm.machine import VMConfig
+from support.vm_lane import LANE_S, VM_TESTS, result
 
 ROOT = Path(__file__).resolve().parents[2]
-VM_TESTS = [
-    "tests/network/test_network_netem_vm.py",
-    "tests/dns/test_dns_rate_limit_vm.py",
-    "tests/crash/test_crash_netem_vm.py",
-]
 
 in_vm = pytest.mark.skipif(os.environ.get("GAMEDAY_IN_VM") == "1", reason="already inside the VM")
 no_qemu = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="no qemu")
 
 
+@functools.cache  # the two tests share the collection of VM_TESTS
 def collected(*args: str) -> set[str]:
     """The node ids ``pytest --collect-only ARGS`` finds on the host."""
     out = subprocess.run(
@@ -69,28 +64,18 @@ def test_every_test_in_the_vm_files_is_marked_vm_and_every_vm_test_is_in_them() 
     assert not elsewhere, f"vm tests outside VM_TESTS (the lane never runs them): {elsewhere}"
 
 
-# The lane took 452 s at load 8-10 and 531 s with a CPU hog on one core at load 9-14 (2 cores,
-# emulated guest); the netem crash row became real `gameday run` + `gameday rollback` commands
-# (issue 34), 322 s alone at load 4 and 430 s at load 8-10 (the slowest cell 89 s): the cap is
-# about twice the worst sum (531 + 430 s), and pytest's covers boot and power-off.
-LANE_S = 2000
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(LANE_S + 180 + 120)  # + the host collection
 @in_vm
 @no_qemu
 def test_vm_lane_runs_the_netem_tests_on_a_real_kernel() -> None:
+    """The lane runs in the background from the end of collection (support/vm_lane.py)."""
     expected = collected(*VM_TESTS)  # every test in the files, whatever its markers
-    result = run_pytest(
-        ["-m", "vm", *VM_TESTS],
-        config=VMConfig(work_dir=ROOT / ".vm", cwd=ROOT),
-        timeout=LANE_S,
-    )
-    details = "\n\n".join(result.failures) or result.output[-4000:]
-    assert result.exit_code == 0, f"VM lane failed ({result.boot_accel}):\n{details}"
-    assert result.junit is not None, result.output[-2000:]
-    passed, other = passed_in(result.junit)
+    lane, _seconds = result(LANE_S)
+    details = "\n\n".join(lane.failures) or lane.output[-4000:]
+    assert lane.exit_code == 0, f"VM lane failed ({lane.boot_accel}):\n{details}"
+    assert lane.junit is not None, lane.output[-2000:]
+    passed, other = passed_in(lane.junit)
     assert not other, f"not passed in the VM: {sorted(other)}"
     assert passed == expected, (
         f"missing in the VM: {sorted(expected - passed)}; not expected: {sorted(passed - expected)}"
