@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from pyroute2 import netns
 from support.harness import cli_env, gameday_argv
+from support.k8s_authorizer import AllowRule
+from support.k8s_emulator import EmulatorHandle, emulator  # noqa: F401 - the fixture
 from support.netlab import VethNs, sh
 from support.servers import sshd
 
@@ -136,7 +138,7 @@ def test_gameday_plan_names_an_unreachable_ssh_target(ledger_path: Path, tmp_pat
 
     out = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 1, out
-    assert f"✗ SSH reachable: root@127.0.0.1:{port} unreachable" in out
+    assert f"✗ SSH reachable: unreachable: ssh root@127.0.0.1:{port}: cannot connect" in out
     for row in rows:
         checks = _checks(row)
         assert list(checks) == ["SSH reachable"], checks  # nothing else tried
@@ -202,3 +204,23 @@ def test_plan_over_a_reachable_ssh_target_goes_on_to_read_the_tree(tmp_path: Pat
     assert checks["SSH reachable"]["ok"] and checks["CAP_NET_ADMIN"]["ok"], checks
     assert "kernel and CAP_NET_ADMIN" in checks  # the action's own preflight ran after
     assert plan["blast_radius"]["target"] == f"ssh:{server.host}:{server.port}"
+
+
+def test_a_pod_target_asks_whether_its_pod_and_node_may_be_read(
+    emulator: EmulatorHandle,  # noqa: F811 - the imported fixture
+    ledger_path: Path,
+) -> None:
+    latency = {"interface": "eth0", "delay_seconds": 0.1, "destinations": ["192.0.2.0/24"]}
+    emulator.allow(AllowRule(("get",), ("nodes",)))
+    denied = plan_add_latency(**latency, target="pod:shop/web-1")
+    (check,) = denied["preflight"]  # nothing else tried: the pod's node cannot be found
+    assert check["check"] == "RBAC: get pods web-1" and not check["ok"]
+    assert check["detail"] == "get pods web-1 is denied in namespace shop (needed to find its node)"
+
+    emulator.allow(AllowRule(("get",), ("nodes", "pods")))
+    missing = plan_add_latency(**latency, target="pod:shop/web-1")
+    rbac, ssh = missing["preflight"]
+    assert rbac["check"] == "RBAC" and rbac["ok"], rbac
+    assert ssh["check"] == "SSH reachable" and not ssh["ok"]
+    assert "pod:shop/web-1: no node to reach: read pod shop/web-1: HTTP 404" in ssh["detail"]
+    assert not ledger_path.exists()

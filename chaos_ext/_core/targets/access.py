@@ -61,12 +61,17 @@ def net_admin_here(where: str) -> dict[str, Any]:
         return preflight_check(
             NET_ADMIN_CHECK, True, f"{who} has it, as {where} needs ({_capabilities(status)})"
         )
+    fix = (
+        "root without it: it was dropped (bounding set, a container's capabilities.drop);"
+        " grant it (securityContext.capabilities.add: [NET_ADMIN])"
+        if os.getuid() == 0
+        else "run gameday as root, or grant it (setcap, capabilities.add: [NET_ADMIN])"
+    )
     return preflight_check(
         NET_ADMIN_CHECK,
         False,
         f"{who} lacks CAP_NET_ADMIN in its effective set ({_capabilities(status)}, bit 12"
-        f" clear): changing {where} would fail. Run gameday as root, or grant it"
-        " (a container's securityContext.capabilities.add: [NET_ADMIN])",
+        f" clear): changing {where} would fail; {fix}",
     )
 
 
@@ -81,7 +86,7 @@ def ssh_checks(settings: SshSettings, where: str) -> list[dict[str, Any]]:
             status = session.check(["cat", "/proc/self/status"], timeout=_COMMAND_TIMEOUT)
             key = session.host_key
     except ChaosExtError as exc:
-        return [preflight_check(SSH_CHECK, False, f"{settings.where} unreachable: {exc}")]
+        return [preflight_check(SSH_CHECK, False, f"unreachable: {exc}")]
     reached = preflight_check(
         SSH_CHECK, True, f"{settings.where}: authenticated, host key {key}, `true` ran"
     )
@@ -108,13 +113,14 @@ def _pod_node(
         ),
         k8s_access.Access("get", "nodes", why="find the node's address to SSH to"),
     ]
+    checks = k8s_access.access_checks(k8s.api_client(secrets), wanted)
+    if not all(c["ok"] for c in checks):
+        return checks, None
     try:
-        checks = k8s_access.access_checks(k8s.api_client(secrets), wanted)
-        if not all(c["ok"] for c in checks):
-            return checks, None
         placement = pod.resolve_pod(target, secrets)
     except ChaosExtError as exc:
-        return [preflight_check(SSH_CHECK, False, f"{target.where}: no node to reach: {exc}")], None
+        unreached = preflight_check(SSH_CHECK, False, f"{target.where}: no node to reach: {exc}")
+        return [*checks, unreached], None
     port = int((configuration or {}).get("ssh_node_port", 22))
     return checks, SshSettings.from_activity(placement.node_address, port, configuration, secrets)
 
