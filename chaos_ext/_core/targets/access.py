@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from chaos_ext._core import procfs
@@ -53,7 +52,7 @@ def _capabilities(status_text: str) -> str:
 def net_admin_here(where: str) -> dict[str, Any]:
     """Whether this process has CAP_NET_ADMIN in its effective set (for a local ``where``)."""
     try:
-        status = Path("/proc/self/status").read_text()
+        status = procfs.own_status()
     except OSError as exc:
         return preflight_check(NET_ADMIN_CHECK, False, f"cannot read /proc/self/status: {exc}")
     who = f"this process (pid {os.getpid()}, uid {os.getuid()})"
