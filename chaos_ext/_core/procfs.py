@@ -32,6 +32,7 @@ __all__ = [
     "exists",
     "has_capability",
     "listening_tcp_inodes",
+    "own_status",
     "parse_stat",
     "parse_tcp_table",
     "pids_with_environ",
@@ -247,10 +248,15 @@ def effective_capabilities(status_text: str) -> int:
     return 0
 
 
+def own_status() -> str:
+    """This process's ``/proc/self/status`` text (OSError if it cannot be read)."""
+    return (_PROC / "self" / "status").read_text()
+
+
 def has_capability(capability: int, status_text: str | None = None) -> bool:
     """Whether ``capability`` (a bit number) is effective: in ``status_text``, else for us."""
     if status_text is None:
-        status_text = (_PROC / "self" / "status").read_text()
+        status_text = own_status()
     return bool(effective_capabilities(status_text) >> capability & 1)
 
 

@@ -117,6 +117,16 @@ class _AcceptForThisConnection(paramiko.MissingHostKeyPolicy):
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
+def _reason(exc: OSError) -> str:
+    """Why a connection failed: paramiko hides the errors of each address behind errno None."""
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return "; ".join(
+            f"{address[0]}: {getattr(error, 'strerror', None) or error}"
+            for address, error in exc.errors.items()
+        )
+    return str(exc) or type(exc).__name__
+
+
 def fingerprint(key: paramiko.PKey) -> str:
     """``<type> SHA256:<base64>``, as ``ssh-keygen -lf`` prints it."""
     digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
@@ -192,7 +202,7 @@ class SshSession:
                 ) from exc
             raise NetworkError(f"ssh {s.where}: {exc}") from exc
         except (TimeoutError, OSError) as exc:
-            raise NetworkError(f"ssh {s.where}: cannot connect: {exc}") from exc
+            raise NetworkError(f"ssh {s.where}: cannot connect: {_reason(exc)}") from exc
         self._pin()
 
     def _pin(self) -> None:

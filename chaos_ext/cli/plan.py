@@ -33,6 +33,25 @@ the database's max_connections and current use, the nodes, pods and
 PodDisruptionBudgets...) and checks each preflight the action would check.
 Nothing is injected and nothing is recorded in the fault ledger.
 
+Permissions are preflights too, checked with the credentials the run will use:
+RBAC (the API server is asked, one SelfSubjectAccessReview per call the
+action and its undo make: a node drain, a sidecar template change, a load
+from a Kubernetes Job, a pod: target; each denied call is its own failed
+check naming the verb, resource and namespace), CAP_NET_ADMIN of this
+process for a local network/DNS target, and for an ssh:/pod: target whether
+SSH reaches it (the configured user and key, host key checked, `true` run)
+and the SSH user has CAP_NET_ADMIN there. For example:
+
+  ✗ RBAC: create pods/eviction: create pods/eviction is denied in namespace
+    shop (needed to evict its pods)
+  ✗ CAP_NET_ADMIN: this process (pid 18800, uid 0) lacks CAP_NET_ADMIN in its
+    effective set (CapEff 0x1fffeffefff, bit 12 clear): changing netns:app
+    would fail; ...
+  ✗ SSH reachable: unreachable: ssh root@127.0.0.1:44595: cannot connect:
+    127.0.0.1: Connection refused
+
+(docs/conventions.md §7 has the whole example.)
+
 An action without a plan function is listed as "no plan: <module>.<func>".
 --json FILE writes every plan as JSON for review tools.
 

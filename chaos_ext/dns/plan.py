@@ -1,6 +1,8 @@
 """Plans of the DNS faults: the resolver, the namespace and the nftables table each would touch.
 
-``plan_limit_dns_rate`` runs the action's preflight (CAP_NET_ADMIN,
+``plan_limit_dns_rate`` checks the permissions (``targets.access``:
+CAP_NET_ADMIN here, or SSH reachability and the SSH user's CAP_NET_ADMIN on
+a remote target), then runs the action's preflight (CAP_NET_ADMIN,
 libnftables or the node's nft, the kernel features probed in a scratch
 namespace, as the action does) and lists the target's tables, nothing more:
 the target's ruleset is not changed. ``plan_saturate_dnsmasq_tcp`` checks
@@ -14,6 +16,7 @@ import socket
 from typing import Any
 
 from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.targets.access import reached, target_checks
 from chaos_ext._core.targets.identity import namespace_key
 from chaos_ext._core.targets.spec import LOCAL_KINDS, netns_path, parse_target
 from chaos_ext._core.validation import check_types
@@ -184,7 +187,9 @@ def plan_limit_dns_rate(
     if where.kind in LOCAL_KINDS:
         radius["netns"] = netns_path(where) or "this host's namespace"
         radius["netns_key"] = namespace_key(where)
-    checks = _rate_limit_checks(where, configuration, secrets)
+    checks = target_checks(where, configuration, secrets)  # CAP_NET_ADMIN, SSH reachable
+    if reached(where, checks):
+        checks += _rate_limit_checks(where, configuration, secrets)
     toward = ", ".join(radius["resolvers"]) or "any resolver"
     return plan_result(
         action="limit_dns_rate",

@@ -3,7 +3,9 @@
 The arguments are checked and the schedule built exactly as
 ``drive_http_load`` builds it (``spec_from_arguments``); each target's host
 is resolved and its port tried once with a TCP connect that is closed at
-once. No request is sent, no process or Job started, nothing recorded.
+once. In Job mode, the API server is asked (access reviews) whether the
+credentials may create and delete the Job and its Secret. No request is
+sent, no process or Job started, nothing recorded.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.k8s import IDENTITY_RULE, api_client
+from chaos_ext._core.k8s_access import Access, access_checks, accesses
 from chaos_ext.load import _job, _locate
 from chaos_ext.load.actions import _check
 from chaos_ext.load.spec import JOB_KEYS, spec_from_arguments
@@ -29,6 +33,17 @@ def _reachable(url: str, timeout: float) -> dict[str, Any]:
     except OSError as exc:
         return preflight_check("target reachable", False, f"{host}:{port}: {exc}")
     return preflight_check("target reachable", True, f"{host}:{port} accepts TCP")
+
+
+def _job_accesses(namespace: str) -> list[Access]:
+    """What a load from a Job and its undo ask of the API (_distributed.py)."""
+    return [
+        *accesses(IDENTITY_RULE, why="record the cluster's identity in the ledger"),
+        Access("create", "secrets", namespace=namespace, why="hold the load's spec"),
+        Access("create", "jobs", "batch", namespace, why="run the load's pods"),
+        Access("delete", "jobs", "batch", namespace, why="stop the load and its pods (undo)"),
+        Access("delete", "secrets", namespace=namespace, why="delete the spec (undo)"),
+    ]
 
 
 def plan_drive_http_load(
@@ -83,7 +98,10 @@ def plan_drive_http_load(
                 "rate_per_pod": spec.peak_rate / replicas,
             }
         )
-        checks = [preflight_check("targets", True, "reached from the pods: not tried from here")]
+        checks = [
+            preflight_check("targets", True, "reached from the pods: not tried from here"),
+            *access_checks(api_client(secrets), _job_accesses(settings.namespace)),
+        ]
     else:
         radius["mode"] = "local"
         checks = [_reachable(u, min(timeout_seconds, 5.0)) for u in spec.urls]

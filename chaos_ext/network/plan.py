@@ -1,7 +1,9 @@
 """Plan of the latency fault: where ``add_latency`` would delay, and the qdisc tree it replaces.
 
-The same target resolution and preflight as the action (``_connect.executor_for``),
-then a read of the interface's root qdisc tree; nothing is applied and nothing
+The permissions first (``targets.access``: CAP_NET_ADMIN here, or SSH
+reachability and the SSH user's CAP_NET_ADMIN on a remote target), then the
+same target resolution and preflight as the action (``_connect.executor_for``)
+and a read of the interface's root qdisc tree; nothing is applied and nothing
 is recorded in the ledger. Reading qdiscs works on a kernel without netem:
 the missing features are a failed preflight, not an error.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.targets.access import reached, target_checks
 from chaos_ext._core.targets.spec import parse_target
 from chaos_ext.errors import ChaosExtError
 from chaos_ext.network import _connect, _spec
@@ -62,13 +65,21 @@ def plan_add_latency(
     spec = _spec.check_latency_arguments(arguments)
     where = parse_target(target)
     label = where.label(interface)
-    checks: list[dict[str, Any]] = []
+    checks = target_checks(where, configuration, secrets)  # CAP_NET_ADMIN, SSH reachable
     radius: dict[str, Any] = {
         "target": where.where,
         "interface": interface,
         **spec.as_dict(),
         "duration_seconds": duration_seconds,
     }
+    if not reached(where, checks):
+        return plan_result(
+            action="add_latency",
+            targets=[label],
+            would="delay nothing: the target cannot be reached",
+            preflight=checks,
+            blast_radius=radius,
+        )
     try:
         with _connect.executor_for(where, configuration, secrets) as (executor, _connection):
             try:

@@ -2,8 +2,10 @@
 
 The same selection as ``drain_nodes`` (``_drain_plan``: choose, blast radius,
 per-pod rules), from the live objects; then each pod to evict is judged
-against the PodDisruptionBudgets of its namespace (``_budgets``). Only get and
-list calls: nothing is cordoned, evicted or recorded.
+against the PodDisruptionBudgets of its namespace (``_budgets``), and the API
+server is asked (access reviews) whether the credentials may make every call
+the drain and its undo make. Only get and list calls and access reviews:
+nothing is cordoned, evicted or recorded.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 from kubernetes import client
 
 from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
-from chaos_ext._core.k8s import api_client, list_items
+from chaos_ext._core.k8s import IDENTITY_RULE, api_client, list_items
+from chaos_ext._core.k8s_access import Access, access_checks, accesses
 from chaos_ext.errors import PreflightFailed
 from chaos_ext.node import _budgets
 from chaos_ext.node import _drain_plan as plan
@@ -43,6 +46,29 @@ def _budget_check(judged: list[dict[str, Any]]) -> dict[str, Any]:
         for j in blocked[:10]
     )
     return preflight_check("disruption budgets", False, f"{len(blocked)} eviction(s): {shown}")
+
+
+def _drain_accesses(
+    names: list[str], evicted: list[plan.PodInfo], *, force: bool, wait_for_deletion: bool
+) -> list[Access]:
+    """What ``drain_nodes`` and its undo ask of the API (actions.py, _evict.py), for these pods."""
+    wanted = [
+        *accesses(IDENTITY_RULE, why="record the cluster's identity in the ledger"),
+        Access("list", "nodes", why="choose the nodes matching the selector"),
+        Access("list", "pods", why="find the pods on the chosen nodes (every namespace)"),
+    ]
+    for name in names:
+        wanted.append(Access("patch", "nodes", name=name, why="cordon it, and uncordon it (undo)"))
+        wanted.append(Access("get", "nodes", name=name, why="read it before uncordoning (undo)"))
+    for ns in sorted({p.namespace for p in evicted}):
+        wanted.append(Access("create", "pods/eviction", namespace=ns, why="evict its pods"))
+        if wait_for_deletion:
+            wanted.append(Access("get", "pods", namespace=ns, why="await each evicted pod's end"))
+        if force:
+            wanted.append(
+                Access("delete", "pods", namespace=ns, why="delete pods past their budget (force)")
+            )
+    return wanted
 
 
 def _budgets_now(policy: client.PolicyV1Api, core: client.CoreV1Api) -> list[_budgets.Budget]:
@@ -129,6 +155,12 @@ def plan_drain_nodes(
     order = plan.interleave([p.pod for p in plans if p.action == "evict"])
     judged = _budgets.judge_evictions([manifests[p.key] for p in order], _budgets_now(policy, core))
     checks.append(_budget_check(judged))
+    checks += access_checks(
+        api,
+        _drain_accesses(
+            [n.name for n in chosen], order, force=force, wait_for_deletion=wait_for_deletion
+        ),
+    )
     names = [n.name for n in chosen]
     radius = {
         "label_selector": label_selector,

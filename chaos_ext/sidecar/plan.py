@@ -5,7 +5,9 @@ The injector ConfigMap is read and the change computed as
 that carries the sidecar is compared with the *changed* template (the drift
 analysis of ``sidecar_drift``): those pods' workloads are what the change
 reaches (their next pods get the new sidecar; the running ones drift until
-restarted). Only get and list calls: the ConfigMap is not patched.
+restarted). The API server is asked (access reviews) whether the credentials
+may read and patch the ConfigMap as the action and its undo do. Only get and
+list calls and access reviews: the ConfigMap is not patched.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 from kubernetes import client
 
 from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
-from chaos_ext._core.k8s import api_client, read_json
+from chaos_ext._core.k8s import IDENTITY_RULE, api_client, read_json
+from chaos_ext._core.k8s_access import Access, access_checks, accesses
 from chaos_ext.errors import ChaosExtError, InvalidArgument, SidecarError
 from chaos_ext.sidecar import _drift, _observe
 from chaos_ext.sidecar._template import changed_data, template_from_configmap
@@ -29,6 +32,21 @@ CONTAINER = "istio-proxy"
 
 def _sha(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _change_accesses(name: str, namespace: str) -> list[Access]:
+    """What ``change_sidecar_template`` and its undo ask of the API (actions.py)."""
+    return [
+        *accesses(IDENTITY_RULE, why="record the cluster's identity in the ledger"),
+        Access("get", "configmaps", namespace=namespace, name=name, why="read the template"),
+        Access(
+            "patch",
+            "configmaps",
+            namespace=namespace,
+            name=name,
+            why="change the template, and put it back (undo)",
+        ),
+    ]
 
 
 def plan_change_sidecar_template(
@@ -53,6 +71,7 @@ def plan_change_sidecar_template(
         error=SidecarError,
     )
     current: dict[str, str] = dict(cm.get("data") or {})
+    allowed = access_checks(api, _change_accesses(configmap_name, configmap_namespace))
     try:
         new = changed_data(current, values_key=values_key, values_patch=values_patch, data=data)
     except InvalidArgument as exc:  # the change changes nothing: the action refuses it
@@ -60,7 +79,7 @@ def plan_change_sidecar_template(
             action="change_sidecar_template",
             targets=[where],
             would=f"refuse: {exc}",
-            preflight=[preflight_check("changes something", False, str(exc))],
+            preflight=[preflight_check("changes something", False, str(exc)), *allowed],
             blast_radius={
                 "configmap": f"{configmap_namespace}/{configmap_name}",
                 "changed_keys": [],
@@ -68,7 +87,7 @@ def plan_change_sidecar_template(
             },
         )
     changes = sorted(new)
-    checks = [preflight_check("changes something", True, f"keys {', '.join(changes)}")]
+    checks = [preflight_check("changes something", True, f"keys {', '.join(changes)}"), *allowed]
     radius: dict[str, Any] = {
         "configmap": f"{configmap_namespace}/{configmap_name}",
         "changed_keys": sorted(new),

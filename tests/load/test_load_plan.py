@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from support.k8s_emulator import EmulatorHandle
 
 from chaos_ext.load.plan import plan_drive_http_load
 
@@ -55,7 +56,7 @@ def test_plan_gives_rate_duration_and_targets_and_sends_nothing(
     assert not ledger_path.exists()
 
 
-def test_job_mode_plans_the_pods(ledger_path: Path) -> None:
+def test_job_mode_plans_the_pods(ledger_path: Path, emulator: EmulatorHandle) -> None:
     plan = plan_drive_http_load(
         urls="http://web.shop.svc:8080/",
         rate=40,
@@ -67,3 +68,4 @@ def test_job_mode_plans_the_pods(ledger_path: Path) -> None:
     assert radius["mode"] == "kubernetes" and radius["replicas"] == 4
     assert len(radius["pods"]) == 4 and radius["rate_per_pod"] == 10
     assert radius["namespace"] == "gameday"
+    assert all(c["ok"] for c in plan["preflight"]), plan["preflight"]  # RBAC asked, allowed

@@ -38,6 +38,7 @@ from typing import Any
 import kmock
 
 from support import k8s_objects as objs
+from support.k8s_authorizer import RuleAuthorizer
 from support.k8s_selectors import matches_label_selector
 
 __all__ = ["KINDS", "ClusterState", "FollowUp", "Res", "is_ready", "res"]
@@ -120,6 +121,7 @@ class ClusterState:
         self.injector = injector
         self.events: list[tuple[float, str, str]] = []
         self.api_calls: list[str] = []  # "verb group/resource namespace", for RBAC checks
+        self.authorizer = RuleAuthorizer()  # answers access reviews (not in api_calls)
         self.in_rollout: set[str] = set()
         self.max_parallel_rollouts = 0
         self.pdb_min_healthy: dict[str, int] = {}

@@ -34,6 +34,7 @@ import kmock
 import pytest
 
 from support import k8s_objects as objs
+from support.k8s_authorizer import AllowRule
 from support.k8s_cluster import KINDS, ClusterState
 from support.k8s_server import ClusterEmulator
 
@@ -125,6 +126,18 @@ class EmulatorHandle:
     def api_calls(self) -> list[str]:
         """Every API request served: ``"verb group/resource namespace"``."""
         return self.call(lambda c: list(c.api_calls))
+
+    def allow(self, *rules: AllowRule) -> None:
+        """Answer access reviews from ``rules`` only (none given: deny all); see k8s_authorizer."""
+
+        def assign(cluster: ClusterState) -> None:
+            cluster.authorizer.rules = list(rules)
+
+        self.call(assign)
+
+    def access_reviews(self) -> list[str]:
+        """Every access review answered: ``"verb group/resource namespace name -> allowed"``."""
+        return self.call(lambda c: list(c.authorizer.reviews))
 
     def set_injector(self, injector: Callable[[Obj, ClusterState], Obj] | None) -> None:
         def assign(cluster: ClusterState) -> None:

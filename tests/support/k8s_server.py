@@ -11,7 +11,9 @@ what our activities and kubectl need from a real API server:
 * uid/resourceVersion/creationTimestamp stamped on created objects, a new
   resourceVersion on every change;
 * ``POST .../pods/<name>/eviction`` with PodDisruptionBudgets, and the
-  controllers of :mod:`support.k8s_cluster` (replacement pods, rollouts).
+  controllers of :mod:`support.k8s_cluster` (replacement pods, rollouts);
+* SelfSubjectAccessReviews, answered by :mod:`support.k8s_authorizer` (a test
+  double of the RBAC authorizer: kmock itself allows every request).
 
 Run it with :mod:`support.k8s_emulator`.
 """
@@ -33,6 +35,7 @@ import jsonpointer
 import kmock
 from kmock._internal import rendering  # Request type for overrides
 
+from support.k8s_authorizer import review_response
 from support.k8s_cluster import KINDS, PODS, ClusterState, FollowUp, Res, res
 from support.k8s_jobs import JOBS, job_created, job_deleted
 from support.k8s_objects import rfc3339
@@ -139,8 +142,9 @@ class ClusterEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         if request.resource is None:
             return await super()._handle(request)
-        if _is_namespace_get(request):
-            return await self._serve_namespace(request)
+        apart = await self._served_apart(request)
+        if apart is not None:
+            return apart
         r = _res_of(request)
         if r[2] and request.action is not None:  # what was asked of the API, for RBAC checks
             sub = f"/{request.subresource}" if request.subresource else ""
@@ -166,7 +170,25 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             self._schedule([(0.0, lambda: job_created(self.cluster, job))])
         return response
 
-    async def _serve_namespace(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+    async def _served_apart(self, request: rendering.Request) -> aiohttp.web.Response | None:
+        """What kmock would serve wrongly: a namespace by name, access reviews (else None)."""
+        if _is_namespace_get(request):
+            return await self._serve_namespace(request)
+        if _res_of(request) == _ACCESS_REVIEWS and request.method == kmock.method.POST:
+            return await self._serve_access_review(request)
+        return None
+
+    async def _serve_access_review(self, request: rendering.Request) -> aiohttp.web.Response:
+        """A SelfSubjectAccessReview, answered by the authorizer double; nothing is stored.
+
+        Not in ``api_calls``: creating one needs no permission (``system:basic-user``).
+        """
+        body = request.data if isinstance(request.data, dict) else {}
+        async with self._lock:
+            answer = review_response(self.cluster.authorizer, body)
+        return aiohttp.web.json_response(answer, status=201)
+
+    async def _serve_namespace(self, request: rendering.Request) -> aiohttp.web.Response:
         """GET /api/v1/namespaces/NAME (kmock parses it as a list in namespace NAME)."""
         name = request.url.path.rsplit("/", 1)[1]
         self.cluster.api_calls.append(f"get /namespaces  {name}")  # cluster-scoped, by name
@@ -248,6 +270,7 @@ class ClusterEmulator(kmock.KubernetesEmulator):
             timer.cancel()
 
 
+_ACCESS_REVIEWS = ("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
 _OBJECT_ACTIONS = (kmock.action.FETCH, kmock.action.UPDATE, kmock.action.DELETE)
 _VERB_OF = {kmock.action.FETCH.value: "get", kmock.action.UPDATE.value: "patch"}
 

@@ -5,5 +5,6 @@ Shared by the fault domains that act inside a target's network stack
 packet-rate limit): parsing ``local`` / ``netns:NAME`` / ``pid:PID`` /
 ``ssh:HOST[:PORT]`` / ``pod:NAMESPACE/NAME[/CONTAINER]`` (:mod:`.spec`),
 entering a namespace per thread (:mod:`.netns`), finding a pod's node and
-container (:mod:`.pod`) and running commands there over SSH (:mod:`.remote`).
+container (:mod:`.pod`), running commands there over SSH (:mod:`.remote`), and
+what a plan checks before a fault on one: CAP_NET_ADMIN, SSH reachability (:mod:`.access`).
 """
