@@ -5,7 +5,9 @@ The injector ConfigMap is read and the change computed as
 that carries the sidecar is compared with the *changed* template (the drift
 analysis of ``sidecar_drift``): those pods' workloads are what the change
 reaches (their next pods get the new sidecar; the running ones drift until
-restarted). Only get and list calls: the ConfigMap is not patched.
+restarted). The plan names the backup ConfigMap the change would create
+(``gameday-backup-<ledger id>``, the previous text, deleted by the undo).
+Only get and list calls: the ConfigMap is not patched.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from chaos_ext._core.contract import Configuration, Secrets, plan_result, prefli
 from chaos_ext._core.k8s import api_client, read_json
 from chaos_ext.errors import ChaosExtError, InvalidArgument, SidecarError
 from chaos_ext.sidecar import _drift, _observe
+from chaos_ext.sidecar._backup import backup_name
 from chaos_ext.sidecar._template import changed_data, template_from_configmap
 from chaos_ext.sidecar.actions import _check_change
 
@@ -69,9 +72,11 @@ def plan_change_sidecar_template(
         )
     changes = sorted(new)
     checks = [preflight_check("changes something", True, f"keys {', '.join(changes)}")]
+    backup = f"{configmap_namespace}/{backup_name('<ledger id>')}"
     radius: dict[str, Any] = {
         "configmap": f"{configmap_namespace}/{configmap_name}",
         "changed_keys": sorted(new),
+        "backup_configmap": backup,
         "previous_sha256": {k: _sha(current.get(k)) for k in new},
         "new_sha256": {k: _sha(v) for k, v in new.items()},
     }
@@ -84,7 +89,7 @@ def plan_change_sidecar_template(
         return plan_result(
             action="change_sidecar_template",
             targets=[where],
-            would=f"patch {where}",
+            would=f"create the backup ConfigMap {backup}, patch {where}",
             preflight=checks,
             blast_radius=radius,
         )
@@ -114,7 +119,8 @@ def plan_change_sidecar_template(
     return plan_result(
         action="change_sidecar_template",
         targets=[where],
-        would=f"patch {where} ({', '.join(changes)}): new pods of"
+        would=f"create the backup ConfigMap {backup} (the previous text, deleted by the undo),"
+        f" patch {where} ({', '.join(changes)}): new pods of"
         f" {len(reached)} workload(s) get the new sidecar, {radius['pods_reached']}"
         " running pod(s) drift until restarted",
         preflight=checks,
