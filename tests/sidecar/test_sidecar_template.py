@@ -73,7 +73,11 @@ def test_change_then_undo_restores_the_configmap_byte_for_byte(
     assert "deleted the backup ConfigMap" in undone["faults"][0]["note"]
     assert emulator.get("ConfigMap", "istio-system", f"gameday-backup-{entry.id}") is None
     again = Ledger(ledger_path).record(  # an undo finding the backup already gone: still fine
-        kind=entry.kind, target=entry.target, recipe=entry.recipe, module=entry.module
+        kind=entry.kind,
+        target=entry.target,
+        recipe=entry.recipe,
+        module=entry.module,
+        identity=entry.identity,
     )
     assert "already has its previous text" in restore_sidecar_template()["faults"][0]["note"]
     assert Ledger(ledger_path).get(again.id).state == "closed"  # type: ignore[union-attr]
