@@ -4,7 +4,8 @@ Each kind of object gameday leaves in the system is planted by the real
 code path (a helper started by ``start_helper`` under a ledger entry, a DNS
 rate limit by ``limit_dns_rate``, the latency tree's root as add_latency
 installs it, a node cordoned by ``drain_nodes`` in the Kubernetes emulator,
-a load's Job and Secret as ``drive_http_load`` builds them), then the
+a load's Job and Secret as ``drive_http_load`` builds them, a sidecar
+template change by ``change_sidecar_template`` with its backup ConfigMap), then the
 ledger's database, event log and marker are deleted. The real CLI must find
 each one as an orphan, and ``rollback --orphans`` must leave nothing: that
 is checked through the objects' own interfaces (``/proc``, ``nft``, ``tc``,
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import istio_fixtures as istio
 from support import k8s_objects as o
 from support.faultkit import hold_port, port_open
 from support.harness import cli_env, gameday_argv, pythonpath
@@ -38,6 +40,7 @@ from chaos_ext._core.ledger import Ledger
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
 from chaos_ext.load import _job
 from chaos_ext.node.actions import drain_nodes
+from chaos_ext.sidecar.actions import change_sidecar_template, restore_sidecar_template
 
 pytestmark = pytest.mark.timeout(300)
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -242,3 +245,118 @@ def test_kubernetes_orphans_are_found_without_a_ledger_and_removed(
     assert emulator.get("Job", "loads", _job.job_name(load_id)) is None
     assert emulator.get("Secret", "loads", _job.job_name(load_id)) is None
     assert not set(refs) & set(_found(gameday, "--kubeconfig", kubeconfig))
+
+
+INJECTOR = ("ConfigMap", "istio-system", "istio-sidecar-injector")
+
+
+def _backups(cluster: EmulatorHandle) -> list[str]:
+    """The names of the backup ConfigMaps in the cluster, read from its state."""
+    return sorted(
+        cm["metadata"]["name"]
+        for cm in cluster.items("ConfigMap")
+        if (cm["metadata"].get("labels") or {}).get("chaos-ext.gameday/backup")
+    )
+
+
+def _change_template(cluster: EmulatorHandle) -> tuple[dict[str, str], str]:
+    """Istio's injector, then a change of its values and a new key; (data before, ledger id)."""
+    cluster.put(istio.injector_configmap(istio.injector_values(tag="1.22.3")))
+    before = dict(cluster.get(*INJECTOR)["data"])  # type: ignore[index]
+    changed = change_sidecar_template(
+        values_patch={"global": {"tag": "1.23.1"}}, data={"gameday-note": "added\n"}
+    )
+    assert cluster.get(*INJECTOR)["data"] != before  # type: ignore[index]
+    assert _backups(cluster) == [f"gameday-backup-{changed['ledger_id']}"]
+    return before, str(changed["ledger_id"])
+
+
+def test_a_sidecar_template_change_is_found_by_its_backup_and_restored_without_a_ledger(
+    gameday: Run,
+    ledger_path: Path,
+    emulator: EmulatorHandle,  # noqa: F811 - the imported fixture
+) -> None:
+    before, change = _change_template(emulator)
+    kubeconfig = os.environ["KUBECONFIG"]
+    [ref] = _refs(_found(gameday, "--kubeconfig", kubeconfig), "sidecar:")
+    assert ref.endswith(f":{change}")
+
+    _lose_ledger(ledger_path)
+    listed = gameday("ledger", "--scan", "--kubeconfig", kubeconfig)
+    assert listed.returncode == 1, listed.stderr
+    assert ref in listed.stdout + listed.stderr
+    found = _found(gameday, "--kubeconfig", kubeconfig)
+    assert found[ref]["status"] == "orphan"
+    assert "istio-system/istio-sidecar-injector" in found[ref]["what"]
+    removed = gameday("rollback", "--orphans", "--kubeconfig", kubeconfig, "--only", ref)
+    assert removed.returncode == 0, removed.stderr
+    # checked through the emulator's state, not the scan: every key as it was, the new one gone
+    after = emulator.get(*INJECTOR)["data"]  # type: ignore[index]
+    assert after == before and "gameday-note" not in after
+    assert {k: v.encode() for k, v in after.items()} == {k: v.encode() for k, v in before.items()}
+    assert _backups(emulator) == []
+    closed = [e for e in Ledger(ledger_path).history() if e.state == "closed"]
+    assert [(e.kind, e.id) for e in closed] == [("sidecar-template", change)]
+    again = gameday("ledger", "--scan", "--json", "--kubeconfig", kubeconfig)
+    left = json.loads(again.stdout)["found"]
+    assert not [f for f in left if f["ref"].startswith("sidecar:")]
+    # 0 unless another session's local object looks orphaned here (a shared machine)
+    assert again.returncode == (1 if any(f["status"] != "owned" for f in left) else 0)
+
+
+def test_a_live_runs_sidecar_template_change_is_owned_and_never_removed(
+    ledger_path: Path,
+    tmp_path: Path,
+    emulator: EmulatorHandle,  # noqa: F811 - the imported fixture
+) -> None:
+    """The change's ledger is intact and its owner (this process) alive: --orphans leaves it."""
+    before, change = _change_template(emulator)
+    during = dict(emulator.get(*INJECTOR)["data"])  # type: ignore[index]
+    other = tmp_path / "b" / "ledger.sqlite3"
+    other.parent.mkdir()
+    env = {**cli_env(other), "GAMEDAY_LEDGER_MARKERS": str(tmp_path / "b" / "markers")}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = gameday_argv(*args, "--kubeconfig", os.environ["KUBECONFIG"])
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=120, env=env, check=False
+        )
+
+    found = _found(run)
+    [ref] = _refs(found, f":{change}")
+    assert found[ref]["status"] == "owned"
+    [owner] = found[ref]["owners"]
+    assert owner["entry"] == change and owner["ledger"] == str(ledger_path)
+    assert owner["owner_alive"] is True
+    kept = run("rollback", "--orphans", "--only", ref)
+    assert kept.returncode == 0, kept.stderr
+    assert emulator.get(*INJECTOR)["data"] == during  # type: ignore[index]
+    assert _backups(emulator) == [f"gameday-backup-{change}"]
+    assert restore_sidecar_template()["undone"] == 1  # the run's own rollback
+    assert emulator.get(*INJECTOR)["data"] == before  # type: ignore[index]
+    assert _backups(emulator) == []
+
+
+def test_an_unreadable_backup_is_an_orphan_that_is_not_undone(
+    gameday: Run,
+    emulator: EmulatorHandle,  # noqa: F811 - the imported fixture
+) -> None:
+    """A backup someone edited cannot say what to restore: listed, refused, left in place."""
+    emulator.put(istio.injector_configmap(istio.injector_values(tag="1.22.3")))
+    before = dict(emulator.get(*INJECTOR)["data"])  # type: ignore[index]
+    change = "0f1e2d3c4b5a6978"
+    bad = o.configmap("istio-system", f"gameday-backup-{change}", {"recipe.json": "{not json"})
+    bad["metadata"]["labels"] = {"chaos-ext.gameday/backup": "sidecar-template"}
+    bad["metadata"]["annotations"] = {
+        "chaos-ext.gameday/ledger-id": change,
+        "chaos-ext.gameday/backs-up": "istio-system/istio-sidecar-injector",
+    }
+    emulator.put(bad)
+    kubeconfig = os.environ["KUBECONFIG"]
+    [ref] = _refs(_found(gameday, "--kubeconfig", kubeconfig), f":{change}")
+    refused = gameday("rollback", "--orphans", "--kubeconfig", kubeconfig, "--only", ref)
+    assert refused.returncode == 2, refused.stderr
+    assert "cannot be read" in refused.stdout + refused.stderr
+    assert "restore the injector ConfigMap by hand" in refused.stdout + refused.stderr
+    assert _backups(emulator) == [f"gameday-backup-{change}"]
+    assert emulator.get(*INJECTOR)["data"] == before  # type: ignore[index]

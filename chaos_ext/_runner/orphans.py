@@ -16,6 +16,7 @@ nft        tables ``inet gameday_dnsrate_*`` in every network namespace local
 qdiscs     root qdisc ``1d1a:`` on any interface of every namespace     local
 nodes      annotation ``chaos-ext.gameday/cordoned-by``                 cluster
 load Jobs  labels ``app.kubernetes.io/managed-by=gameday,gameday.io/load`` cluster
+templates  backup ConfigMaps, label ``chaos-ext.gameday/backup``        cluster
 sessions   PostgreSQL ``application_name`` ``gameday-exhaust-<id>``      a DSN
 =========  ==========================================================  ======
 
@@ -184,13 +185,15 @@ def _kubernetes_finder(context: str | None) -> tuple[str, Finder]:
         from chaos_ext._core.k8s import api_client, cluster_identity  # noqa: PLC0415
         from chaos_ext.load.leftovers import find_jobs  # noqa: PLC0415
         from chaos_ext.node.leftovers import find_cordons  # noqa: PLC0415
+        from chaos_ext.sidecar.leftovers import find_backups  # noqa: PLC0415
 
         secrets = {"KUBERNETES_CONTEXT": context} if context else {}
         api = api_client(secrets)
         identity = cluster_identity(api, secrets)
-        return [*find_cordons(api, identity), *find_jobs(api, identity)], []
+        found = [*find_cordons(api, identity), *find_jobs(api, identity)]
+        return [*found, *find_backups(api, identity)], []
 
-    return "kubernetes (cordoned nodes, load Jobs)", find
+    return "kubernetes (cordoned nodes, load Jobs, sidecar template backups)", find
 
 
 def _database_finder(dsn: str) -> tuple[str, Finder]:

@@ -41,12 +41,14 @@ def add_target_options(parser: Any, *, kubernetes: bool = True) -> None:
     parser.add_argument(
         "--kubeconfig",
         metavar="FILE",
-        help="kubeconfig of the cluster (also scans it for cordoned nodes and load Jobs)",
+        help="kubeconfig of the cluster (also scans it for cordoned nodes, load Jobs"
+        " and sidecar template backups)",
     )
     parser.add_argument(
         "--context",
         metavar="NAME",
-        help="kubeconfig context of the cluster (also scans it for cordoned nodes and load Jobs)",
+        help="kubeconfig context of the cluster (also scans it for cordoned nodes, load Jobs"
+        " and sidecar template backups)",
     )
 
 

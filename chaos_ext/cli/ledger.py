@@ -57,9 +57,10 @@ and never says "no open faults" while one exists.
   --scan     list everything found in the system, owned or orphan, with its
              owner entry (ledger, entry id, run, whether the runner lives);
              with --kubeconfig/--context also the cluster's nodes cordoned by
-             a drain (annotation chaos-ext.gameday/cordoned-by) and load Jobs
+             a drain (annotation chaos-ext.gameday/cordoned-by), load Jobs
              and Secrets (labels app.kubernetes.io/managed-by=gameday,
-             gameday.io/load); with --db-dsn (or $GAMEDAY_SCAN_DSN) a
+             gameday.io/load) and sidecar template changes (their backup
+             ConfigMaps, label chaos-ext.gameday/backup); with --db-dsn (or $GAMEDAY_SCAN_DSN) a
              PostgreSQL server's sessions named gameday-exhaust-<ledger id>;
              works with or without a ledger file
   --no-scan  the ledger only (the exit code then says nothing of the system)
@@ -117,7 +118,7 @@ object that any open entry of any ledger refers to, a live run's or a dead
 one's, is never touched; neither is one whose owner cannot be told (a ledger
 that cannot be read). --only REF narrows it to the objects named (the refs
 `gameday ledger --scan` prints). With --kubeconfig/--context the cluster is
-scanned too (cordoned nodes, load Jobs).
+scanned too (cordoned nodes, load Jobs, sidecar template backups).
 
 exit code: 0 when the ledger is clean afterwards and no orphan is left on the
 machine; 2 if an undo failed or was refused (the entry stays open with its

@@ -26,11 +26,11 @@ from chaos_ext._core.k8s import (
     status_of,
     undo_api_client,
 )
-from chaos_ext._core.ledger import Entry, default_ledger, fault, undo_handler
+from chaos_ext._core.ledger import Entry, default_ledger, fault, new_entry_id, undo_handler
 from chaos_ext._core.rbac import Rule, needs_k8s
 from chaos_ext._core.validation import require_name, require_range, validated_by
 from chaos_ext.errors import InvalidArgument, SidecarError
-from chaos_ext.sidecar import _observe, _restart, _rollout
+from chaos_ext.sidecar import _backup, _observe, _restart, _rollout
 from chaos_ext.sidecar._template import changed_data
 
 __all__ = ["change_sidecar_template", "restore_sidecar_template", "rollout_drifted_workloads"]
@@ -64,7 +64,7 @@ def _check_change(args: Mapping[str, Any]) -> None:
 
 
 @fault_action(rollback="restore_sidecar_template")
-@needs_k8s(Rule("", "configmaps", ("get", "patch")), IDENTITY_RULE)
+@needs_k8s(Rule("", "configmaps", ("get", "patch", "create", "delete")), IDENTITY_RULE)
 @validated_by(_check_change)
 def change_sidecar_template(
     values_patch: dict[str, Any] | None = None,
@@ -83,8 +83,12 @@ def change_sidecar_template(
     get the new sidecar; running pods drift until restarted (see
     `sidecar_drift`, `rollout_drifted_workloads`). Rollback:
     `restore_sidecar_template` puts the changed keys back byte for byte
-    (`gameday rollback` does too). Returns the changed keys, their hashes
-    before and after, and `ledger_id`.
+    (`gameday rollback` does too). The previous text is kept in the ledger
+    and, before the patch, in a backup ConfigMap of the same namespace,
+    `gameday-backup-<ledger_id>` (label `chaos-ext.gameday/backup:
+    sidecar-template`), so `gameday ledger --scan` finds the change even
+    with the ledger lost; the undo deletes it. Returns the changed keys,
+    their hashes before and after, the backup's name and `ledger_id`.
     """
     _check_change(locals())
     api = api_client(secrets)
@@ -98,11 +102,13 @@ def change_sidecar_template(
     current: dict[str, str] = dict(cm.get("data") or {})
     new = changed_data(current, values_key=values_key, values_patch=values_patch, data=data)
     previous = {key: current.get(key) for key in new}
+    entry_id = new_entry_id()  # the backup's name: the recipe is complete when recorded
     recipe = {
         "name": name,
         "namespace": ns,
         "previous": previous,
         "applied_sha256": {k: _sha(v) for k, v in new.items()},
+        "backup": _backup.backup_name(entry_id),
     }
     ops: list[dict[str, Any]] = []
     for key, text in new.items():
@@ -112,8 +118,14 @@ def change_sidecar_template(
             ops.append({"op": "test", "path": _pointer(key), "value": previous[key]})
             ops.append({"op": "replace", "path": _pointer(key), "value": text})
     with fault(
-        kind=TEMPLATE_KIND, target=where, recipe=recipe, module=__name__, identity=identity
+        kind=TEMPLATE_KIND,
+        target=where,
+        recipe=recipe,
+        module=__name__,
+        identity=identity,
+        entry_id=entry_id,
     ) as entry:
+        _backup.create_backup(core, entry.id, recipe)
         call(
             core.patch_namespaced_config_map,
             name,
@@ -129,6 +141,7 @@ def change_sidecar_template(
         "changed_keys": sorted(new),
         "previous_sha256": {k: _sha(v) for k, v in previous.items()},
         "new_sha256": recipe["applied_sha256"],
+        "backup": f"{ns}/{recipe['backup']}",
         "changed_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         LEDGER_ID: entry.id,
     }
@@ -136,10 +149,24 @@ def change_sidecar_template(
 
 @undo_handler(TEMPLATE_KIND)
 def _undo_template(entry: Entry) -> str:
-    """Put the previous text of every changed key back, exactly, in the recorded cluster."""
+    """Put the previous text of every changed key back, exactly, then delete the backup."""
     recipe = entry.recipe
-    name, ns = recipe["name"], recipe["namespace"]
+    ns = recipe["namespace"]
+    if recipe.get("unreadable"):  # an orphan backup that cannot be read (sidecar.leftovers)
+        raise SidecarError(
+            f"backup ConfigMap {ns}/{recipe['backup']} cannot be read ({recipe['unreadable']}):"
+            " restore the injector ConfigMap by hand, then delete the backup"
+        )
     core = client.CoreV1Api(undo_api_client(entry.identity))
+    note = _restore(core, recipe)
+    # entries recorded before backups existed have none
+    if recipe.get("backup") and _backup.delete_backup(core, recipe["backup"], ns):
+        note += f"; deleted the backup ConfigMap {ns}/{recipe['backup']}"
+    return note
+
+
+def _restore(core: client.CoreV1Api, recipe: Mapping[str, Any]) -> str:
+    name, ns = recipe["name"], recipe["namespace"]
     try:
         cm = read_json(
             core.read_namespaced_config_map,
@@ -203,7 +230,7 @@ def _check_rollout(args: Mapping[str, Any]) -> None:
 
 
 @rollback_activity
-@needs_k8s(Rule("", "configmaps", ("get", "patch")), IDENTITY_RULE)
+@needs_k8s(Rule("", "configmaps", ("get", "patch", "delete")), IDENTITY_RULE)
 @validated_by()
 def restore_sidecar_template(
     configmap_name: str = "",

@@ -5,9 +5,11 @@ The injector ConfigMap is read and the change computed as
 that carries the sidecar is compared with the *changed* template (the drift
 analysis of ``sidecar_drift``): those pods' workloads are what the change
 reaches (their next pods get the new sidecar; the running ones drift until
-restarted). The API server is asked (access reviews) whether the credentials
-may read and patch the ConfigMap as the action and its undo do. Only get and
-list calls and access reviews: the ConfigMap is not patched.
+restarted). The plan names the backup ConfigMap the change would create
+(``gameday-backup-<ledger id>``, the previous text, deleted by the undo). The
+API server is asked (access reviews) whether the credentials may read and
+patch the ConfigMap and create and delete its backup, as the action and its
+undo do. Only get and list calls and access reviews: nothing is patched.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from chaos_ext._core.k8s import IDENTITY_RULE, api_client, read_json
 from chaos_ext._core.k8s_access import Access, access_checks, accesses
 from chaos_ext.errors import ChaosExtError, InvalidArgument, SidecarError
 from chaos_ext.sidecar import _drift, _observe
+from chaos_ext.sidecar._backup import backup_name
 from chaos_ext.sidecar._template import changed_data, template_from_configmap
 from chaos_ext.sidecar.actions import _check_change
 
@@ -46,6 +49,8 @@ def _change_accesses(name: str, namespace: str) -> list[Access]:
             name=name,
             why="change the template, and put it back (undo)",
         ),
+        Access("create", "configmaps", namespace=namespace, why="keep the template's backup"),
+        Access("delete", "configmaps", namespace=namespace, why="remove the backup (undo)"),
     ]
 
 
@@ -88,9 +93,11 @@ def plan_change_sidecar_template(
         )
     changes = sorted(new)
     checks = [preflight_check("changes something", True, f"keys {', '.join(changes)}"), *allowed]
+    backup = f"{configmap_namespace}/{backup_name('<ledger id>')}"
     radius: dict[str, Any] = {
         "configmap": f"{configmap_namespace}/{configmap_name}",
         "changed_keys": sorted(new),
+        "backup_configmap": backup,
         "previous_sha256": {k: _sha(current.get(k)) for k in new},
         "new_sha256": {k: _sha(v) for k, v in new.items()},
     }
@@ -103,7 +110,7 @@ def plan_change_sidecar_template(
         return plan_result(
             action="change_sidecar_template",
             targets=[where],
-            would=f"patch {where}",
+            would=f"create the backup ConfigMap {backup}, patch {where}",
             preflight=checks,
             blast_radius=radius,
         )
@@ -133,7 +140,8 @@ def plan_change_sidecar_template(
     return plan_result(
         action="change_sidecar_template",
         targets=[where],
-        would=f"patch {where} ({', '.join(changes)}): new pods of"
+        would=f"create the backup ConfigMap {backup} (the previous text, deleted by the undo),"
+        f" patch {where} ({', '.join(changes)}): new pods of"
         f" {len(reached)} workload(s) get the new sidecar, {radius['pods_reached']}"
         " running pod(s) drift until restarted",
         preflight=checks,

@@ -28,6 +28,8 @@ def test_plan_lists_the_workloads_the_change_reaches_and_patches_nothing(
     assert not ledger_path.exists()
     radius = plan["blast_radius"]
     assert radius["changed_keys"] == ["values"]
+    assert radius["backup_configmap"] == "istio-system/gameday-backup-<ledger id>"
+    assert plan["would"].startswith("create the backup ConfigMap istio-system/gameday-backup-")
     assert radius["pods_with_sidecar"] == 10 and radius["pods_without_sidecar"] == 2
     assert radius["pods_reached"] == 10
     reached = {w.split(" ")[0] for w in radius["workloads_reached"]}
@@ -40,10 +42,14 @@ def test_plan_lists_the_workloads_the_change_reaches_and_patches_nothing(
     assert all(c["ok"] for c in plan["preflight"])
 
     # the run's own drift afterwards agrees with the plan
-    change_sidecar_template(values_patch={"global": {"tag": "1.23.1"}})
+    changed = change_sidecar_template(values_patch={"global": {"tag": "1.23.1"}})
     try:
         assert sidecar_drift()["drifted_pods"] == radius["pods_reached"]
+        assert emulator.get("ConfigMap", "istio-system", f"gameday-backup-{changed['ledger_id']}")
     finally:
         restore_sidecar_template()
+    assert (
+        emulator.get("ConfigMap", "istio-system", f"gameday-backup-{changed['ledger_id']}") is None
+    )
     same = plan_change_sidecar_template(values_patch={"global": {"tag": "1.22.3"}})
     assert not same["preflight"][0]["ok"] and same["blast_radius"]["pods_reached"] == 0

@@ -50,6 +50,18 @@ def test_change_then_undo_restores_the_configmap_byte_for_byte(
     assert values["global"]["proxy"]["resources"]["requests"] == {"cpu": "250m", "memory": "128Mi"}
     assert during["config"] == before["config"]
     assert entry.recipe["previous"]["values"] == before["values"]
+    # the previous text is in the cluster too, in the backup ConfigMap the recipe names
+    backup = emulator.get("ConfigMap", "istio-system", f"gameday-backup-{entry.id}")
+    assert backup is not None and entry.recipe["backup"] == f"gameday-backup-{entry.id}"
+    assert result["backup"] == f"istio-system/gameday-backup-{entry.id}"
+    assert backup["metadata"]["labels"]["chaos-ext.gameday/backup"] == "sidecar-template"
+    assert backup["metadata"]["annotations"] == {
+        "chaos-ext.gameday/ledger-id": entry.id,
+        "chaos-ext.gameday/backs-up": "istio-system/istio-sidecar-injector",
+    }
+    kept = json.loads(backup["data"]["recipe.json"])
+    assert kept["previous"] == entry.recipe["previous"]
+    assert kept["applied_sha256"] == entry.recipe["applied_sha256"]
 
     undone = restore_sidecar_template()
     assert undone["undone"] == 1 and "restored values" in undone["faults"][0]["note"]
@@ -58,6 +70,17 @@ def test_change_then_undo_restores_the_configmap_byte_for_byte(
     assert after == before
     assert {k: v.encode() for k, v in after.items()} == {k: v.encode() for k, v in before.items()}
     assert Ledger(ledger_path).open_entries() == []
+    assert "deleted the backup ConfigMap" in undone["faults"][0]["note"]
+    assert emulator.get("ConfigMap", "istio-system", f"gameday-backup-{entry.id}") is None
+    again = Ledger(ledger_path).record(  # an undo finding the backup already gone: still fine
+        kind=entry.kind,
+        target=entry.target,
+        recipe=entry.recipe,
+        module=entry.module,
+        identity=entry.identity,
+    )
+    assert "already has its previous text" in restore_sidecar_template()["faults"][0]["note"]
+    assert Ledger(ledger_path).get(again.id).state == "closed"  # type: ignore[union-attr]
 
 
 def test_whole_keys_new_keys_and_a_later_edit(
@@ -138,9 +161,12 @@ def test_sigkill_after_the_change_then_gameday_rollback_restores(
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=10)
     assert json.loads(_raw_data(emulator)["values"])["global"]["tag"] == "1.23.1"
+    (entry,) = Ledger(ledger_path).open_entries()
+    assert emulator.get("ConfigMap", "istio-system", entry.recipe["backup"]) is not None
     result = gameday("rollback")
     assert result.returncode == 0, result.stderr
     assert _raw_data(emulator) == before
+    assert emulator.get("ConfigMap", "istio-system", entry.recipe["backup"]) is None
 
 
 def test_restore_leaves_a_live_runs_change_alone_and_takes_a_dead_runs_on_request(

@@ -63,9 +63,16 @@ def node_state(cluster: EmulatorHandle) -> dict[str, Any]:
 
 
 def configmap_state(cluster: EmulatorHandle) -> dict[str, Any]:
+    """The injector's data (hashed) and the template change's backup ConfigMaps (by name):
+    a backup exists while the change is on, and the undo deletes it."""
     cm = cluster.get("ConfigMap", "istio-system", "istio-sidecar-injector") or {}
     data = json.dumps(cm.get("data"), sort_keys=True).encode()
-    return {"sha256": hashlib.sha256(data).hexdigest()}
+    backups = [
+        f"{c['metadata']['namespace']}/{c['metadata']['name']}"
+        for c in cluster.items("ConfigMap")
+        if (c["metadata"].get("labels") or {}).get("chaos-ext.gameday/backup")
+    ]
+    return {"sha256": hashlib.sha256(data).hexdigest(), "backups": sorted(backups)}
 
 
 def nft_state(pair: ResolverPair) -> dict[str, Any]:
