@@ -1,4 +1,5 @@
-"""plan_change_sidecar_template asks whether the ConfigMap may be patched, and names a denial.
+"""plan_change_sidecar_template asks whether the ConfigMap may be patched and its backup
+created and deleted, and names a denial.
 
 Access reviews answered by the emulator's RBAC authorizer double
 (:mod:`support.k8s_authorizer`), from the rules each test sets.
@@ -24,20 +25,25 @@ def _rbac(plan: dict[str, Any]) -> list[dict[str, Any]]:
 def test_patch_of_the_injector_configmap_is_asked_and_a_denial_named(
     emulator: EmulatorHandle, mesh: dict[str, Any]
 ) -> None:
-    emulator.allow(READS)
+    backup = AllowRule(("create", "delete"), ("configmaps",), namespace="istio-system")
+    emulator.allow(READS, backup)
     (denied,) = _rbac(plan_change_sidecar_template(**CHANGE))
     assert denied["check"] == "RBAC: patch configmaps istio-sidecar-injector"
     assert not denied["ok"]
     assert "denied in namespace istio-system (needed to change the template" in denied["detail"]
 
     elsewhere = AllowRule(("patch",), ("configmaps",), namespace="default")
-    emulator.allow(READS, elsewhere)
+    emulator.allow(READS, backup, elsewhere)
     assert not _rbac(plan_change_sidecar_template(**CHANGE))[0]["ok"]
 
     exact = AllowRule(
         ("patch",), ("configmaps",), namespace="istio-system", names=("istio-sidecar-injector",)
     )
-    emulator.allow(READS, exact)
+    emulator.allow(READS, exact)  # the backup's create and delete no longer allowed
+    denials = [c["check"] for c in _rbac(plan_change_sidecar_template(**CHANGE)) if not c["ok"]]
+    assert denials == ["RBAC: create configmaps", "RBAC: delete configmaps"], denials
+
+    emulator.allow(READS, backup, exact)
     plan = plan_change_sidecar_template(**CHANGE)
     (allowed,) = _rbac(plan)
     assert allowed["ok"] and "patch configmaps istio-sidecar-injector" in allowed["detail"]
