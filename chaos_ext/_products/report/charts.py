@@ -124,8 +124,8 @@ def _shade(
 def _shade_recovery(
     ax: Any, windows: Sequence[RecoveryWindow], origin: float, gid: str, palette: str
 ) -> list[Any]:
-    """The recovery windows as one collection (``gid``), at least as wide as the chart's
-    x range must be; returns the legend's proxy (none when there is no window)."""
+    """The recovery windows as one collection (``gid``; its x data widen the x range, as
+    the fault windows' do); returns the legend's proxy (none when there is no window)."""
     if not windows:
         return []
     good, bad, alpha = _RECOVERY[palette]
@@ -138,10 +138,6 @@ def _shade_recovery(
         lw=0,
         gid=gid,
     )
-    low, high = ax.get_xlim()
-    first = min(w.start - origin for w in windows)
-    last = max(w.start - origin + max(w.seconds, _MIN_SPAN_S) for w in windows)
-    ax.set_xlim(min(low, first), max(high, last))
     colour = good if all(w.recovered for w in windows) else bad
     return [Patch(color=colour, alpha=alpha, label=_recovery_label(windows, palette))]
 
