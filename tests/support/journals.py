@@ -15,7 +15,7 @@ from chaoslib.hypothesis import within_tolerance
 
 from chaos_ext._runner.verdict import exit_code_for, outcome_of
 
-__all__ = ["JournalBuilder", "iso"]
+__all__ = ["T0", "JournalBuilder", "iso"]
 
 T0 = 1_800_000_000.0
 
