@@ -105,12 +105,25 @@ def _report(tmp: Path, *journals: Path) -> str:
     return (tmp / "r" / "report.html").read_text()
 
 
+def _fill(svg: ET.Element, suffix: str) -> str:
+    """The fill colour of the shaded group ending with ``suffix``."""
+    found = group(svg, suffix)
+    assert found is not None, suffix
+    styles = [e.get("style", "") for e in found.iter() if "fill:" in e.get("style", "")]
+    colour = re.search(r"fill: (#[0-9a-f]{6})", styles[0]) if styles else None
+    assert colour is not None, (suffix, styles)
+    return colour.group(1)
+
+
 def _assert_window(svg: ET.Element, start: float, end: float) -> None:
-    """One rectangle from ``start`` to ``end`` (chart seconds), inside the x range."""
+    """One rectangle from ``start`` to ``end`` (chart seconds), inside the x range, in a
+    colour of its own."""
     (drawn,) = spans(svg, RECOVERY)
     assert abs(drawn[0] - start) <= SLACK_S and abs(drawn[1] - end) <= SLACK_S, (drawn, start, end)
     low, high = axes_span(svg)
     assert low <= drawn[0] and drawn[1] <= high + SLACK_S / 4, ((low, high), drawn)
+    faults = {_fill(svg, f"-fault-{s}") for s in ("ledger", "action") if group(svg, f"-fault-{s}")}
+    assert faults and _fill(svg, RECOVERY) not in faults, faults
 
 
 def test_each_chart_of_a_run_draws_its_recovery_at_the_journals_instants(
@@ -184,19 +197,24 @@ def test_journals_without_recovery_data_draw_no_window(tmp_path: Path) -> None:
             journal["gameday"]["recovery"] = record
         paths.append(tmp_path / f"old-{n}.json")
         paths[-1].write_text(json.dumps(journal))
-    measured = _plain("with a window")
-    measured.recovery(8.0, 60, 4.0)
-    paths.append(tmp_path / "measured.json")
-    paths[-1].write_text(json.dumps(measured.build()))
+    for name, took in (("recovered", 4.0), ("not-recovered", None)):
+        measured = _plain(name)
+        measured.recovery(8.0, 30, took)
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(measured.build()))
     html = _report(tmp_path, *paths)
     for index in range(1, len(records) + 1):
         for svg in _experiment_charts(html, index):
             assert group(svg, RECOVERY) is None, index
             assert not any("recover" in t for t in texts(svg)), index
             assert spans(svg, "-fault-ledger"), "the chart itself is drawn"
-    (svg,) = _experiment_charts(html, len(records) + 1)
-    _assert_window(svg, 8.0, 12.0)
-    assert "recovery 4 s" in texts(svg)
+    (recovered,) = _experiment_charts(html, len(records) + 1)
+    _assert_window(recovered, 8.0, 12.0)
+    assert "recovery 4 s" in texts(recovered)
+    (failed,) = _experiment_charts(html, len(records) + 2)
+    _assert_window(failed, 8.0, 38.0)
+    assert "not recovered within 30 s" in texts(failed)
+    assert _fill(failed, RECOVERY) != _fill(recovered, RECOVERY)
 
 
 def _compared_run(side: str, index: int, took: float | None, bound: float) -> dict[str, Any]:
