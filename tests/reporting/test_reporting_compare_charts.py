@@ -3,22 +3,21 @@
 The journals are synthetic with known times: each run settles for a different
 time before its first action, so a chart that drew the runs from their start
 would put the faults in different places. The SVG is parsed independently of
-the product: the axes' own tick marks give the pixel ↔ data mapping, and the
-shaded rectangles and the lines are mapped back to seconds and values.
+the product (tests/support/svgchart.py): the axes' own tick marks give the
+pixel ↔ data mapping, and the shaded rectangles and the lines are mapped back
+to seconds and values.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import numpy as np
 from support.gameday_cli import run_gameday
 from support.journals import JournalBuilder
+from support.svgchart import NS, axis, group, numbers, spans, svgs, texts
 
-NS = "{http://www.w3.org/2000/svg}"
 METRIC = "errors-over-time"
 FAULT_S = {"baseline": 15.0, "tuned": 5.0}  # how long the first fault's ledger entry is open
 SECOND_FAULT = (30.0, 35.0)  # the tuned runs inject a second fault, seconds after the first
@@ -62,59 +61,24 @@ def _write_sides(tmp: Path, faults: bool = True) -> dict[str, list[list[list[flo
 def _chart(html: str, metric: str) -> ET.Element:
     """The time-series chart of ``metric``: the SVG whose axes title is the metric and
     which draws a baseline line."""
-    for text in re.findall(r"<svg.*?</svg>", html, re.S):
-        svg = ET.fromstring(text)  # noqa: S314 - the product's own output, parsed in a test
-        titles = {t.text for t in svg.iter(f"{NS}text")}
-        ids = {g.get("id", "") for g in svg.iter(f"{NS}g")}
-        if metric in titles and any(i.endswith("-baseline-1") for i in ids):
+    for svg in svgs(html):
+        if metric in texts(svg) and group(svg, "-baseline-1") is not None:
             return svg
     raise AssertionError(f"no time-series chart of {metric}")
 
 
-def _axis(svg: ET.Element, axis: str) -> tuple[float, float]:
-    """(slope, intercept) of data = slope * pixel + intercept, fitted on the tick marks."""
-    pixels, values = [], []
-    for group in svg.iter(f"{NS}g"):
-        if not re.fullmatch(f"{axis}tick_\\d+", group.get("id", "")):
-            continue
-        mark = next(group.iter(f"{NS}use"))
-        label = next(group.iter(f"{NS}text")).text or ""
-        pixels.append(float(mark.get("x" if axis == "x" else "y", "nan")))
-        values.append(float(label.replace("\u2212", "-")))
-    assert len(pixels) >= 2, f"fewer than 2 {axis} ticks"
-    slope, intercept = np.polyfit(pixels, values, 1)
-    return float(slope), float(intercept)
-
-
-def _group(svg: ET.Element, suffix: str) -> ET.Element | None:
-    return next((g for g in svg.iter(f"{NS}g") if g.get("id", "").endswith(suffix)), None)
-
-
-def _numbers(d: str) -> list[tuple[float, float]]:
-    values = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", d)]
-    return list(zip(values[::2], values[1::2], strict=True))
-
-
 def _rects(svg: ET.Element, source: str) -> list[tuple[float, float]]:
     """The shaded spans of one source, in seconds on the chart's x axis."""
-    group = _group(svg, f"-fault-{source}")
-    if group is None:
-        return []
-    slope, intercept = _axis(svg, "x")
-    spans = []
-    for path in group.iter(f"{NS}path"):
-        xs = [x for x, _ in _numbers(path.get("d", ""))]
-        spans.append((slope * min(xs) + intercept, slope * max(xs) + intercept))
-    return sorted(spans)
+    return spans(svg, f"-fault-{source}")
 
 
 def _line(svg: ET.Element, side: str, n: int) -> list[tuple[float, float]] | None:
-    group = _group(svg, f"-{side}-{n}")
-    if group is None:
+    found = group(svg, f"-{side}-{n}")
+    if found is None:
         return None
-    (sx, ix), (sy, iy) = _axis(svg, "x"), _axis(svg, "y")
-    path = next(p for p in group.iter(f"{NS}path") if "C" not in p.get("d", "C"))
-    return [(sx * x + ix, sy * y + iy) for x, y in _numbers(path.get("d", ""))]
+    (sx, ix), (sy, iy) = axis(svg, "x"), axis(svg, "y")
+    path = next(p for p in found.iter(f"{NS}path") if "C" not in p.get("d", "C"))
+    return [(sx * x + ix, sy * y + iy) for x, y in numbers(path.get("d", ""))]
 
 
 def _close(found: list[tuple[float, float]], expected: list[tuple[float, float]]) -> bool:
@@ -158,5 +122,7 @@ def test_a_chart_without_fault_windows_has_no_shading_to_find(tmp_path: Path) ->
     assert out.returncode == 0, out.stderr
     svg = _chart((tmp_path / "c" / "comparison.html").read_text(), METRIC)
     assert _rects(svg, "ledger") == [] and _rects(svg, "action") == []
+    assert group(svg, "-recovery-window-baseline") is None  # journals without gameday.recovery
+    assert group(svg, "-recovery-window-tuned") is None
     assert _line(svg, "baseline", 1) is not None and _line(svg, "tuned", 3) is not None
     assert "seconds since each run started" in {t.text for t in svg.iter(f"{NS}text")}

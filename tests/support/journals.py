@@ -15,7 +15,7 @@ from chaoslib.hypothesis import within_tolerance
 
 from chaos_ext._runner.verdict import exit_code_for, outcome_of
 
-__all__ = ["JournalBuilder", "iso"]
+__all__ = ["T0", "JournalBuilder", "iso"]
 
 T0 = 1_800_000_000.0
 
@@ -70,6 +70,7 @@ class JournalBuilder:
         self.runs: list[dict[str, Any]] = []
         self.rollbacks: list[dict[str, Any]] = []
         self.ledger: list[dict[str, Any]] = []
+        self.recovery_record: dict[str, Any] | None = None
         self.last = 0.0
 
     def _run(
@@ -143,6 +144,20 @@ class JournalBuilder:
             }
         )
 
+    def recovery(self, undone_at: float, seconds: float, took: float | None) -> None:
+        """The ``gameday.recovery`` record of ``gameday run`` (``_poll`` in
+        chaos_ext/_runner/recovery.py): the last undo at offset ``undone_at``, the
+        hypothesis held again ``took`` s later, or (None) not within ``seconds``."""
+        self.recovery_record = {
+            "seconds": seconds,
+            "checked": True,
+            "recovered": took is not None,
+            "undone_at": self.start + undone_at,
+            "time_to_recover_s": took,
+            "attempts": 1 if took is not None else int(seconds) + 1,
+            "last": "met" if took is not None else "out of tolerance: synthetic",
+        }
+
     def _state(self, phase: str) -> dict[str, Any] | None:
         runs = self.phases[phase]
         if not runs:
@@ -166,8 +181,11 @@ class JournalBuilder:
             "end": iso(self.start + self.last + 0.01),
             "duration": self.last + 0.01,
         }
+        if self.recovery_record is not None:  # the outcome reads it (not-recovered)
+            journal["gameday"] = {"recovery": dict(self.recovery_record)}
         outcome = outcome_of(journal)
         journal["gameday"] = {
+            **journal.get("gameday", {}),
             "run_id": "synthetic",
             "experiment_path": "synthetic.json",
             "outcome": outcome,

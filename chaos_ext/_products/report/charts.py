@@ -7,8 +7,15 @@ the tolerance is numeric. A comparison chart draws the same for several runs
 of two sides (baseline and tuned) on one pair of axes, each run's times taken
 from its own origin (:class:`Trace`).
 
-Each shaded group has the SVG id ``<salt>-fault-<source>`` and each comparison
-line ``<salt>-<side>-<n>``, so that a reader (or a test) can find them.
+The recovery window (:mod:`chaos_ext._products.report.recovery_window`: from
+the last undo to the first check that held again, or to the end of the
+recovery bound) is shaded green, grey when the run did not recover, labelled
+``recovery N s`` / ``not recovered within N s``; the x axis always reaches its end.
+
+Each shaded group has the SVG id ``<salt>-fault-<source>``, the recovery window
+``<salt>-recovery-window`` (a comparison's: ``<salt>-recovery-window-<side>``,
+one rectangle per run) and each comparison line ``<salt>-<side>-<n>``, so that
+a reader (or a test) can find them.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from chaos_ext._products.report.model import FaultWindow
+from chaos_ext._products.report.recovery_window import RecoveryWindow
 from chaos_ext._products.report.series import Series, as_number
 
 __all__ = [
@@ -39,6 +47,13 @@ _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
 _COLORS = {"ledger": ("#d62728", 0.18), "action": ("#ff9f1c", 0.22)}
 _LINE = "#1f5fa8"
 _BASELINE = "#7f7f7f"
+# (recovered, not recovered) colours and the alpha: a run chart, then each comparison side
+_RECOVERY = {
+    "run": ("#2ca02c", "#5f6b7a", 0.2),
+    "baseline": ("#98df8a", "#b0b0b0", 0.35),
+    "tuned": ("#2ca02c", "#5f6b7a", 0.2),
+}
+_MIN_SPAN_S = 0.05
 _JOIN = 1 / 400
 _MARKERS_UP_TO = 80
 
@@ -78,6 +93,7 @@ class Trace:
     series: Series
     windows: tuple[FaultWindow, ...]
     origin: float
+    recovery: RecoveryWindow | None = None
 
 
 def _shade(
@@ -103,6 +119,43 @@ def _shade(
         )
         proxies.append(Patch(color=color, alpha=alpha, label=label))
     return proxies
+
+
+def _shade_recovery(
+    ax: Any, windows: Sequence[RecoveryWindow], origin: float, gid: str, palette: str
+) -> list[Any]:
+    """The recovery windows as one collection (``gid``; its x data widen the x range, as
+    the fault windows' do); returns the legend's proxy (none when there is no window)."""
+    if not windows:
+        return []
+    good, bad, alpha = _RECOVERY[palette]
+    ax.broken_barh(
+        [(w.start - origin, max(w.seconds, _MIN_SPAN_S)) for w in windows],
+        (0, 1),
+        transform=ax.get_xaxis_transform(),
+        facecolors=[good if w.recovered else bad for w in windows],
+        alpha=alpha,
+        lw=0,
+        gid=gid,
+    )
+    colour = good if all(w.recovered for w in windows) else bad
+    return [Patch(color=colour, alpha=alpha, label=_recovery_label(windows, palette))]
+
+
+def _recovery_label(windows: Sequence[RecoveryWindow], palette: str) -> str:
+    """One window's label; a comparison side's: its range of recovery times and how
+    many runs did not recover."""
+    if palette == "run":
+        return windows[0].label
+    times = sorted(w.seconds for w in windows if w.recovered)
+    parts = []
+    if times:
+        span = f"{times[0]:g}" if times[0] == times[-1] else f"{times[0]:g}–{times[-1]:g}"
+        parts.append(f"recovery {span} s")
+    if failed := [w for w in windows if not w.recovered]:
+        bound = max(w.seconds for w in failed)
+        parts.append(f"{len(failed)} not recovered within {bound:g} s")
+    return f"{palette}: " + ", ".join(parts)
 
 
 def _finish(fig: Figure, ax: Any, title: str, xlabel: str, proxies: list[Any]) -> str:
@@ -149,8 +202,10 @@ def chart_svg(
     tolerance: Any = None,
     salt: str = "",
     abort_at: float | None = None,
+    recovery: RecoveryWindow | None = None,
 ) -> str:
-    """An SVG document (no XML prologue) charting ``series``; times relative to ``origin``."""
+    """An SVG document (no XML prologue) charting ``series``; times relative to ``origin``,
+    the recovery window shaded when there is one."""
     salt = salt or series.name
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         fig = Figure(figsize=(8.6, 2.4), dpi=96)
@@ -162,6 +217,10 @@ def chart_svg(
             ax.axvline(abort_at - origin, color="#7b3fa0", lw=1.4, label="abort fired")
         for bound in tolerance_bounds(tolerance):
             ax.axhline(bound, color="#555555", lw=1, ls="--", label="tolerance")
+        windows_of_recovery = [recovery] if recovery is not None else []
+        proxies += _shade_recovery(
+            ax, windows_of_recovery, origin, f"{salt}-recovery-window", "run"
+        )
         return _finish(fig, ax, series.name, "seconds since the experiment started", proxies)
 
 
@@ -174,7 +233,8 @@ def comparison_svg(
     salt: str = "",
 ) -> str:
     """Baseline (grey) and tuned (blue) runs of one metric on the same axes, every
-    run's fault windows shaded, each run at times relative to its own origin."""
+    run's fault windows and recovery window shaded, each run at times relative to
+    its own origin."""
     salt = salt or metric
     traces = [*baseline, *tuned]
     windows = [
@@ -205,6 +265,15 @@ def comparison_svg(
                 )
         for bound in tolerance_bounds(tolerance):
             ax.axhline(bound, color="#555555", lw=1, ls="--", label="tolerance")
+        for side, runs, _, _ in sides:
+            shifted = [
+                RecoveryWindow(
+                    t.recovery.start - t.origin, t.recovery.seconds, t.recovery.recovered
+                )
+                for t in runs
+                if t.recovery is not None
+            ]
+            proxies += _shade_recovery(ax, shifted, 0.0, f"{salt}-recovery-window-{side}", side)
         return _finish(fig, ax, metric, xlabel, proxies)
 
 

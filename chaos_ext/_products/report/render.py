@@ -24,6 +24,7 @@ from chaos_ext._products.envelope.view import EnvelopeView
 from chaos_ext._products.report.charts import chart_svg
 from chaos_ext._products.report.model import RunView, retry_commands, unsteady_text
 from chaos_ext._products.report.notes import clock
+from chaos_ext._products.report.recovery_window import recovery_window
 from chaos_ext._products.report.score import Score, resilience_score
 from chaos_ext._products.report.tables import (
     Cell,
@@ -96,6 +97,7 @@ def _duration(view: RunView) -> str:
 def _charts(view: RunView, index: int) -> tuple[list[str], int]:
     origin = view.start if view.start is not None else 0.0
     shown = view.series[:MAX_CHARTS]
+    recovery = recovery_window(view.recovery)
     svgs = [
         chart_svg(
             s,
@@ -104,6 +106,7 @@ def _charts(view: RunView, index: int) -> tuple[list[str], int]:
             view.tolerances.get(s.name),
             salt=f"x{index}-{i}",
             abort_at=view.abort_at,
+            recovery=recovery,
         )
         for i, s in enumerate(shown)
     ]

@@ -21,6 +21,7 @@ from chaos_ext._products.envelope.view import EnvelopeView, Movement
 from chaos_ext._products.report.charts import Trace, comparison_svg, distribution_svg
 from chaos_ext._products.report.compare import headlines, judged, metric_samples, pair_experiments
 from chaos_ext._products.report.model import RunView
+from chaos_ext._products.report.recovery_window import recovery_window
 from chaos_ext._products.report.render import environment, paragraphs
 from chaos_ext._products.report.stats import Comparison, Settings
 
@@ -78,7 +79,7 @@ def _traces(views: Sequence[RunView], metric: str) -> tuple[list[Trace], bool]:
             continue
         origin, on_window = _origin(view)
         aligned = aligned and on_window
-        traces.append(Trace(series, view.windows, origin))
+        traces.append(Trace(series, view.windows, origin, recovery_window(view.recovery)))
     return traces, aligned
 
 
