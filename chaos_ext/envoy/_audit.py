@@ -299,7 +299,9 @@ def _route_note(status: str, total: int, bad: list[str], detail: dict[str, Any],
         verb = "do not comply" if status == "fail" else "cannot be read"
         more = f" and {len(bad) - 3} more (detail.failing)" if len(bad) > 3 else ""
         because = f" ({why})" if why else ""
-        return f"{len(bad)} of {total} routes {verb}: {'; '.join(bad[:3])}{more}{because}"
+        exempt = f" ({len(detail['exempt'])} exempt)" if detail["exempt"] else ""
+        shown = "; ".join(bad[:3])
+        return f"{len(bad)} of {total} routes{exempt} {verb}: {shown}{more}{because}"
     if status in ("unreadable", "not-in-input"):
         return "; ".join(item["note"] for item in detail["unresolved"][:3])
     exempt = f", {len(detail['exempt'])} exempt (exempt_routes)" if detail["exempt"] else ""

@@ -98,8 +98,10 @@ def _add(plan: FixPlan, check: Check, run: AuditRun) -> None:
         return
     if not fix:
         why = check.rule.by_hand or "the rule has no fix: change it by hand"
-        if check.rule.granularity == "route" and check.note:
-            why = f"{check.note}. {why}"
+        if check.rule.granularity == "route" and check.detail:
+            names = check.detail["failing"]
+            more = " ..." if len(names) < check.detail["failed"] else ""
+            why = f"{why}; {check.detail['failed']} route(s): {'; '.join(names)}{more}"
         (plan.review if check.status == "warn" else plan.manual).append((check.rule.id, why))
         return
     if listener is not None and listener.name is None and check.path.endswith(".name"):

@@ -165,6 +165,13 @@ class Rule:
     @property
     def expected(self) -> str:
         """The expectation in words: ``<= 32768``, ``REJECT_REQUEST``, ``present``."""
+        text = self._expected()
+        if self.unless is None:
+            return text
+        fields = dict.fromkeys(loc.expr.rsplit(".", 1)[-1] for loc in self.unless.at)
+        return f"{text}, or {' / '.join(fields)} {self.unless.expected}"
+
+    def _expected(self) -> str:
         if self.op in ("present", "loopback"):
             return "loopback address or unix socket" if self.op == "loopback" else "present"
         if self.op == "equals":

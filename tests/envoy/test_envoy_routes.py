@@ -243,8 +243,8 @@ def test_fix_envoy_leaves_route_timeouts_to_the_operator(gameday: Gameday, tmp_p
     )  # fmt: skip
     assert result.returncode == 2, result.stderr  # incomplete: the route is manual work
     readme = (out / "README.md").read_text()
-    assert f"- manual: route-idle-timeout: 1 of 1 routes do not comply: {EDGE_ROUTE}" in readme
-    assert "set the route's idle_timeout" in readme and "exempt_routes" in readme
+    assert "- manual: route-idle-timeout: set the route's idle_timeout" in readme
+    assert f"list it in exempt_routes; 1 route(s): {EDGE_ROUTE}\n" in readme
     assert "listener-buffer-limit" in readme.split("## Files")[0]  # fixed in place
     patched = yaml.safe_load((out / "envoy-bootstrap.patched.yaml").read_text())
     assert _edge_route(patched)["idle_timeout"] == "0s"  # the route is left as it was
@@ -258,10 +258,55 @@ def test_fix_istio_lists_unbounded_routes_for_review(gameday: Gameday, tmp_path:
     )  # fmt: skip
     readme = (out / "README.md").read_text()
     review = readme.split("## Warnings to review by hand (no fix is written for them)")[1]
-    assert review.lstrip().startswith(
-        "- route-request-timeout: 5 of 5 routes do not comply: http.80 / *:80 / path /productpage"
-    )
+    assert review.lstrip().startswith("- route-request-timeout: give the route a timeout")
     assert "VirtualService http[].timeout" in review
+    assert f"; 5 route(s): {'; '.join(ISTIO_ROUTES)}\n" in review  # all named, for the operator
     caveats = readme.split("## Not done, or to check first")[1].split("## ")[0]
     assert "route-request-timeout" not in caveats  # a warning does not make the fix incomplete
     assert "review by hand: route-request-timeout" in " ".join(result.stderr.split())
+
+
+def test_scoped_routes_are_unreadable_not_passed(tmp_path: Path) -> None:
+    data = json.loads(GATEWAY_1_3.read_text())
+    listener = data["configs"][2]["dynamic_listeners"][0]["active_state"]["listener"]
+    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+    del hcm["rds"]
+    hcm["scoped_routes"] = {"name": "scopes", "scoped_rds": {"scoped_rds_config_source": {}}}
+    row = _row(edge_config_audit(source=_write(tmp_path, "s.json", data)), "route-idle-timeout")
+    assert row["status"] == "unreadable" and row["path"] == f"{HCM_80}.typed_config.scoped_routes"
+    assert row["note"] == "scoped routes (scoped_routes, SRDS) are not read by this audit"
+
+
+def test_lean_reading_keeps_only_the_route_configs_a_listener_names() -> None:
+    from chaos_ext.envoy._input import decode  # noqa: PLC0415
+
+    source = UPSTREAM / "istio-sidecar-productpage-config_dump.json"
+    full = decode(source.read_bytes(), origin="x", lean=False).data["configs"][3]
+    lean = decode(source.read_bytes(), origin="x").data["configs"][3]
+    assert len(full["dynamic_route_configs"]) == 14
+    kept = [item["route_config"]["name"] for item in lean["dynamic_route_configs"]]
+    assert kept == [item["route_config"]["name"] for item in full["dynamic_route_configs"]]
+    first = lean["dynamic_route_configs"][0]["route_config"]["virtual_hosts"][0]
+    assert first == {  # domains, retry policies, per_filter_config: not built
+        "name": "istio-pilot.istio-system.svc.cluster.local:8080",
+        "routes": [
+            {"match": {"prefix": "/"}, "route": {"timeout": "0s", "max_grpc_timeout": "0s"}}
+        ],
+    }
+    data = json.loads(GATEWAY_1_3.read_text())
+    extra = copy.deepcopy(data["configs"][4]["dynamic_route_configs"][0])
+    extra["route_config"]["name"] = "nobody-routes-here"
+    data["configs"][4]["dynamic_route_configs"].append(extra)
+    lean = decode(json.dumps(data).encode(), origin="x").data["configs"][4]
+    assert [i["route_config"]["name"] for i in lean["dynamic_route_configs"]] == ["http.80"]
+
+
+def test_any_rule_can_warn_instead_of_failing() -> None:
+    report = edge_config_audit(
+        source=str(GATEWAY_1_3), rules=[{"id": "stream-idle-timeout", "on_fail": "warn"}]
+    )
+    row = _row(report, "stream-idle-timeout")
+    assert (row["status"], row["found"]) == ("warn", "0s")
+    assert "stream-idle-timeout" not in report["summary"]["failed_rules"]
+    request = _row(report, "route-request-timeout")
+    assert request["expected"] == "> 0s, or max_stream_duration > 0s"
