@@ -5,7 +5,8 @@ Run on its own: ``.venv/bin/python benchmarks/envoy.py``.
 Builds each dump from the compliant test fixture (an Istio ingress gateway):
 122 dynamic listeners with 4 SNI filter chains each, then EDS clusters and
 route configurations until the size is reached (about 40 % clusters, 50 %
-routes, as in a real gateway's dump), written with Envoy's 1-space indent.
+routes, as in a real gateway's dump; each filter chain's RDS route config is
+there, so the route rules read routes), written with Envoy's 1-space indent.
 Each measurement runs in a fresh interpreter (no warm caches):
 
 * audit: ``edge_config_audit(source=<file>)`` (profile envoy-edge) wall time,
@@ -86,8 +87,15 @@ def _base() -> dict[str, Any]:
     listeners = dump["configs"][2]["dynamic_listeners"]
     template = listeners[1]["active_state"]["listener"]
     runtime = dump["configs"][0]["bootstrap"]["layered_runtime"]["layers"][1]["static_layer"]
+    routes = dump["configs"][4]["dynamic_route_configs"]
     for index in range(LISTENERS):
         listener = _listener(template, index)
+        for chain in listener["filter_chains"]:  # each chain's route config, so routes are read
+            route = copy.deepcopy(routes[1])
+            route["route_config"]["name"] = chain["filters"][0]["typed_config"]["rds"][
+                "route_config_name"
+            ]
+            routes.append(route)
         state = copy.deepcopy(listeners[1]["active_state"])
         state["listener"] = listener
         listeners.append({"name": listener["name"], "active_state": state})

@@ -51,10 +51,13 @@ An Istio sidecar (node id sidecar~...) is recognised and refused by the edge
 profiles; --role overrides what is detected.
 
 One row per rule and target (each listener, each HTTP connection manager,
-all clusters) with its status: PASS, FAIL, UNREADABLE (there but not
-interpretable: fails the audit), WARN (an unnamed listener that a runtime
-connection limit cannot address) or NOT-IN-INPUT (listeners or clusters a
-bootstrap leaves to LDS/CDS), the value found and its path.
+all clusters, all routes of the audited listeners) with its status: PASS,
+FAIL, UNREADABLE (there but not interpretable, or route configurations the
+dump lacks: fails the audit), WARN (an unnamed listener that a runtime
+connection limit cannot address; a route with its request timeout disabled)
+or NOT-IN-INPUT (listeners, clusters or routes a bootstrap leaves to
+LDS/CDS/RDS), the value found and its path; a cluster or route row names the
+failing ones.
 
 sources:
   http://127.0.0.1:15000                         an Envoy admin address
@@ -226,6 +229,8 @@ def _fix(args: argparse.Namespace, run: AuditRun, facts: GatewayFacts, console: 
         console.print(f"  [yellow]{escape(line)}[/]", highlight=False)
     for line in out.warnings:
         console.print(f"  [yellow]changes behaviour:[/] {escape(line)}", highlight=False)
+    for line in out.review:
+        console.print(f"  [yellow]review by hand:[/] {escape(line)}", highlight=False)
     return EXIT_FIX_WRITTEN if out.complete else EXIT_FIX_INCOMPLETE
 
 

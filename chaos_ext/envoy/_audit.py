@@ -5,27 +5,50 @@ listener (``listener`` scope or a runtime key with ``{listener}``), once per
 HTTP connection manager of each audited listener (``hcm``: every filter chain
 must comply, e.g. one per SNI host on an Istio gateway's 8443 listener), or
 once over all upstream clusters (``cluster``: one verdict, the failing
-clusters named).
+clusters named), or once over every forwarding route of the audited HCMs'
+route configurations (``route``: one verdict, the failing routes named by
+label, :mod:`._routes`; routes a rule exempts are counted apart, and route
+configurations the input lacks make the verdict ``unreadable`` in a dump,
+``not-in-input`` in a bootstrap that leaves them to RDS, never ``pass``).
 
 Each check has a status: ``pass``, ``fail``, ``unreadable`` (the value or the
 object holding it is there but cannot be interpreted: never reported as
 absent), ``warn`` (an unnamed listener that a runtime limit cannot address, in
-profiles that do not fail it) or ``not-in-input`` (listeners or clusters that
-a bootstrap leaves to LDS/CDS). ``fail`` and ``unreadable`` fail the audit.
+profiles that do not fail it; a rule with ``on_fail: warn`` that is not met) or
+``not-in-input`` (listeners, clusters or routes that a bootstrap leaves to
+LDS/CDS/RDS). ``fail`` and ``unreadable`` fail the audit.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chaos_ext.envoy._dump import EdgeConfig, Listener, Section
-from chaos_ext.envoy._rules import LISTENER_PLACEHOLDER, Location, Rule, compare, compiled_path
+from chaos_ext.envoy._routes import ServedRoute, Unresolved, served_routes
+from chaos_ext.envoy._rules import (
+    LISTENER_PLACEHOLDER,
+    Condition,
+    Location,
+    Rule,
+    compare,
+    compiled_path,
+)
 
-__all__ = ["ABSENT", "FAILING", "Check", "cluster_checks", "cluster_statuses", "evaluate", "walk"]
+__all__ = [
+    "ABSENT",
+    "FAILING",
+    "Check",
+    "cluster_checks",
+    "cluster_statuses",
+    "evaluate",
+    "route_checks",
+    "walk",
+]
 
 ABSENT = "absent"
 """What the report says for ``found`` when no location of the rule is in the input."""
@@ -226,6 +249,98 @@ def _clusters(rule: Rule, config: EdgeConfig) -> Check:
     )
 
 
+_WORST = {"fail": 3, "unreadable": 2, "pass": 1, "exempt": 0}
+
+
+def _bounded(condition: Condition, route: ServedRoute) -> str:
+    """Why the route meets the rule's ``unless`` (empty: it does not)."""
+    for location in condition.at:
+        target = route.action if location.scope == "route" else route.hcm
+        found, value = walk(target.value, location.expr)
+        if found:
+            if compare(condition.op, value, condition.value):
+                return f"but {target.path}.{location.expr} = {value}"
+            return ""
+    return ""
+
+
+def _route_check(rule: Rule, config: EdgeConfig, route: ServedRoute) -> tuple[str, Check]:
+    check = _check(rule, config, route.action, None)
+    if any(fnmatch.fnmatchcase(route.label, pattern) for pattern in rule.exempt_routes):
+        return "exempt", check
+    if check.status == "fail" and rule.unless is not None:
+        why = _bounded(rule.unless, route)
+        if why:
+            return "pass", replace(check, status="pass", note=why)
+    return check.status, check
+
+
+def route_checks(
+    rule: Rule, config: EdgeConfig, listeners: Sequence[Listener]
+) -> tuple[dict[str, tuple[str, str, Check]], list[Unresolved], int]:
+    """The rule on each route: {RouteAction path: (label, status, check)}, unresolved, no upstream.
+
+    A route served by two HCMs is checked under each and keeps its worst status.
+    """
+    served = served_routes(
+        [(item.label, hcm) for item in listeners for hcm in item.hcms], config.routes
+    )
+    out: dict[str, tuple[str, str, Check]] = {}
+    for route in served.routes:
+        status, check = _route_check(rule, config, route)
+        old = out.get(route.action.path)
+        if old is None or _WORST[status] > _WORST[old[1]]:
+            out[route.action.path] = (route.label, status, check)
+    return out, served.unresolved, served.without_upstream
+
+
+def _route_note(status: str, total: int, bad: list[str], detail: dict[str, Any], why: str) -> str:
+    if bad:
+        verb = "do not comply" if status == "fail" else "cannot be read"
+        more = f" and {len(bad) - 3} more (detail.failing)" if len(bad) > 3 else ""
+        because = f" ({why})" if why else ""
+        exempt = f" ({len(detail['exempt'])} exempt)" if detail["exempt"] else ""
+        shown = "; ".join(bad[:3])
+        return f"{len(bad)} of {total} routes{exempt} {verb}: {shown}{more}{because}"
+    if status in ("unreadable", "not-in-input"):
+        return "; ".join(item["note"] for item in detail["unresolved"][:3])
+    exempt = f", {len(detail['exempt'])} exempt (exempt_routes)" if detail["exempt"] else ""
+    return f"all {total} routes comply{exempt}" if total else "no forwarding routes"
+
+
+def _routes(rule: Rule, config: EdgeConfig, listeners: Sequence[Listener]) -> Check:
+    if not any(item.hcms for item in listeners):
+        note = "no HTTP connection manager on the audited listeners: no routes to check"
+        where = listeners[0].section.path if listeners else "listeners"
+        return Check(rule, "routes", "fail", None, False, where, note)
+    checks, unresolved, no_upstream = route_checks(rule, config, listeners)
+    rows = list(checks.values())
+    failing = [label for label, status, _ in rows if status == "fail"]
+    unreadable = [label for label, status, _ in rows if status == "unreadable"]
+    detail: dict[str, Any] = {
+        "routes": len(rows),
+        "failed": len(failing),
+        "unreadable": len(unreadable) + sum(u.status == "unreadable" for u in unresolved),
+        "not_in_input": sum(u.status == "not-in-input" for u in unresolved),
+        "exempt": [label for label, status, _ in rows if status == "exempt"],
+        "without_upstream": no_upstream,
+        "failing": (failing or unreadable)[:50],
+        "unresolved": [{"routes": u.label, "note": u.note, "path": u.path} for u in unresolved],
+    }
+    status = "fail" if failing else "unreadable" if detail["unreadable"] else "pass"
+    if status == "pass" and detail["not_in_input"]:
+        status = "not-in-input"
+    first = next((c for _, s, c in rows if s == status), None)
+    if first is not None:
+        where, found, present, why = first.path, first.found, first.present, first.note
+    elif unresolved:
+        where, found, present, why = unresolved[0].path, None, False, ""
+    else:
+        where, found, present, why = "routes", "no forwarding routes", True, ""
+    note = _route_note(status, len(rows), failing or unreadable, detail, why)
+    return Check(rule, f"{len(rows)} routes", status, found, present, where, note, detail)
+
+
 def _not_in_input(rule: Rule) -> Check:
     return Check(
         rule,
@@ -247,6 +362,9 @@ def _checks_of(rule: Rule, config: EdgeConfig, listeners: Sequence[Listener]) ->
         return
     if not listeners and config.listeners_from_lds:
         yield _not_in_input(rule)
+        return
+    if rule.granularity == "route":
+        yield _routes(rule, config, listeners)
         return
     for listener in listeners:
         if rule.granularity == "listener":
@@ -272,4 +390,10 @@ def evaluate(
     config: EdgeConfig, listeners: Sequence[Listener], rules: Sequence[Rule]
 ) -> list[Check]:
     """Every rule on every target it applies to, in rule order."""
-    return [check for rule in rules for check in _checks_of(rule, config, listeners)]
+    checks = [check for rule in rules for check in _checks_of(rule, config, listeners)]
+    return [
+        replace(check, status="warn")
+        if check.status == "fail" and check.rule.on_fail == "warn"
+        else check
+        for check in checks
+    ]

@@ -5,7 +5,8 @@ From a ``/config_dump`` (typed ``configs`` entries, admin v3 or v2alpha):
 ``layered_runtime``), ``ListenersConfigDump`` (``static_listeners[].listener``;
 ``dynamic_listeners[]`` with ``active_state`` / ``warming_state`` /
 ``draining_state``; the v2alpha ``dynamic_active_listeners`` /
-``dynamic_warming_listeners``) and ``ClustersConfigDump``. From a bootstrap:
+``dynamic_warming_listeners``), ``ClustersConfigDump`` and ``RoutesConfigDump``
+(route configurations by name, :mod:`._routes`). From a bootstrap:
 the same bootstrap fields and ``static_resources.listeners`` / ``clusters``.
 
 Every part keeps the path where it sits (``configs[2].dynamic_listeners[0]
@@ -25,6 +26,7 @@ from typing import Any
 
 from chaos_ext.envoy._hcm import Section, hcms_of
 from chaos_ext.envoy._input import Decoded
+from chaos_ext.envoy._routes import RouteConfigs, read_route_configs
 from chaos_ext.errors import EnvoyError
 
 __all__ = [
@@ -85,6 +87,7 @@ class EdgeConfig:
     listeners_from_lds: bool = False  # listeners are delivered by LDS, not in this input
     opaque_runtime_layers: tuple[str, ...] = ()  # rtds/disk layers the input does not show
     notes: tuple[str, ...] = field(default=())
+    routes: RouteConfigs = field(default_factory=RouteConfigs)  # RDS route configs by name
 
 
 def listener_label(listener: Listener) -> str:
@@ -263,6 +266,11 @@ def _dump_config(decoded: Decoded, origin: str) -> EdgeConfig:
                 "own upstreams (control plane, stats, tracing); a rule with "
                 "bootstrap:static_resources.clusters[...] audits one"
             )
+    routes = RouteConfigs(
+        read_route_configs(dump["configs"]),
+        in_input=next(_entries(dump, ".RoutesConfigDump"), None) is not None,
+        kind="config_dump",
+    )
     return EdgeConfig(
         "config_dump",
         boot,
@@ -272,6 +280,7 @@ def _dump_config(decoded: Decoded, origin: str) -> EdgeConfig:
         tuple(clusters),
         opaque_runtime_layers=opaque,
         notes=decoded.notes + tuple(notes),
+        routes=routes,
     )
 
 

@@ -5,7 +5,10 @@ Each rule carries its ``fix`` as data (``hcm``/``listener``/``cluster`` fields,
 listener's name). The plan gathers the fixes of the failing checks per target,
 so that the writers (:mod:`._fix_envoy`, :mod:`._fix_istio`) only render them.
 A failing check whose rule has no fix, or whose value could not be read, is
-listed as manual work, never silently dropped.
+listed as manual work (with the rule's ``by_hand`` advice and the check's note,
+e.g. the routes that fail), never silently dropped; a warning whose rule has no
+fix is listed for review (it does not fail the audit, so the fix stays
+complete without it).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class FixPlan:
     all_clusters_fail: bool = False
     names: dict[str, tuple[Listener, str]] = field(default_factory=dict)
     manual: list[tuple[str, str]] = field(default_factory=list)  # (rule id, why)
+    review: list[tuple[str, str]] = field(default_factory=list)  # warnings without a fix
     rules: list[str] = field(default_factory=list)  # rule ids the plan addresses
 
     @property
@@ -93,7 +97,12 @@ def _add(plan: FixPlan, check: Check, run: AuditRun) -> None:
         plan.manual.append((check.rule.id, f"unreadable at {check.path}: {check.note}"))
         return
     if not fix:
-        plan.manual.append((check.rule.id, "the rule has no fix: change it by hand"))
+        why = check.rule.by_hand or "the rule has no fix: change it by hand"
+        if check.rule.granularity == "route" and check.detail:
+            names = check.detail["failing"]
+            more = " ..." if len(names) < check.detail["failed"] else ""
+            why = f"{why}; {check.detail['failed']} route(s): {'; '.join(names)}{more}"
+        (plan.review if check.status == "warn" else plan.manual).append((check.rule.id, why))
         return
     if listener is not None and listener.name is None and check.path.endswith(".name"):
         name = _name_for(check, listener)

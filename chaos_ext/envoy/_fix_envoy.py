@@ -47,7 +47,9 @@ class FixFiles:
 
     ``caveats``: what the fix leaves undone or could not check (the fix is then
     incomplete: exit 2); ``apply``: the commands that apply exactly the files
-    written; ``warnings``: behaviour the fix changes for users.
+    written; ``warnings``: behaviour the fix changes for users; ``review``:
+    warnings of rules without a fix, to look at by hand (they do not make the
+    fix incomplete).
     """
 
     files: dict[str, str] = field(default_factory=dict)
@@ -56,6 +58,7 @@ class FixFiles:
     caveats: list[str] = field(default_factory=list)
     apply: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    review: list[str] = field(default_factory=list)
     selector: dict[str, str] | None = None  # the EnvoyFilter's workloadSelector, if written
 
     @property
@@ -145,9 +148,16 @@ def _leaf(fix: Any, key: str) -> tuple[bool, Any]:
 
 
 def _in_place(root: dict[str, Any], prefix: str, checks: tuple[Check, ...]) -> None:
-    """Set failing values that are there (e.g. Istio's 2147483647 monitor) to the fix's."""
+    """Set failing values that are there (e.g. Istio's 2147483647 monitor) to the fix's.
+
+    Only a rule with a fix, checked on one target: a rule without one is manual work
+    (its value is never overwritten), and a route or cluster verdict's path is just
+    the first of the routes or clusters it sums up.
+    """
     for check in checks:
         if check.status != "fail" or not check.present or not check.path.startswith(prefix + "."):
+            continue
+        if not check.rule.fix or check.rule.granularity in ("route", "cluster"):
             continue
         tokens = path_tokens(check.path[len(prefix) + 1 :])
         found, value = _leaf(check.rule.fix, str(tokens[-1]))

@@ -67,6 +67,9 @@ def _readme(kind: str, run: AuditRun, out: FixFiles, facts: GatewayFacts) -> str
     if out.caveats:
         lines += ["", "## Not done, or to check first", ""]
         lines += [f"- {line}" for line in out.caveats]
+    if out.review:
+        lines += ["", "## Warnings to review by hand (no fix is written for them)", ""]
+        lines += [f"- {line}" for line in out.review]
     if out.warnings:
         lines += ["", "## What this changes for users", ""]
         lines += [f"- {line}" for line in out.warnings]
@@ -97,6 +100,7 @@ def write_fix(
     plan = build_plan(run)
     facts = facts or GatewayFacts()
     out = istio_fix(run, plan, facts) if kind == "istio" else envoy_fix(run, plan, facts)
+    out.review += [f"{rule}: {why}" for rule, why in plan.review]
     target = Path(directory)
     try:
         target.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,10 @@ and how to fix it::
 ``at`` is ``scope:expression`` or a list of them (the first one found counts).
 Scopes: ``bootstrap`` (the bootstrap object), ``listener`` (each audited
 listener), ``hcm`` (each HTTP connection manager of each audited listener),
-``cluster`` (each upstream cluster; one aggregated verdict) take a JSONPath
-expression (jsonpath-ng, e.g. ``actions[?name = "x"].triggers``); ``runtime``
+``cluster`` (each upstream cluster; one aggregated verdict), ``route`` (the
+``RouteAction`` of each route of the audited HTTP connection managers' route
+configurations, inline or from RDS; one aggregated verdict, the failing routes
+named) take a JSONPath expression (jsonpath-ng, e.g. ``actions[?name = "x"].triggers``); ``runtime``
 takes a dotted runtime key of the bootstrap's static layers, where
 ``{listener}`` stands for the audited listener's name (``unnamed_listener:
 warn | fail`` says what an unnamed listener gets: Envoy names it with a
@@ -32,6 +34,16 @@ strings ("2147483648") and durations as "300s" (older dumps as
 op cannot interpret (a list where a number is expected) is *unreadable*, not
 a pass or a fail. ``loopback`` passes an address (``core.v3.Address``) that is
 a unix socket (``pipe``) or a loopback IP.
+
+Route rules may also say ``exempt_routes`` (fnmatch patterns of route labels,
+``<route config> / <virtual host> / <route name or match>``: long-lived and
+streaming routes that legitimately disable a timeout) and ``unless`` (a
+condition ``{at, op, value}`` on ``route:`` or ``hcm:`` locations, the first
+found counting: a route that fails the rule but meets it passes, e.g. a
+request timeout disabled but a ``max_stream_duration`` set). Any rule may say
+``on_fail: warn``: a non-compliant target is a warning, not a failure (a
+finding to review, which does not fail the audit), and ``by_hand``: what to do
+by hand when the rule has no ``fix``.
 
 ``fix`` is what the fix writers set (:mod:`._fix`): ``hcm``/``listener``/
 ``cluster`` fields, ``bootstrap`` fields, or ``runtime`` keys.
@@ -57,6 +69,7 @@ __all__ = [
     "OPS",
     "SCOPES",
     "SEVERITIES",
+    "Condition",
     "Location",
     "Rule",
     "compare",
@@ -64,11 +77,12 @@ __all__ = [
     "rules_from_data",
 ]
 
-SCOPES = ("bootstrap", "runtime", "listener", "hcm", "cluster")
+SCOPES = ("bootstrap", "runtime", "listener", "hcm", "cluster", "route")
 OPS = ("present", "equals", "one_of", "<", "<=", ">", ">=", "loopback")
 SEVERITIES = ("critical", "high", "medium", "low")
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 _DURATION = re.compile(r"^-?\d+(\.\d+)?s$")
+_PLAIN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 _FIELDS = {
     "id",
@@ -84,6 +98,10 @@ _FIELDS = {
     "fix",
     "when_absent",
     "unnamed_listener",
+    "exempt_routes",
+    "unless",
+    "on_fail",
+    "by_hand",
 }
 _FIX_KEYS = {"bootstrap", "runtime", "listener", "hcm", "cluster"}
 LISTENER_PLACEHOLDER = "{listener}"
@@ -98,12 +116,25 @@ class Location:
 
     @property
     def granularity(self) -> str:
-        """``global``, ``listener``, ``hcm`` or ``cluster``: what the rule is checked on."""
-        if self.scope in ("hcm", "cluster"):
+        """``global``, ``listener``, ``hcm``, ``cluster`` or ``route``: what it is checked on."""
+        if self.scope in ("hcm", "cluster", "route"):
             return self.scope
         if self.scope == "listener" or LISTENER_PLACEHOLDER in self.expr:
             return "listener"
         return "global"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A route rule's ``unless``: where to look (first found counts), op, value."""
+
+    at: tuple[Location, ...]
+    op: str
+    value: Any
+
+    @property
+    def expected(self) -> str:
+        return f"{self.op} {_show(self.value)}"
 
 
 @dataclass(frozen=True)
@@ -122,6 +153,10 @@ class Rule:
     fix: Any = None
     when_absent: str = "fail"
     unnamed_listener: str = "warn"
+    exempt_routes: tuple[str, ...] = ()
+    unless: Condition | None = None
+    on_fail: str = "fail"
+    by_hand: str = ""
 
     @property
     def granularity(self) -> str:
@@ -130,6 +165,13 @@ class Rule:
     @property
     def expected(self) -> str:
         """The expectation in words: ``<= 32768``, ``REJECT_REQUEST``, ``present``."""
+        text = self._expected()
+        if self.unless is None:
+            return text
+        fields = dict.fromkeys(loc.expr.rsplit(".", 1)[-1] for loc in self.unless.at)
+        return f"{text}, or {' / '.join(fields)} {self.unless.expected}"
+
+    def _expected(self) -> str:
         if self.op in ("present", "loopback"):
             return "loopback address or unix socket" if self.op == "loopback" else "present"
         if self.op == "equals":
@@ -226,7 +268,7 @@ def compare(op: str, found: Any, wanted: Any) -> bool | None:
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 
-def _locations(rule_id: str, at: Any) -> tuple[Location, ...]:
+def _locations(rule_id: str, at: Any, *, mixed: bool = False) -> tuple[Location, ...]:
     items = [at] if isinstance(at, str) else at
     if not isinstance(items, list) or not items:
         raise InvalidArgument(f"rule {rule_id}: 'at' must be 'scope:expression' or a list of them")
@@ -244,7 +286,7 @@ def _locations(rule_id: str, at: Any) -> tuple[Location, ...]:
                 raise InvalidArgument(f"rule {rule_id}: {{listener}} is only for runtime keys")
             compiled_path(location.expr)
         found.append(location)
-    if len({loc.granularity for loc in found}) > 1:
+    if not mixed and len({loc.granularity for loc in found}) > 1:
         raise InvalidArgument(f"rule {rule_id}: all 'at' locations must share one scope level")
     return tuple(found)
 
@@ -265,16 +307,49 @@ def _check_value(rule: Rule) -> None:
         raise InvalidArgument(f"rule {rule.id}: op one_of needs a non-empty list value")
     if rule.op == "equals" and rule.value is None:
         raise InvalidArgument(f"rule {rule.id}: op equals needs a value")
-    choices = (("when_absent", ("fail", "pass")), ("unnamed_listener", ("warn", "fail")))
+    choices = (
+        ("when_absent", ("fail", "pass")),
+        ("unnamed_listener", ("warn", "fail")),
+        ("on_fail", ("fail", "warn")),
+    )
     for name, allowed in choices:
         if getattr(rule, name) not in allowed:
             raise InvalidArgument(
                 f"rule {rule.id}: {name} {getattr(rule, name)!r} is not one of {', '.join(allowed)}"
             )
+    if (rule.exempt_routes or rule.unless) and rule.granularity != "route":
+        raise InvalidArgument(f"rule {rule.id}: exempt_routes and unless are for route: rules")
     if rule.fix is not None and not (isinstance(rule.fix, dict) and set(rule.fix) <= _FIX_KEYS):
         raise InvalidArgument(
             f"rule {rule.id}: fix must be a mapping with keys among {', '.join(sorted(_FIX_KEYS))}"
         )
+
+
+def _exempt(rule_id: str, items: Any) -> tuple[str, ...]:
+    if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+        raise InvalidArgument(
+            f"rule {rule_id}: exempt_routes must be a list of route label patterns like "
+            f"'http.8080 / * / prefix /events*', got {items!r}"
+        )
+    return tuple(items)
+
+
+def _condition(rule_id: str, data: Any) -> Condition | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) != {"at", "op", "value"}:
+        raise InvalidArgument(f"rule {rule_id}: unless must be a mapping of at, op and value")
+    at = _locations(rule_id, data["at"], mixed=True)
+    if any(loc.scope not in ("route", "hcm") or not _PLAIN.match(loc.expr) for loc in at):
+        raise InvalidArgument(
+            f"rule {rule_id}: unless looks only at route: or hcm: plain dotted paths"
+        )
+    op = str(data["op"])
+    if op not in ("<", "<=", ">", ">=") or _number(data["value"]) is None:
+        raise InvalidArgument(
+            f"rule {rule_id}: unless needs op <, <=, > or >= and a number or duration value"
+        )
+    return Condition(at, op, data["value"])
 
 
 def _rule(data: Mapping[str, Any], base: Rule | None) -> Rule:
@@ -298,9 +373,15 @@ def _rule(data: Mapping[str, Any], base: Rule | None) -> Rule:
         "op",
         "when_absent",
         "unnamed_listener",
+        "on_fail",
+        "by_hand",
     ):
         if text in fields:
             fields[text] = str(fields[text])
+    if "exempt_routes" in fields:
+        fields["exempt_routes"] = _exempt(rule_id, fields["exempt_routes"])
+    if "unless" in fields:
+        fields["unless"] = _condition(rule_id, fields["unless"])
     if base is None:
         rule = Rule(id=rule_id, title=fields.pop("title"), at=_locations(rule_id, data["at"]))
         rule = replace(rule, **fields)

@@ -20,8 +20,8 @@ def test_compliant_gateway_over_the_admin_url_exits_0(
     result = gameday("audit", "envoy", "--source", admin_server.url)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Envoy audit of" in result.stdout
-    assert result.stdout.count("PASS") == 43 and "FAIL" not in result.stdout
-    assert "43 checks of 19 rules on 0.0.0.0_8080, 0.0.0.0_8443: 43 passed, 0 failed" in (
+    assert result.stdout.count("PASS") == 45 and "FAIL" not in result.stdout
+    assert "45 checks of 21 rules on 0.0.0.0_8080, 0.0.0.0_8443: 45 passed, 0 failed" in (
         result.stdout
     )
 
@@ -31,7 +31,8 @@ def test_envoy_defaults_exit_1_with_failing_rows(gameday: Gameday) -> None:
     assert result.returncode == 1, result.stderr
     assert result.stdout.count("FAIL") == 15
     assert "use-remote-address" in result.stdout and "absent" in result.stdout
-    assert "19 checks of 19 rules on 0.0.0.0_8080: 4 passed, 15 failed" in result.stdout
+    # the two route rules pass: the fixture's routes set timeout and idle_timeout 15s
+    assert "21 checks of 21 rules on 0.0.0.0_8080: 6 passed, 15 failed" in result.stdout
 
 
 def test_json_output_is_the_probe_report(gameday: Gameday) -> None:
@@ -63,8 +64,7 @@ def test_json_output_is_the_probe_report(gameday: Gameday) -> None:
         "syntax": "JSON",
         "description": "Envoy /config_dump (envoy.admin.v3)",
         "notes": [
-            "not parsed, no rule reads them: RoutesConfigDump, ScopedRoutesConfigDump, "
-            "SecretsConfigDump",
+            "not parsed, no rule reads them: ScopedRoutesConfigDump, SecretsConfigDump",
             "3 static cluster(s) not audited (prometheus_stats, agent, xds-grpc): the proxy's "
             "own upstreams (control plane, stats, tracing); a rule with "
             "bootstrap:static_resources.clusters[...] audits one",

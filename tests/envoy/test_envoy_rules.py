@@ -124,7 +124,7 @@ def test_rules_file_merges_onto_defaults_or_replaces_them(tmp_path: Path) -> Non
     merged = tmp_path / "merge.yaml"
     merged.write_text("rules:\n  - id: listener-buffer-limit\n    value: 16384\n")
     rules = effective_rules(None, str(merged))
-    assert len(rules) == 19
+    assert len(rules) == 21
     assert next(r for r in rules if r.id == "listener-buffer-limit").value == 16384
     alone = tmp_path / "alone.yaml"
     alone.write_text(
@@ -140,7 +140,22 @@ def test_rules_file_merges_onto_defaults_or_replaces_them(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("items", "message"),
     [
-        ([{"id": "x", "title": "t", "at": "route:foo"}], "scope one of bootstrap"),
+        ([{"id": "x", "title": "t", "at": "routes:foo"}], "scope one of bootstrap"),
+        (
+            [{"id": "use-remote-address", "exempt_routes": ["*"]}],
+            "exempt_routes and unless are for route: rules",
+        ),
+        ([{"id": "route-idle-timeout", "exempt_routes": "http.80"}], "a list of route label"),
+        (
+            [
+                {
+                    "id": "route-request-timeout",
+                    "unless": {"at": "bootstrap:x", "op": ">", "value": 0},
+                }
+            ],
+            "unless looks only at route: or hcm: plain dotted paths",
+        ),
+        ([{"id": "route-request-timeout", "on_fail": "ignore"}], "on_fail 'ignore'"),
         ([{"id": "use-remote-address", "when_absent": "maybe"}], "when_absent 'maybe'"),
         ([{"id": "use-remote-address", "unnamed_listener": "skip"}], "unnamed_listener 'skip'"),
         ([{"id": "use-remote-address", "fix": {"route": {}}}], "fix must be a mapping"),

@@ -64,13 +64,14 @@ def test_admin_url_is_fetched_over_http(admin_server: AdminServer) -> None:
     admin_server.routes["/config_dump"] = (200, COMPLIANT.read_bytes())
     report = edge_config_audit(source=admin_server.url)
     assert admin_server.requests == ["/config_dump"]
-    assert report["passed"] is True and report["summary"]["checks"] == 43
+    assert report["passed"] is True and report["summary"]["checks"] == 45
     assert report["source"] == f"{admin_server.url}/config_dump"
     admin_server.routes["/config_dump"] = (200, DEFAULTS.read_bytes())
     report = edge_config_audit(source=admin_server.url + "/", listener="0.0.0.0_8443")
     assert report["passed"] is False and report["listeners"] == ["0.0.0.0_8443"]
     # global: 3 overload rules + the connection cap; 8443: buffer and connection limits;
-    # 9 HCM rules on each of its 2 filter chains (the idle timeouts' defaults comply)
+    # 9 HCM rules on each of its 2 filter chains (the idle timeouts' defaults comply);
+    # the route rules pass (the fixture's routes set timeout and idle_timeout 15s)
     assert report["summary"]["failed"] == 4 + 2 + 9 * 2
 
 

@@ -35,7 +35,7 @@ def test_envoys_published_edge_example_passes_envoy_edge(gameday: Gameday, examp
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Envoy bootstrap (YAML), edge, profile envoy-edge" in " ".join(result.stdout.split())
     assert "FAIL" not in result.stdout and "UNREADABLE" not in result.stdout
-    assert "19 checks of 19 rules on (unnamed 0.0.0.0:443): 18 passed, 0 failed, 1 warnings" in (
+    assert "21 checks of 21 rules on (unnamed 0.0.0.0:443): 20 passed, 0 failed, 1 warnings" in (
         result.stdout
     )
     report = _audit(example)

@@ -117,6 +117,14 @@ HCM_LAST: dict[str, tuple[str, Any, Any, Any]] = {
         "UNESCAPE_AND_REDIRECT",
     ),
 }
+# the route rules: one verdict over the 3 routes (one per route config: http.8080 and the two
+# 8443 SNI chains' https.443.*), the first route's value and path; both fixtures' routes set
+# timeout and idle_timeout 15s
+ROUTE = "configs[4].dynamic_route_configs[0].route_config.virtual_hosts[0].routes[0].route"
+ROUTE_ROWS: list[tuple[str, str | None, Any, str]] = [
+    ("route-idle-timeout", "3 routes", "15s", f"{ROUTE}.idle_timeout"),
+    ("route-request-timeout", "3 routes", "15s", f"{ROUTE}.timeout"),
+]
 ABSENT_PASSES = {"idle-timeout", "stream-idle-timeout", "admin-restricted", "cluster-buffer-limit"}
 
 
@@ -156,6 +164,8 @@ def test_profile_order_is_the_documents_order() -> None:
         "listener-connection-limit",
         "global-downstream-max-connections",
         *HCM_LAST,
+        "route-idle-timeout",
+        "route-request-timeout",
     ]
     assert ids == expected
     assert all(
@@ -169,9 +179,9 @@ def test_compliant_dump_passes_every_rule_with_the_value_and_path_found() -> Non
     assert report["listeners"] == ["0.0.0.0_8080", "0.0.0.0_8443"]
     assert report["proxy"]["role"] == "gateway"
     assert report["summary"] == {
-        "rules": 19,
-        "checks": 7 + 11 * 3 + 3,
-        "passed": 43,
+        "rules": 21,
+        "checks": 7 + 11 * 3 + 3 + 2,
+        "passed": 45,
         "failed": 0,
         "unreadable": 0,
         "warnings": 0,
@@ -184,6 +194,7 @@ def test_compliant_dump_passes_every_rule_with_the_value_and_path_found() -> Non
         *_hcm_rows(HCM_FIRST, True),
         *COMPLIANT_MIDDLE,
         *_hcm_rows(HCM_LAST, True),
+        *ROUTE_ROWS,
     ]
     assert got == expected
     assert all(r["status"] == "pass" for r in report["results"])
@@ -194,7 +205,9 @@ def test_defaults_dump_fails_every_rule_that_envoys_default_does_not_meet() -> N
     assert report["passed"] is False
     failing = {r["rule"] for r in report["results"] if r["status"] == "fail"}
     _, rules = effective_rules("envoy-edge", None, "")
-    assert failing == {rule.id for rule in rules} - ABSENT_PASSES
+    assert failing == {rule.id for rule in rules} - ABSENT_PASSES - {r[0] for r in ROUTE_ROWS}
+    routes = [(r["rule"], r["listener"], r["found"], r["path"]) for r in report["results"]]
+    assert routes[-2:] == ROUTE_ROWS
     for row in report["results"]:
         if row["rule"] in ABSENT_PASSES - {"admin-restricted", "cluster-buffer-limit"}:
             assert row["found"] == "absent" and row["status"] == "pass", row
@@ -220,6 +233,9 @@ def test_hardened_adds_its_rules_with_sources() -> None:
     ]
     assert all(rule.why and rule.cites and rule.fix for rule in added)
     assert next(r for r in hard if r.id == "listener-connection-limit").unnamed_listener == "fail"
+    by_id = {r.id: r for r in hard}
+    assert by_id["route-request-timeout"].on_fail == "fail"  # envoy-edge only warns
+    assert {r.id: r.on_fail for r in edge}["route-request-timeout"] == "warn"
     assert _audit(COMPLIANT, "hardened")["passed"] is True
 
 
