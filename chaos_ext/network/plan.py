@@ -72,14 +72,18 @@ def plan_add_latency(
         **spec.as_dict(),
         "duration_seconds": duration_seconds,
     }
-    if not reached(where, checks):
+
+    def delay_nothing(why: str) -> dict[str, Any]:
         return plan_result(
             action="add_latency",
             targets=[label],
-            would="delay nothing: the target cannot be reached",
+            would=f"delay nothing: the target cannot be {why}",
             preflight=checks,
             blast_radius=radius,
         )
+
+    if not reached(where, checks):
+        return delay_nothing("reached")
     try:
         with _connect.executor_for(where, configuration, secrets) as (executor, _connection):
             try:
@@ -96,13 +100,7 @@ def plan_add_latency(
             before = executor.snapshot(interface)
     except ChaosExtError as exc:
         checks.append(preflight_check("target", False, str(exc)))
-        return plan_result(
-            action="add_latency",
-            targets=[label],
-            would="delay nothing: the target cannot be read",
-            preflight=checks,
-            blast_radius=radius,
-        )
+        return delay_nothing("read")
     present = _latency_present(before)
     checks.append(
         preflight_check(
