@@ -326,7 +326,7 @@ def scratch(veth: VethNs, ledger_path: Path) -> Iterator[str]:
     tables.flush(veth.ns)
 
 
-def _table_problems(action: Callable[..., Any], rollback: Callable[..., Any], ns: str) -> Any:
+def _table_problems(action: Callable[..., Any], rollback: Callable[..., Any], ns: str) -> list[str]:
     return fault_problems(
         act=lambda: action(netns=ns),
         rollback=rollback,

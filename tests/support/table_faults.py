@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import uuid
+from contextlib import AbstractContextManager
 from typing import Any
 
 from chaos_ext._core.contract import (
@@ -54,7 +55,7 @@ def _new_table() -> str:
     return f"gdconv_{uuid.uuid4().hex[:8]}"
 
 
-def _recorded(ns: str, table: str) -> Any:
+def _recorded(ns: str, table: str) -> AbstractContextManager[Entry]:
     recipe = {"netns": ns, "table": table}
     return fault(kind=TABLE_KIND, target=f"netns:{ns}", recipe=recipe, module=__name__)
 
@@ -70,7 +71,9 @@ def _drop_table(entry: Entry) -> str:
 
 @fault_action(rollback="drop_tables")
 @validated_by()
-def add_table(netns: str, configuration: Configuration = None, secrets: Secrets = None) -> Any:
+def add_table(
+    netns: str, configuration: Configuration = None, secrets: Secrets = None
+) -> dict[str, Any]:
     """Add an nftables table in a scratch namespace, recorded first; rollback: drop_tables."""
     table = _new_table()
     with _recorded(netns, table) as entry:
@@ -82,7 +85,7 @@ def add_table(netns: str, configuration: Configuration = None, secrets: Secrets 
 @validated_by()
 def touch_then_record(
     netns: str, configuration: Configuration = None, secrets: Secrets = None
-) -> Any:
+) -> dict[str, Any]:
     """Add a table, then record it (order broken on purpose); rollback: drop_tables."""
     table = _new_table()
     _nft(netns, "add", "table", "inet", table)
@@ -93,7 +96,9 @@ def touch_then_record(
 
 @fault_action(rollback="drop_tables")
 @validated_by()
-def never_record(netns: str, configuration: Configuration = None, secrets: Secrets = None) -> Any:
+def never_record(
+    netns: str, configuration: Configuration = None, secrets: Secrets = None
+) -> dict[str, Any]:
     """Add a table and record nothing (broken on purpose: issue 28); rollback: drop_tables."""
     _nft(netns, "add", "table", "inet", _new_table())
     return {LEDGER_ID: None}
@@ -101,7 +106,9 @@ def never_record(netns: str, configuration: Configuration = None, secrets: Secre
 
 @fault_action(rollback="drop_tables")
 @validated_by()
-def made_up_id(netns: str, configuration: Configuration = None, secrets: Secrets = None) -> Any:
+def made_up_id(
+    netns: str, configuration: Configuration = None, secrets: Secrets = None
+) -> dict[str, Any]:
     """Add a recorded table, return an id never written (broken); rollback: drop_tables."""
     table = _new_table()
     with _recorded(netns, table):
