@@ -4,6 +4,11 @@ The walk covers whatever ``chaos_ext.activity_modules()`` finds, so an
 activity added by any domain tomorrow is checked the same way. The second
 half feeds the checker activities that each break one rule, to show that it
 notices.
+
+This file reads text. What a fault action does (its ledger entry written
+before it touches anything, the returned ``ledger_id`` that entry's, its
+rollback activity undoing it) is checked by behaviour, against real
+targets, in tests/test_conventions_behaviour.py (issue 28).
 """
 
 from __future__ import annotations

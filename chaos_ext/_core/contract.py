@@ -25,7 +25,9 @@
   same arguments, touches nothing, returns :func:`plan_result`'s shape, with
   each preflight as :func:`preflight_check` builds it (docs/conventions.md §7).
 
-``tests/test_conventions.py`` walks every activity and checks all of this.
+``tests/test_conventions.py`` walks every activity and checks all of this;
+``tests/test_conventions_behaviour.py`` runs every fault action against a real
+target to check that it records before it acts and that its rollback undoes it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 :func:`problems_of` looks at one activity function (its signature, resolved
 annotations, declared role, docstring and source) and returns what breaks the
 conventions, as sentences. It knows nothing about particular domains, so it
-checks an activity added tomorrow the same way.
+checks an activity added tomorrow the same way. It reads text only: that a
+fault action records before it acts and returns that entry's id is checked
+by running it, in :mod:`support.behaviour` (tests/test_conventions_behaviour.py).
 """
 
 from __future__ import annotations
