@@ -55,13 +55,12 @@ from chaos_ext.controls._firable import unfirable_in
 from chaos_ext.controls._plan import (
     AbortCondition,
     AbortPlan,
-    Tracker,
-    Verdict,
     load_plan,
     load_sources,
     parse_plan,
     plan_path,
 )
+from chaos_ext.controls._tracker import Tracker, Verdict
 from chaos_ext.errors import ChaosExtError, InvalidArgument, RunRefused
 
 __all__ = [

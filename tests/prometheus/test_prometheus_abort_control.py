@@ -18,7 +18,8 @@ from support.promquery import wait_value
 
 from chaos_ext._core.prometheus_api.results import Condition
 from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer, free_port
-from chaos_ext.controls._plan import AbortCondition, AbortPlan, Tracker, parse_plan
+from chaos_ext.controls._plan import AbortCondition, AbortPlan, parse_plan
+from chaos_ext.controls._tracker import Tracker
 from chaos_ext.errors import EmptyResult, InvalidArgument, PrometheusUnreachable, PromQLError
 
 CHAOS = Path(sys.executable).with_name("chaos")

@@ -19,7 +19,8 @@ from chaos_ext._core.ledger import Ledger
 from chaos_ext._core.prometheus_api.alertstate import RuleState, replay_times
 from chaos_ext._core.prometheus_api.results import Sample, Series
 from chaos_ext._core.prometheus_api.rules import AlertRule, load_rules, parse_selector
-from chaos_ext.controls._plan import Tracker, load_plan, load_sources, parse_plan
+from chaos_ext.controls._plan import load_plan, load_sources, parse_plan
+from chaos_ext.controls._tracker import Tracker
 from chaos_ext.errors import InvalidArgument
 
 RULES = Path(__file__).parent / "fixtures" / "rules"
