@@ -4,7 +4,9 @@ For each fault kind in turn, its undo handler (the ``@undo_handler`` registry
 of :mod:`chaos_ext._core.ledger`) is replaced by a no-op that says it succeeded
 (``tests/support/mutant_site/sitecustomize.py``, put on ``PYTHONPATH`` for
 this pytest and every CLI it starts, never in the package). Then the kind's
-crash-matrix cells and its dedicated tests run in a child pytest; each test
+crash-matrix cells and its dedicated tests run in a child pytest (netem's
+cells, which need a kernel with netem, in the VM lane's guest: a killed
+``gameday run`` then ``gameday rollback``, and a failed apply); each test
 that fails while the mutant actually ran has caught it. A table
 ``fault kind -> tests that caught the broken undo`` is printed; a kind not
 caught by at least one crash cell (when it has a row in the matrix) and one
@@ -52,10 +54,16 @@ def _cells(kind: str, live: str = "after-apply") -> list[str]:
     return [f"{_CELL}[{kind}-{live}-kill]", f"{_CELL}[{kind}-mid-apply-raise]"]
 
 
-# fault kind -> (crash-matrix cells, dedicated tests); netem's matrix row runs in the VM lane
+_NETEM_CELL = (
+    "tests/crash/test_crash_netem_vm.py::"
+    "test_a_killed_gameday_run_then_gameday_rollback_leaves_the_tree_as_it_was"
+)
+# netem's crash cells need a kernel with netem: they run in the VM lane (``_caught_in_vm``)
+VM_CELLS = {"netem": [f"{_NETEM_CELL}[after-apply]", f"{_NETEM_CELL}[mid-apply-raise]"]}
+# fault kind -> (crash-matrix cells, dedicated tests)
 MUTANTS: dict[str, tuple[list[str], list[str]]] = {
     "netem": (
-        [],
+        VM_CELLS["netem"],
         [
             "tests/network/test_network_host.py::test_the_ledger_undo_alone_brings_the_saved_tree_back",
         ],
@@ -200,6 +208,43 @@ def _caught(
         timeout=KIND_S,
         check=False,
     )
+    outcomes = _outcomes(junit)
+    made = calls.read_text().splitlines() if calls.exists() else []
+    for line in made:  # the faults the mutant left: helpers stopped for real (the rest is gone
+        if line.split()[1] != "rollback":  # with the child's servers, namespaces, emulator)
+            _helper.stop_helpers(line.split()[2])
+    return outcomes, len(made)
+
+
+def _caught_in_vm(
+    nodeids: list[str], tmp_path: Path, mutant: dict[str, str]
+) -> tuple[dict[str, str], int]:
+    """``_caught`` for cells that need a real kernel: run them in the VM lane's guest, the
+    mutant site on the guest's ``PYTHONPATH``, its call log written to the share."""
+    from chaos_ext._products.sandbox.vm.initramfs import SHARE_IN_GUEST  # noqa: PLC0415
+    from chaos_ext._products.sandbox.vm.lane import run_pytest  # noqa: PLC0415
+    from chaos_ext._products.sandbox.vm.machine import VMConfig  # noqa: PLC0415
+
+    env = {
+        **mutant,
+        "GAMEDAY_MUTANT_LOG": f"{SHARE_IN_GUEST}/mutant.calls",
+        "PYTHONPATH": os.pathsep.join([str(MUTANT_SITE), str(TESTS), str(ROOT)]),
+    }
+    lane = run_pytest(
+        ["-m", "vm", "--timeout=600", *nodeids],
+        config=VMConfig(work_dir=ROOT / ".vm", cwd=ROOT),  # the lane's image cache
+        timeout=KIND_S,
+        env=env,
+    )
+    if lane.junit is None:
+        return {}, 0  # the guest ran nothing: every cell counts as not caught
+    outcomes = _outcomes(lane.junit)
+    calls = lane.junit.parent / "mutant.calls"
+    return outcomes, len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
+def _outcomes(junit: Path) -> dict[str, str]:
+    """Each test case of a JUnit file: failed, skipped or passed."""
     outcomes: dict[str, str] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):  # noqa: S314 - written by our child
         node = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
@@ -207,11 +252,7 @@ def _caught(
         outcomes[node] = (
             "failed" if failed else "skipped" if case.find("skipped") is not None else "passed"
         )
-    made = calls.read_text().splitlines() if calls.exists() else []
-    for line in made:  # the faults the mutant left: helpers stopped for real (the rest is gone
-        if line.split()[1] != "rollback":  # with the child's servers, namespaces, emulator)
-            _helper.stop_helpers(line.split()[2])
-    return outcomes, len(made)
+    return outcomes
 
 
 def _hit(nodeid: str, failed: set[str]) -> bool:
@@ -225,9 +266,12 @@ def test_every_broken_undo_is_caught_by_a_crash_cell_and_its_own_test(tmp_path: 
     assert _registered_kinds() == set(MUTANTS) | set(EXEMPT), "a kind without a mutation row"
     rows, problems = [], []
     for kind, (cells, dedicated) in MUTANTS.items():
-        outcomes, calls = _caught(
-            kind, [*cells, *dedicated], tmp_path, {"GAMEDAY_MUTANT_UNDO": kind}
-        )
+        mutant = {"GAMEDAY_MUTANT_UNDO": kind}
+        host = [n for n in [*cells, *dedicated] if n not in VM_CELLS.get(kind, [])]
+        outcomes, calls = _caught(kind, host, tmp_path, mutant)
+        if kind in VM_CELLS:
+            in_vm, vm_calls = _caught_in_vm(VM_CELLS[kind], tmp_path, mutant)
+            outcomes, calls = {**outcomes, **in_vm}, calls + vm_calls
         failed = {n for n, o in outcomes.items() if o == "failed"}
         ran = {n for n, o in outcomes.items() if o != "skipped"}
         caught_cells = [c for c in cells if _hit(c, failed)]

@@ -14,6 +14,7 @@ writable share.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,16 +55,28 @@ def _failures(junit: Path) -> list[str]:
 
 
 def run_in_vm(
-    argv: list[str], *, config: VMConfig, timeout: float
+    argv: list[str],
+    *,
+    config: VMConfig,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[CommandResult, VirtualMachine]:
-    """Boot, run one command (env: :data:`GUEST_ENV`), power off; the share stays on disk."""
+    """Boot, run one command (env: :data:`GUEST_ENV` and ``env``), power off; the share stays."""
     with VirtualMachine(config) as vm:
-        result = vm.run(argv, timeout=timeout, env=GUEST_ENV, cwd=str(config.cwd))
+        guest_env = {**GUEST_ENV, **(env or {})}
+        result = vm.run(argv, timeout=timeout, env=guest_env, cwd=str(config.cwd))
     return result, vm
 
 
-def run_pytest(args: list[str], *, config: VMConfig, timeout: float = 420.0) -> LaneResult:
-    """Run ``pytest ARGS`` in the VM; JUnit XML comes back through the share."""
+def run_pytest(
+    args: list[str],
+    *,
+    config: VMConfig,
+    timeout: float = 420.0,
+    env: Mapping[str, str] | None = None,
+) -> LaneResult:
+    """Run ``pytest ARGS`` in the VM (``env`` added to :data:`GUEST_ENV`); JUnit XML comes back
+    through the share."""
     junit_guest = f"{SHARE_IN_GUEST}/junit.xml"
     argv = [
         config.python,
@@ -75,7 +88,7 @@ def run_pytest(args: list[str], *, config: VMConfig, timeout: float = 420.0) -> 
         f"--junitxml={junit_guest}",
         *args,
     ]
-    result, vm = run_in_vm(argv, config=config, timeout=timeout)
+    result, vm = run_in_vm(argv, config=config, timeout=timeout, env=env)
     junit = vm.share / "junit.xml"
     output = result.stdout + result.stderr
     if result.timed_out:
