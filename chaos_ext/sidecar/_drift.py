@@ -61,18 +61,27 @@ def _quantity(text: str) -> Decimal | str:
 def _resources_differ(have: Manifest, want: Mapping[str, Mapping[str, str]]) -> list[str]:
     found = []
     for section in ("requests", "limits"):
-        got = {k: _quantity(str(v)) for k, v in ((have or {}).get(section) or {}).items()}
-        exp = {k: _quantity(str(v)) for k, v in (want.get(section) or {}).items()}
+        raw, expected = (have or {}).get(section) or {}, want.get(section) or {}
+        if raw == expected:  # the same text is the same quantity: the usual case, no parsing
+            continue
+        got = {k: _quantity(str(v)) for k, v in raw.items()}
+        exp = {k: _quantity(str(v)) for k, v in expected.items()}
         for key in sorted(set(got) | set(exp)):
             if got.get(key) != exp.get(key):
-                shown = ((have or {}).get(section) or {}).get(key)
-                wanted = (want.get(section) or {}).get(key)
-                found.append(f"resources.{section}.{key}: {shown!s} != {wanted!s}")
+                found.append(
+                    f"resources.{section}.{key}: {raw.get(key)!s} != {expected.get(key)!s}"
+                )
     return found
 
 
 def _env_differs(have: Sequence[Manifest], want: Mapping[str, str]) -> list[str]:
-    current = {str(e.get("name")): e.get("value") for e in have or ()}
+    if not want:
+        return []
+    current = {}  # only the names the template sets: a pod's env is mostly the app's own
+    for entry in have or ():
+        name = entry.get("name")
+        if (name if isinstance(name, str) else str(name)) in want:
+            current[str(name)] = entry.get("value")
     return [
         f"env {name}: {current.get(name)!r} != {value!r}"
         for name, value in want.items()
