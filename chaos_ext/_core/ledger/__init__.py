@@ -23,9 +23,9 @@ checks the entry was recorded on this machine when the fault lives here,
 runs its handler and closes the entry; a handler that raises leaves the entry
 open with the error recorded, for ``gameday rollback`` to retry.
 
-Location: ``$GAMEDAY_LEDGER`` if set, else ``$XDG_STATE_HOME/gameday/ledger.sqlite3``
-(default ``~/.local/state/gameday/ledger.sqlite3``). ``gameday --ledger PATH``
-sets the variable for one command.
+Location: ``gameday --ledger PATH`` (the command's
+:class:`~chaos_ext._core.settings.Settings`), else ``$GAMEDAY_LEDGER`` if set, else
+``$XDG_STATE_HOME/gameday/ledger.sqlite3`` (default ``~/.local/state/gameday/ledger.sqlite3``).
 
 How it is kept (the modules of this package):
 
@@ -64,6 +64,7 @@ from chaos_ext._core.ledger.entry import Entry, process_start_time
 from chaos_ext._core.ledger.leftover import Adoption, Leftover
 from chaos_ext._core.ledger.machine import machine_identity, machine_note
 from chaos_ext._core.ledger.registry import register, unregister
+from chaos_ext._core.settings import current_settings
 from chaos_ext.errors import LedgerError, RollbackFailed
 
 __all__ = [
@@ -122,7 +123,7 @@ class UndoOutcome:
 
 def ledger_path() -> Path:
     """Where the ledger lives (see the module docstring)."""
-    explicit = os.environ.get("GAMEDAY_LEDGER")
+    explicit = current_settings().ledger or os.environ.get("GAMEDAY_LEDGER")
     if explicit:
         return Path(explicit)
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
