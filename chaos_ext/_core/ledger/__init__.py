@@ -30,6 +30,7 @@ Location: ``gameday --ledger PATH`` (the command's
 How it is kept (the modules of this package):
 
 * :mod:`.entry` - one entry, and whether its owner process still runs;
+* :mod:`.handlers` - the undo handlers by kind (:data:`UNDO_HANDLERS`), one entry's undo;
 * :mod:`.events` - the append-only event log beside the database;
 * :mod:`.store` - the SQLite database;
 * :mod:`.marker` - the marker kept outside the ledger's folder;
@@ -41,8 +42,6 @@ How it is kept (the modules of this package):
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import logging
 import os
 import threading
@@ -50,7 +49,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,19 +59,30 @@ from chaos_ext._core.ledger.book import Book, events_path
 from chaos_ext._core.ledger.census import Census, census
 from chaos_ext._core.ledger.claim import claimed
 from chaos_ext._core.ledger.entry import Entry, process_start_time
+from chaos_ext._core.ledger.handlers import (
+    UNDO_HANDLERS,
+    UndoHandler,
+    UndoOutcome,
+    UndoRegistry,
+    undo_claimed,
+    undo_unrecorded,
+)
 from chaos_ext._core.ledger.leftover import Adoption, Leftover
-from chaos_ext._core.ledger.machine import machine_identity, machine_note
+from chaos_ext._core.ledger.machine import machine_identity
 from chaos_ext._core.ledger.registry import register, unregister
 from chaos_ext._core.settings import current_settings
-from chaos_ext.errors import LedgerError, RollbackFailed
+from chaos_ext.errors import LedgerError
 
 __all__ = [
+    "UNDO_HANDLERS",
     "Adoption",
     "Census",
     "Entry",
     "Ledger",
     "Leftover",
+    "UndoHandler",
     "UndoOutcome",
+    "UndoRegistry",
     "add_listener",
     "current_run_id",
     "default_ledger",
@@ -99,26 +108,11 @@ __all__ = [
     "verify",
 ]
 
-UndoHandler = Callable[["Entry"], str | None]
-
-_UNDO_HANDLERS: dict[str, UndoHandler] = {}
 Listener = Callable[[str, "Entry"], None]
 _LISTENERS: list[Listener] = []
 _run_lock = threading.Lock()
 _current_run: str | None = None
 _recorded_here: list[Entry] = []  # what this process recorded: undoable even if the file breaks
-
-
-@dataclass(frozen=True)
-class UndoOutcome:
-    """What :func:`undo` did with one entry; ``undone_here``: False if another undo did it;
-    ``unrecorded``: the fault was undone, only the ledger could not record it (``ok`` False)."""
-
-    entry: Entry
-    ok: bool
-    note: str
-    undone_here: bool = True
-    unrecorded: bool = False
 
 
 def ledger_path() -> Path:
@@ -188,13 +182,8 @@ def new_entry_id() -> str:
 
 
 def undo_handler(kind: str) -> Callable[[UndoHandler], UndoHandler]:
-    """Register the idempotent undo for a fault ``kind``."""
-
-    def register(func: UndoHandler) -> UndoHandler:
-        _UNDO_HANDLERS[kind] = func
-        return func
-
-    return register
+    """Register the idempotent undo for a fault ``kind`` (in :data:`UNDO_HANDLERS`)."""
+    return UNDO_HANDLERS.register(kind)
 
 
 class Ledger:
@@ -348,22 +337,6 @@ def in_scope(entries: Sequence[Entry], *, include_dead_runs: bool = False) -> li
     return [e for e in entries if e.run_id == run or (include_dead_runs and not e.owner_alive())]
 
 
-def _handler_for(entry: Entry) -> UndoHandler:
-    if entry.kind not in _UNDO_HANDLERS:
-        try:
-            importlib.import_module(entry.module)
-        except ImportError as exc:
-            raise RollbackFailed(
-                f"cannot import {entry.module!r} to undo {entry.kind} on {entry.target}: {exc}"
-            ) from exc
-    try:
-        return _UNDO_HANDLERS[entry.kind]
-    except KeyError:
-        raise RollbackFailed(
-            f"no undo handler registered for fault kind {entry.kind!r} by {entry.module}"
-        ) from None
-
-
 def undo(entry: Entry, ledger: Ledger | None = None, *, by: str = "") -> UndoOutcome:
     """Undo one entry and close it; on failure keep it open with the error.
 
@@ -378,49 +351,11 @@ def undo(entry: Entry, ledger: Ledger | None = None, *, by: str = "") -> UndoOut
     try:
         book = ledger or default_ledger()
         with claimed(book.path, entry.id):
-            return _undo_claimed(entry, book, by)
+            return undo_claimed(entry, book, by)
     except LedgerError as exc:
         return undo_unrecorded(entry, exc, by=by)
     except OSError as exc:  # the claim's lock file
         return undo_unrecorded(entry, LedgerError(f"cannot claim the undo: {exc}"), by=by)
-
-
-def _undo_claimed(entry: Entry, book: Ledger, by: str = "") -> UndoOutcome:
-    current = book.get(entry.id)
-    if current is not None and current.state == "closed":
-        note = current.note or "undone"
-        if entry.state == "open":  # closed since the caller read it: another undo did it
-            note = f"already undone meanwhile by another rollback or timer ({note})"
-        return UndoOutcome(current, True, note, False)
-    latest = current or entry
-    try:
-        note = machine_note(latest) or _handler_for(latest)(latest) or "undone"
-        note = f"{by}: {note}" if by else note
-    except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes a sweep
-        message = f"{by + ': ' if by else ''}{type(exc).__name__}: {exc}"
-        with contextlib.suppress(LedgerError):
-            book.mark_error(entry.id, message)
-        return UndoOutcome(latest, False, message)
-    failpoint("undo.before-close")
-    try:
-        book.close(entry.id, note)
-    except LedgerError as exc:
-        return UndoOutcome(
-            latest, False, f"{note}; but the ledger could not record it: {exc}", unrecorded=True
-        )
-    return UndoOutcome(latest, True, note)
-
-
-def undo_unrecorded(entry: Entry, error: LedgerError, *, by: str = "") -> UndoOutcome:
-    """Undo ``entry`` as given when its ledger cannot be used; the outcome fails (see undo)."""
-    try:
-        note = machine_note(entry) or _handler_for(entry)(entry) or "undone"
-        note = f"{by}: {note}" if by else note
-    except Exception as exc:  # noqa: BLE001 - reported in the outcome
-        return UndoOutcome(entry, False, f"{type(exc).__name__}: {exc}; and the ledger: {error}")
-    return UndoOutcome(
-        entry, False, f"{note}; but the ledger could not record it: {error}", unrecorded=True
-    )
 
 
 @contextmanager
