@@ -29,12 +29,14 @@ Location: ``gameday --ledger PATH`` (the command's
 
 How it is kept (the modules of this package):
 
+* :mod:`.file` - the :class:`Ledger` (one file's entries), where the default one lives;
 * :mod:`.entry` - one entry, and whether its owner process still runs;
 * :mod:`.handlers` - the undo handlers by kind (:data:`UNDO_HANDLERS`), one entry's undo;
 * :mod:`.events` - the append-only event log beside the database;
 * :mod:`.store` - the SQLite database;
 * :mod:`.marker` - the marker kept outside the ledger's folder;
 * :mod:`.machine` - which machine (and boot) an entry was recorded on;
+* :mod:`.process` - this process's run id, what it recorded, its listeners;
 * :mod:`.check` - the full check that reconciles all three, and the repair;
 * :mod:`.book` - the three parts read and written in step, under one lock;
 * :mod:`.census` - every ledger on this machine; :mod:`.claim` - one undo of an entry at a time.
@@ -46,7 +48,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,10 +56,10 @@ from typing import Any
 from chaos_ext._core import watchdog as _watchdog
 from chaos_ext._core.failpoint import failpoint
 from chaos_ext._core.ledger import check
-from chaos_ext._core.ledger.book import Book, events_path
 from chaos_ext._core.ledger.census import Census, census
 from chaos_ext._core.ledger.claim import claimed
 from chaos_ext._core.ledger.entry import Entry, process_start_time
+from chaos_ext._core.ledger.file import Ledger, ledger_path, machine_scope, new_entry_id
 from chaos_ext._core.ledger.handlers import (
     UNDO_HANDLERS,
     UndoHandler,
@@ -68,9 +69,13 @@ from chaos_ext._core.ledger.handlers import (
     undo_unrecorded,
 )
 from chaos_ext._core.ledger.leftover import Adoption, Leftover
-from chaos_ext._core.ledger.machine import machine_identity
-from chaos_ext._core.ledger.registry import register, unregister
-from chaos_ext._core.settings import current_settings
+from chaos_ext._core.ledger.process import (
+    LISTENERS,
+    Listener,
+    current_run_id,
+    recorded_here,
+    set_current_run_id,
+)
 from chaos_ext.errors import LedgerError
 
 __all__ = [
@@ -108,61 +113,16 @@ __all__ = [
     "verify",
 ]
 
-Listener = Callable[[str, "Entry"], None]
-_LISTENERS: list[Listener] = []
-_run_lock = threading.Lock()
-_current_run: str | None = None
-_recorded_here: list[Entry] = []  # what this process recorded: undoable even if the file breaks
-
-
-def ledger_path() -> Path:
-    """Where the ledger lives (see the module docstring)."""
-    explicit = current_settings().ledger or os.environ.get("GAMEDAY_LEDGER")
-    if explicit:
-        return Path(explicit)
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "gameday" / "ledger.sqlite3"
-
-
-def set_current_run_id(run_id: str | None) -> None:
-    """Set the run id recorded in new entries (the gameday runner does this)."""
-    global _current_run  # noqa: PLW0603 - one run per process, read from activity threads
-    with _run_lock:
-        _current_run = run_id
-
-
-def current_run_id() -> str:
-    """The run id new entries get: the runner's, else one per process."""
-    with _run_lock:
-        if _current_run:
-            return _current_run
-    return f"pid-{os.getpid()}-{process_start_time(os.getpid())}"
-
 
 def add_listener(listener: Listener) -> None:
     """Call ``listener("open" | "closed", entry)`` after each entry this process writes
     or closes (the runner publishes fault windows this way). A listener that raises is
     logged and ignored: it never stops a fault from being recorded or undone."""
-    _LISTENERS.append(listener)
+    LISTENERS.add(listener)
 
 
 def remove_listener(listener: Listener) -> None:
-    if listener in _LISTENERS:
-        _LISTENERS.remove(listener)
-
-
-def _notify(event: str, entry: Entry) -> None:
-    for listener in list(_LISTENERS):
-        try:
-            listener(event, entry)
-        except Exception:  # an observer never breaks the ledger
-            logging.getLogger("chaostoolkit").exception("fault ledger listener failed")
-
-
-def recorded_here(run_id: str) -> list[Entry]:
-    """Entries this process recorded for ``run_id`` (as recorded; state not tracked)."""
-    with _run_lock:
-        return [e for e in _recorded_here if e.run_id == run_id]
+    LISTENERS.remove(listener)
 
 
 def parse_watchdog_grace(value: Any, where: str = "watchdog_grace_seconds") -> float:
@@ -176,106 +136,9 @@ def set_watchdog_grace(seconds: float | None) -> None:
     _watchdog.set_grace(seconds)
 
 
-def new_entry_id() -> str:
-    """A fresh entry id, for a recipe that must name its own entry before it is recorded."""
-    return uuid.uuid4().hex[:16]
-
-
 def undo_handler(kind: str) -> Callable[[UndoHandler], UndoHandler]:
     """Register the idempotent undo for a fault ``kind`` (in :data:`UNDO_HANDLERS`)."""
     return UNDO_HANDLERS.register(kind)
-
-
-class Ledger:
-    """A ledger. Each operation locks, checks and reconnects: thread and process safe."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or ledger_path()
-        self._book = Book(self.path)
-        self._book.open()
-
-    @classmethod
-    def existing(cls, path: Path) -> Ledger:
-        """The ledger at ``path`` if it exists; LedgerError if it is gone (never a new one)."""
-        if not path.exists() and not events_path(path).exists():
-            raise LedgerError(f"the fault ledger at {path} is gone (database and event log)")
-        return cls(path)
-
-    def record(
-        self,
-        *,
-        kind: str,
-        target: str,
-        recipe: dict[str, Any],
-        module: str,
-        run_id: str | None = None,
-        identity: dict[str, Any] | None = None,
-        entry_id: str | None = None,
-        watchdog: dict[str, Any] | None = None,
-    ) -> Entry:
-        """Write a new open entry durably (event log, then database) and return it."""
-        failpoint(f"{kind}.before-entry")
-        pid = os.getpid()
-        here = {"recorded_on": machine_identity()}
-        entry = Entry(
-            id=entry_id or new_entry_id(),
-            kind=kind,
-            target=target,
-            module=module,
-            recipe=recipe,
-            run_id=run_id or current_run_id(),
-            owner_pid=pid,
-            owner_start=process_start_time(pid),
-            created_at=time.time(),
-            identity={**(identity or machine_scope()), **here},
-            watchdog=watchdog,
-        )
-        register(entry.id, self.path)  # before the entry: what it owns is never unowned
-        self._book.write("record", entry.id, entry.to_record())
-        with _run_lock:
-            _recorded_here.append(entry)
-        _notify("open", entry)
-        return entry
-
-    def update_recipe(self, entry_id: str, recipe: dict[str, Any]) -> None:
-        """Replace an open entry's recipe (e.g. to add a helper's pid, for information)."""
-        self._book.write("recipe", entry_id, {"recipe": recipe})
-
-    def set_watchdog(self, entry_id: str, watchdog: dict[str, Any]) -> None:
-        """Replace an open entry's watchdog record (a timed fault's deadline, once known)."""
-        self._book.write("watchdog", entry_id, {"watchdog": watchdog})
-
-    def close(self, entry_id: str, note: str) -> None:
-        """Mark an entry undone."""
-        self._book.write("close", entry_id, {"note": note})
-        unregister(entry_id)
-        if _LISTENERS:
-            closed = self.get(entry_id)
-            if closed is not None:
-                _notify("closed", closed)
-
-    def mark_error(self, entry_id: str, error: str) -> None:
-        """Keep an entry open and remember why its undo failed."""
-        self._book.write("undo-failed", entry_id, {"error": error})
-
-    def get(self, entry_id: str) -> Entry | None:
-        rows = self._book.select("WHERE id = ?", (entry_id,))
-        return rows[0] if rows else None
-
-    def open_entries(self, *, run_id: str | None = None) -> list[Entry]:
-        """Open entries, oldest first; only one run's when ``run_id`` is given."""
-        if run_id is None:
-            return self._book.select("WHERE state = 'open'")
-        return self._book.select("WHERE state = 'open' AND run_id = ?", (run_id,))
-
-    def history(self, *, run_id: str | None = None, limit: int = 200) -> list[Entry]:
-        """All entries (open and closed), newest last."""
-        rows = self._book.select("WHERE run_id = ?", (run_id,)) if run_id else self._book.select()
-        return rows[-limit:]
-
-    def verify(self, *, full: bool = False) -> check.Verdict:
-        """The full check: SQLite's own, the event log, the marker, reconciled."""
-        return check.verify(self.path, full=full)
 
 
 def verify(path: Path | None = None, *, full: bool = False) -> check.Verdict:
@@ -316,15 +179,6 @@ def record(
 def open_entries_on_machine(kinds: Sequence[str] = ()) -> Census:
     """Open entries of ``kinds`` in every ledger of this machine (see ``_ledger.census``)."""
     return census(ledger_path(), kinds)
-
-
-def machine_scope(**details: Any) -> dict[str, Any]:
-    """The identity of a fault held on this machine (helpers, namespaces, local qdiscs).
-
-    ``details`` say more about what it acts on (e.g. the database server it
-    holds connections to); the undo is allowed on this machine only.
-    """
-    return {"scope": "machine", "machine": machine_identity(), **details}
 
 
 def in_scope(entries: Sequence[Entry], *, include_dead_runs: bool = False) -> list[Entry]:
