@@ -3,7 +3,8 @@
 ``gameday --ledger`` in a real CLI run (the activity thread sees the ledger, the
 process and its children keep the environment they had), in process (os.environ
 unchanged), the watchdog's own environment, the kubeconfig and the context of an
-undo, the DSN of the orphan undo, and the DSN kept out of every repr.
+undo, the DSN of the orphan undo, the DSN kept out of every repr, and a sandbox
+service tagged in its own command (a real namespace, found by its token).
 """
 
 from __future__ import annotations
@@ -12,16 +13,18 @@ import json
 import logging
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from support.harness import cli_env, gameday_argv
 
-from chaos_ext._core import k8s
+from chaos_ext._core import helper, k8s
 from chaos_ext._core import ledger as fault_ledger
 from chaos_ext._core.ledger import Entry, Ledger, undo_handler
 from chaos_ext._core.settings import Settings, current_settings, use_settings
+from chaos_ext._products.sandbox import _services
 from chaos_ext.cli.main import main, settings_of
 from chaos_ext.db.leftovers import DSN_VAR, scan_dsn
 from chaos_ext.errors import TargetMismatch
@@ -228,3 +231,27 @@ def test_use_settings_nests_and_restores() -> None:
         assert seen == [inner]
         assert current_settings() is outer
     assert current_settings() == Settings()
+
+
+def test_a_sandbox_service_is_tagged_in_its_own_command_not_through_os_environ(
+    tmp_path: Path, netns_name: str
+) -> None:
+    subprocess.run(["ip", "netns", "add", netns_name], check=True, timeout=10)
+    before = dict(os.environ)
+    prefix = netns_name.removeprefix("gdt-")
+    try:
+        proc = _services._spawn(netns_name, prefix, ["sleep", "30"], tmp_path / "sleep.log")
+        try:
+            assert dict(os.environ) == before  # the runner's environment is not how it is tagged
+            assert helper.TOKEN_VAR not in os.environ
+            deadline = time.monotonic() + 10  # until `ip netns exec` and `env` have exec'd sleep
+            while proc.pid not in helper.find_helpers(_services.token(prefix)):
+                assert time.monotonic() < deadline, "the service does not carry the sandbox's token"
+                time.sleep(0.05)
+            assert _services.stop_all(prefix) == 1  # and down finds it by that token
+            proc.wait(timeout=10)
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
+    finally:
+        subprocess.run(["ip", "netns", "delete", netns_name], check=False, timeout=10)
