@@ -7,7 +7,10 @@
 * library code changes no process-wide state (garbage collector, warnings
   filters, the kubernetes module's defaults);
 * only ``chaos_ext._core.procfs`` reads this machine's ``/proc`` (commands run on
-  a node, such as ``cat /proc/self/status`` over SSH, are not reads here).
+  a node, such as ``cat /proc/self/status`` over SSH, are not reads here);
+* no module, the CLI included, writes this process's environment: settings
+  travel as ``chaos_ext._core.settings.Settings``, a child gets an environment
+  built for it.
 
 Each rule is a function returning its findings, so a test of the test can
 feed it a bad example and see it fail.
@@ -138,6 +141,47 @@ def side_effects(source: str) -> list[str]:
     return found
 
 
+_ENVIRON_METHODS = ("update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__")
+_ENV_FUNCTIONS = ("putenv", "unsetenv")
+
+
+def _is_environ(node: ast.AST) -> bool:
+    """``os.environ`` or a bare ``environ`` (``from os import environ``)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "environ" and isinstance(node.value, ast.Name) and node.value.id == "os"
+    return isinstance(node, ast.Name) and node.id == "environ"
+
+
+def _environ_write(node: ast.AST) -> bool:
+    if isinstance(node, ast.Subscript | ast.Attribute) and isinstance(
+        node.ctx, ast.Store | ast.Del
+    ):
+        # os.environ[...] = / del os.environ[...] / os.environ = (not a local named environ)
+        return _is_environ(node.value) if isinstance(node, ast.Subscript) else _is_environ(node)
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        if func.attr in _ENVIRON_METHODS:
+            return _is_environ(func.value)
+        return (
+            func.attr in _ENV_FUNCTIONS
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "os"
+        )
+    return isinstance(func, ast.Name) and func.id in _ENV_FUNCTIONS
+
+
+def environ_writes(source: str) -> list[str]:
+    """Lines of ``source`` that change this process's environment, one finding each."""
+    lines = source.splitlines()
+    return [
+        f"line {node.lineno}: {lines[node.lineno - 1].strip()}"
+        for node in ast.walk(ast.parse(source))
+        if _environ_write(node)
+    ]
+
+
 def _sources() -> Iterator[tuple[Path, str]]:
     for path in sorted(ROOT.rglob("*.py")):
         relative = path.relative_to(ROOT)
@@ -175,6 +219,15 @@ def test_only_procfs_reads_proc() -> None:
         and (problems := proc_reads(path.read_text()))
     }
     assert found == {}
+
+
+def test_no_module_writes_the_environment() -> None:
+    found = {
+        str(path.relative_to(ROOT)): problems
+        for path, _ in _sources()
+        if (problems := environ_writes(path.read_text()))
+    }
+    assert found == {}, "settings go in chaos_ext._core.settings.Settings, a child's env= its own"
 
 
 # -- the rules catch what they are meant to catch -------------------------------------
@@ -241,6 +294,38 @@ def test_scoped_equivalents_pass() -> None:
         "# gc.disable() would change every thread\n"
     )
     assert side_effects(source) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'os.environ["GAMEDAY_LEDGER"] = args.ledger',
+        "os.environ[name] += ':/opt'",
+        "del os.environ['KUBECONFIG']",
+        "os.environ.update({'KUBECONFIG': path})",
+        "os.environ.setdefault('X', '1')",
+        "os.environ.pop('X', None)",
+        "os.environ.clear()",
+        "os.putenv('X', '1')",
+        "os.unsetenv('X')",
+        "from os import environ\nenviron['X'] = '1'",
+        "from os import putenv\nputenv('X', '1')",
+        "os.environ = {}",
+    ],
+)
+def test_environment_writes_are_found(source: str) -> None:
+    assert environ_writes(source), source
+
+
+def test_environment_reads_and_child_environments_pass() -> None:
+    source = (
+        "path = os.environ.get('KUBECONFIG') or os.environ['HOME']\n"
+        "env = {**os.environ, 'TOKEN': token}\n"
+        "env['KUBECONFIG'] = settings.kubeconfig\n"
+        "env.update({k: os.environ[k] for k in passed if k in os.environ})\n"
+        "subprocess.run(argv, env=env, timeout=5, check=False)\n"
+    )
+    assert environ_writes(source) == []
 
 
 @pytest.mark.parametrize(

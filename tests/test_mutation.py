@@ -172,8 +172,10 @@ KIND_S = 900  # one kind's child pytest: the slowest (http-load, 4 tests) took a
 def _registered_kinds() -> set[str]:
     for info in pkgutil.walk_packages(chaos_ext.__path__, "chaos_ext."):
         importlib.import_module(info.name)  # importing every module registers every undo handler
-    handlers = ledger._UNDO_HANDLERS.items()
-    return {kind for kind, undo in handlers if undo.__module__.startswith("chaos_ext.")}
+    registry = ledger.UNDO_HANDLERS
+    return {
+        k for k in registry.kinds() if registry.registered(k).__module__.startswith("chaos_ext.")
+    }
 
 
 def _caught(

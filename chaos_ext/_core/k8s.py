@@ -2,7 +2,8 @@
 
 Connection settings follow chaostoolkit-kubernetes (``create_k8s_api_client``),
 so experiments written for it work unchanged: ``~/.kube/config`` (or
-``KUBECONFIG``) with ``KUBERNETES_CONTEXT``; in a pod with
+``KUBECONFIG``, or the command's ``--kubeconfig``:
+:class:`~chaos_ext._core.settings.Settings`) with ``KUBERNETES_CONTEXT``; in a pod with
 ``CHAOSTOOLKIT_IN_POD=true``; else ``KUBERNETES_HOST`` plus
 ``KUBERNETES_API_KEY`` / ``KUBERNETES_VERIFY_SSL`` ..., looked up in the
 activity's ``secrets`` first, then the environment. Unlike
@@ -43,13 +44,12 @@ from kubernetes.config.config_exception import ConfigException
 
 from chaos_ext._core.jsonlist import stream_items
 from chaos_ext._core.rbac import Rule
+from chaos_ext._core.settings import current_settings
 from chaos_ext.errors import ChaosExtError, KubernetesError, TargetMismatch
 
 __all__ = [
     "IDENTITY_RULE",
     "REQUEST_TIMEOUT",
-    "ROLLBACK_CONTEXT",
-    "ROLLBACK_KUBECONFIG",
     "PageDecoder",
     "api_client",
     "call",
@@ -73,10 +73,6 @@ IDENTITY_RULE = Rule(
     "", "namespaces", ("get",), cluster_scoped=True, resource_names=("kube-system",)
 )
 """What reading the cluster's identity needs (every action recording a Kubernetes fault)."""
-ROLLBACK_CONTEXT = "GAMEDAY_ROLLBACK_CONTEXT"
-"""Set by ``gameday rollback --context``: the context to undo in."""
-ROLLBACK_KUBECONFIG = "GAMEDAY_ROLLBACK_KUBECONFIG"
-"""Set by ``gameday rollback --kubeconfig`` (with ``KUBECONFIG``): given by the operator."""
 
 
 def api_client(secrets: Mapping[str, Any] | None = None) -> client.ApiClient:
@@ -87,8 +83,8 @@ def api_client(secrets: Mapping[str, Any] | None = None) -> client.ApiClient:
         return values.get(key, os.environ.get(key))
 
     configuration = client.Configuration()
-    # $KUBECONFIG is read now, not when kubernetes was imported (it may hold several paths)
-    config_file = os.environ.get("KUBECONFIG") or "~/.kube/config"
+    # read now, not when kubernetes was imported ($KUBECONFIG may hold several paths)
+    config_file = _kubeconfig()
     if any(os.path.exists(os.path.expanduser(p)) for p in config_file.split(os.pathsep)):
         kube_config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=config_file,
@@ -255,9 +251,14 @@ def parse_time(text: str | None) -> datetime | None:
         return None
 
 
+def _given_kubeconfig() -> str | None:
+    """The command's ``--kubeconfig`` (its Settings), else ``$KUBECONFIG``; None if neither."""
+    return current_settings().kubeconfig or os.environ.get("KUBECONFIG") or None
+
+
 def _kubeconfig() -> str:
-    """``$KUBECONFIG`` (one path or a list, as kubectl takes it), else ``~/.kube/config``."""
-    return os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    """The kubeconfig in use (one path or a list, as kubectl takes it), else ``~/.kube/config``."""
+    return _given_kubeconfig() or os.path.expanduser("~/.kube/config")
 
 
 def _contexts() -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -295,7 +296,7 @@ def cluster_identity(api: client.ApiClient, secrets: Mapping[str, Any] | None) -
     uid = _cluster_uid(
         api, "read namespace kube-system (the cluster's identity, recorded before any change)"
     )
-    kubeconfig = os.environ.get("KUBECONFIG") or None
+    kubeconfig = _given_kubeconfig()
     return {
         "scope": "kubernetes",
         "cluster": {
@@ -321,12 +322,13 @@ def undo_api_client(identity: Mapping[str, Any] | None) -> client.ApiClient:
     context if the current kubeconfig has it, else the current default. The
     cluster they reach must have the recorded kube-system uid.
     """
-    override = os.environ.get(ROLLBACK_CONTEXT)
+    given = current_settings()
+    override = given.context
     cluster = (
         (identity or {}).get("cluster") if (identity or {}).get("scope") == "kubernetes" else None
     )
     if cluster is None:
-        if not (override or os.environ.get(ROLLBACK_KUBECONFIG)):
+        if not (override or given.kubeconfig):
             raise TargetMismatch(
                 "this entry does not record which cluster it was made in (an older gameday):"
                 " name it with `gameday rollback --kubeconfig FILE --context NAME`"

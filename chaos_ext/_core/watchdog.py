@@ -44,6 +44,7 @@ from typing import Any
 
 from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.helper import helper_environment
+from chaos_ext._core.settings import current_settings
 from chaos_ext.errors import ChaosExtError, InvalidArgument
 
 __all__ = [
@@ -66,9 +67,10 @@ GRACE_VARIABLE = "GAMEDAY_WATCHDOG_GRACE"
 TOKEN_VAR = "GAMEDAY_WATCHDOG_TOKEN"  # noqa: S105 - an environment variable name
 FAILPOINTS_VARIABLE = "GAMEDAY_WATCHDOG_FAILPOINTS"  # tests: the watchdog's GAMEDAY_FAILPOINTS
 MODULE = "chaos_ext._core.watchdog_loop"
-#: What a watchdog inherits beyond the helpers' allowlist: where the ledger is, and the
-#: kubeconfig a Kubernetes undo may need (a path, never its content).
-_PASSED = ("GAMEDAY_LEDGER", "GAMEDAY_LEDGER_MARKERS", "XDG_STATE_HOME", "KUBECONFIG")
+#: What a watchdog inherits beyond the helpers' allowlist: where the ledger's marker and
+#: state live, and the kubeconfig a Kubernetes undo may need (a path, never its content).
+#: The ledger itself and the command's ``--kubeconfig`` are set by :func:`_environment`.
+_PASSED = ("GAMEDAY_LEDGER_MARKERS", "XDG_STATE_HOME", "KUBECONFIG")
 
 _lock = threading.Lock()
 _grace: float | None = None  # set for a run (gameday run); None: the environment decides
@@ -106,9 +108,15 @@ def grace_seconds() -> float:
     return parse_grace(raw, GRACE_VARIABLE) if raw else DEFAULT_GRACE_S
 
 
-def _environment(entry_id: str) -> dict[str, str]:
+def _environment(entry_id: str, ledger: Path) -> dict[str, str]:
+    """The watchdog's environment, built for it: the allowlist, its entry, its ledger, and the
+    command's settings it needs (:mod:`chaos_ext._core.settings`; never the DSN)."""
     env = {**helper_environment(), TOKEN_VAR: entry_id}
     env.update({k: os.environ[k] for k in _PASSED if k in os.environ})
+    env["GAMEDAY_LEDGER"] = str(ledger.absolute())
+    kubeconfig = current_settings().kubeconfig
+    if kubeconfig:
+        env["KUBECONFIG"] = kubeconfig
     if os.environ.get(FAILPOINTS_VARIABLE):
         env["GAMEDAY_FAILPOINTS"] = os.environ[FAILPOINTS_VARIABLE]
     return env
@@ -139,7 +147,7 @@ def start_watchdog(*, ledger: Path, entry_id: str, owner_pid: int) -> dict[str, 
                 stdout=errors,
                 stderr=errors,
                 start_new_session=True,
-                env=_environment(entry_id),
+                env=_environment(entry_id, ledger),
             )
     except OSError as exc:
         raise ChaosExtError(f"cannot start the fault's watchdog: {exc}") from exc

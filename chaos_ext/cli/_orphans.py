@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from argparse import Namespace
 from typing import Any
 
@@ -13,7 +12,7 @@ from chaos_ext._core.ledger import Ledger
 from chaos_ext._runner.orphans import Finding, Scan, scan, undo_orphans
 from chaos_ext._runner.sweep import shielded
 from chaos_ext._runner.verdict import EXIT_FAILED, EXIT_HELD
-from chaos_ext.db.leftovers import DSN_VAR
+from chaos_ext.db.leftovers import DSN_VAR, scan_dsn
 
 __all__ = [
     "add_target_options",
@@ -55,14 +54,10 @@ def add_target_options(parser: Any, *, kubernetes: bool = True) -> None:
 def scan_for(args: Namespace) -> Scan:
     """The cheap local scan, plus the cluster when ``--kubeconfig``/``--context`` name one,
     plus a PostgreSQL server when ``--db-dsn`` (or ``$GAMEDAY_SCAN_DSN``) names one."""
-    if getattr(args, "kubeconfig", None):
-        os.environ["KUBECONFIG"] = os.path.expanduser(args.kubeconfig)
-    if getattr(args, "db_dsn", None):
-        os.environ[DSN_VAR] = args.db_dsn  # the orphan undo reconnects with it; never recorded
+    # the kubeconfig and the DSN reach the scan and the orphan undo through the command's
+    # Settings (cli.main installs them); the DSN is never recorded
     cluster = bool(getattr(args, "kubeconfig", None) or getattr(args, "context", None))
-    return scan(
-        kubernetes=cluster, context=getattr(args, "context", None), db_dsn=os.environ.get(DSN_VAR)
-    )
+    return scan(kubernetes=cluster, context=getattr(args, "context", None), db_dsn=scan_dsn())
 
 
 def _line(finding: Finding) -> str:

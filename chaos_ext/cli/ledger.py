@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -133,8 +132,6 @@ examples:
   gameday rollback --orphans                    undo what no ledger entry refers to any more
   gameday rollback --orphans --only helper:5b61dc5b66dc4da7 --kubeconfig ~/.kube/prod-eu
 """
-
-ROLLBACK_CONTEXT = "GAMEDAY_ROLLBACK_CONTEXT"
 
 
 def register(sub: Any) -> None:
@@ -401,10 +398,6 @@ def handle_rollback(args: argparse.Namespace, console: Console) -> int:
         code = _retry_journal(args, console)
         if args.run is None:
             return code
-    if args.kubeconfig:
-        os.environ["KUBECONFIG"] = os.path.expanduser(args.kubeconfig)
-    if args.context:
-        os.environ[ROLLBACK_CONTEXT] = args.context
     if args.only and not args.orphans:
         console.print("[red]--only goes with --orphans[/]")
         return EXIT_INVALID

@@ -7,16 +7,18 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chaos_ext import __version__
+from chaos_ext._core.settings import Settings, use_settings
 from chaos_ext._runner.verdict import EXIT_INVALID
 from chaos_ext.cli import COMMANDS, command_module
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "settings_of"]
 
 DESCRIPTION = """\
 gameday runs Chaos Toolkit experiments against your platform and guarantees
@@ -96,7 +98,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gameday {__version__}")
     parser.add_argument(
-        "--ledger", metavar="PATH", help="fault ledger file (sets GAMEDAY_LEDGER for this command)"
+        "--ledger", metavar="PATH", help="fault ledger file (this command; else $GAMEDAY_LEDGER)"
     )
     parser.add_argument(
         "--debug", action="store_true", help="show tracebacks and debug logs on errors"
@@ -148,6 +150,19 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+def settings_of(args: argparse.Namespace) -> Settings:
+    """What the command passes down to the code it runs (:mod:`chaos_ext._core.settings`):
+    its ``--ledger``, ``--kubeconfig``, ``--context`` and ``--db-dsn``; an option not given
+    stays None, and the code reading it falls back to the environment."""
+    kubeconfig = getattr(args, "kubeconfig", None)
+    return Settings(
+        ledger=Path(args.ledger) if args.ledger else None,
+        kubeconfig=os.path.expanduser(kubeconfig) if kubeconfig else None,
+        context=getattr(args, "context", None) or None,
+        db_dsn=getattr(args, "db_dsn", None) or None,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -158,11 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from chaos_ext._core.console import make_console  # noqa: PLC0415 - rich: not needed by --help
 
     console = make_console(stderr=True, no_color=args.no_color)
-    if args.ledger:
-        os.environ["GAMEDAY_LEDGER"] = args.ledger
     _configure_logging(args.debug, args.verbose, console)
     try:
-        result: int = args.handler(args, console)
+        with use_settings(settings_of(args)):
+            result: int = args.handler(args, console)
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence: one line, exit 2
         if args.debug:
             console.print_exception()

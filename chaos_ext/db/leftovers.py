@@ -11,7 +11,8 @@ named ``gameday-exhaust`` alone, from before the id was in the name, is
 owned by any open hold on the same server). The orphan undo
 (``db-session-orphan``) ends them with ``pg_terminate_backend`` on the same
 server only (its ``system_identifier``), through the DSN given to the
-command (``$GAMEDAY_SCAN_DSN``, never recorded: it may hold a password).
+command (``--db-dsn``, its :class:`~chaos_ext._core.settings.Settings`, else
+``$GAMEDAY_SCAN_DSN``; never recorded: it may hold a password).
 MySQL and MariaDB are not scanned: their connection attributes live in
 ``performance_schema``, which MariaDB leaves off by default. Listing changes
 nothing.
@@ -25,16 +26,29 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chaos_ext._core.ledger import Adoption, Entry, Leftover, machine_scope, undo_handler
+from chaos_ext._core.settings import current_settings
 from chaos_ext.db._engines import server_identity
 from chaos_ext.errors import DatabaseError
 
-__all__ = ["APPLICATION_PREFIX", "DSN_VAR", "ORPHAN_KIND", "application_name", "find_sessions"]
+__all__ = [
+    "APPLICATION_PREFIX",
+    "DSN_VAR",
+    "ORPHAN_KIND",
+    "application_name",
+    "find_sessions",
+    "scan_dsn",
+]
 
 KIND = "db-connections"
 ORPHAN_KIND = "db-session-orphan"
 APPLICATION_PREFIX = "gameday-exhaust"
 DSN_VAR = "GAMEDAY_SCAN_DSN"
 _TERMINATE_WAIT_S = 10.0
+
+
+def scan_dsn() -> str | None:
+    """The DSN given to the command (``--db-dsn``), else ``$GAMEDAY_SCAN_DSN``; None if neither."""
+    return current_settings().db_dsn or os.environ.get(DSN_VAR) or None
 
 
 def application_name(entry_id: str) -> str:
@@ -116,7 +130,7 @@ def find_sessions(dsn: str) -> tuple[list[Leftover], list[str]]:
 def _undo_sessions(entry: Entry) -> str:
     """End the orphan's sessions on the recorded server (never another one)."""
     recipe = entry.recipe
-    dsn = os.environ.get(DSN_VAR)
+    dsn = scan_dsn()
     if not dsn:
         raise DatabaseError(
             f"give the server's DSN (--db-dsn) to end sessions on {recipe['server']}"

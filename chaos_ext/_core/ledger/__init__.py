@@ -23,17 +23,20 @@ checks the entry was recorded on this machine when the fault lives here,
 runs its handler and closes the entry; a handler that raises leaves the entry
 open with the error recorded, for ``gameday rollback`` to retry.
 
-Location: ``$GAMEDAY_LEDGER`` if set, else ``$XDG_STATE_HOME/gameday/ledger.sqlite3``
-(default ``~/.local/state/gameday/ledger.sqlite3``). ``gameday --ledger PATH``
-sets the variable for one command.
+Location: ``gameday --ledger PATH`` (the command's
+:class:`~chaos_ext._core.settings.Settings`), else ``$GAMEDAY_LEDGER`` if set, else
+``$XDG_STATE_HOME/gameday/ledger.sqlite3`` (default ``~/.local/state/gameday/ledger.sqlite3``).
 
 How it is kept (the modules of this package):
 
+* :mod:`.file` - the :class:`Ledger` (one file's entries), where the default one lives;
 * :mod:`.entry` - one entry, and whether its owner process still runs;
+* :mod:`.handlers` - the undo handlers by kind (:data:`UNDO_HANDLERS`), one entry's undo;
 * :mod:`.events` - the append-only event log beside the database;
 * :mod:`.store` - the SQLite database;
 * :mod:`.marker` - the marker kept outside the ledger's folder;
 * :mod:`.machine` - which machine (and boot) an entry was recorded on;
+* :mod:`.process` - this process's run id, what it recorded, its listeners;
 * :mod:`.check` - the full check that reconciles all three, and the repair;
 * :mod:`.book` - the three parts read and written in step, under one lock;
 * :mod:`.census` - every ledger on this machine; :mod:`.claim` - one undo of an entry at a time.
@@ -41,38 +44,50 @@ How it is kept (the modules of this package):
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chaos_ext._core import watchdog as _watchdog
 from chaos_ext._core.failpoint import failpoint
 from chaos_ext._core.ledger import check
-from chaos_ext._core.ledger.book import Book, events_path
 from chaos_ext._core.ledger.census import Census, census
 from chaos_ext._core.ledger.claim import claimed
 from chaos_ext._core.ledger.entry import Entry, process_start_time
+from chaos_ext._core.ledger.file import Ledger, ledger_path, machine_scope, new_entry_id
+from chaos_ext._core.ledger.handlers import (
+    UNDO_HANDLERS,
+    UndoHandler,
+    UndoOutcome,
+    UndoRegistry,
+    undo_claimed,
+    undo_unrecorded,
+)
 from chaos_ext._core.ledger.leftover import Adoption, Leftover
-from chaos_ext._core.ledger.machine import machine_identity, machine_note
-from chaos_ext._core.ledger.registry import register, unregister
-from chaos_ext.errors import LedgerError, RollbackFailed
+from chaos_ext._core.ledger.process import (
+    LISTENERS,
+    Listener,
+    current_run_id,
+    recorded_here,
+    set_current_run_id,
+)
+from chaos_ext.errors import LedgerError
 
 __all__ = [
+    "UNDO_HANDLERS",
     "Adoption",
     "Census",
     "Entry",
     "Ledger",
     "Leftover",
+    "UndoHandler",
     "UndoOutcome",
+    "UndoRegistry",
     "add_listener",
     "current_run_id",
     "default_ledger",
@@ -98,76 +113,16 @@ __all__ = [
     "verify",
 ]
 
-UndoHandler = Callable[["Entry"], str | None]
-
-_UNDO_HANDLERS: dict[str, UndoHandler] = {}
-Listener = Callable[[str, "Entry"], None]
-_LISTENERS: list[Listener] = []
-_run_lock = threading.Lock()
-_current_run: str | None = None
-_recorded_here: list[Entry] = []  # what this process recorded: undoable even if the file breaks
-
-
-@dataclass(frozen=True)
-class UndoOutcome:
-    """What :func:`undo` did with one entry; ``undone_here``: False if another undo did it;
-    ``unrecorded``: the fault was undone, only the ledger could not record it (``ok`` False)."""
-
-    entry: Entry
-    ok: bool
-    note: str
-    undone_here: bool = True
-    unrecorded: bool = False
-
-
-def ledger_path() -> Path:
-    """Where the ledger lives (see the module docstring)."""
-    explicit = os.environ.get("GAMEDAY_LEDGER")
-    if explicit:
-        return Path(explicit)
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "gameday" / "ledger.sqlite3"
-
-
-def set_current_run_id(run_id: str | None) -> None:
-    """Set the run id recorded in new entries (the gameday runner does this)."""
-    global _current_run  # noqa: PLW0603 - one run per process, read from activity threads
-    with _run_lock:
-        _current_run = run_id
-
-
-def current_run_id() -> str:
-    """The run id new entries get: the runner's, else one per process."""
-    with _run_lock:
-        if _current_run:
-            return _current_run
-    return f"pid-{os.getpid()}-{process_start_time(os.getpid())}"
-
 
 def add_listener(listener: Listener) -> None:
     """Call ``listener("open" | "closed", entry)`` after each entry this process writes
     or closes (the runner publishes fault windows this way). A listener that raises is
     logged and ignored: it never stops a fault from being recorded or undone."""
-    _LISTENERS.append(listener)
+    LISTENERS.add(listener)
 
 
 def remove_listener(listener: Listener) -> None:
-    if listener in _LISTENERS:
-        _LISTENERS.remove(listener)
-
-
-def _notify(event: str, entry: Entry) -> None:
-    for listener in list(_LISTENERS):
-        try:
-            listener(event, entry)
-        except Exception:  # an observer never breaks the ledger
-            logging.getLogger("chaostoolkit").exception("fault ledger listener failed")
-
-
-def recorded_here(run_id: str) -> list[Entry]:
-    """Entries this process recorded for ``run_id`` (as recorded; state not tracked)."""
-    with _run_lock:
-        return [e for e in _recorded_here if e.run_id == run_id]
+    LISTENERS.remove(listener)
 
 
 def parse_watchdog_grace(value: Any, where: str = "watchdog_grace_seconds") -> float:
@@ -181,111 +136,9 @@ def set_watchdog_grace(seconds: float | None) -> None:
     _watchdog.set_grace(seconds)
 
 
-def new_entry_id() -> str:
-    """A fresh entry id, for a recipe that must name its own entry before it is recorded."""
-    return uuid.uuid4().hex[:16]
-
-
 def undo_handler(kind: str) -> Callable[[UndoHandler], UndoHandler]:
-    """Register the idempotent undo for a fault ``kind``."""
-
-    def register(func: UndoHandler) -> UndoHandler:
-        _UNDO_HANDLERS[kind] = func
-        return func
-
-    return register
-
-
-class Ledger:
-    """A ledger. Each operation locks, checks and reconnects: thread and process safe."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or ledger_path()
-        self._book = Book(self.path)
-        self._book.open()
-
-    @classmethod
-    def existing(cls, path: Path) -> Ledger:
-        """The ledger at ``path`` if it exists; LedgerError if it is gone (never a new one)."""
-        if not path.exists() and not events_path(path).exists():
-            raise LedgerError(f"the fault ledger at {path} is gone (database and event log)")
-        return cls(path)
-
-    def record(
-        self,
-        *,
-        kind: str,
-        target: str,
-        recipe: dict[str, Any],
-        module: str,
-        run_id: str | None = None,
-        identity: dict[str, Any] | None = None,
-        entry_id: str | None = None,
-        watchdog: dict[str, Any] | None = None,
-    ) -> Entry:
-        """Write a new open entry durably (event log, then database) and return it."""
-        failpoint(f"{kind}.before-entry")
-        pid = os.getpid()
-        here = {"recorded_on": machine_identity()}
-        entry = Entry(
-            id=entry_id or new_entry_id(),
-            kind=kind,
-            target=target,
-            module=module,
-            recipe=recipe,
-            run_id=run_id or current_run_id(),
-            owner_pid=pid,
-            owner_start=process_start_time(pid),
-            created_at=time.time(),
-            identity={**(identity or machine_scope()), **here},
-            watchdog=watchdog,
-        )
-        register(entry.id, self.path)  # before the entry: what it owns is never unowned
-        self._book.write("record", entry.id, entry.to_record())
-        with _run_lock:
-            _recorded_here.append(entry)
-        _notify("open", entry)
-        return entry
-
-    def update_recipe(self, entry_id: str, recipe: dict[str, Any]) -> None:
-        """Replace an open entry's recipe (e.g. to add a helper's pid, for information)."""
-        self._book.write("recipe", entry_id, {"recipe": recipe})
-
-    def set_watchdog(self, entry_id: str, watchdog: dict[str, Any]) -> None:
-        """Replace an open entry's watchdog record (a timed fault's deadline, once known)."""
-        self._book.write("watchdog", entry_id, {"watchdog": watchdog})
-
-    def close(self, entry_id: str, note: str) -> None:
-        """Mark an entry undone."""
-        self._book.write("close", entry_id, {"note": note})
-        unregister(entry_id)
-        if _LISTENERS:
-            closed = self.get(entry_id)
-            if closed is not None:
-                _notify("closed", closed)
-
-    def mark_error(self, entry_id: str, error: str) -> None:
-        """Keep an entry open and remember why its undo failed."""
-        self._book.write("undo-failed", entry_id, {"error": error})
-
-    def get(self, entry_id: str) -> Entry | None:
-        rows = self._book.select("WHERE id = ?", (entry_id,))
-        return rows[0] if rows else None
-
-    def open_entries(self, *, run_id: str | None = None) -> list[Entry]:
-        """Open entries, oldest first; only one run's when ``run_id`` is given."""
-        if run_id is None:
-            return self._book.select("WHERE state = 'open'")
-        return self._book.select("WHERE state = 'open' AND run_id = ?", (run_id,))
-
-    def history(self, *, run_id: str | None = None, limit: int = 200) -> list[Entry]:
-        """All entries (open and closed), newest last."""
-        rows = self._book.select("WHERE run_id = ?", (run_id,)) if run_id else self._book.select()
-        return rows[-limit:]
-
-    def verify(self, *, full: bool = False) -> check.Verdict:
-        """The full check: SQLite's own, the event log, the marker, reconciled."""
-        return check.verify(self.path, full=full)
+    """Register the idempotent undo for a fault ``kind`` (in :data:`UNDO_HANDLERS`)."""
+    return UNDO_HANDLERS.register(kind)
 
 
 def verify(path: Path | None = None, *, full: bool = False) -> check.Verdict:
@@ -328,15 +181,6 @@ def open_entries_on_machine(kinds: Sequence[str] = ()) -> Census:
     return census(ledger_path(), kinds)
 
 
-def machine_scope(**details: Any) -> dict[str, Any]:
-    """The identity of a fault held on this machine (helpers, namespaces, local qdiscs).
-
-    ``details`` say more about what it acts on (e.g. the database server it
-    holds connections to); the undo is allowed on this machine only.
-    """
-    return {"scope": "machine", "machine": machine_identity(), **details}
-
-
 def in_scope(entries: Sequence[Entry], *, include_dead_runs: bool = False) -> list[Entry]:
     """The entries a rollback activity may undo: this run's, plus dead runs' if asked.
 
@@ -345,22 +189,6 @@ def in_scope(entries: Sequence[Entry], *, include_dead_runs: bool = False) -> li
     """
     run = current_run_id()
     return [e for e in entries if e.run_id == run or (include_dead_runs and not e.owner_alive())]
-
-
-def _handler_for(entry: Entry) -> UndoHandler:
-    if entry.kind not in _UNDO_HANDLERS:
-        try:
-            importlib.import_module(entry.module)
-        except ImportError as exc:
-            raise RollbackFailed(
-                f"cannot import {entry.module!r} to undo {entry.kind} on {entry.target}: {exc}"
-            ) from exc
-    try:
-        return _UNDO_HANDLERS[entry.kind]
-    except KeyError:
-        raise RollbackFailed(
-            f"no undo handler registered for fault kind {entry.kind!r} by {entry.module}"
-        ) from None
 
 
 def undo(entry: Entry, ledger: Ledger | None = None, *, by: str = "") -> UndoOutcome:
@@ -377,49 +205,11 @@ def undo(entry: Entry, ledger: Ledger | None = None, *, by: str = "") -> UndoOut
     try:
         book = ledger or default_ledger()
         with claimed(book.path, entry.id):
-            return _undo_claimed(entry, book, by)
+            return undo_claimed(entry, book, by)
     except LedgerError as exc:
         return undo_unrecorded(entry, exc, by=by)
     except OSError as exc:  # the claim's lock file
         return undo_unrecorded(entry, LedgerError(f"cannot claim the undo: {exc}"), by=by)
-
-
-def _undo_claimed(entry: Entry, book: Ledger, by: str = "") -> UndoOutcome:
-    current = book.get(entry.id)
-    if current is not None and current.state == "closed":
-        note = current.note or "undone"
-        if entry.state == "open":  # closed since the caller read it: another undo did it
-            note = f"already undone meanwhile by another rollback or timer ({note})"
-        return UndoOutcome(current, True, note, False)
-    latest = current or entry
-    try:
-        note = machine_note(latest) or _handler_for(latest)(latest) or "undone"
-        note = f"{by}: {note}" if by else note
-    except Exception as exc:  # noqa: BLE001 - every failure is recorded, none escapes a sweep
-        message = f"{by + ': ' if by else ''}{type(exc).__name__}: {exc}"
-        with contextlib.suppress(LedgerError):
-            book.mark_error(entry.id, message)
-        return UndoOutcome(latest, False, message)
-    failpoint("undo.before-close")
-    try:
-        book.close(entry.id, note)
-    except LedgerError as exc:
-        return UndoOutcome(
-            latest, False, f"{note}; but the ledger could not record it: {exc}", unrecorded=True
-        )
-    return UndoOutcome(latest, True, note)
-
-
-def undo_unrecorded(entry: Entry, error: LedgerError, *, by: str = "") -> UndoOutcome:
-    """Undo ``entry`` as given when its ledger cannot be used; the outcome fails (see undo)."""
-    try:
-        note = machine_note(entry) or _handler_for(entry)(entry) or "undone"
-        note = f"{by}: {note}" if by else note
-    except Exception as exc:  # noqa: BLE001 - reported in the outcome
-        return UndoOutcome(entry, False, f"{type(exc).__name__}: {exc}; and the ledger: {error}")
-    return UndoOutcome(
-        entry, False, f"{note}; but the ledger could not record it: {error}", unrecorded=True
-    )
 
 
 @contextmanager

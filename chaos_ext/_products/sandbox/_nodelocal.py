@@ -18,6 +18,7 @@ kube-dns or the VPC resolver.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,9 @@ def resolv_conf(nameserver: str) -> str:
     )
 
 
-def _start_cache(netns: str, upstream: str, work: Path, ready_timeout: float) -> dnsmasq.Dnsmasq:
+def _start_cache(
+    netns: str, upstream: str, work: Path, ready_timeout: float, tag: Sequence[str]
+) -> dnsmasq.Dnsmasq:
     added = subprocess.run(
         ["ip", "-n", netns, "addr", "replace", f"{NODELOCAL_ADDRESS}/32", "dev", "lo"],
         capture_output=True,
@@ -51,7 +54,7 @@ def _start_cache(netns: str, upstream: str, work: Path, ready_timeout: float) ->
     return dnsmasq.start(
         address=NODELOCAL_ADDRESS,
         port=53,
-        prefix=["ip", "netns", "exec", netns],
+        prefix=["ip", "netns", "exec", netns, *tag],
         workdir=work / "nodelocal-dns",
         extra_args=[f"--server={upstream}", *_CACHE_ARGS],
         ready_timeout=ready_timeout,
@@ -59,12 +62,19 @@ def _start_cache(netns: str, upstream: str, work: Path, ready_timeout: float) ->
 
 
 def prepare(
-    netns: str, app_mode: str, upstream: str, work: Path, ready_timeout: float
+    netns: str,
+    app_mode: str,
+    upstream: str,
+    work: Path,
+    ready_timeout: float,
+    *,
+    tag: Sequence[str] = (),
 ) -> tuple[Path, dict[str, Any] | None]:
-    """The app's resolv.conf and, for the tuned app, the node-local cache it points at."""
+    """The app's resolv.conf and, for the tuned app, the node-local cache it points at
+    (started with the command prefix ``tag``: the sandbox's ``env TOKEN=...``)."""
     cache = None
     if app_mode == "tuned":
-        server = _start_cache(netns, upstream, work, ready_timeout)
+        server = _start_cache(netns, upstream, work, ready_timeout, tag)
         cache = {
             "pid": server.pid,
             "netns": netns,

@@ -1,14 +1,14 @@
 """Start and stop the sandbox's real services inside its namespaces.
 
 Every process started here carries ``GAMEDAY_HELPER_TOKEN=sandbox-<prefix>``
-in its environment (children inherit it), so :func:`stop_all` finds them all
+in its environment (set for it by ``env`` in its command, :func:`_netns`; the
+runner's own environment is never changed), so :func:`stop_all` finds them all
 through /proc even when the state file is gone.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import subprocess
@@ -112,14 +112,20 @@ def token(prefix: str) -> str:
     return f"sandbox-{prefix}"
 
 
-def _netns(ns: str) -> list[str]:
-    return ["ip", "netns", "exec", ns]
+def _tagged(prefix: str) -> list[str]:
+    """The command prefix that tags what it runs as the sandbox's (``env TOKEN=...``)."""
+    return ["env", f"{_helper.TOKEN_VAR}={token(prefix)}"]
 
 
-def _spawn(ns: str, argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
+def _netns(ns: str, prefix: str) -> list[str]:
+    """Run in namespace ``ns``, tagged as sandbox ``prefix``'s."""
+    return ["ip", "netns", "exec", ns, *_tagged(prefix)]
+
+
+def _spawn(ns: str, prefix: str, argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as handle:
         return subprocess.Popen(
-            [*_netns(ns), *argv],
+            [*_netns(ns, prefix), *argv],
             stdin=subprocess.DEVNULL,
             stdout=handle,
             stderr=subprocess.STDOUT,
@@ -142,7 +148,7 @@ def _python_service(
 ) -> dict[str, Any]:
     host = topo.host(role)
     log = work / f"{module.rsplit('.', 1)[-1].lstrip('_')}.log"
-    proc = _spawn(host.netns, [sys.executable, "-m", module, *args], log)
+    proc = _spawn(host.netns, topo.prefix, [sys.executable, "-m", module, *args], log)
     _wait_http(host.netns, health, READY_TIMEOUT, module, log)
     return {"pid": proc.pid, "netns": host.netns, "log": str(log)}
 
@@ -151,7 +157,6 @@ def start_all(
     topo: Topology, app_mode: str, work: Path, say: Progress, backend: str = "netns"
 ) -> SandboxState:
     """Start PostgreSQL, dnsmasq, the app, the exporter and Prometheus; record them."""
-    os.environ[_helper.TOKEN_VAR] = token(topo.prefix)
     state = SandboxState(topo.prefix, backend, app_mode, time.time(), dirs=[str(work)])
     password_file = work / "db-password"
     password_file.write_text(secrets.token_urlsafe(18))
@@ -166,7 +171,7 @@ def start_all(
         max_connections=40,
         host=db.address,
         port=PORTS["postgres"],
-        netns=_netns(db.netns),
+        netns=_netns(db.netns, topo.prefix),
         ready_timeout=READY_TIMEOUT,
     )
     state.services["postgres"] = {
@@ -184,7 +189,7 @@ def start_all(
         local_domains=["sandbox.test"],
         address=dns.address,
         port=PORTS["dns"],
-        prefix=_netns(dns.netns),
+        prefix=_netns(dns.netns, topo.prefix),
         workdir=work / "dnsmasq",
         ready_timeout=READY_TIMEOUT,
     )
@@ -196,7 +201,9 @@ def start_all(
         "pidfile": str(dm.pidfile),
     }
 
-    resolv, cache = _nodelocal.prepare(app.netns, app_mode, dns.address, work, READY_TIMEOUT)
+    resolv, cache = _nodelocal.prepare(
+        app.netns, app_mode, dns.address, work, READY_TIMEOUT, tag=_tagged(topo.prefix)
+    )
     if cache is not None:
         say(f"node-local DNS cache in {app.netns} ({_nodelocal.NODELOCAL_ADDRESS}:53)")
         state.services["nodelocal-dns"] = cache
@@ -270,7 +277,7 @@ def start_all(
         scrape_interval="1s",
         host=mon.address,
         port=PORTS["prometheus"],
-        netns=_netns(mon.netns),
+        netns=_netns(mon.netns, topo.prefix),
         workdir=work / "prometheus",
         ready_timeout=READY_TIMEOUT,
     )
@@ -278,7 +285,7 @@ def start_all(
     say(f"background traffic from {mon.netns}: {rate:g} req/s to the app for at most 1 h")
     traffic = subprocess.run(
         [
-            *_netns(mon.netns),
+            *_netns(mon.netns, topo.prefix),
             sys.executable,
             "-m",
             "chaos_ext._products.sandbox._traffic",

@@ -4,10 +4,11 @@ Python runs this at start-up only when this folder is on ``PYTHONPATH``, which
 ``tests/test_mutation.py`` (``make mutate``) arranges, and ``support.harness``
 passes on to the CLIs it starts while ``GAMEDAY_MUTANT_UNDO`` is set. It is not
 in the package and never ships. With ``GAMEDAY_MUTANT_UNDO=<kind>``, the
-registry of :func:`chaos_ext._core.ledger.undo_handler` hands out, for that kind, an
-undo that does nothing and says it succeeded, so the entry closes while the
-fault stays injected. Each call appends a line to ``GAMEDAY_MUTANT_LOG``: the
-check counts a test as catching the mutant only if the mutant actually ran.
+registry of :func:`chaos_ext._core.ledger.undo_handler` (``ledger.UNDO_HANDLERS``)
+hands out, for that kind, an undo that does nothing and says it succeeded, so
+the entry closes while the fault stays injected. Each call appends a line to
+``GAMEDAY_MUTANT_LOG``: the check counts a test as catching the mutant only if
+the mutant actually ran.
 
 With ``GAMEDAY_MUTANT_ROLLBACK=<module>:<func>`` (a rollback activity, e.g.
 ``chaos_ext.network.actions:remove_latency``), that activity becomes a no-op
@@ -40,12 +41,8 @@ def _install(kind: str) -> None:
         _log(f"{entry.kind} {entry.id}")
         return "mutant undo: did nothing"
 
-    class Mutant(dict[str, Any]):
-        def __getitem__(self, key: str) -> Any:
-            real = super().__getitem__(key)  # the real one must exist (its module imported)
-            return noop if key == kind else real
-
-    ledger._UNDO_HANDLERS = Mutant(ledger._UNDO_HANDLERS)
+    # for the whole process: the registry swaps in the no-op only once the real one exists
+    ledger.UNDO_HANDLERS.swap(kind, lambda real: noop)
 
 
 def _install_rollback(spec: str) -> None:
