@@ -60,6 +60,7 @@ _NETEM_CELL = (
 )
 # netem's crash cells need a kernel with netem: they run in the VM lane (``_caught_in_vm``)
 VM_CELLS = {"netem": [f"{_NETEM_CELL}[after-apply]", f"{_NETEM_CELL}[mid-apply-raise]"]}
+_ORPHANS = "tests/test_orphan_scan.py::"
 # fault kind -> (crash-matrix cells, dedicated tests)
 MUTANTS: dict[str, tuple[list[str], list[str]]] = {
     "netem": (
@@ -122,6 +123,22 @@ MUTANTS: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/reporting/test_reporting_fault_windows.py::"
             "test_gameday_rollback_after_sigkill_removes_the_group",
+        ],
+    ),
+    # the undo of what `gameday rollback --orphans` removes without a ledger (no crash cell:
+    # nothing injects them; the scan finds a dead run's leftovers)
+    "helper-orphan": (
+        [],
+        [
+            f"{_ORPHANS}test_local_orphans_are_found_without_a_ledger_and_removed",
+            "tests/db/test_db_orphans.py::test_hold_sessions_are_found_by_name_without_a_ledger_and_ended",
+        ],
+    ),
+    "netem-orphan": ([], [f"{_ORPHANS}test_local_orphans_are_found_without_a_ledger_and_removed"]),
+    "db-session-orphan": (
+        [],
+        [
+            "tests/db/test_db_orphans.py::test_hold_sessions_are_found_by_name_without_a_ledger_and_ended"
         ],
     ),
 }
