@@ -43,11 +43,16 @@ from typing import Any
 
 import pytest
 from support import behaviour as b
-from support import istio_fixtures as istio
-from support import k8s_objects as o
 from support import table_faults as tables
 from support.behaviour import fault_problems
 from support.conventions import problems_of
+from support.crash_targets import (  # noqa: F401 - the targets, as fixtures
+    cluster,
+    dns_server,
+    pg_server,
+    resolvers,
+    web,
+)
 from support.crashkit import (
     PASSWORD,
     configmap_state,
@@ -58,18 +63,13 @@ from support.crashkit import (
     pg_state,
     web_state,
 )
-from support.dns_checks import RECORDS, ZONES
-from support.dns_netlab import ResolverPair, netns_tables, resolver_pair
-from support.k8s_emulator import EmulatorHandle, start
+from support.dns_netlab import ResolverPair, netns_tables
+from support.k8s_emulator import EmulatorHandle
 from support.netlab import VethNs, kernel_has_netem, sh, tc_show
-from support.servers import http_target
-from support.servers.http_target import HttpTarget
 
 from chaos_ext import activity_modules
 from chaos_ext._core.contract import LEDGER_ID, role_of
 from chaos_ext._core.ledger import Entry, Ledger, add_listener, default_ledger, remove_listener
-from chaos_ext._products.sandbox.servers import dnsmasq, postgres
-from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 from chaos_ext.errors import NetworkError
 from chaos_ext.network import _local
 from chaos_ext.network.actions import add_latency
@@ -88,41 +88,6 @@ FAULTS = sorted(
 
 
 @pytest.fixture(scope="module")
-def dns_server() -> Iterator[Dnsmasq]:
-    with dnsmasq.start(records=RECORDS, local_domains=ZONES, log_queries=True) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def resolvers() -> Iterator[ResolverPair]:
-    with resolver_pair() as made:
-        yield made
-
-
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[postgres.PostgresServer]:
-    with postgres.start(password=PASSWORD, max_connections=20) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def web() -> Iterator[HttpTarget]:
-    with http_target.start() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorHandle]:
-    handle = start(tmp_path_factory.mktemp("cluster") / "kubeconfig")
-    try:
-        handle.put(istio.injector_configmap(istio.injector_values(tag="1.22.3")))
-        handle.put([o.node(f"worker-{i}", {"role": "eat-workers"}) for i in range(4)])
-        yield handle
-    finally:
-        handle.stop()
-
-
-@pytest.fixture(scope="module")
 def veth() -> Iterator[VethNs]:
     ns = f"gdc-{uuid.uuid4().hex[:8]}"
     sh("ip", "netns", "add", ns)
@@ -133,10 +98,10 @@ def veth() -> Iterator[VethNs]:
         sh("ip", "netns", "delete", ns, check=False)
 
 
-def _load_job_state(cluster: EmulatorHandle) -> dict[str, list[str]]:
+def _load_job_state(api: EmulatorHandle) -> dict[str, list[str]]:
     """The load's Job, its Secret and pods in the namespace, as the API server lists them."""
     return {
-        kind: sorted(c["metadata"]["name"] for c in cluster.items(kind, LOAD_NS))
+        kind: sorted(c["metadata"]["name"] for c in api.items(kind, LOAD_NS))
         for kind in ("Job", "Secret", "Pod")
     }
 
@@ -389,7 +354,10 @@ def test_a_state_reader_blind_to_the_fault_fails(scratch: str) -> None:
     assert [p.split(":")[0] for p in problems] == [b.NOT_LIVE]
 
 
-def test_the_walk_fails_on_a_broken_real_action(resolvers: ResolverPair, ledger_path: Path) -> None:
+def test_the_walk_fails_on_a_broken_real_action(
+    resolvers: ResolverPair,  # noqa: F811 - the imported fixture
+    ledger_path: Path,
+) -> None:
     """Break a real action as issue 28 describes (it returns {ledger_id: None}): its cell fails."""
     cell = CELLS["dns-rate-limit"]
     real = _function(cell.fault)
