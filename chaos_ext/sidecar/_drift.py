@@ -77,11 +77,7 @@ def _resources_differ(have: Manifest, want: Mapping[str, Mapping[str, str]]) -> 
 def _env_differs(have: Sequence[Manifest], want: Mapping[str, str]) -> list[str]:
     if not want:
         return []
-    current = {}  # only the names the template sets: a pod's env is mostly the app's own
-    for entry in have or ():
-        name = entry.get("name")
-        if (name if isinstance(name, str) else str(name)) in want:
-            current[str(name)] = entry.get("value")
+    current = {entry.get("name"): entry.get("value") for entry in have or ()}
     return [
         f"env {name}: {current.get(name)!r} != {value!r}"
         for name, value in want.items()
@@ -258,7 +254,7 @@ def analyse(
         key = workload_of(pod, rs_owners)
         drift = workloads.get(key) or workloads.setdefault(key, WorkloadDrift(*key))
         drift.pods += 1
-        started = _started(pod)
+        started = _started(pod) if started_before is not None else None  # parsed only if asked
         old = bool(started_before and started and started < started_before)
         drift.started_before += old
         differences = pod_differences(pod, sidecar, template)
