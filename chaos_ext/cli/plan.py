@@ -57,6 +57,10 @@ An action without a plan function is listed as "no plan: <module>.<func>".
 
 Exit code: 0 every action was planned and every preflight passed; 1 a preflight
 failed, a plan function raised, or an action has no plan; 3 invalid input.
+
+`gameday run --dry-run EXPERIMENT...` is the same command (same table, --json,
+exit codes), with the experiments admitted as a run admits them; inside the
+sandbox: `gameday sandbox run --dry-run experiments/sandbox/*.json`.
 """
 
 

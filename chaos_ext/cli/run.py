@@ -29,6 +29,7 @@ from chaos_ext._runner.execute import (
 from chaos_ext._runner.recovery import DEFAULT_RECOVER_S
 from chaos_ext._runner.sweep import checked, dead_entries, shielded, sweep
 from chaos_ext._runner.verdict import worst_exit
+from chaos_ext.cli import plan
 from chaos_ext.cli._admission import add_var_options, admit
 from chaos_ext.cli._common import add_control_options
 from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
@@ -51,12 +52,20 @@ rollbacks short (exit 2).
 The journal of each experiment is written to --journal (one experiment) or to
 JOURNAL_DIR/journal-<experiment file name>.json.
 
+--dry-run is `gameday plan`: each fault's live targets, blast radius and
+preflights, the same table, --json FILE and exit codes (0 planned and every
+preflight passed, 1 not, 3 invalid input); nothing is injected, nothing is
+recorded in the fault ledger, no journal is written. The experiments are
+admitted as a run admits them, so an option the run would refuse (--settle,
+--abort-on) is refused here too; the rest of the run's options are not used.
+
 examples:
   gameday run experiments/sandbox/db-latency.json
   gameday run --var prometheus_url=http://127.0.0.1:9090 experiments/*.json
   gameday run --var-file prod.yaml --journal out/j.json experiments/dns.yaml
   gameday run --abort-on edge experiments/db-latency.json
   gameday run --repeat 5 --journal-dir before/ experiments/db-latency.json
+  gameday run --dry-run --json plan.json experiments/node-drain.json   # = gameday plan
   gameday run --abort-on coredns-mixin-alerts.yaml --alerts severity=critical exp.json
   gameday run --abort-on alertmanager --alerts 'severity=critical' \
       --var alertmanager_url=http://alertmanager:9093 exp.json
@@ -134,6 +143,12 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT", help="JSON/YAML files")
     parser.add_argument("--journal", metavar="FILE", help="journal path (one experiment only)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run nothing: show each fault's targets and preflights, as `gameday plan`",
+    )
+    parser.add_argument("--json", metavar="FILE", help="with --dry-run: write the plans as JSON")
     add_run_options(parser)
     parser.add_argument(
         "--no-recover",
@@ -327,6 +342,11 @@ def say_verdict(result: RunResult, console: Console) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
+    if args.json and not args.dry_run:
+        console.print("[red]--json writes the plans of --dry-run; a run writes journals[/]")
+        return EXIT_INVALID
+    if args.dry_run:
+        return plan.handle(args, console)  # admit() reads the run's options, as a run would
     if args.journal and (len(args.experiments) > 1 or args.repeat > 1):
         console.print(
             "[red]--journal takes one experiment run once; use --journal-dir for "

@@ -36,6 +36,7 @@ says why.
   gameday sandbox up --app tuned     # DNS cache, connection pool, retries
   gameday sandbox status
   gameday sandbox run experiments/sandbox/*.json --journal-dir reports/today
+  gameday sandbox run --dry-run experiments/sandbox/*.json   # gameday plan there: real targets
   gameday sandbox envelope experiments/sandbox/envelope/dns-tcp-connections.json -o out/dns
   gameday sandbox run --settle 120 experiments/sandbox/01-db-latency.json
   gameday sandbox run --var ramp_to:int=40 experiments/incidents/01-eks-load-test.json
@@ -84,6 +85,12 @@ def register(sub: Any) -> None:
     run.add_argument("--prefix", default="gd")
     run.add_argument("--journal-dir", default=".", help="where the journals go (default .)")
     run.add_argument("--timeout", type=float, help="cap in seconds (default 900 per --repeat)")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="inject nothing: each fault's live targets and preflights (gameday run --dry-run)",
+    )
+    run.add_argument("--json", metavar="FILE", help="with --dry-run: the plans as JSON to FILE")
     run.add_argument(
         "--repeat",
         type=int,
@@ -202,6 +209,8 @@ def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], Non
             timeout = args.timeout or 900.0 * max(1, args.repeat)
             extra = [a for v in args.var for a in ("--var", v)]
             extra += [a for f in args.var_file for a in ("--var-file", str(Path(f).resolve()))]
+            extra += ["--dry-run"] if args.dry_run else []
+            extra += ["--json", str(Path(args.json).resolve())] if args.json else []
             return backends.run_in_sandbox(
                 args.prefix,
                 ["run", *settle, *repeat, *extra, *args.experiments],

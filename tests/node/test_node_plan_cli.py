@@ -92,3 +92,58 @@ def test_an_action_without_a_plan_is_listed(
     assert "no plan: chaos_ext.sidecar.actions.rollout_drifted_workloads" in result.stderr
     (planned,) = json.loads((tmp_path / "out.json").read_text())["plans"]
     assert planned["actions"][0]["status"] == "no plan"
+
+
+def test_run_dry_run_is_plan_the_same_table_json_and_exit_code(
+    emulator: EmulatorHandle,
+    pool: list[str],
+    ledger_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """`gameday run --dry-run` is `gameday plan`: nothing drained, no journal, no ledger.
+
+    The shipped drain with pick=first: with pick=random each plan draws its own node."""
+    drain = json.loads(EXPERIMENT.read_text())
+    (step,) = [s for s in drain["method"] if s.get("name") == "drain-worker-nodes"]
+    step["provider"]["arguments"]["pick"] = "first"
+    (tmp_path / "drain.json").write_text(json.dumps(drain))
+    emulator.put(o.deployment("shop", "api", replicas=3, nodes=pool))
+    emulator.put(o.pdb("shop", "api-budget", match_labels={"app": "api"}, min_available=3))
+    wait_for(
+        lambda: len(pods := emulator.items("Pod", "shop")) == 3 and all(map(is_ready, pods)),
+        10,
+        "the api pods Ready",
+    )
+    before = _objects(emulator)
+    with http_target.start() as service:
+        monkeypatch.setenv("GAMEDAY_LOAD_URL", service.url)
+        planned = gameday("plan", "--json", "plan.json", "drain.json", timeout=120)
+        dry = gameday("run", "--dry-run", "--json", "dry.json", "drain.json", timeout=120)
+        served = service.stats()["requests"]
+
+    assert planned.returncode == dry.returncode == 1, dry.stdout + dry.stderr  # budget blocks
+    assert dry.stdout == planned.stdout
+    assert dry.stderr == planned.stderr  # the same table, line for line
+    assert "blocked by PodDisruptionBudget shop/api-budget" in " ".join(dry.stderr.split())
+    assert (tmp_path / "dry.json").read_bytes() == (tmp_path / "plan.json").read_bytes()
+    (plan,) = json.loads((tmp_path / "dry.json").read_text())["plans"]
+    (node,) = plan["actions"][1]["plan"]["blast_radius"]["nodes"]
+    assert node["name"] == pool[0]  # pick=first: the same node both times, a live one
+    assert _objects(emulator) == before  # nothing cordoned or evicted
+    assert served == 0
+    assert not ledger_path.exists()  # neither opened the ledger
+    assert not list(tmp_path.glob("journal-*.json"))  # and the dry run wrote no journal
+
+
+def test_run_dry_run_refuses_what_the_run_refuses_and_json_without_it(
+    tmp_path: Path, gameday: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    bad_settle = gameday("run", "--dry-run", "--settle", "-5", str(EXPERIMENT))
+    assert bad_settle.returncode == 3, bad_settle.stdout + bad_settle.stderr
+    assert "settle" in bad_settle.stdout + bad_settle.stderr
+    no_dry = gameday("run", "--json", "x.json", str(EXPERIMENT))
+    assert no_dry.returncode == 3, no_dry.stdout + no_dry.stderr
+    assert "--json writes the plans of --dry-run" in no_dry.stdout + no_dry.stderr
+    assert not (tmp_path / "x.json").exists()

@@ -12,14 +12,16 @@ themselves (the app's own counters, as the probes read them), with scipy's
 test, independently of compare's words.
 
 Measured on this project's 2-core machine, shared: fragile 4+4 runs and tuned
-4+4 runs with their sandboxes up and down, about 8 minutes.
+4+4 runs with their sandboxes up and down, about 8 minutes. The sandboxes are the
+shared ones (conftest.py): the fragile one may already be up, the tuned one comes
+up after the fragile runs.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scipy.stats import mannwhitneyu
@@ -39,22 +41,14 @@ UP_S, RUN_S, DOWN_S = 300, 3 * 35 * REPEAT * len(EXPERIMENTS), 120
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2 * (UP_S + RUN_S + DOWN_S) + 120)]
 
 
-def _game_day(app: str, tmp: Path) -> Path:
-    """``sandbox up --app APP``, ``sandbox run --repeat REPEAT``, ``sandbox down``."""
-    prefix, state = "c" + uuid.uuid4().hex[:5], tmp / f"state-{app}"
-    state.mkdir()
+def _game_day(app: str, prefix: str, state: Path, tmp: Path) -> Path:
+    """``sandbox run --repeat REPEAT`` of both experiments in the shared sandbox of APP."""
     journals = tmp / app
-    up = sandbox_cli(prefix, state, "up", "--backend", "netns", "--app", app, timeout=UP_S)
-    try:
-        assert up.returncode == 0, up.stderr[-3000:]
-        paths = [str(ROOT / "experiments" / "sandbox" / f"{e}.json") for e in EXPERIMENTS]
-        argv = ["run", "--repeat", str(REPEAT), "--journal-dir", str(journals), *paths]
-        run = sandbox_cli(prefix, state, *argv, timeout=RUN_S)
-        # the fragile app deviates (1), the tuned one holds (0)
-        assert run.returncode == (1 if app == "fragile" else 0), run.stderr[-3000:]
-    finally:
-        down = sandbox_cli(prefix, state, "down", timeout=DOWN_S)
-    assert down.returncode == 0, down.stderr[-3000:]
+    paths = [str(ROOT / "experiments" / "sandbox" / f"{e}.json") for e in EXPERIMENTS]
+    argv = ["run", "--repeat", str(REPEAT), "--journal-dir", str(journals), *paths]
+    run = sandbox_cli(prefix, state, *argv, timeout=RUN_S)
+    # the fragile app deviates (1), the tuned one holds (0)
+    assert run.returncode == (1 if app == "fragile" else 0), run.stderr[-3000:]
     assert Ledger(state / "ledger.sqlite3").open_entries() == []
     return journals
 
@@ -70,10 +64,13 @@ def _errors(journals: Path, experiment: str, probe: str) -> list[float]:
     return found
 
 
+@pytest.mark.sandbox_app("tuned")
 def test_repeated_runs_show_the_dns_and_db_fixes_improved_with_95_percent_confidence(
-    tmp_path: Path,
+    sandbox: tuple[str, Path], shared_sandboxes: Any, tmp_path: Path
 ) -> None:
-    fragile, tuned = _game_day("fragile", tmp_path), _game_day("tuned", tmp_path)
+    fragile = _game_day("fragile", *sandbox, tmp_path)
+    tuned_up = shared_sandboxes.get("tuned")  # up only now: not beside the fragile runs
+    tuned = _game_day("tuned", tuned_up.prefix, tuned_up.state, tmp_path)
     for experiment, probe in EXPERIMENTS.items():
         before, after = _errors(fragile, experiment, probe), _errors(tuned, experiment, probe)
         assert min(before) > max(after), (probe, before, after)

@@ -1,6 +1,6 @@
 """The fourth sandbox experiment: the resolver's packet-rate limit, fragile app vs tuned app.
 
-Against a real sandbox (netns backend) per app variant: load on /search
+Against the shared sandbox (netns backend) of each app variant (conftest.py): load on /search
 (getaddrinfo through the search list with ndots:5 on every request), DNS
 packets from the app's namespace towards dnsmasq capped at 50/s by
 limit_dns_rate. The fragile app asks dnsmasq directly: its lookups fail,
@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,30 +20,35 @@ from support.harness import ROOT
 from support.sandbox import sandbox_cli
 
 EXPERIMENT = ROOT / "experiments" / "sandbox" / "04-dns-rate-limit.json"
+MODES = ("fragile", "tuned")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-@pytest.fixture(scope="module", params=["fragile", "tuned"])
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(mode, marks=pytest.mark.sandbox_app(mode)) for mode in MODES],
+)
 def variant(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(app mode, the experiment's journal) from a sandbox of that mode."""
+    request: pytest.FixtureRequest,
+    shared_sandboxes: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, dict[str, Any]]:
+    """(app mode, the experiment's journal) from the shared sandbox of that mode."""
     mode = str(request.param)
-    prefix = "r" + uuid.uuid4().hex[:5]
-    state = tmp_path_factory.mktemp(f"sandbox-{mode}")
-    up = sandbox_cli(prefix, state, "up", "--backend", "netns", "--app", mode)
-    assert up.returncode == 0, up.stderr
-    try:
-        journals = state / "journals"
-        run = sandbox_cli(
-            prefix, state, "run", "--journal-dir", str(journals), str(EXPERIMENT), timeout=600
-        )
-        assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
-        yield mode, json.loads((journals / "journal-04-dns-rate-limit.json").read_text())
-    finally:
-        down = sandbox_cli(prefix, state, "down")
-        assert down.returncode == 0, down.stderr
+    shared = shared_sandboxes.get(mode)
+    journals = tmp_path_factory.mktemp(f"journals-{mode}")
+    run = sandbox_cli(
+        shared.prefix,
+        shared.state,
+        "run",
+        "--journal-dir",
+        str(journals),
+        str(EXPERIMENT),
+        timeout=600,
+    )
+    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
+    return mode, json.loads((journals / "journal-04-dns-rate-limit.json").read_text())
 
 
 def _outputs(journal: dict[str, Any]) -> dict[str, Any]:

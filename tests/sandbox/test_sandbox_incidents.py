@@ -1,8 +1,8 @@
 """Incident 1 replayed in short form in a real sandbox, its classification checked independently.
 
-A fragile sandbox (netns backend) runs ``experiments/incidents/01-eks-load-test.json``
-with a shorter ramp (``vars/short-eks.json``: 5 to 50 req/s over 40 s):
-all but 1 database slot held (2 in the
+The shared fragile sandbox (netns backend, conftest.py) runs
+``experiments/incidents/01-eks-load-test.json`` with a shorter ramp
+(``vars/short-eks.json``: 5 to 50 req/s over 40 s): all but 1 database slot held (2 in the
 experiment's default: too few overlapping connections on a loaded machine to be
 sure of a refusal), DNS packets from the app's namespace capped at
 200/s, the load on /search. ``error_onset`` classifies the load's failed
@@ -28,8 +28,6 @@ import json
 import re
 import urllib.parse
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,46 +45,42 @@ _REFUSED = re.compile(
     r"(sorry, too many clients already|remaining connection slots are reserved)"
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.sandbox_app("fragile")]
 
 
 @pytest.fixture(scope="module")
-def replay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def replay(shared_sandboxes: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The journal of the short replay, the server's refusal times and the limiter's drops."""
-    prefix = "i" + uuid.uuid4().hex[:5]
-    state = tmp_path_factory.mktemp("sandbox-incident")
-    up = sandbox_cli(prefix, state, "up", "--backend", "netns")
-    assert up.returncode == 0, up.stderr
-    try:
-        journals = state / "journals"
-        run = sandbox_cli(
-            prefix,
-            state,
-            "run",
-            "--journal-dir",
-            str(journals),
-            "--var-file",
-            str(SHORT),
-            str(EXPERIMENT),
-            timeout=420,
-        )
-        assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
-        journal = json.loads((journals / "journal-01-eks-load-test.json").read_text())
-        sandbox = json.loads((state / "sandbox" / prefix / "state.json").read_text())
-        log = Path(sandbox["services"]["postgres"]["dir"]) / "server.log"
-        refusals = [
-            datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC).timestamp()
-            for m in map(_REFUSED.match, log.read_text(errors="replace").splitlines())
-            if m
-        ]
-        load = _outputs(journal)["ramp-the-load"]
-        drops = _first_drop(
-            f"{prefix}-mon", sandbox["services"]["prometheus"]["url"], load["start"], load["end"]
-        )
-        yield {"journal": journal, "refusals": refusals, "first_drop": drops, "load": load}
-    finally:
-        down = sandbox_cli(prefix, state, "down")
-        assert down.returncode == 0, down.stderr
+    shared = shared_sandboxes.get("fragile")
+    prefix, state = shared.prefix, shared.state
+    journals = tmp_path_factory.mktemp("journals-incident")
+    run = sandbox_cli(
+        prefix,
+        state,
+        "run",
+        "--journal-dir",
+        str(journals),
+        "--var-file",
+        str(SHORT),
+        str(EXPERIMENT),
+        timeout=420,
+    )
+    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
+    journal = json.loads((journals / "journal-01-eks-load-test.json").read_text())
+    sandbox = json.loads((state / "sandbox" / prefix / "state.json").read_text())
+    log = Path(sandbox["services"]["postgres"]["dir"]) / "server.log"
+    # the shared sandbox's log holds earlier tests' refusals too: the checks below take
+    # only those of this replay's load window
+    refusals = [
+        datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC).timestamp()
+        for m in map(_REFUSED.match, log.read_text(errors="replace").splitlines())
+        if m
+    ]
+    load = _outputs(journal)["ramp-the-load"]
+    drops = _first_drop(
+        f"{prefix}-mon", sandbox["services"]["prometheus"]["url"], load["start"], load["end"]
+    )
+    return {"journal": journal, "refusals": refusals, "first_drop": drops, "load": load}
 
 
 def _outputs(journal: dict[str, Any]) -> dict[str, Any]:

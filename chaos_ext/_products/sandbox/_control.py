@@ -8,6 +8,7 @@ booted in the background while the services start.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import shutil
 import subprocess
@@ -158,6 +159,15 @@ def down(prefix: str, say: Progress) -> dict[str, Any]:
     return {"stopped_processes": stopped, "removed_namespaces": removed}
 
 
+def _probed_from(mon: str, svc: dict[str, Any]) -> str:
+    """Where a service's answer is asked: the monitoring host for those on the bridge, the
+    service's own namespace for one on its host's loopback (the tuned app's node-local DNS
+    cache at 169.254.20.10 answers only the app's namespace)."""
+    if ipaddress.ip_address(svc["address"]).is_link_local and svc.get("netns"):
+        return str(svc["netns"])
+    return mon
+
+
 def status(prefix: str) -> dict[str, Any]:
     """What runs: namespaces, each service's pid and whether it answers."""
     topo: Topology = topology(prefix)
@@ -188,6 +198,8 @@ def status(prefix: str) -> dict[str, Any]:
         report["services"][name] = {
             **known,
             "running": _procfs.alive(int(svc["pid"])),
-            "answering": _services.reachable(mon, svc["address"], int(svc["port"])),
+            "answering": _services.reachable(
+                _probed_from(mon, svc), svc["address"], int(svc["port"])
+            ),
         }
     return report
