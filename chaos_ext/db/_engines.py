@@ -14,6 +14,7 @@ import contextlib
 import functools
 import math
 import threading
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "ping",
     "scrub",
     "server_identity",
+    "standing_capacity",
 ]
 
 _PG_LIMIT = (
@@ -221,6 +223,20 @@ def capacity(conn: Any, engine: str) -> Capacity:
         cur.execute("SHOW GLOBAL STATUS LIKE 'Threads_connected'")
         (_, in_use) = cur.fetchone()
     return Capacity(max_connections=int(max_connections), reserved=0, in_use=int(in_use))
+
+
+def standing_capacity(conn: Any, engine: str, *, samples: int = 3, gap_s: float = 0.1) -> Capacity:
+    """:func:`capacity` with ``in_use`` the fewest of ``samples`` readings ``gap_s`` apart.
+
+    A client that connects per request (the fragile app of the incidents) holds
+    a slot for milliseconds: one reading may count it, and ``max-minus-N`` would
+    then leave N + 1 slots free. The standing connections are in every reading.
+    """
+    readings = [capacity(conn, engine)]
+    for _ in range(samples - 1):
+        time.sleep(gap_s)
+        readings.append(capacity(conn, engine))
+    return min(readings, key=lambda reading: reading.in_use)
 
 
 def server_identity(conn: Any, engine: str) -> dict[str, str]:

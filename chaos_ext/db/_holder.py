@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos_ext._core.helper import serve
-from chaos_ext.db._engines import ConnectFailure, ConnectParams, capacity, close, connect, ping
+from chaos_ext.db._engines import (
+    ConnectFailure,
+    ConnectParams,
+    capacity,
+    close,
+    connect,
+    ping,
+    standing_capacity,
+)
 from chaos_ext.db._target import Capacity, Target, max_ceiling, parse_target, planned_total
 
 __all__ = ["Holding", "Opening", "confirm_refusal", "open_many", "work"]
@@ -219,7 +227,7 @@ def work(payload: dict[str, Any], ready: Ready, stop: threading.Event) -> None:
         return
     conns = [first]
     try:
-        before = capacity(first, params.engine)
+        before = standing_capacity(first, params.engine)  # per-request clients not counted
         total = planned_total(target, before)
         count = (total if total is not None else max_ceiling(before)) - 1
         concurrency = int(payload["open_concurrency"])

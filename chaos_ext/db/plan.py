@@ -12,7 +12,14 @@ from typing import Any
 
 from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
 from chaos_ext.db._credentials import connect_params
-from chaos_ext.db._engines import ConnectFailure, capacity, close, connect, scrub, server_identity
+from chaos_ext.db._engines import (
+    ConnectFailure,
+    close,
+    connect,
+    scrub,
+    server_identity,
+    standing_capacity,
+)
 from chaos_ext.db._target import (
     Capacity,
     check_exhaust_arguments,
@@ -85,7 +92,7 @@ def plan_exhaust_connections(
             blast_radius=radius,
         )
     try:
-        cap = capacity(conn, params.engine)
+        cap = standing_capacity(conn, params.engine)  # as the holder reads it
         identity = server_identity(conn, params.engine)
         superuser = _superuser_reserved(conn, params.engine)
     finally:

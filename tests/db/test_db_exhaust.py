@@ -12,7 +12,7 @@ from support.harness import wait_for
 
 from chaos_ext._core.helper import find_helpers
 from chaos_ext._core.ledger import Ledger
-from chaos_ext.db._engines import ConnectParams, close
+from chaos_ext.db._engines import ConnectParams, capacity, close, connect, standing_capacity
 from chaos_ext.db._holder import confirm_refusal, open_many
 from chaos_ext.db.actions import exhaust_connections, release_connections
 
@@ -185,3 +185,33 @@ def test_a_burst_refusal_is_confirmed_one_at_a_time(db: Db) -> None:
     finally:
         for conn in others + conns:
             close(conn)
+
+
+def test_a_per_request_client_is_not_counted_as_in_use_a_standing_one_is(db: Db) -> None:
+    """max-minus-N reads the server's use; a connection open during one reading only (a
+    per-request client) must not count, or N + 1 slots would stay free (the incident replay)."""
+    s = db.server
+    params = ConnectParams(db.engine, s.host, s.port, s.database, s.user, s.password)
+    probe = connect(params)
+    standing = db.user_connect()
+    try:
+        baseline = capacity(probe, db.engine).in_use
+        brief = db.user_connect()
+        assert capacity(probe, db.engine).in_use == baseline + 1  # one reading counts it
+        # closed 0.4 s into the readings, which are 1.2 s apart: the first reading (on an open
+        # connection, milliseconds) sees it, the later ones do not (3x margin each way)
+        closer = threading.Timer(0.4, brief.close)
+        closer.start()
+        try:
+            read = standing_capacity(probe, db.engine, samples=3, gap_s=1.2)
+        finally:
+            closer.join()
+        assert read.in_use == baseline  # the brief one not counted, the standing one is
+        close(standing)
+        standing = None
+        wait_for(lambda: capacity(probe, db.engine).in_use == baseline - 1, 10, "standing gone")
+        assert standing_capacity(probe, db.engine, samples=2, gap_s=0.1).in_use == baseline - 1
+    finally:
+        if standing is not None:
+            close(standing)
+        close(probe)
