@@ -67,8 +67,8 @@ def exhaust_connections(
     N slots free for a normal user, from the server's max_connections and
     current use: the fewest client connections of 3 readings 0.1 s apart, so
     a client that connects per request is not counted). Credentials:
-    ``user``/``password`` from the provider's secrets. Connections are opened ``open_concurrency`` at a time by a helper
-    process, held for ``hold_seconds`` (its own hard cap), with ``SELECT 1``
+    ``user``/``password`` from the provider's secrets. Connections are opened
+    ``open_concurrency`` at a time by a helper process, held for ``hold_seconds`` (its own hard cap), with ``SELECT 1``
     on each every ``keepalive_seconds`` if > 0. With ``refill_seconds`` > 0
     the holder also takes back, that often, slots that others freed (like a
     leak that keeps growing), up to the target: with ``"max"``, other clients
