@@ -65,19 +65,20 @@ def exhaust_connections(
     MariaDB, Aurora MySQL). ``target``: a number, ``"max"`` (open until the
     server refuses; stops exactly at the refusal) or ``"max-minus-N"`` (leave
     N slots free for a normal user, from the server's max_connections and
-    current use: the fewest client connections of 3 readings 0.1 s apart, so
-    a client that connects per request is not counted). Credentials:
+    current use: the fewest client connections of 3 readings 0.1 s apart, so a
+    client that connects per request is not counted). Credentials:
     ``user``/``password`` from the provider's secrets. Connections are opened
-    ``open_concurrency`` at a time by a helper process, held for ``hold_seconds`` (its own hard cap), with ``SELECT 1``
-    on each every ``keepalive_seconds`` if > 0. With ``refill_seconds`` > 0
-    the holder also takes back, that often, slots that others freed (like a
-    leak that keeps growing), up to the target: with ``"max"``, other clients
-    then only get a slot in the moment between a close and the next refill.
-    A refusal met while other attempts were in flight is confirmed one
-    connection at a time, so ``refused_at`` is the server's real capacity
-    (``burst_refused_at`` keeps where the concurrent burst stopped).
-    Returns opened, refused_at, the server's error text, max_connections,
-    time to reach the target and ``ledger_id``.
+    ``open_concurrency`` at a time by a helper process, held for
+    ``hold_seconds`` (its own hard cap), with ``SELECT 1`` on each every
+    ``keepalive_seconds`` if > 0. With ``refill_seconds`` > 0 the holder also
+    takes back, that often, slots that others freed (like a leak that keeps
+    growing), up to the target: with ``"max"``, other clients then only get a
+    slot in the moment between a close and the next refill. A refusal met
+    while other attempts were in flight is confirmed one connection at a time,
+    so ``refused_at`` is the server's real capacity (``burst_refused_at``
+    keeps where the concurrent burst stopped). Returns opened, refused_at, the
+    server's error text, max_connections, time to reach the target and
+    ``ledger_id``.
 
     Blast radius: every client of that server (and only it) that needs a new
     connection while the slots are held. Rollback: ``release_connections``
