@@ -60,8 +60,10 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
+# two pytest sessions at once, one per core (scripts/test-lanes.sh); with PYTEST_ARGS, or
+# LANES=1, one serial session
 unit: venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@PY=$(PY) scripts/test-lanes.sh $(PYTEST_ARGS)
 
 fast: venv
 	$(PY) -m pytest -m "not slow and not vm" -q $(FAST_TESTS) $(PYTEST_ARGS)
