@@ -24,7 +24,7 @@ FAST_TESTS := tests/test_verdict_rules.py tests/test_conventions.py tests/test_a
 help:
 	@echo "make demo   - run the default game day and write a report under reports/"
 	@echo "make test   - lint, type-check and run the whole test suite"
-	@echo "make check  - lint, type-check and the fast tests (about a minute; while working)"
+	@echo "make check  - lint, type-check and the fast tests (under 5 minutes; while working)"
 	@echo "make bench  - install the benchmarks' peers, run every benchmark, print each one's figures"
 	@echo "make mutate - break each undo and rollback activity in turn; every one must be caught"
 

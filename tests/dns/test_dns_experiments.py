@@ -61,7 +61,7 @@ def _saturation_env(server: Dnsmasq, held: int) -> dict[str, str]:
         "GAMEDAY_DNS_PROBE_SERVER": server.address,
         "GAMEDAY_DNS_PROBE_PORT": str(server.port),
         "GAMEDAY_DNS_PROBE_SAMPLES": "5",
-        "GAMEDAY_DNS_PROBE_TIMEOUT_SECONDS": "0.3",
+        "GAMEDAY_DNS_PROBE_TIMEOUT_SECONDS": "1.0",  # the default; 0.3 s was unsteady at load 6
         "GAMEDAY_DNS_HELD_CONNECTIONS": str(held),
         "GAMEDAY_DNS_HOLD_SECONDS": "60",
     }
