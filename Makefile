@@ -60,8 +60,8 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-# two pytest sessions at once, one per core (scripts/test-lanes.sh); with PYTEST_ARGS, or
-# LANES=1, one serial session
+# one serial session (LANES=2: two pytest sessions at once, one per core; not the default
+# yet, see scripts/test-lanes.sh)
 unit: venv
 	@PY=$(PY) scripts/test-lanes.sh $(PYTEST_ARGS)
 

@@ -8,13 +8,17 @@
 # folder (and so its own ledger markers); every test already uses its own ledger, ports,
 # network namespaces and servers. Exit status: non-zero if either lane failed.
 # The sandbox lane's output goes to reports/test-lane-sandbox.log and is shown at the end.
-#   scripts/test-lanes.sh              the two lanes
+#   LANES=2 scripts/test-lanes.sh      the two lanes (opt-in, see below)
+#   scripts/test-lanes.sh              one serial session of everything (the default)
 #   scripts/test-lanes.sh ARGS...      one serial session: pytest ARGS (e.g. a folder, -x)
-#   LANES=1 scripts/test-lanes.sh      one serial session of everything
+# Not the default yet: the orphan scan is machine-wide by design, so while a test of one lane
+# leaves an orphan on purpose (tests/test_orphan_scan.py, tests/db/test_db_orphans.py), a
+# `gameday rollback` of the other lane names it and exits 2 (seen in the crash matrix's
+# dns-rate-limit cells). Measured on 2 cores: 27 + 36 min in two lanes, 52 min serial.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PY:-.venv/bin/python}"
-if [ "${LANES:-2}" = "1" ] || [ $# -gt 0 ]; then
+if [ "${LANES:-1}" != "2" ] || [ $# -gt 0 ]; then
   exec "$PY" -m pytest "$@"
 fi
 SANDBOX_LANE=(tests/sandbox tests/crash tests/test_truth_table.py)
