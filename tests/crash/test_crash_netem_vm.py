@@ -211,7 +211,9 @@ def test_a_sigkill_during_a_timed_delay_ends_it_at_its_deadline(
         child.kill()
         child.wait(timeout=30)
     assert gone is not None, "the delay outlived its killed runner"
-    assert gone - seen <= NETEM_DURATION_S + 5, f"ended {gone - seen:.1f} s after it was applied"
+    # the emulated guest's watchdog woke 12 s late at host load 8 (57.1 s for a 45 s delay):
+    # 20 s of slack, still far short of the 600 s the killed child would have held it
+    assert gone - seen <= NETEM_DURATION_S + 20, f"ended {gone - seen:.1f} s after it was applied"
     entry = Ledger(ledger_path).get(result["ledger_id"])
     assert entry is not None and entry.state == "closed", entry
     assert "watchdog pid" in str(entry.note), entry.note
