@@ -26,6 +26,17 @@ def _objects(emulator: EmulatorHandle) -> str:
     return json.dumps({kind: emulator.items(kind) for kind in sorted(KINDS)}, sort_keys=True)
 
 
+def _api_behind_a_budget_that_forbids_eviction(emulator: EmulatorHandle, pool: list[str]) -> None:
+    """3 Ready api pods on the pool and a PDB with minAvailable 3: no eviction allowed."""
+    emulator.put(o.deployment("shop", "api", replicas=3, nodes=pool))
+    emulator.put(o.pdb("shop", "api-budget", match_labels={"app": "api"}, min_available=3))
+    wait_for(
+        lambda: len(pods := emulator.items("Pod", "shop")) == 3 and all(map(is_ready, pods)),
+        10,
+        "the api pods Ready",
+    )
+
+
 def test_plan_names_the_blocking_budget_before_anything_is_cordoned(
     emulator: EmulatorHandle,
     pool: list[str],
@@ -34,13 +45,7 @@ def test_plan_names_the_blocking_budget_before_anything_is_cordoned(
     monkeypatch: pytest.MonkeyPatch,
     gameday: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
-    emulator.put(o.deployment("shop", "api", replicas=3, nodes=pool))
-    emulator.put(o.pdb("shop", "api-budget", match_labels={"app": "api"}, min_available=3))
-    wait_for(
-        lambda: len(pods := emulator.items("Pod", "shop")) == 3 and all(map(is_ready, pods)),
-        10,
-        "the api pods Ready",
-    )
+    _api_behind_a_budget_that_forbids_eviction(emulator, pool)
     before = _objects(emulator)
     with http_target.start() as service:
         monkeypatch.setenv("GAMEDAY_LOAD_URL", service.url)
@@ -109,13 +114,7 @@ def test_run_dry_run_is_plan_the_same_table_json_and_exit_code(
     (step,) = [s for s in drain["method"] if s.get("name") == "drain-worker-nodes"]
     step["provider"]["arguments"]["pick"] = "first"
     (tmp_path / "drain.json").write_text(json.dumps(drain))
-    emulator.put(o.deployment("shop", "api", replicas=3, nodes=pool))
-    emulator.put(o.pdb("shop", "api-budget", match_labels={"app": "api"}, min_available=3))
-    wait_for(
-        lambda: len(pods := emulator.items("Pod", "shop")) == 3 and all(map(is_ready, pods)),
-        10,
-        "the api pods Ready",
-    )
+    _api_behind_a_budget_that_forbids_eviction(emulator, pool)
     before = _objects(emulator)
     with http_target.start() as service:
         monkeypatch.setenv("GAMEDAY_LOAD_URL", service.url)
