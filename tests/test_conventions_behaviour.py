@@ -35,7 +35,6 @@ for netem only where the kernel has netem.
 from __future__ import annotations
 
 import importlib
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +64,7 @@ from support.crashkit import (
 )
 from support.dns_netlab import ResolverPair, netns_tables
 from support.k8s_emulator import EmulatorHandle
-from support.netlab import VethNs, kernel_has_netem, sh, tc_show
+from support.netlab import VethNs, kernel_has_netem, tc_show, veth_in_new_netns
 
 from chaos_ext import activity_modules
 from chaos_ext._core.contract import LEDGER_ID, role_of
@@ -89,13 +88,8 @@ FAULTS = sorted(
 
 @pytest.fixture(scope="module")
 def veth() -> Iterator[VethNs]:
-    ns = f"gdc-{uuid.uuid4().hex[:8]}"
-    sh("ip", "netns", "add", ns)
-    try:
-        sh("ip", "-n", ns, "link", "add", "va", "type", "veth", "peer", "name", "vb")
-        yield VethNs(ns, "va", "vb")
-    finally:
-        sh("ip", "netns", "delete", ns, check=False)
+    with veth_in_new_netns("gdc") as made:
+        yield made
 
 
 def _load_job_state(api: EmulatorHandle) -> dict[str, list[str]]:

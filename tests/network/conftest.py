@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from support.netlab import VethNs, sh
+from support.netlab import VethNs, veth_in_new_netns
 
 
 @pytest.fixture
 def veth_ns() -> Iterator[VethNs]:
     """A fresh namespace with a veth pair (``dev`` and ``peer``) inside it."""
-    ns = f"gdn-{uuid.uuid4().hex[:8]}"
-    sh("ip", "netns", "add", ns)
-    try:
-        sh("ip", "-n", ns, "link", "add", "va", "type", "veth", "peer", "name", "vb")
-        yield VethNs(ns, "va", "vb")
-    finally:
-        sh("ip", "netns", "delete", ns, check=False)
+    with veth_in_new_netns("gdn") as made:
+        yield made

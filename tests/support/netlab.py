@@ -9,6 +9,9 @@ import os
 import re
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +45,18 @@ class VethNs:
     ns: str
     dev: str
     peer: str
+
+
+@contextmanager
+def veth_in_new_netns(prefix: str) -> Iterator[VethNs]:
+    """A new namespace ``<prefix>-<8 hex>`` holding a veth pair ``va``/``vb``; deleted after."""
+    ns = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    sh("ip", "netns", "add", ns)
+    try:
+        sh("ip", "-n", ns, "link", "add", "va", "type", "veth", "peer", "name", "vb")
+        yield VethNs(ns, "va", "vb")
+    finally:
+        sh("ip", "netns", "delete", ns, check=False)
 
 
 def kernel_has_netem() -> bool:
