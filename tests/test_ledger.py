@@ -27,6 +27,8 @@ from chaos_ext._core.ledger import (
 from chaos_ext._core.ledger.entry import process_state
 from chaos_ext.errors import LedgerError
 
+pytestmark = pytest.mark.orphans
+
 CALLS: list[str] = []
 
 

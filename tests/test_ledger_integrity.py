@@ -25,6 +25,8 @@ from chaos_ext._core.ledger.book import events_path
 from chaos_ext._core.ledger.marker import marker_path, read_marker
 from chaos_ext.errors import LedgerInconsistent
 
+pytestmark = pytest.mark.orphans
+
 RECORD = """
 import sys
 from chaos_ext._core.ledger import Ledger

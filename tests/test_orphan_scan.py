@@ -42,7 +42,7 @@ from chaos_ext.load import _job
 from chaos_ext.node.actions import drain_nodes
 from chaos_ext.sidecar.actions import change_sidecar_template, restore_sidecar_template
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.orphans]
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
 

@@ -28,7 +28,7 @@ from chaos_ext._core.ledger import Ledger
 from chaos_ext._products.sandbox.servers import postgres
 from chaos_ext.db.actions import exhaust_connections
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.orphans]
 
 
 def _sessions(admin: Any, name: str) -> int:

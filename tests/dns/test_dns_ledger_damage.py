@@ -25,6 +25,8 @@ from support.harness import cli_env, gameday_argv, wait_for
 from chaos_ext._core.ledger import Ledger
 from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 
+pytestmark = pytest.mark.orphans
+
 CONNECTIONS = 25
 
 

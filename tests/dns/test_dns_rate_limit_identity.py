@@ -29,7 +29,7 @@ from chaos_ext._core.ledger import Ledger
 from chaos_ext._core.targets.identity import key_of_path
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.orphans]
 
 _RUN_A = """
 import sys, time

@@ -30,7 +30,7 @@ from chaos_ext._core.targets.identity import NETNS_KEY, namespace_key
 from chaos_ext._core.targets.spec import parse_target
 from chaos_ext.network import _local, actions
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.orphans]
 
 _RUN_A = """
 import json, sys, time
