@@ -476,7 +476,8 @@ def test_the_abort_control_takes_alert_rules_under_plain_chaos_run(
         timeout=120,
         check=False,
     )
-    # chaos's own words when it wrote no journal (seen once in a LANES=2 run, cause not found)
+    # chaos's own words when it wrote no journal (seen once in a LANES=2 run: an abort that
+    # fired while chaos run was still setting up the run)
     assert journal_path.exists(), f"exit {result.returncode}\n{result.stdout}{result.stderr}"
     journal = json.loads(journal_path.read_text())
     assert journal["status"] == "interrupted", result.stdout + result.stderr
