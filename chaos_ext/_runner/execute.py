@@ -152,16 +152,21 @@ def _runner(
     options: RunOptions, policy: RollbackPolicy, redactor: Redactor, console: Console
 ) -> Runner:
     """chaoslib's runner with gameday's handlers: rollback policy first, then signals,
-    secrets, settling, progress, and the caller's (controls guard, abort watch)."""
+    secrets, the caller's (controls guard, abort watch), settling and progress.
+
+    The abort watch comes before settling: its interrupt is only delivered from the
+    first event inside chaoslib's run loop (``start_hypothesis_before``, which is also
+    where settling waits), so a breach while settling stops the run at once."""
     schedule = Schedule(
         continuous_hypothesis_frequency=options.hypothesis_frequency,
         fail_fast=options.fail_fast,
     )
     runner = Runner(Strategy.from_string(options.hypothesis_strategy), schedule)
     handlers: list[RunEventHandler] = [policy, _SigtermInterrupts(), _SecretCollector(redactor)]
+    handlers += options.extra_handlers
     if options.settle_seconds > 0:
         handlers.append(SettleFirst(options.settle_seconds, console, redact=redactor.text))
-    handlers += [ProgressPrinter(console, redactor), *options.extra_handlers]
+    handlers.append(ProgressPrinter(console, redactor))
     for handler in handlers:
         runner.register_event_handler(handler)
     return runner

@@ -9,15 +9,24 @@ domain imports it (import-linter).
 
 :class:`AbortOnBreach` is a chaoslib ``RunEventHandler``: it starts a watch
 thread when the run starts (settling and the steady-state hypothesis are
-watched too) and stops it when the rollbacks begin (or the run is
-interrupted). Every ``interval`` the thread evaluates the plan's conditions; on
-a breach (or Prometheus unreachable ``unreachable_after`` times in a row, or a
-query Prometheus rejects) it records the verdict in the journal under
+watched too) and stops it when the method ends, the rollbacks begin, the
+gate hypothesis fails or the run is interrupted. Every ``interval`` the
+thread evaluates the plan's conditions; on a breach (or Prometheus
+unreachable ``unreachable_after`` times in a row, or a query Prometheus
+rejects) it records the verdict in the journal under
 ``gameday.abort`` and stops the run through the one stop path
 (:func:`chaos_ext._core.stop.request_stop`: a pending pause ends, the processes an
 activity started are ended as a group), then interrupts the main thread the
 way chaoslib supports: SIGUSR1, which becomes ``SystemExit(20)``; rollbacks
 run (then gameday's ledger sweep), and gameday records the status ``aborted``.
+
+The interrupt is only delivered where chaoslib handles it: from the first event
+inside its run loop (gate hypothesis, continuous hypothesis or method) until
+the watch stops. chaoslib emits ``running`` and logs its strategies *before*
+that loop, and plays ``control.end`` after it: a ``SystemExit`` there escapes
+``Runner.run`` and no journal is written at all. A watch that fires while the
+run is still being set up records its verdict and ends pauses at once, and the
+interrupt follows at the first event inside the loop (:meth:`AbortOnBreach._arm`).
 
 ``gameday run --abort-on plan.yaml`` registers it; under plain ``chaos run``
 the ``chaos_ext.controls.abort`` control does. A watch that cannot start
@@ -320,6 +329,11 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         self._journal: dict[str, Any] | None = None
         self._configuration: Mapping[str, Any] | None = None
         self._secrets: Mapping[str, Any] | None = None
+        # the main thread is inside chaoslib's run loop (its SystemExit is handled there)
+        self._armed = False
+        self._deferred = False
+        self._over = False  # stopped: never armed again (a late continuous-hypothesis event)
+        self._arm_lock = threading.Lock()
 
     def running(
         self,
@@ -342,8 +356,33 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
             self.warn(line)
         self._start()  # settling and the hypothesis are watched too, not just the method
 
+    def start_hypothesis_before(self, experiment: Any) -> None:
+        self._arm()
+
+    def start_continuous_hypothesis(self, frequency: int) -> None:
+        self._arm()
+
+    def hypothesis_before_completed(
+        self, experiment: Any, state: Any = None, journal: Any = None
+    ) -> None:
+        # a failed gate ends chaoslib's run loop without a method (and, with the default
+        # rollback strategy, without rollbacks): an interrupt after it would lose the journal
+        if not (isinstance(state, Mapping) and state.get("steady_state_met")):
+            self.stop()
+
     def start_method(self, experiment: Any) -> None:
         self._start()
+        self._arm()
+
+    def _arm(self) -> None:
+        """The main thread is inside chaoslib's run loop: deliver a deferred interrupt."""
+        with self._arm_lock:
+            if self._over:
+                return
+            self._armed = True
+            deferred, self._deferred = self._deferred, False
+        if deferred:
+            interrupt_main_thread()
 
     def _start(self) -> None:
         if self.watch is not None:
@@ -362,6 +401,10 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
             f"abort condition {verdict.condition} fired ({verdict.reason}): {verdict.detail}; "
             "interrupting the run, rollbacks follow"
         )
+        with self._arm_lock:
+            if not self._armed:  # chaoslib is still setting up: interrupt at _arm
+                self._deferred = not self._over
+                return
         interrupt_main_thread()
 
     def _write(self) -> None:
@@ -372,6 +415,9 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
             }
 
     def stop(self) -> None:
+        with self._arm_lock:  # chaoslib's run loop is over: no interrupt from here on
+            self._over = True
+            self._armed = self._deferred = False
         if self.watch is not None:
             self.watch.stop()
             self._write()
