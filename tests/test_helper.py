@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import socket
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from chaos_ext._core import helper as _helper
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.failpoint import FailpointHit
 from chaos_ext.errors import ChaosExtError
 
 
@@ -72,3 +76,37 @@ def test_a_helper_that_crashes_before_ready_shows_its_stderr(
             module="support.no_such_helper", payload={}, token="unit-token-3", ready_timeout=20
         )
     assert _helper.helper_log("unit-token-3").parent == ledger_path.parent / "helpers"
+
+
+def test_a_start_that_fails_after_the_fork_ends_the_helper_by_its_pid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rule: every exit of start_helper that does not hand the helper over ends it, by
+    the pid it holds. Right after exec, /proc/<pid>/environ may not show the token yet: under
+    stress-ng the crash matrix's dnsmasq-tcp-hold mid-apply cell (a failure right after the
+    fork) had its undo find no helper by token, and 5 TCP connections stayed held."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    monkeypatch.setenv("GAMEDAY_FAILPOINTS", "helper.started=raise")
+    port = _free_port()
+    started: list[int] = []
+    real_popen = _helper.subprocess.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        proc = real_popen(*args, **kwargs)
+        started.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(_helper.subprocess, "Popen", popen)
+    with pytest.raises(FailpointHit):
+        _helper.start_helper(
+            module="support.port_holder",
+            payload={"port": port, "seconds": 30},
+            token="unit-token-4",
+            ready_timeout=20,
+        )
+    assert started, "no helper was started"
+    assert not _procfs.alive(started[0]), "the helper outlived its failed start"
+    time.sleep(1.0)  # had it lived, it would be listening by now
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        assert probe.connect_ex(("127.0.0.1", port)) != 0

@@ -78,21 +78,41 @@ def start_helper(
             env=env,
         )
     assert proc.stdin is not None and proc.stdout is not None  # noqa: S101 - pipes requested
-    proc.stdin.write(json.dumps(payload).encode())
-    proc.stdin.close()
-    failpoint("helper.started")
     try:
-        line = _read_line(proc, ready_timeout)
-        report = json.loads(line) if line else {"error": f"helper exited with {proc.poll()}"}
-    except (TimeoutError, json.JSONDecodeError) as exc:
-        report = {"error": f"helper not ready: {exc}"}
-    finally:
-        proc.stdout.close()
+        proc.stdin.write(json.dumps(payload).encode())
+        proc.stdin.close()
+        failpoint("helper.started")
+        try:
+            line = _read_line(proc, ready_timeout)
+            report = json.loads(line) if line else {"error": f"helper exited with {proc.poll()}"}
+        except (TimeoutError, json.JSONDecodeError) as exc:
+            report = {"error": f"helper not ready: {exc}"}
+        finally:
+            proc.stdout.close()
+    except BaseException:
+        # The helper is ended by its pid, not only by its token: right after exec the kernel
+        # may not show the new environment in /proc/<pid>/environ yet, so a token lookup then
+        # finds nothing (seen under stress-ng: the undo of a failed start found no helper and
+        # the helper went on to hold its connections).
+        _kill_started(proc, token)
+        raise
     if "error" in report:
-        stop_helpers(token)
+        _kill_started(proc, token)
         tail = _tail(log)
         raise ChaosExtError(str(report["error"]) + (f" ({tail})" if tail else ""))
     return HelperHandle(pid=proc.pid, token=token, ready=report)
+
+
+def _kill_started(proc: subprocess.Popen[bytes], token: str) -> None:
+    """End a helper this process started and never handed over: its session (SIGTERM, then
+    SIGKILL after 3 s, as :func:`stop_helpers`), then anything else with its token."""
+    for sig, wait_s in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)  # start_new_session: its group is its pid
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=wait_s)
+            break
+    stop_helpers(token)  # anything it started that left its session
 
 
 #: Every variable a helper may inherit, by exact name. No prefix is passed through:
