@@ -44,9 +44,43 @@ __all__ = [
 KILL_GRACE_S = 1.0
 """Seconds a stopped process group has between SIGTERM and SIGKILL."""
 
-_EVENT = threading.Event()
-# reentrant: a signal handler runs request_stop in the main thread, possibly while that
-# thread holds the lock (a second SIGTERM 0 ms after the first deadlocked a plain Lock)
+
+class _StopEvent:
+    """``threading.Event`` on a reentrant lock.
+
+    The rule: nothing a signal handler calls may take a non-reentrant lock. Python runs
+    a handler in the main thread between any two bytecodes, so also while that thread
+    holds the lock the handler needs: inside this event's own ``set`` (a second SIGTERM
+    landing in the first one's handler) or ``wait`` (a signal during a pause).
+    ``threading.Event`` is built on a plain ``Lock`` and deadlocked there: under
+    stress-ng a double SIGTERM, 0 ms apart, left a run hanging for good.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.RLock())
+        self._flag = False
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        with self._cond:
+            self._flag = True
+            self._cond.notify_all()
+
+    def clear(self) -> None:
+        with self._cond:
+            self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self._cond:
+            if not self._flag:
+                self._cond.wait(timeout)
+            return self._flag
+
+
+_EVENT = _StopEvent()
+# reentrant for the same rule (a second SIGTERM 0 ms after the first deadlocked a plain Lock)
 _LOCK = threading.RLock()
 _cause: list[str] = []
 _groups: set[int] = set()
