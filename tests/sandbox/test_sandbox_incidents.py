@@ -3,16 +3,15 @@
 The shared fragile sandbox (netns backend, conftest.py) runs
 ``experiments/incidents/01-eks-load-test.json`` with a shorter ramp
 (``vars/short-eks.json``: 5 to 50 req/s over 40 s): every database slot held
-(``db_free_slots`` 0; 2 in the experiment's default). With a slot or two left free,
-a refusal needs the app's short-lived connections to overlap, which is a race:
-under ``stress-ng --cpu 1`` a run with 1 free slot saw 9 refusals, never 2 in
-one second, so db-refused had no onset. With none free every connection the
-app opens is refused, so the order checked below (the cap before the packet
-limit) holds by construction and the checks are of the classification. DNS packets from the app's namespace capped at
-200/s, the load on /search. ``error_onset`` classifies the load's failed
-responses by the cause the app names (``X-Error-Cause``) and finds each
-class's onset. Checked against what the servers themselves saw, not the
-app's or the load's labels:
+(``db_free_slots`` 0; 2 in the experiment's default). With a slot or two left free, a
+refusal needs the app's short-lived connections to overlap, which is a race: under
+``stress-ng --cpu 1`` a run with 1 free slot saw 9 refusals, never 2 in one second, so
+db-refused had no onset. With none free every connection the app opens is refused, so
+the order checked below (the cap before the packet limit) holds by construction and the
+checks are of the classification. DNS packets from the app's namespace capped at 200/s,
+the load on /search. ``error_onset`` classifies the load's failed responses by the cause
+the app names (``X-Error-Cause``) and finds each class's onset. Checked against what the
+servers themselves saw, not the app's or the load's labels:
 
 * PostgreSQL's own log: every ``FATAL: sorry, too many clients already`` /
   ``remaining connection slots are reserved`` line is one refused
