@@ -405,7 +405,7 @@ def test_a_module_documented_in_the_wrong_layer_is_found() -> None:
     moved = moved.replace("`_core.procfs` :", "`_core.procfs` : `_core.ssh` :")
     assert moved != text
     assert layer_table_problems(moved) and all("_core" in p for p in layer_table_problems(moved))
-    missing = text.replace("`_core.stop` |", "`_core.stop` : `_core.gone` |")
+    missing = text.replace("`_core.timeline` |", "`_core.timeline` : `_core.gone` |")
     assert "chaos_ext._core.gone does not exist" in layer_table_problems(missing)
 
 
