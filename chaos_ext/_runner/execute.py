@@ -30,8 +30,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext._core.ledger import Ledger, UndoOutcome, set_current_run_id, set_watchdog_grace
+from chaos_ext._core.timeline import build_timeline
 from chaos_ext._runner import signals
 from chaos_ext._runner.control_checks import clean_up_refused_run
+from chaos_ext._runner.phases import PhaseMarks, phase
 from chaos_ext._runner.progress import ProgressPrinter
 from chaos_ext._runner.recovery import DEFAULT_RECOVER_S, check_recovery
 from chaos_ext._runner.redact import Redactor, secret_values
@@ -164,6 +166,7 @@ def _runner(
     runner = Runner(Strategy.from_string(options.hypothesis_strategy), schedule)
     handlers: list[RunEventHandler] = [policy, _SigtermInterrupts(), _SecretCollector(redactor)]
     handlers += options.extra_handlers
+    handlers.append(PhaseMarks(settling=options.settle_seconds > 0))  # before settling's
     if options.settle_seconds > 0:
         handlers.append(SettleFirst(options.settle_seconds, console, redact=redactor.text))
     handlers.append(ProgressPrinter(console, redactor))
@@ -224,13 +227,14 @@ def run_experiment(
         if not policy.method_started:  # settling ran out, a refusal, a signal before it
             journal.setdefault("gameday", {}).setdefault("rollbacks_skipped", NOT_INJECTED)
         _record_stop(journal)
-        with shielded(console):
+        with shielded(console), phase(journal, "sweep"):
             outcomes = sweep_run(ledger, run_id, console, skip=(WINDOW_KIND,))
             if windows is not None:  # after the faults: their 0 is pushed, then the group goes
                 windows.stop()
                 journal.setdefault("gameday", {})["fault_windows"] = windows.record()
                 outcomes += sweep_run(ledger, run_id, console, only=(WINDOW_KIND,))
-        outcomes += _recover(journal, (experiment, policy), options, ledger, run_id, console)
+        with phase(journal, "recovery"):
+            outcomes += _recover(journal, (experiment, policy), options, ledger, run_id, console)
         _set_run(None, None)
         restore_signals()
         clear_cache()
@@ -323,6 +327,7 @@ def _finish(
         "ledger": entries,
         "sweep": swept,
     }
+    journal["gameday"]["timeline"] = build_timeline(journal).as_dict()  # once: outputs read it
     exit_code = exit_code_for(outcome)
     clean = redactor.value(journal)
     write_journal(options.journal_path, clean)
@@ -346,6 +351,7 @@ def not_run(path: Path, experiment: dict[str, Any], journal_path: Path, reason: 
         "ledger": [],
         "sweep": [],
     }
+    journal["gameday"]["timeline"] = build_timeline(journal).as_dict()
     clean = Redactor([]).value(journal)
     write_journal(journal_path, clean)
     code = exit_code_for("not-run")

@@ -13,6 +13,7 @@ from rich.markup import escape
 from chaos_ext._core.ledger import Ledger, default_ledger, parse_watchdog_grace
 from chaos_ext._core.watchdog import DEFAULT_GRACE_S, GRACE_VARIABLE
 from chaos_ext._products.report.model import retry_commands, unsteady_text, view_of
+from chaos_ext._products.report.notes import recovery_line
 from chaos_ext._runner.control_checks import (
     ControlGuard,
     activate_global_controls,
@@ -337,8 +338,11 @@ def say_verdict(result: RunResult, console: Console) -> None:
             f"({escape(unsteady_text(view))})[/]",
             highlight=False,
         )
+    checked = (view.recovery or {}).get("checked")
+    live = recovery_line(view.recovery) if checked else None  # printed as it ended: once
     for line in view.notes:
-        console.print(f"[yellow]  {escape(line)}[/]", highlight=False)
+        if line != live:
+            console.print(f"[yellow]  {escape(line)}[/]", highlight=False)
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
