@@ -39,7 +39,7 @@ WINDOW_WORDS: Mapping[str, str] = {
     "during": "during the faults",
     "faults-on": "with faults on (steady state after the method, before the undo)",
     "after-undo": "after the undo (recovery)",
-    "no-faults": "after the method (nothing was injected)",
+    "no-faults": "during and after the method (nothing was injected)",
 }
 """The words every output uses for a window (report columns, console, compare)."""
 WINDOW_PHRASES: Mapping[str, str] = {
@@ -47,7 +47,7 @@ WINDOW_PHRASES: Mapping[str, str] = {
     "during": "during the faults",
     "faults-on": "with the faults on",
     "after-undo": "after the undo",
-    "no-faults": "after the method",
+    "no-faults": "during and after the method",
 }
 """A window at the end of a sentence ("held before the faults and after the undo")."""
 

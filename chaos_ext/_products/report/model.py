@@ -371,14 +371,8 @@ def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
         series=series,
         timeline=timeline,
         text_vars=values,
-        units=units_of(((s.name, s.boolean) for s in series), _activities_of(journal)),
+        units=units_of(((s.name, s.boolean) for s in series), journal.get("experiment") or {}),
     )
-
-
-def _activities_of(journal: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    experiment = journal.get("experiment") or {}
-    hypothesis = experiment.get("steady-state-hypothesis") or {}
-    return [*_mappings(hypothesis.get("probes")), *_mappings(experiment.get("method"))]
 
 
 def unsteady_text(view: RunView) -> str:

@@ -75,8 +75,10 @@ def unit_of(name: str, activity: Mapping[str, Any] | None, boolean: bool = False
     if boolean:
         return BOOLEAN
     activity = activity or {}
-    provider = activity.get("provider") or {}
-    arguments = provider.get("arguments") or {}
+    provider = activity.get("provider")
+    provider = provider if isinstance(provider, Mapping) else {}
+    arguments = provider.get("arguments")  # a process provider's may be a string or a list
+    arguments = arguments if isinstance(arguments, Mapping) else {}
     catalog = _catalog_units()
     if provider.get("func") in _CATALOG_FUNCS and str(arguments.get("name")) in catalog:
         return catalog[str(arguments["name"])]
@@ -92,11 +94,11 @@ def unit_of(name: str, activity: Mapping[str, Any] | None, boolean: bool = False
     return _by_words(_STAT.sub("", name))
 
 
-def units_of(
-    series: Iterable[tuple[str, bool]], activities: Iterable[Mapping[str, Any]]
-) -> dict[str, str]:
-    """``{series name: unit}`` for ``(name, boolean)`` series of the experiment's
-    ``activities`` (a series is named after its activity, plus a statistic or labels)."""
+def units_of(series: Iterable[tuple[str, bool]], experiment: Mapping[str, Any]) -> dict[str, str]:
+    """``{series name: unit}`` for ``(name, boolean)`` series of ``experiment``'s probes
+    (a series is named after its activity, plus a statistic or labels)."""
+    hypothesis = experiment.get("steady-state-hypothesis") or {}
+    activities = [*(hypothesis.get("probes") or []), *(experiment.get("method") or [])]
     by_name = {str(a.get("name")): a for a in activities if isinstance(a, Mapping)}
 
     def activity_of(name: str) -> Mapping[str, Any] | None:

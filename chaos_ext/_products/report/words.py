@@ -30,10 +30,9 @@ def _injected_nothing(view: RunView) -> bool:
 def _held(view: RunView, table: ProbeTable) -> str:
     if not table.windows:
         return "the run completed; no steady-state hypothesis was checked"
-    where = windows_phrase(table.windows)
     if _injected_nothing(view):
-        return f"the steady state held {where}; the experiment injected nothing"
-    return f"the steady state held {where}"
+        return "the steady state held; the experiment injected nothing, so no fault was tested"
+    return f"the steady state held {windows_phrase(table.windows)}"
 
 
 def _deviated(table: ProbeTable, markdown: bool) -> str:
