@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.gameday_cli import ROOT, run_gameday
+from support.servers import http_target
 
 
 def free_port() -> int:
@@ -142,3 +144,43 @@ def real_journals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         yield journals
     finally:  # whatever happened, leave no fault behind
         run_gameday(tmp, ledger, "rollback")
+
+
+@dataclass(frozen=True)
+class TimelineRun:
+    """A real `gameday run` of the load-then-fault experiment: its journal and console."""
+
+    journal: Path
+    stdout: str
+
+    def load(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.journal.read_text())
+        return loaded
+
+
+@pytest.fixture(scope="session")
+def load_then_fault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TimelineRun]:
+    """The load-then-fault experiment run once by the real `gameday run` (continuous checks
+    every 0.5 s) against a real HTTP target: about 10 s."""
+    tmp = tmp_path_factory.mktemp("load-then-fault")
+    ledger = tmp / "ledger.sqlite3"
+    path = tmp / "load-then-fault.json"
+    with http_target.start() as server:
+        path.write_text(json.dumps(load_then_fault_experiment(server.url, free_port())))
+        try:
+            out = run_gameday(
+                tmp,
+                ledger,
+                "run",
+                "--journal-dir",
+                str(tmp),
+                "--hypothesis-strategy",
+                "continuously",
+                "--hypothesis-frequency",
+                "0.5",
+                str(path),
+            )
+            assert out.returncode == 1, out.stdout + out.stderr  # deviated: the port is held
+            yield TimelineRun(tmp / "journal-load-then-fault.json", out.stdout)
+        finally:  # whatever happened, leave no fault behind
+            run_gameday(tmp, ledger, "rollback")
