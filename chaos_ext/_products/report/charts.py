@@ -17,7 +17,8 @@ recovery bound) is shaded green, grey when the run did not recover, labelled
 ``recovery N s`` / ``not recovered within N s``; the x axis always reaches its end.
 
 Each shaded group has the SVG id ``<salt>-fault-<source>`` (source ``ledger``,
-``actions``, ``load`` or ``action``), the tolerance band ``<salt>-tolerance``, the recovery window
+``actions``, ``load`` or ``action``), the tolerance band ``<salt>-tolerance``, a run
+chart's line ``<salt>-line``, the recovery window
 ``<salt>-recovery-window`` (a comparison's: ``<salt>-recovery-window-<side>``,
 one rectangle per run) and each comparison line ``<salt>-<side>-<n>``, so that
 a reader (or a test) can find them.
@@ -242,7 +243,7 @@ def chart_svg(
         ax = fig.add_subplot()
         xs = [t - origin for t, _ in series.points]
         proxies = _shade(ax, windows, origin, _width(xs, windows, origin), salt)
-        _line(ax, xs, series, _LINE, label="_" + series.name)
+        _line(ax, xs, series, _LINE, label="_" + series.name, gid=f"{salt}-line")
         limits = (-0.1, 1.1) if series.boolean else y_range(series.values, tolerance)
         ax.set_ylim(*limits)
         proxies += tolerance_band(ax, tolerance, limits, f"{salt}-tolerance")
