@@ -4,7 +4,8 @@ The windows come from the run's one timeline (:mod:`chaos_ext._core.timeline`),
 never from chaoslib's events: ``before`` (baseline: the run's start to the first
 fault on), ``during`` (the fault window: the first fault-role ledger entry on to
 the last one off) and ``after-undo`` (recovery: the last undo to the end of the
-recovery). A run without a fault has a ``before`` window only.
+recovery). A run without a fault has ``before`` and ``no-faults`` (from the
+method on).
 
 A sample belongs to a window when what it measured lies inside it. A PromQL
 value at ``t`` measures ``(t - lookback, t]``, the lookback being its longest range
@@ -43,8 +44,9 @@ __all__ = [
     "window_span",
 ]
 
-COMPARED_WINDOWS = ("before", "during", "after-undo")
-"""The windows compared, in order: baseline, the fault window, recovery."""
+COMPARED_WINDOWS = ("before", "during", "after-undo", "no-faults")
+"""The windows compared, in order: baseline, the fault window, recovery; a run that
+injected nothing has its method on instead (``no-faults``)."""
 _RANGE = re.compile(r"\[\s*([0-9][0-9a-z]*)\s*(?::\s*([0-9][0-9a-z]*)?\s*)?\]")
 _OFFSET = re.compile(r"\boffset\s+(-?[0-9][0-9a-z]*)")
 _PROMQL_FUNCS = ("query_value", "query_series")
