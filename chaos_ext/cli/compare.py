@@ -208,9 +208,11 @@ def _compare_envelopes(
     return EXIT_DEVIATED if regressed and args.fail_on_regression else 0
 
 
-def _say_results(base: list[Run], tuned: list[Run], compared: Compared, console: Console) -> None:
-    """First the answer (hypotheses held, one line per experiment), then each
-    experiment's rows."""
+def _say_results(
+    base: list[Run], tuned: list[Run], compared: Compared, notes: list[str], console: Console
+) -> None:
+    """First the answer (hypotheses held, one line per experiment), then where the
+    samples came from, then each experiment's rows."""
     from chaos_ext._products.report.compare import (  # noqa: PLC0415 - scipy is heavy
         headlines,
         shown_value,
@@ -227,6 +229,8 @@ def _say_results(base: list[Run], tuned: list[Run], compared: Compared, console:
     say(f"hypotheses held: {held}")
     for head in heads:
         say(f"  {head.line()}")
+    for note in notes:
+        say(f"note: {note}")
     for head in heads:
         say(f"{head.experiment}:")
         for c in (c for c in compared.rows if c.experiment == head.experiment):
@@ -297,9 +301,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     notes = [*sampler.notes]
     if sampler.used == {"journal"} and not args.offline:
         notes.append("every sample came from the journals (no Prometheus answered for them)")
-    for note in notes:
-        say(f"note: {note}")
-    _say_results(base_runs, tuned_runs, compared, console)
+    _say_results(base_runs, tuned_runs, compared, notes, console)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     md = compare_markdown(compared, base_runs, tuned_runs, settings, args.title, notes)

@@ -58,7 +58,7 @@ def _latency(run: str, offset: int, rng: random.Random) -> tuple[list[float], in
 
 def _openmetrics() -> str:
     """Every second from a minute before run A to after run C, family by family."""
-    rng = {name: random.Random(seed) for seed, name in enumerate(STARTS)}  # noqa: S311
+    rng = {name: random.Random(seed) for seed, name in enumerate(STARTS)}
     seconds: list[tuple[int, list[float], int]] = []
     for t in range(T0 - 60, STARTS["C"] + RUN_S + 60):
         run = next((n for n, s in STARTS.items() if s <= t < s + RUN_S), "")

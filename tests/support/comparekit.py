@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from support.journals import JournalBuilder
-
 from chaos_ext._core.timeline import build_timeline
+from support.journals import JournalBuilder
 
 __all__ = ["P95_EXPR", "RATIO_EXPR", "Probe", "window_journal"]
 
-P95_EXPR = 'histogram_quantile(0.95, sum by (le) (rate(http_request_duration_seconds_bucket{job="app"}[5s])))'
+_BUCKETS = 'http_request_duration_seconds_bucket{job="app"}'
+P95_EXPR = f"histogram_quantile(0.95, sum by (le) (rate({_BUCKETS}[5s])))"
 RATIO_EXPR = (
     'sum(rate(http_requests_total{job="app", code=~"5.."}[5s]) or vector(0))'
     ' / sum(rate(http_requests_total{job="app"}[5s]))'
