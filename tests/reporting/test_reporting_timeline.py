@@ -316,3 +316,14 @@ def test_an_odd_journal_never_breaks_the_timeline(damage: dict[str, Any]) -> Non
     journal = {**b.build(), **damage}
     timeline = timeline_of(journal)
     assert timeline.source == "rebuilt"
+
+
+def test_the_console_names_the_windows_and_says_the_recovery_once(load_then_fault: Any) -> None:
+    out = load_then_fault.stdout
+    assert "▶ steady state before (baseline)" in out
+    assert "steady state met (before the faults)" in out
+    assert "▶ with faults on (steady state after the method, before the undo)" in out
+    assert "steady state NOT met (with the faults on): port-closed = true" in out
+    assert out.count("recovered ") == 1, out  # live, as the check ends; not again at the end
+    assert "error_ratio 0" in out  # a load probe's own figure, not its summary cut short
+    assert '{"buckets_count"' not in out

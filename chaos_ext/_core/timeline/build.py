@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from chaos_ext._core.timeline.journal import epoch, mappings, probe_runs
+from chaos_ext._core.timeline.journal import epoch, mappings, number, probe_runs
 from chaos_ext._core.timeline.measurements import measurements_of
 from chaos_ext._core.timeline.model import (
     PHASES,
@@ -133,6 +133,7 @@ def _activities(
             if start is None:
                 continue
             n = seen[name] = seen.get(name, -1) + 1
+            cut = number(run.get("gameday_cut_short_after_s"))  # the runner saw a stop end it
             following = epoch(runs[i + 1].get("start")) if i + 1 < len(runs) else None
             found.append(
                 ActivitySpan(
@@ -141,7 +142,8 @@ def _activities(
                     type=str(activity.get("type", "action")),
                     start=start,
                     end=end,
-                    status=str(run.get("status", "")),
+                    status="cut-short" if cut is not None else str(run.get("status", "")),
+                    cut_short_after_s=cut,
                     pause_before=pauses.get((name, "before", n))
                     or _rebuilt_before(activity, start),
                     pause_after=pauses.get((name, "after", n))
@@ -166,7 +168,10 @@ def _rebuilt_after(
 
 
 def _cut_short(activity: ActivitySpan, stops: Sequence[Stop]) -> ActivitySpan:
-    """An activity a stop ended while it ran: ``cut-short``, with how long it ran."""
+    """An activity a stop ended while it ran: ``cut-short``, with how long it ran (from
+    the run's own record, else from the stop's time)."""
+    if activity.status == "cut-short":
+        return activity
     end = activity.end
     for stop in stops:
         inside = activity.start <= stop.at and (end is None or stop.at <= end)
