@@ -199,14 +199,21 @@ def actions_only(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = tmp / "actions.json"
     path.write_text(json.dumps(experiment))
     out = run_gameday(
-        tmp, tmp / "ledger.sqlite3", "run", "--journal", str(tmp / "j.json"), str(path)
+        tmp,
+        tmp / "ledger.sqlite3",
+        "run",
+        "--settle",
+        "5",
+        "--journal",
+        str(tmp / "j.json"),
+        str(path),
     )
     assert out.returncode == 0, out.stdout + out.stderr
     loaded: dict[str, Any] = json.loads((tmp / "j.json").read_text())
     return loaded
 
 
-def test_actions_outside_the_ledger_are_one_fault_until_the_rollbacks(
+def test_actions_outside_the_ledger_are_one_fault_until_the_rollbacks_and_settle_is_marked(
     actions_only: dict[str, Any],
 ) -> None:
     journal = actions_only
@@ -219,6 +226,12 @@ def test_actions_outside_the_ledger_are_one_fault_until_the_rollbacks(
     assert rollbacks.end >= _t(journal["rollbacks"][-1]["end"]) - SLACK_S
     windows = [m.window for m in timeline.measurements]
     assert windows[0] == "before" and "faults-on" in windows and windows[-1] == "after-undo"
+    names = [p.name for p in timeline.phases]
+    assert names == ["settle", "before", "method", "after", "rollbacks", "sweep", "recovery"]
+    settle, before = timeline.phases[:2]
+    assert settle.end == before.start  # chaoslib's own check begins as settling ends
+    first_check = min(_t(run["start"]) for _, _, run in _checks(journal))
+    assert settle.end is not None and abs(settle.end - first_check) <= SLACK_S
     assert any("count as faults" in n for n in timeline.notes)
 
 
