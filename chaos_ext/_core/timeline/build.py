@@ -74,7 +74,7 @@ def _rebuilt_phases(journal: Mapping[str, Any]) -> Iterator[Span]:
     before = _span_of(probe_runs(journal, "before"), "before")
     settle = gameday.get("settle")
     if isinstance(settle, Mapping) and before is not None:
-        waited = epoch(settle.get("waited_s")) or 0.0
+        waited = number(settle.get("waited_s")) or 0.0
         yield Span("settle", before.start - waited, before.start)
     if before is not None:
         yield before
@@ -94,7 +94,7 @@ def _rebuilt_recovery(recovery: Any, rollbacks: Span | None) -> Span | None:
     if not isinstance(recovery, Mapping) or recovery.get("checked") is not True:
         return None
     undone = epoch(recovery.get("undone_at"))
-    took = epoch(recovery.get("time_to_recover_s" if recovery.get("recovered") else "seconds"))
+    took = number(recovery.get("time_to_recover_s" if recovery.get("recovered") else "seconds"))
     if undone is None or took is None:
         return None
     start = max(undone, rollbacks.end or undone) if rollbacks else undone
@@ -115,7 +115,7 @@ def _pauses(recorded: list[Mapping[str, Any]]) -> dict[tuple[str, str, int], tup
 
 def _declared_pause(activity: Mapping[str, Any], which: str) -> float | None:
     pauses = activity.get("pauses")
-    return epoch((pauses or {}).get(which)) if isinstance(pauses, Mapping) else None
+    return number(pauses.get(which)) if isinstance(pauses, Mapping) else None
 
 
 def _activities(
