@@ -10,10 +10,20 @@
   shell, unless the rollbacks have begun (:func:`shield`): a rollback's
   process is never cut short.
 
-Interrupting the main thread itself is the caller's part: the signal handler
-raises where it lands; the stop-condition watch, in its own thread, signals
-the main thread. :func:`run_process` is ``subprocess.run`` with each process
-in its own session: the runner gives it to chaoslib's process provider.
+Interrupting the main thread itself is the caller's part, and it is only done
+where it is safe (:func:`arm`: the main thread is inside chaoslib's run loop,
+where an exception becomes "interrupted, rollbacks follow"); elsewhere the stop
+is kept and raised at the next safe point (the runner's boundary events).
+Every stop, the first and the later ones, is written down with its time, its
+cause and the phase it landed in (:func:`note`, :func:`stops`): the journal's
+``gameday.stops`` and the timeline read that record.
+
+The causes: ``stop-condition`` (the abort watch), ``SIGTERM``, ``SIGINT``,
+``graceful-exit`` (chaoslib's ``exit_gracefully``, SIGUSR1), ``ungraceful-exit``.
+The first stop decides; later ones are noted and change nothing.
+
+:func:`run_process` is ``subprocess.run`` with each process in its own session:
+the runner gives it to chaoslib's process provider.
 """
 
 from __future__ import annotations
@@ -30,15 +40,28 @@ from chaos_ext._core import procfs as _procfs
 
 __all__ = [
     "KILL_GRACE_S",
+    "arm",
+    "armed",
+    "begin_runs",
     "cause",
+    "disarm",
     "end_groups",
+    "faults_closed",
+    "note",
     "pause",
+    "phase",
     "request_stop",
     "reset",
     "run_process",
+    "runner_owns_interrupts",
+    "runs_begun",
+    "set_faults_closed",
+    "set_phase",
     "shield",
     "shielded",
     "stopping",
+    "stops",
+    "take_interrupts",
 ]
 
 KILL_GRACE_S = 1.0
@@ -85,14 +108,97 @@ _LOCK = threading.RLock()
 _cause: list[str] = []
 _groups: set[int] = set()
 _shield: list[bool] = [False]
+# the run's state as the stop path needs it (each a one-element list: no rebinding)
+_armed: list[bool] = [False]  # the main thread is where a raise is safe
+_phase: list[str] = ["set-up"]
+_closed: list[bool] = [False]  # the run's last fault has been undone
+_owned: list[bool] = [False]  # gameday's runner delivers interrupts (not plain chaos run)
+_begun: list[bool] = [False]  # the process has started running experiments
+_stops: list[dict[str, Any]] = []
 
 
 def reset() -> None:
     """A new run: no stop requested yet (process groups still running stay tracked)."""
     with _LOCK:
         _cause.clear()
-        _shield[0] = False
+        _shield[0] = _armed[0] = _closed[0] = False
+        _phase[0] = "set-up"
+        _stops.clear()
         _EVENT.clear()
+
+
+def take_interrupts(owned: bool) -> None:
+    """gameday's runner delivers the interrupts (its signal handler knows :func:`armed`);
+    without it (plain ``chaos run``) the abort control delivers its own."""
+    _owned[0] = owned
+
+
+def runner_owns_interrupts() -> bool:
+    return _owned[0]
+
+
+def begin_runs() -> None:
+    """The process has started running experiments: a stop from now on ends a run (or
+    keeps the next one from starting), it is no longer "before the run started"."""
+    _begun[0] = True
+
+
+def runs_begun() -> bool:
+    return _begun[0]
+
+
+def arm() -> None:
+    """The main thread is inside chaoslib's run loop: an exception raised now becomes
+    "interrupted", and the rollbacks follow."""
+    _armed[0] = True
+
+
+def disarm() -> None:
+    """The main thread is outside that loop: a stop is kept, not raised."""
+    _armed[0] = False
+
+
+def armed() -> bool:
+    return _armed[0]
+
+
+def set_phase(name: str) -> None:
+    """The phase the run is in (settle, before, method, after, rollbacks, sweep, recovery)."""
+    _phase[0] = name
+
+
+def phase() -> str:
+    return _phase[0]
+
+
+def set_faults_closed() -> None:
+    """Every fault of the run has been undone: a stop condition firing from now on is
+    recorded, and changes nothing."""
+    _closed[0] = True
+
+
+def faults_closed() -> bool:
+    return _closed[0]
+
+
+def note(cause: str, effect: str, *, fired_at: float | None = None, what: str = "") -> None:
+    """Write down one stop: its cause, when it came, in which phase, and what it did."""
+    entry = {
+        "cause": cause,
+        "at": round(time.time(), 3),
+        "phase": _phase[0],
+        "effect": effect,
+        "fired_at": fired_at,
+        "what": what,
+    }
+    with _LOCK:
+        _stops.append(entry)
+
+
+def stops() -> list[dict[str, Any]]:
+    """Every stop written down since the last :func:`reset`, in order."""
+    with _LOCK:
+        return [dict(s) for s in _stops]
 
 
 def shield() -> None:
@@ -114,7 +220,8 @@ def stopping() -> bool:
 
 
 def cause() -> str | None:
-    """What stopped the run first (``"abort"``, ``"SIGTERM"``, ``"SIGINT"``), or None."""
+    """What stopped the run first (``"stop-condition"``, ``"SIGTERM"``, ``"SIGINT"``,
+    ``"graceful-exit"``), or None."""
     with _LOCK:
         return _cause[0] if _cause else None
 
@@ -124,15 +231,16 @@ def pause(seconds: float) -> None:
     _EVENT.wait(max(0.0, float(seconds)))
 
 
-def request_stop(why: str) -> bool:
-    """Stop the run: end pauses and running process groups. True for the first request."""
+def request_stop(why: str, *, end_processes: bool = True) -> bool:
+    """Stop the run: end pauses and running process groups. True for the first request
+    (the first cause is kept: a later stop never changes it)."""
     with _LOCK:
         first = not _cause
         if first:
             _cause.append(why)
         _EVENT.set()
         rolling_back = _shield[0]
-    if not rolling_back:
+    if end_processes and not rolling_back:
         end_groups(signal.SIGTERM)
     return first
 

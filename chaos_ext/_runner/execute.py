@@ -29,9 +29,11 @@ from chaoslib.types import Schedule, Strategy
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext._core import stop as _stop
 from chaos_ext._core.ledger import Ledger, UndoOutcome, set_current_run_id, set_watchdog_grace
 from chaos_ext._core.timeline import build_timeline
 from chaos_ext._runner import signals
+from chaos_ext._runner.boundaries import StopBoundaries
 from chaos_ext._runner.control_checks import clean_up_refused_run
 from chaos_ext._runner.phases import PhaseMarks, phase
 from chaos_ext._runner.progress import ProgressPrinter
@@ -59,7 +61,8 @@ from chaos_ext._runner.verdict import (
 )
 from chaos_ext._runner.windows import KIND as WINDOW_KIND
 from chaos_ext._runner.windows import FaultWindows, pushgateway_url
-from chaos_ext.errors import ChaosExtError, RunRefused
+from chaos_ext.controls.stop_conditions import AbortOnBreach
+from chaos_ext.errors import ChaosExtError, LedgerError, RunRefused
 
 __all__ = [
     "EXIT_DEVIATED",
@@ -123,23 +126,21 @@ class _SecretCollector(RunEventHandler):  # type: ignore[misc]
         self.redactor.add(secret_values(secrets))
 
 
-class _SigtermInterrupts(RunEventHandler):  # type: ignore[misc]
-    """Replaces chaoslib's SIGTERM/SIGUSR1 handlers, once chaoslib has installed them, by
-    ours; from the rollbacks on, a stop no longer interrupts (runner.signals)."""
-
-    def started(self, experiment: dict[str, Any], journal: dict[str, Any]) -> None:
-        signals.take_signals()
-
-    def start_rollbacks(self, experiment: dict[str, Any]) -> None:
-        signals.rollbacks_begin()
-
-
 def _record_stop(journal: dict[str, Any]) -> None:
-    """A stop condition's stop is ``aborted``; a signal's, even during the rollbacks,
-    ``interrupted`` (the condition itself is in ``gameday.abort``)."""
+    """The first stop decides the status: a stop condition's is ``aborted``; a signal's or
+    chaoslib's graceful exit's, even during the rollbacks or the sweep, ``interrupted``
+    (the condition itself is in ``gameday.abort``). Every stop, with its time and phase,
+    is in ``gameday.stops``. chaoslib's own "aborted" (an unexpected error escaped the
+    method) is no stop condition: it is ``failed``."""
     cause = signals.stop_cause()
     if cause is not None:
-        journal["status"] = "aborted" if cause == "abort" else "interrupted"
+        journal["status"] = "aborted" if cause == "stop-condition" else "interrupted"
+    elif journal.get("status") == "aborted":
+        journal["status"] = "failed"
+        journal.setdefault("gameday", {}).setdefault(
+            "error", "chaoslib stopped the method on an unexpected error (see the activity)"
+        )
+    journal.setdefault("gameday", {})["stops"] = _stop.stops()
 
 
 def _settings() -> dict[str, Any]:
@@ -156,15 +157,15 @@ def _runner(
     """chaoslib's runner with gameday's handlers: rollback policy first, then signals,
     secrets, the caller's (controls guard, abort watch), settling and progress.
 
-    The abort watch comes before settling: its interrupt is only delivered from the
-    first event inside chaoslib's run loop (``start_hypothesis_before``, which is also
-    where settling waits), so a breach while settling stops the run at once."""
+    The stop boundaries come first: a stop that came before a boundary is raised there,
+    before any other handler (settling, the method's start) acts on it. The abort watch
+    comes before settling, so a breach while settling stops the run at once."""
     schedule = Schedule(
         continuous_hypothesis_frequency=options.hypothesis_frequency,
         fail_fast=options.fail_fast,
     )
     runner = Runner(Strategy.from_string(options.hypothesis_strategy), schedule)
-    handlers: list[RunEventHandler] = [policy, _SigtermInterrupts(), _SecretCollector(redactor)]
+    handlers: list[RunEventHandler] = [StopBoundaries(), policy, _SecretCollector(redactor)]
     handlers += options.extra_handlers
     handlers.append(PhaseMarks(settling=options.settle_seconds > 0))  # before settling's
     if options.settle_seconds > 0:
@@ -184,7 +185,12 @@ def _set_run(run_id: str | None, watchdog_grace: float | None) -> None:
 def run_experiment(
     path: Path, experiment: dict[str, Any], options: RunOptions, ledger: Ledger, console: Console
 ) -> RunResult:
-    """Run ``experiment`` and sweep its ledger entries, whatever happens."""
+    """Run ``experiment`` and sweep its ledger entries, whatever happens. A stop that
+    came before it (between two experiments of a batch) keeps it from starting."""
+    _stop.begin_runs()
+    if _stop.stopping():
+        reason = f"{_stop.cause()} received before it started"
+        return not_run(path, experiment, options.journal_path, reason)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     redactor = Redactor(secret_values(options.secret_vars))
     journal: dict[str, Any] = initialize_run_journal(experiment)
@@ -197,6 +203,35 @@ def run_experiment(
     if options.unprotected:
         journal.setdefault("gameday", {})["unprotected"] = list(options.unprotected)
     cache_activities(experiment)  # refs resolve as under `chaos run` (chaoslib's with_cache)
+    try:
+        _play(runner, experiment, options, journal, (policy, redactor, console))
+    finally:
+        _stop.disarm()
+        if not policy.method_started:  # settling ran out, a refusal, a signal before it
+            journal.setdefault("gameday", {}).setdefault("rollbacks_skipped", NOT_INJECTED)
+        _record_stop(journal)
+        with phase(journal, "sweep"):
+            outcomes = _sweep(ledger, run_id, console, windows, journal)
+        _record_stop(journal)  # a signal during the sweep is the run's stop too
+        with phase(journal, "recovery"):
+            outcomes += _recover(journal, (experiment, policy), options, ledger, run_id, console)
+        _close_watches(options.extra_handlers)
+        _record_stop(journal)
+        _set_run(None, None)
+        restore_signals()
+        clear_cache()
+    return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
+
+
+def _play(
+    runner: Runner,
+    experiment: dict[str, Any],
+    options: RunOptions,
+    journal: dict[str, Any],
+    context: tuple[RollbackPolicy, Redactor, Console],
+) -> None:
+    """chaoslib runs the experiment; each way it can end is written into the journal."""
+    policy, redactor, console = context
     try:
         with rollbacks_when_injected(policy):
             runner.run(
@@ -218,27 +253,50 @@ def run_experiment(
         console.print(f"[bold yellow]⚠ unsteady: {redactor.text(str(exc))}[/]", highlight=False)
     except (KeyboardInterrupt, InterruptExecution, SystemExit) as exc:
         journal["status"] = "interrupted"
-        console.print(f"[bold yellow]⚠ interrupted ({type(exc).__name__}): rolling back[/]")
+        cause = signals.stop_cause() or type(exc).__name__
+        console.print(f"[bold yellow]⚠ interrupted ({cause}): rolling back[/]")
+        if run_skipped_rollbacks(policy, experiment, journal, runner.event_registry):
+            console.print("[bold yellow]⚠ gameday ran the rollbacks chaoslib skipped[/]")
     except ChaosException as exc:
         journal["status"] = "failed"
         journal.setdefault("gameday", {})["error"] = str(exc)
         console.print(f"[red]✗ {redactor.text(str(exc))}[/]", highlight=False)
-    finally:
-        if not policy.method_started:  # settling ran out, a refusal, a signal before it
-            journal.setdefault("gameday", {}).setdefault("rollbacks_skipped", NOT_INJECTED)
-        _record_stop(journal)
-        with shielded(console), phase(journal, "sweep"):
-            outcomes = sweep_run(ledger, run_id, console, skip=(WINDOW_KIND,))
-            if windows is not None:  # after the faults: their 0 is pushed, then the group goes
-                windows.stop()
-                journal.setdefault("gameday", {})["fault_windows"] = windows.record()
-                outcomes += sweep_run(ledger, run_id, console, only=(WINDOW_KIND,))
-        with phase(journal, "recovery"):
-            outcomes += _recover(journal, (experiment, policy), options, ledger, run_id, console)
-        _set_run(None, None)
-        restore_signals()
-        clear_cache()
-    return _finish(path, journal, options, ledger, run_id, outcomes, redactor)
+
+
+def _sweep(
+    ledger: Ledger,
+    run_id: str,
+    console: Console,
+    windows: FaultWindows | None,
+    journal: dict[str, Any],
+) -> list[UndoOutcome]:
+    """Undo what the run left open; then, if nothing of it is open any more, its faults are
+    closed: a stop condition firing from here on is recorded and changes nothing."""
+    _stop.set_phase("sweep")
+    with shielded(console):
+        outcomes = sweep_run(ledger, run_id, console, skip=(WINDOW_KIND,))
+        if windows is not None:  # after the faults: their 0 is pushed, then the group goes
+            windows.stop()
+            journal.setdefault("gameday", {})["fault_windows"] = windows.record()
+            outcomes += sweep_run(ledger, run_id, console, only=(WINDOW_KIND,))
+    if all(o.ok for o in outcomes) and not _still_open(ledger, run_id):
+        _stop.set_faults_closed()
+    return outcomes
+
+
+def _still_open(ledger: Ledger, run_id: str) -> bool:
+    try:
+        return bool(ledger.open_entries(run_id=run_id))
+    except LedgerError:
+        return True  # it cannot be shown closed
+
+
+def _close_watches(handlers: tuple[RunEventHandler, ...]) -> None:
+    """The stop-condition watches end after the recovery check (they watch every fault's
+    whole life, and record what fires after the last undo)."""
+    for handler in handlers:
+        if isinstance(handler, AbortOnBreach):
+            handler.close()
 
 
 def _recover(
@@ -253,6 +311,7 @@ def _recover(
     undone faults: its probes see a run of their own (a load probe measures a fresh
     baseline), whose leftovers are swept here."""
     experiment, policy = context
+    _stop.set_phase("recovery")
     set_current_run_id(f"{run_id}.recovery")
     check_recovery(
         journal,
@@ -261,7 +320,7 @@ def _recover(
         options.recover_seconds,
         console,
         method_started=policy.method_started,
-        stopped=journal.get("status") in ("interrupted", "aborted"),
+        stopped=signals.interrupted() or journal.get("status") in ("interrupted", "aborted"),
     )
     with shielded(console):
         return sweep_run(ledger, f"{run_id}.recovery", console)

@@ -46,6 +46,7 @@ from chaoslib.run import EventHandlerRegistry
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext._core import stop as _stop
 from chaos_ext._core.timeline import epoch, error_line, figure_of, figure_text, role_of
 from chaos_ext._runner.signals import handled
 from chaos_ext.errors import InvalidArgument
@@ -133,6 +134,9 @@ class _Wait:
 
     def note(self, signum: int, frame: FrameType | None) -> None:
         self.ended.set()
+        cause = signal.Signals(signum).name
+        first = _stop.request_stop(cause, end_processes=False)
+        _stop.note(cause, "ended the recovery check" if first else "noted: already stopping")
         self.console.print(
             f"[yellow]{signal.Signals(signum).name} received: the recovery check stops[/]"
         )
@@ -182,9 +186,9 @@ def check_recovery(
     since = undone_at(journal, ledger) or time.time()
     with _signals_end_the_wait(console) as wait:
         record = _poll(context, since, seconds, wait)
-    if wait.ended.is_set():
-        journal["status"] = "interrupted"
-        record.update(checked=False, why="a signal ended the recovery check")
+    if wait.ended.is_set() or _stop.stopping():
+        journal["status"] = "aborted" if _stop.cause() == "stop-condition" else "interrupted"
+        record.update(checked=False, why=f"{_stop.cause() or 'a signal'} ended the recovery check")
     journal.setdefault("gameday", {})["recovery"] = record
     if record.get("recovered"):
         console.print(
@@ -212,13 +216,13 @@ def _poll(
     attempts, met, last = 0, False, "not checked"
     checks: list[dict[str, Any]] = []
     ended = wait.ended
-    while not ended.is_set():
+    while not ended.is_set() and not _stop.stopping():
         state = wait.probe(
             lambda: run_steady_state_hypothesis(
                 experiment, configuration, secrets, experiment.get("dry"), EventHandlerRegistry()
             )
         )
-        if ended.is_set():
+        if ended.is_set() or _stop.stopping():
             break
         attempts += 1
         checks += _checks_of(state, configuration)

@@ -27,6 +27,7 @@ from typing import Any
 from chaoslib import run as chaoslib_run
 from chaoslib.run import RunEventHandler, get_background_pools
 
+from chaos_ext._runner import signals
 from chaos_ext._runner.signals import on_ungraceful
 
 __all__ = [
@@ -107,14 +108,17 @@ def rollbacks_when_injected(policy: RollbackPolicy) -> Iterator[None]:
 def run_skipped_rollbacks(
     policy: RollbackPolicy, experiment: dict[str, Any], journal: dict[str, Any], registry: Any
 ) -> bool:
-    """After an ungraceful exit, play the rollbacks chaoslib skipped; True when it did."""
-    if not policy.ungraceful or policy.rollbacks_started:
+    """Play the rollbacks chaoslib skipped after its method started: after an ungraceful
+    exit, or when an exception left its run loop before them; True when it did."""
+    if policy.rollbacks_started or not (policy.ungraceful or policy.method_started):
         return False
     gameday = journal.setdefault("gameday", {})
-    gameday["ended"] = "ungracefully"
+    if policy.ungraceful:
+        gameday["ended"] = "ungracefully"
     if not policy.method_started:
         gameday["rollbacks_skipped"] = NOT_INJECTED
         return False
+    signals.rollbacks_begin()  # from here a stop never cuts a rollback short
     _, pool = get_background_pools(experiment)
     try:
         chaoslib_run.run_rollback(
@@ -130,5 +134,9 @@ def run_skipped_rollbacks(
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
-    gameday["rollbacks_run_by"] = "gameday (chaoslib skips them after an ungraceful exit)"
+    gameday["rollbacks_run_by"] = (
+        "gameday (chaoslib skips them after an ungraceful exit)"
+        if policy.ungraceful
+        else "gameday (the run left chaoslib's loop before its rollbacks)"
+    )
     return True

@@ -50,12 +50,15 @@ __all__ = [
     "SIGNAL_EXIT_BUDGET_S",
     "STOP_BY_PEOPLE",
     "TERMINATION_GRACE_S",
+    "StoppedBeforeRun",
     "handled",
     "install",
+    "install_before_run",
     "interrupt",
     "interrupted",
     "on_ungraceful",
     "prompt_signals",
+    "raise_if_stopping",
     "rollbacks_begin",
     "stop_cause",
     "take_signals",
@@ -125,31 +128,75 @@ def interrupted() -> bool:
 
 
 def stop_cause() -> str | None:
-    """What stopped the run: ``"abort"`` (a stop condition), ``"SIGTERM"``, ``"SIGINT"``."""
+    """What stopped the run first: ``"stop-condition"``, ``"SIGTERM"``, ``"SIGINT"``,
+    ``"graceful-exit"`` (chaoslib's ``exit_gracefully``)."""
     return _stop.cause()
 
 
 def _cause_of(signum: int) -> str:
-    return "abort" if signum == signal.SIGUSR1 else signal.Signals(signum).name
+    """SIGUSR1 is the abort watch's poke when it asked for the stop, else chaoslib's
+    ``exit_gracefully`` (or anyone's SIGUSR1): a graceful exit, not a stop condition."""
+    if signum == signal.SIGUSR1:
+        return "stop-condition" if _stop.cause() == "stop-condition" else "graceful-exit"
+    return signal.Signals(signum).name
 
 
-def interrupt(signum: int, frame: FrameType | None) -> None:
-    """The run's stop handler: end pauses and processes, raise KeyboardInterrupt once."""
-    _stop.request_stop(_cause_of(signum))
-    if _raised[0] or _stop.shielded():
-        if signum != signal.SIGUSR1:
-            logger.warning(
-                "%s received: the run is already stopping; the rollbacks finish first",
-                signal.Signals(signum).name,
-            )
-        return
+def _raise(cause: str) -> None:
     _raised[0] = True
-    if signum == signal.SIGUSR1:  # chaoslib's own code for "stop, with the rollbacks"
+    if cause in ("stop-condition", "graceful-exit"):  # chaoslib's "stop, with the rollbacks"
         raise SystemExit(20)
     # KeyboardInterrupt, not chaoslib's InterruptExecution: chaoslib wraps every
     # Exception raised inside a Python activity into a failed activity and goes
     # on with the method, so a SIGTERM landing in an activity would be lost.
-    raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
+    raise KeyboardInterrupt(f"{cause} received")
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    """The run's stop handler: the first stop decides; it ends pauses and processes now
+    and raises where that is safe (:func:`chaos_ext._core.stop.armed`), else at the next
+    boundary (:func:`raise_if_stopping`). Later stops are noted and never raise."""
+    cause = _cause_of(signum)
+    first = _stop.request_stop(cause)
+    if cause != "stop-condition":  # the watch wrote its own stop down
+        _stop.note(cause, "stopped the run" if first else "noted: the run was already stopping")
+    if not first and cause != "stop-condition":
+        logger.warning(
+            "%s received: the run is already stopping; the rollbacks finish first", cause
+        )
+    if _raised[0] or _stop.shielded() or not _stop.armed():
+        return
+    _raise(_stop.cause() or cause)
+
+
+def raise_if_stopping() -> None:
+    """At a boundary inside chaoslib's run loop: raise the stop that came where raising was
+    not safe (set-up, between two phases), once."""
+    cause = _stop.cause()
+    if cause is not None and not _raised[0] and not _stop.shielded():
+        _raise(cause)
+
+
+class StoppedBeforeRun(BaseException):
+    """A signal came before any experiment started: nothing was injected."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+def _before_run(signum: int, frame: FrameType | None) -> None:
+    cause = signal.Signals(signum).name
+    first = _stop.request_stop(cause)
+    if first and not _stop.runs_begun():
+        raise StoppedBeforeRun(cause)
+
+
+def install_before_run() -> None:
+    """From the process's first line: SIGINT/SIGTERM before any experiment started end the
+    command with one line (:class:`StoppedBeforeRun`); once experiments run, a stop between
+    two of them is kept, and the batch does not start the next one."""
+    for sig in STOP_BY_PEOPLE:
+        signal.signal(sig, _before_run)
 
 
 def take_signals() -> None:
@@ -168,6 +215,7 @@ def install() -> Callable[[], None]:
     undoes it. After a stopped run, the handler that only notes stays installed (the
     process is on its way out: a late signal must not change its exit code)."""
     _stop.reset()
+    _stop.take_interrupts(True)
     _raised[0] = False
     previous = {sig: signal.signal(sig, interrupt) for sig in _STOP_SIGNALS}
     clock, processes = chaoslib_activity.time, chaoslib_process.subprocess
@@ -175,6 +223,7 @@ def install() -> Callable[[], None]:
     chaoslib_process.subprocess = _GroupedProcesses()
 
     def restore() -> None:
+        _stop.take_interrupts(False)
         chaoslib_activity.time = clock
         chaoslib_process.subprocess = processes
         stopped = _stop.stopping()

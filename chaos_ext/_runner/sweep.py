@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext._core import stop as _stop
 from chaos_ext._core.ledger import Entry, Ledger, UndoOutcome, recorded_here, undo
 from chaos_ext._runner.signals import handled
 from chaos_ext.errors import LedgerError, LedgerInconsistent
@@ -149,12 +150,15 @@ def run_history(ledger: Ledger, run_id: str) -> list[dict[str, Any]]:
 
 @contextmanager
 def shielded(console: Console) -> Iterator[None]:
-    """Keep SIGINT/SIGTERM from cutting a rollback short (they are noted, not obeyed)."""
+    """Keep SIGINT/SIGTERM from cutting a rollback short: they are written down and stop
+    the run (no recovery wait, no next experiment, exit 2), but the undo completes."""
 
     def note(signum: int, frame: FrameType | None) -> None:
-        console.print(
-            f"[yellow]{signal.Signals(signum).name} received: finishing the rollback first[/]"
-        )
+        cause = signal.Signals(signum).name
+        first = _stop.request_stop(cause, end_processes=False)
+        effect = "stopped the run: the rollback finishes first, no recovery wait"
+        _stop.note(cause, effect if first else "noted: the run was already stopping")
+        console.print(f"[yellow]{cause} received: finishing the rollback first[/]")
 
     with handled(note):
         yield

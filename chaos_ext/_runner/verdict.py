@@ -64,6 +64,7 @@ __all__ = [
     "exit_code_for",
     "failing_result",
     "final_outcome",
+    "first_stop",
     "hypothesis_outcome",
     "method_failures",
     "outcome_of",
@@ -168,6 +169,14 @@ def _exception_text(run: Mapping[str, Any]) -> str:
     return str(error or "")
 
 
+def _cut_short(run: Mapping[str, Any]) -> str:
+    """An activity a stop ended: how long it ran, and what stopped it (never "did not run")."""
+    seconds = run.get("gameday_cut_short_after_s")
+    ran = f" after {float(seconds):.1f} s" if isinstance(seconds, int | float) else ""
+    by = run.get("gameday_cut_short_by")
+    return f"cut short{ran}" + (f" ({by})" if by else "")
+
+
 def failing_result(run: Mapping[str, Any]) -> str | None:
     """Why one activity run of the method or the rollbacks failed, or None.
 
@@ -176,9 +185,16 @@ def failing_result(run: Mapping[str, Any]) -> str | None:
     ``succeeded`` with a warning in the log: both are failures here.
     """
     status = run.get("status")
+    if status == "interrupted":
+        return _cut_short(run)
     if status != "succeeded":
         error = _exception_text(run)
         return f"{status or 'did not run'}" + (f": {error}" if error else "")
+    return _answer_failure(run)
+
+
+def _answer_failure(run: Mapping[str, Any]) -> str | None:
+    """A process that exited non-zero, an HTTP answer of 400 or more (chaoslib: succeeded)."""
     provider = (run.get("activity") or {}).get("provider") or {}
     output = run.get("output")
     if not isinstance(output, Mapping):
@@ -217,11 +233,25 @@ def _action_failed(journal: Mapping[str, Any]) -> bool:
     return bool(method_failures(journal))
 
 
+def first_stop(journal: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The stop that decided the run (``gameday.stops``' first that stopped it), or None."""
+    for stop in (journal.get("gameday") or {}).get("stops") or []:
+        if isinstance(stop, Mapping) and str(stop.get("effect", "")).startswith("stopped"):
+            return stop
+    return None
+
+
 def _aborted(journal: Mapping[str, Any]) -> bool:
+    """A stop condition stopped the run. The first stop decides (a SIGTERM before the
+    condition fired is ``interrupted``); a journal without ``gameday.stops`` (plain
+    ``chaos run`` with the abort control, an older gameday) by ``gameday.abort.fired``.
+    chaoslib's own status "aborted" (an unexpected error in the method) is no stop
+    condition."""
+    first = first_stop(journal)
+    if first is not None:
+        return first.get("cause") == "stop-condition"
     abort = (journal.get("gameday") or {}).get("abort")
-    return journal.get("status") == "aborted" or (
-        isinstance(abort, Mapping) and isinstance(abort.get("fired"), Mapping)
-    )
+    return isinstance(abort, Mapping) and isinstance(abort.get("fired"), Mapping)
 
 
 def _stopped_before_start(journal: Mapping[str, Any]) -> str | None:
@@ -261,7 +291,10 @@ def _not_run(journal: Mapping[str, Any]) -> str | None:
 def _stopped(journal: Mapping[str, Any]) -> str | None:
     if _aborted(journal):
         return "aborted"
-    return "interrupted" if journal.get("status") == "interrupted" else None
+    first = first_stop(journal)
+    if first is not None or journal.get("status") == "interrupted":
+        return "interrupted"
+    return None
 
 
 def _not_injected(journal: Mapping[str, Any]) -> str | None:
@@ -275,7 +308,8 @@ def _failed_or_deviated(journal: Mapping[str, Any]) -> str | None:
         return "failed"
     if journal.get("deviated"):  # chaoslib's "failed" here is a probe that raised: deviated
         return "deviated"
-    return "failed" if journal.get("status") == "failed" else None
+    # chaoslib's "aborted" without a stop condition: an unexpected error left the method
+    return "failed" if journal.get("status") in ("failed", "aborted") else None
 
 
 # first match wins; nothing matched: held

@@ -186,5 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return result
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `python -m chaos_ext.cli.main`: as `gameday` (stops handled)
+    from chaos_ext.cli.entry import main as gameday
+
+    sys.exit(gameday())

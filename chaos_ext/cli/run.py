@@ -14,6 +14,7 @@ from chaos_ext._core.ledger import Ledger, default_ledger, parse_watchdog_grace
 from chaos_ext._core.watchdog import DEFAULT_GRACE_S, GRACE_VARIABLE
 from chaos_ext._products.report.model import retry_commands, unsteady_text, view_of
 from chaos_ext._products.report.notes import recovery_line
+from chaos_ext._runner import signals
 from chaos_ext._runner.control_checks import (
     ControlGuard,
     activate_global_controls,
@@ -406,6 +407,12 @@ def run_batch(
     if refusals:
         return EXIT_INVALID
     ledger = _recovered_ledger(console, refuse=refuse_recover)
+    if signals.interrupted():  # a signal while the ledger was checked: nothing ran yet
+        console.print(
+            f"[bold yellow]⚠ {signals.stop_cause()} received before any experiment started: "
+            "stopped; nothing was injected, no journal was written[/]"
+        )
+        return EXIT_FAILED
     if ledger is None:
         return EXIT_FAILED
     activate_global_controls(admitted.settings)
@@ -441,7 +448,11 @@ def run_batch(
         result = run_experiment(path, experiment, options, ledger, console)
         results.append(result)
         say_verdict(result, console)
-        if result.outcome in STOPS_BATCH or result.hypothesis_outcome in STOPS_BATCH:
+        if (
+            result.outcome in STOPS_BATCH
+            or result.hypothesis_outcome in STOPS_BATCH
+            or signals.interrupted()  # a signal during its sweep or recovery
+        ):
             # a stop condition or an operator's Ctrl-C stops the whole batch: the rest
             # did not run, and each says so (summary, JUnit error, score)
             reason = f"{path} was {result.hypothesis_outcome} before it"

@@ -88,6 +88,9 @@ __all__ = [
 
 logger = logging.getLogger("chaostoolkit")
 
+AFTER_UNDO = "recorded only: no fault of the run was open any more"
+"""What a stop condition firing after the last undo does (docs/verdicts.md)."""
+
 
 def interrupt_main_thread() -> None:
     """Make the main thread leave the experiment gracefully (rollbacks still run).
@@ -334,6 +337,8 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         self._deferred = False
         self._over = False  # stopped: never armed again (a late continuous-hypothesis event)
         self._arm_lock = threading.Lock()
+        self.after_undo: Verdict | None = None  # fired once no fault was open: recorded only
+        self.watch_verdict_noted = False  # fired after another stop: noted only
 
     def running(
         self,
@@ -367,7 +372,9 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
     ) -> None:
         # a failed gate ends chaoslib's run loop without a method (and, with the default
         # rollback strategy, without rollbacks): an interrupt after it would lose the journal
-        if not (isinstance(state, Mapping) and state.get("steady_state_met")):
+        if not (isinstance(state, Mapping) and state.get("steady_state_met")) and (
+            self._plain_run()
+        ):
             self.stop()
 
     def start_method(self, experiment: Any) -> None:
@@ -395,12 +402,26 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
         self.watch.start()
 
     def _fire(self, verdict: Verdict) -> None:
-        _stop.request_stop("abort")  # pauses and running processes end now
+        what = f"{verdict.condition} ({verdict.reason}): {verdict.detail}"
+        if _stop.runner_owns_interrupts() and _stop.faults_closed():
+            # after the last undo (or a gate that failed): written down, changes nothing
+            self.after_undo = verdict
+            _stop.note("stop-condition", AFTER_UNDO, fired_at=verdict.at, what=what)
+            self._write()
+            self.announce(f"abort condition {what}; {AFTER_UNDO}")
+            return
+        first = _stop.request_stop("stop-condition")  # pauses and running processes end now
+        effect = "stopped the run" if first else "noted: the run was already stopping"
+        _stop.note("stop-condition", effect, fired_at=verdict.at, what=what)
+        if not first:
+            self.watch_verdict_noted = True
+            self._write()
+            return
         self._write()
-        self.announce(
-            f"abort condition {verdict.condition} fired ({verdict.reason}): {verdict.detail}; "
-            "interrupting the run, rollbacks follow"
-        )
+        self.announce(f"abort condition {what}; interrupting the run, rollbacks follow")
+        if _stop.runner_owns_interrupts():  # gameday: its handler raises where that is safe
+            interrupt_main_thread()
+            return
         with self._arm_lock:
             if not self._armed:  # chaoslib is still setting up: interrupt at _arm
                 self._deferred = not self._over
@@ -409,10 +430,14 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
 
     def _write(self) -> None:
         if self._journal is not None and self.watch is not None:
-            self._journal.setdefault("gameday", {})["abort"] = {
-                **self.watch.record(),
-                "cannot_fire": self.cannot_fire,
-            }
+            record = {**self.watch.record(), "cannot_fire": self.cannot_fire}
+            if self.after_undo is not None or self.watch_verdict_noted:
+                # it fired, but it did not stop the run: not the run's "fired"
+                late = record.pop("fired")
+                key = "fired_after_undo" if self.after_undo is not None else "fired_while_stopping"
+                record[key] = late
+                record["fired"] = None
+            self._journal.setdefault("gameday", {})["abort"] = record
 
     def stop(self) -> None:
         with self._arm_lock:  # chaoslib's run loop is over: no interrupt from here on
@@ -422,17 +447,42 @@ class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
             self.watch.stop()
             self._write()
 
-    def method_completed(self, experiment: Any, state: Any = None) -> None:
+    def close(self) -> None:
+        """gameday's runner: every fault of the run is undone and the recovery check is
+        over; the watch ends here, not at chaoslib's last event."""
         self.stop()
+
+    def _plain_run(self) -> bool:
+        """Under plain ``chaos run`` (no gameday runner) the watch follows chaoslib's events;
+        under gameday it watches every fault's whole life, until :meth:`close`."""
+        return not _stop.runner_owns_interrupts()
+
+    def method_completed(self, experiment: Any, state: Any = None) -> None:
+        # between here and the steady state after, chaoslib may leave its loop
+        with self._arm_lock:
+            self._armed = False
+
+    def start_hypothesis_after(self, experiment: Any) -> None:
+        self._arm()  # the faults are still on: a breach here ends the check, rollbacks follow
+
+    def hypothesis_after_completed(
+        self, experiment: Any, state: Any = None, journal: Any = None
+    ) -> None:
+        with self._arm_lock:
+            self._armed = False
 
     def signal_exit(self) -> None:
-        self.stop()
+        if self._plain_run():
+            self.stop()
 
     def interrupted(self, experiment: Any, journal: Any) -> None:
-        self.stop()
+        if self._plain_run():
+            self.stop()
 
     def start_rollbacks(self, experiment: Any) -> None:
-        self.stop()
+        if self._plain_run():
+            self.stop()
 
     def finish(self, journal: Any) -> None:
-        self.stop()
+        if self._plain_run():
+            self.stop()

@@ -148,7 +148,8 @@ def real_journals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
 
 @dataclass(frozen=True)
 class TimelineRun:
-    """A real `gameday run` of the load-then-fault experiment: its journal and console."""
+    """A real `gameday run` of the load-then-fault experiment: its journal and console
+    (stdout and stderr)."""
 
     journal: Path
     stdout: str
@@ -181,6 +182,6 @@ def load_then_fault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Timeli
                 str(path),
             )
             assert out.returncode == 1, out.stdout + out.stderr  # deviated: the port is held
-            yield TimelineRun(tmp / "journal-load-then-fault.json", out.stdout)
+            yield TimelineRun(tmp / "journal-load-then-fault.json", out.stdout + out.stderr)
         finally:  # whatever happened, leave no fault behind
             run_gameday(tmp, ledger, "rollback")

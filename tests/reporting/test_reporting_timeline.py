@@ -8,6 +8,7 @@ never the product's own rule.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from datetime import datetime
 from pathlib import Path
@@ -198,14 +199,21 @@ def actions_only(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = tmp / "actions.json"
     path.write_text(json.dumps(experiment))
     out = run_gameday(
-        tmp, tmp / "ledger.sqlite3", "run", "--journal", str(tmp / "j.json"), str(path)
+        tmp,
+        tmp / "ledger.sqlite3",
+        "run",
+        "--settle",
+        "5",
+        "--journal",
+        str(tmp / "j.json"),
+        str(path),
     )
     assert out.returncode == 0, out.stdout + out.stderr
     loaded: dict[str, Any] = json.loads((tmp / "j.json").read_text())
     return loaded
 
 
-def test_actions_outside_the_ledger_are_one_fault_until_the_rollbacks(
+def test_actions_outside_the_ledger_are_one_fault_until_the_rollbacks_and_settle_is_marked(
     actions_only: dict[str, Any],
 ) -> None:
     journal = actions_only
@@ -218,6 +226,12 @@ def test_actions_outside_the_ledger_are_one_fault_until_the_rollbacks(
     assert rollbacks.end >= _t(journal["rollbacks"][-1]["end"]) - SLACK_S
     windows = [m.window for m in timeline.measurements]
     assert windows[0] == "before" and "faults-on" in windows and windows[-1] == "after-undo"
+    names = [p.name for p in timeline.phases]
+    assert names == ["settle", "before", "method", "after", "rollbacks", "sweep", "recovery"]
+    settle, before = timeline.phases[:2]
+    assert settle.end == before.start  # chaoslib's own check begins as settling ends
+    first_check = min(_t(run["start"]) for _, _, run in _checks(journal))
+    assert settle.end is not None and abs(settle.end - first_check) <= SLACK_S
     assert any("count as faults" in n for n in timeline.notes)
 
 
@@ -316,3 +330,15 @@ def test_an_odd_journal_never_breaks_the_timeline(damage: dict[str, Any]) -> Non
     journal = {**b.build(), **damage}
     timeline = timeline_of(journal)
     assert timeline.source == "rebuilt"
+
+
+def test_the_console_names_the_windows_and_says_the_recovery_once(load_then_fault: Any) -> None:
+    out = load_then_fault.stdout
+    assert "▶ steady state before (baseline)" in out
+    assert "steady state met (before the faults)" in out
+    assert "▶ with faults on (steady state after the method, before the undo)" in out
+    assert "steady state NOT met (with the faults on): port-closed = true" in out
+    assert out.count("recovered ") == 1, out  # live, as the check ends; not again at the end
+    probes = [line for line in out.splitlines() if "probe load-error-ratio" in line]
+    assert probes and all(re.search(r"\) error_ratio [-0-9.e]+$", line) for line in probes), probes
+    # a load probe's own figure, not its whole summary cut short

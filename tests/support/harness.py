@@ -35,7 +35,7 @@ def cli_env(ledger: Path) -> dict[str, str]:
 
 
 def gameday_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "chaos_ext.cli.main", *args]
+    return [sys.executable, "-m", "chaos_ext.cli", *args]
 
 
 def netns_list() -> set[str]:

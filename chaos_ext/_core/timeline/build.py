@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from chaos_ext._core.timeline.journal import epoch, mappings, probe_runs
+from chaos_ext._core.timeline.journal import epoch, mappings, number, probe_runs
 from chaos_ext._core.timeline.measurements import measurements_of
 from chaos_ext._core.timeline.model import (
     PHASES,
@@ -74,7 +74,7 @@ def _rebuilt_phases(journal: Mapping[str, Any]) -> Iterator[Span]:
     before = _span_of(probe_runs(journal, "before"), "before")
     settle = gameday.get("settle")
     if isinstance(settle, Mapping) and before is not None:
-        waited = epoch(settle.get("waited_s")) or 0.0
+        waited = number(settle.get("waited_s")) or 0.0
         yield Span("settle", before.start - waited, before.start)
     if before is not None:
         yield before
@@ -94,7 +94,7 @@ def _rebuilt_recovery(recovery: Any, rollbacks: Span | None) -> Span | None:
     if not isinstance(recovery, Mapping) or recovery.get("checked") is not True:
         return None
     undone = epoch(recovery.get("undone_at"))
-    took = epoch(recovery.get("time_to_recover_s" if recovery.get("recovered") else "seconds"))
+    took = number(recovery.get("time_to_recover_s" if recovery.get("recovered") else "seconds"))
     if undone is None or took is None:
         return None
     start = max(undone, rollbacks.end or undone) if rollbacks else undone
@@ -115,7 +115,7 @@ def _pauses(recorded: list[Mapping[str, Any]]) -> dict[tuple[str, str, int], tup
 
 def _declared_pause(activity: Mapping[str, Any], which: str) -> float | None:
     pauses = activity.get("pauses")
-    return epoch((pauses or {}).get(which)) if isinstance(pauses, Mapping) else None
+    return number(pauses.get(which)) if isinstance(pauses, Mapping) else None
 
 
 def _activities(
@@ -133,6 +133,7 @@ def _activities(
             if start is None:
                 continue
             n = seen[name] = seen.get(name, -1) + 1
+            cut = number(run.get("gameday_cut_short_after_s"))  # the runner saw a stop end it
             following = epoch(runs[i + 1].get("start")) if i + 1 < len(runs) else None
             found.append(
                 ActivitySpan(
@@ -141,7 +142,8 @@ def _activities(
                     type=str(activity.get("type", "action")),
                     start=start,
                     end=end,
-                    status=str(run.get("status", "")),
+                    status="cut-short" if cut is not None else str(run.get("status", "")),
+                    cut_short_after_s=cut,
                     pause_before=pauses.get((name, "before", n))
                     or _rebuilt_before(activity, start),
                     pause_after=pauses.get((name, "after", n))
@@ -166,7 +168,10 @@ def _rebuilt_after(
 
 
 def _cut_short(activity: ActivitySpan, stops: Sequence[Stop]) -> ActivitySpan:
-    """An activity a stop ended while it ran: ``cut-short``, with how long it ran."""
+    """An activity a stop ended while it ran: ``cut-short``, with how long it ran (from
+    the run's own record, else from the stop's time)."""
+    if activity.status == "cut-short":
+        return activity
     end = activity.end
     for stop in stops:
         inside = activity.start <= stop.at and (end is None or stop.at <= end)

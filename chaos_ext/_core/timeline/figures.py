@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from jsonpath_ng.exceptions import JSONPathError
@@ -26,9 +27,14 @@ __all__ = ["figure_of", "figure_text", "judged_value"]
 _MISSING = object()
 
 
+@lru_cache(maxsize=64)
+def _parsed(path: str) -> Any:
+    return parse_jsonpath(path)  # parsing costs far more than matching: once per path
+
+
 def _jsonpath(value: Any, path: str) -> Any:
     try:
-        found = [m.value for m in parse_jsonpath(path).find(value)]
+        found = [m.value for m in _parsed(path).find(value)]
     except (JSONPathError, AttributeError, TypeError, ValueError, IndexError):
         return _MISSING
     return found[0] if len(found) == 1 else _MISSING

@@ -1,0 +1,71 @@
+"""The ``gameday`` command's first lines: a stop is handled from the very start.
+
+SIGINT or SIGTERM before any experiment has started (while Python imports the
+command, parses its arguments, checks the ledger) ends the command with one
+line and exit 2, no traceback: nothing was injected and no journal was
+written. Once experiments run, the runner's own handlers take over
+(:mod:`chaos_ext._runner.signals`). When the command is done (journals
+written, exit code decided), SIGINT and SIGTERM are ignored until the process
+has exited: a late signal cannot turn an exit 2 whose journal says so into a
+143 or 130.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from types import FrameType
+
+_EARLY: list[str] = []
+
+
+def _early(signum: int, frame: FrameType | None) -> None:
+    """Before the runner's modules are even imported: remember, and stop the import."""
+    _EARLY.append(signal.Signals(signum).name)
+    if len(_EARLY) == 1:
+        raise KeyboardInterrupt(_EARLY[0])
+
+
+def _say_stopped(cause: str) -> int:
+    sys.stderr.write(
+        f"gameday: {cause} received before any experiment started: stopped; "
+        "nothing was injected, no journal was written\n"
+    )
+    sys.stderr.flush()
+    return 2
+
+
+def main() -> int:
+    """Run the ``gameday`` command line; its exit code."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _early)
+    code = 2
+    try:
+        code = _run()
+    except KeyboardInterrupt as exc:  # only while importing: the rest is handled below
+        code = _say_stopped(_EARLY[0] if _EARLY else str(exc) or "SIGINT")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+    return code
+
+
+def _run() -> int:
+    from chaos_ext._core import stop  # noqa: PLC0415 - after the handler: imports can be stopped
+    from chaos_ext._runner import signals  # noqa: PLC0415
+
+    for cause in _EARLY:  # came before the stop path was importable
+        stop.request_stop(cause)
+    signals.install_before_run()
+    if stop.stopping():
+        return _say_stopped(stop.cause() or "a signal")
+    from chaos_ext.cli.main import main as command  # noqa: PLC0415
+
+    try:
+        return command()
+    except signals.StoppedBeforeRun as exc:
+        return _say_stopped(exc.cause)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
