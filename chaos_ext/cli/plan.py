@@ -20,6 +20,7 @@ from chaos_ext._core.contract import plan_function_of, role_of
 from chaos_ext._runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 from chaos_ext._runner.redact import Redactor, secret_values
 from chaos_ext.cli._admission import add_var_options, admit
+from chaos_ext.cli._common import add_kube_options
 
 __all__ = ["handle", "plan_experiment", "register"]
 
@@ -74,6 +75,7 @@ def register(sub: Any) -> None:
     parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT", help="JSON/YAML files")
     parser.add_argument("--json", metavar="FILE", help="write the plans as JSON to FILE")
     add_var_options(parser)
+    add_kube_options(parser, purpose="the cluster whose targets and permissions are planned")
     parser.set_defaults(handler=handle)
 
 

@@ -31,7 +31,7 @@ from chaos_ext._runner.sweep import checked, dead_entries, shielded, sweep
 from chaos_ext._runner.verdict import worst_exit
 from chaos_ext.cli import plan
 from chaos_ext.cli._admission import add_var_options, admit
-from chaos_ext.cli._common import add_control_options
+from chaos_ext.cli._common import add_control_options, add_kube_options
 from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
 from chaos_ext.errors import InvalidArgument, LedgerError
 
@@ -228,6 +228,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         f"extension watchdog_grace_seconds, else ${GRACE_VARIABLE}, else {DEFAULT_GRACE_S:g})",
     )
     add_control_options(parser)
+    add_kube_options(parser, purpose="the cluster the experiments' Kubernetes activities act on")
 
 
 def _grace(text: str) -> float:
