@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = ["foreign_format", "is_experiment_like"]
 
-_EXPERIMENT_KEYS = ("method", "steady-state-hypothesis", "rollbacks", "title")
+_EXPERIMENT_KEYS = ("method", "steady-state-hypothesis", "title")  # a journal has "rollbacks"
 _DOCS = "docs/validation.md, 'Files of other tools'"
 _WRITE = f"gameday runs Chaos Toolkit experiments (title, description, method): {_DOCS}"
 
