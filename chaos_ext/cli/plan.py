@@ -53,7 +53,11 @@ and the SSH user has CAP_NET_ADMIN there. For example:
 
 (docs/conventions.md §7 has the whole example.)
 
-An action without a plan function is listed as "no plan: <module>.<func>".
+--kubeconfig FILE and --context NAME choose the cluster (else $KUBECONFIG or
+~/.kube/config, and its current context); with no kubeconfig at all, an action
+that needs the cluster is listed with one line saying so ("no kubeconfig
+found ..."), without retrying localhost. An action without a plan function is
+listed as "no plan: <module>.<func>".
 --json FILE writes every plan as JSON for review tools.
 
 Exit code: 0 every action was planned and every preflight passed; 1 a preflight

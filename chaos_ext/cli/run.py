@@ -38,7 +38,11 @@ from chaos_ext.errors import InvalidArgument, LedgerError
 HELP = """\
 Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
 
-Every experiment is validated first; if any is invalid nothing runs (exit 3).
+Every experiment is validated first, as by `gameday validate` (each --var name
+must be one an experiment declares); if any is invalid nothing runs (exit 3).
+--kubeconfig FILE and --context NAME choose the cluster of the Kubernetes
+activities (else $KUBECONFIG or ~/.kube/config, and its current context); with
+no kubeconfig at all, such an activity fails with one line saying so.
 Before running, the fault ledger is checked (a ledger that cannot be trusted
 stops the run, exit 2, listing what may still be injected), then faults left
 open by a dead run (owner process gone) are undone and listed (--no-recover
