@@ -74,6 +74,8 @@ def test_the_example_mounts_ssh_files_keeps_the_ledger_and_pushes_with_rclone() 
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["GAMEDAY_SSH_KEY_FILE"] == "/etc/gameday/ssh/ssh-privatekey"
     assert env["GAMEDAY_SSH_KNOWN_HOSTS"] == "/etc/gameday/ssh/known_hosts"
+    assert env["CHAOSTOOLKIT_IN_POD"] == "true"  # the clients use the ServiceAccount's token
+    assert pod["automountServiceAccountToken"] is True
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     assert mounts["ssh"] == {"name": "ssh", "mountPath": "/etc/gameday/ssh", "readOnly": True}
     volumes = {v["name"]: v for v in pod["volumes"]}

@@ -218,6 +218,7 @@ def test_no_kubernetes_activity_means_no_role_and_no_token(
     assert set(kinds) == {"ConfigMap", "ServiceAccount", "CronJob"}  # --no-pvc: no claim
     pod = kinds["CronJob"][0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
+    assert "CHAOSTOOLKIT_IN_POD" not in {e["name"] for e in pod["containers"][0]["env"]}
     assert {"name": "reports", "emptyDir": {}} in pod["volumes"]
 
 

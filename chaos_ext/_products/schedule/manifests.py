@@ -195,7 +195,7 @@ def _ssh_env(spec: ScheduleSpec) -> list[dict[str, str]]:
     ]
 
 
-def _container(spec: ScheduleSpec) -> dict[str, Any]:
+def _container(spec: ScheduleSpec, in_cluster: bool) -> dict[str, Any]:
     ssh = [{"name": "ssh", "mountPath": SSH_DIR, "readOnly": True}] if spec.ssh_secret else []
     return {
         "name": "gameday",
@@ -210,6 +210,8 @@ def _container(spec: ScheduleSpec) -> dict[str, Any]:
             {"name": "HOME", "value": _TMP},
             {"name": "MPLCONFIGDIR", "value": f"{_TMP}/matplotlib"},
             *_ssh_env(spec),
+            # the Kubernetes clients use the pod's ServiceAccount (chaos_ext._core.k8s)
+            *([{"name": "CHAOSTOOLKIT_IN_POD", "value": "true"}] if in_cluster else []),
         ],
         "envFrom": [{"secretRef": {"name": s}} for s in spec.env_from_secrets],
         "securityContext": {
@@ -264,7 +266,7 @@ def _cronjob(spec: ScheduleSpec, perms: Permissions) -> dict[str, Any]:
             "fsGroup": RUNNER_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [_container(spec)],
+        "containers": [_container(spec, in_cluster=bool(perms.rules))],
         "volumes": _volumes(spec),
     }
     cron: dict[str, Any] = {
