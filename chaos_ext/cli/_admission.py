@@ -1,8 +1,10 @@
 """The one decision ``gameday validate`` and ``gameday run`` share: may these files run?
 
 :func:`admit` reads ``--var`` / ``--var-file``, the Chaos Toolkit settings, every
-experiment file, ``--abort-on`` / ``--alerts`` and the settle time, prints every
-refusal (one ``invalid:`` line each) and returns what the run needs, or None.
+experiment file, ``--abort-on`` / ``--alerts`` and the settle time, checks each
+``--var`` name against the experiments' configuration (:func:`unknown_var_lines`),
+prints every refusal (one ``invalid:`` line each) and returns what the run needs,
+or None.
 ``validate`` stops there; ``run`` goes on. So a file that validates is a file the
 run accepts, and the refusal lines of both are the same.
 """
@@ -241,7 +243,8 @@ def admit(
         also=_run_problems(args, plan, config_vars),
         resolve="all" if secrets else "configuration",
     )
-    unknown = unknown_var_lines(args.var, [e for _, e in loaded or []])
+    # judged against the experiments that loaded: with one invalid, it would be every name
+    unknown = unknown_var_lines(args.var, [e for _, e in loaded]) if loaded is not None else []
     for line in unknown:
         _refuse(console, line)
     if loaded is None or settings is None or not plan_ok or unknown:
