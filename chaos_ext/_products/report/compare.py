@@ -270,8 +270,9 @@ def _short_words(
 def _window_row(
     spec: MetricSpec, window: str, base: Sequence[Run], tuned: Sequence[Run], ctx: _Context
 ) -> Comparison | Skipped | None:
-    sides: list[list[Any]] = [[], []]
+    sides: list[list[Sampled]] = [[], []]
     spans: list[Span] = []
+    drawn: list[tuple[int, int, Run, Sampled]] = []
     for side, runs in enumerate((base, tuned)):
         for index, run in enumerate(runs):
             span = window_span(run.view, window)
@@ -279,12 +280,14 @@ def _window_row(
                 spans.append(span)
                 got = ctx.sampler(run, run.specs[spec.name], span)
                 sides[side].append(got)
-                ctx.draw(spec, window, side, index, run, got)
+                drawn.append((side, index, run, got))
     if not sides[0] or not sides[1]:
         return None  # a side has no such window (nothing injected there)
     counts = [sum(len(s.values) for s in found) for found in sides]
     if min(counts) == 0:
         return Skipped(ctx.experiment, spec.name, window, _longest(spans), spec.lookback)
+    for side, index, run, got in drawn:  # a chart draws what its rows compared
+        ctx.draw(spec, window, side, index, run, got)
     better = better_of(spec.name, spec.tolerance, ctx.overrides, spec.catalog_names)
     result = compare_metric(
         spec.name,

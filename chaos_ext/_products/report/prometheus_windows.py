@@ -129,7 +129,7 @@ class WindowSampler:
                 found.instant("vector(1)")
                 server.client = found
             except (ChaosExtError, InvalidArgument) as exc:
-                server.problem = str(exc)
+                server.problem = str(exc).rstrip(": ")
             self._servers[url] = server
         return self._servers[url]
 

@@ -336,7 +336,7 @@ def _series(metric: str, sides: _Sides) -> Comparison:
     longest = max(min(block_length(r), max(1, len(r) // 2)) for r in (*sides.base, *sides.tuned))
     method = (
         f"time series, {runs[0]} run(s) vs {runs[1]}: moving-block bootstrap "
-        f"(blocks of up to {longest} samples{', runs resampled first' if max(runs) > 1 else ''});"
+        f"(blocks of up to {longest} sample(s){', runs resampled first' if max(runs) > 1 else ''});"
         " no p-value: successive samples are not independent"
     )
     found = _result(
