@@ -213,10 +213,8 @@ def _say_results(
 ) -> None:
     """First the answer (hypotheses held, one line per experiment), then where the
     samples came from, then each experiment's rows."""
-    from chaos_ext._products.report.compare import (  # noqa: PLC0415 - scipy is heavy
-        headlines,
-        shown_value,
-    )
+    from chaos_ext._products.report.compare import shown_value  # noqa: PLC0415 - scipy
+    from chaos_ext._products.report.headlines import headlines  # noqa: PLC0415
     from chaos_ext._products.report.render_compare import (  # noqa: PLC0415 - matplotlib
         difference_text,
     )
@@ -243,6 +241,15 @@ def _say_results(
             )
             effect = f"{values}, {difference_text(c)}{p}; {method}{note}"
             say(f"  {c.metric}{where}: {c.verdict} ({effect})")
+
+
+def _say_left_out(base: list[Run], tuned: list[Run], console: Console) -> None:
+    left_out = sum(r.view.outcome == "unsteady" for r in (*base, *tuned))
+    if left_out:
+        console.print(
+            f"[yellow]{left_out} unsteady run(s) left out: the steady state did not hold "
+            "before the method, so nothing was injected in them[/]"
+        )
 
 
 def _plain(console: Console) -> Any:
@@ -281,12 +288,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
 
     base_runs = [Run(j, v, metric_specs(j, v)) for j, v in base]
     tuned_runs = [Run(j, v, metric_specs(j, v)) for j, v in tuned]
-    left_out = sum(r.view.outcome == "unsteady" for r in (*base_runs, *tuned_runs))
-    if left_out:
-        console.print(
-            f"[yellow]{left_out} unsteady run(s) left out: the steady state did not hold "
-            "before the method, so nothing was injected in them[/]"
-        )
+    _say_left_out(base_runs, tuned_runs, console)
     sampler = WindowSampler(url=args.prometheus_url, offline=args.offline)
     compared = compare_sets(base_runs, tuned_runs, overrides, settings, sampler)
     pairing = pair_experiments(base_runs, tuned_runs)
@@ -304,10 +306,11 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     _say_results(base_runs, tuned_runs, compared, notes, console)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    md = compare_markdown(compared, base_runs, tuned_runs, settings, args.title, notes)
-    (out / "comparison.md").write_text(md)
-    html = compare_html(compared, base_runs, tuned_runs, settings, args.title, notes)
-    (out / "comparison.html").write_text(html)
+    pages = {"comparison.md": compare_markdown, "comparison.html": compare_html}
+    for name, render in pages.items():
+        (out / name).write_text(
+            render(compared, base_runs, tuned_runs, settings, args.title, notes)
+        )
     console.print(f"comparison: {out / 'comparison.html'}, {out / 'comparison.md'}")
     regressed = any(c.verdict == "regressed" for c in compared.rows)
     return EXIT_DEVIATED if regressed and args.fail_on_regression else 0

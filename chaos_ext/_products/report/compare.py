@@ -10,23 +10,20 @@ them: :mod:`.prometheus_windows`), by :func:`~.stats.compare_metric`.
 ``time-to-recover-s`` (one value a run) is compared as such; a difference below
 what the recovery check can resolve is no change, said so.
 
-The headline says, per experiment, its verdict before and after, the hypotheses
-held on each side, and the fault-window effect that moved most, in the metric's
-own values.
+The headline of each experiment is :mod:`.headlines`'.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from chaos_ext._core.timeline import WINDOW_PHRASES, Span
 from chaos_ext._products.report.direction import better_of
-from chaos_ext._products.report.model import RunView, view_of
-from chaos_ext._products.report.score import held
+from chaos_ext._products.report.model import RunView
 from chaos_ext._products.report.stats import (
     MIN_WINDOW_SAMPLES,
     Comparison,
@@ -36,8 +33,11 @@ from chaos_ext._products.report.stats import (
 from chaos_ext._products.report.windows import (
     COMPARED_WINDOWS,
     MetricSpec,
-    journal_samples,
-    metric_specs,
+    Run,
+    Sampled,
+    Sampler,
+    journal_sampler,
+    run_of,
     window_span,
 )
 from chaos_ext._runner.recovery import POLL_S
@@ -46,14 +46,12 @@ __all__ = [
     "RECOVERY_METRIC",
     "Compared",
     "Drawn",
-    "Headline",
     "Pairing",
     "Run",
     "Sampled",
     "Sampler",
     "Skipped",
     "compare_sets",
-    "headlines",
     "journal_sampler",
     "judged",
     "pair_experiments",
@@ -63,42 +61,6 @@ __all__ = [
 
 RECOVERY_METRIC = "time-to-recover-s"
 """The seconds from the last undo to the steady state holding again, one value a run."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run: its journal, its view (with its timeline) and its metrics."""
-
-    journal: Mapping[str, Any]
-    view: RunView
-    specs: Mapping[str, MetricSpec]
-
-
-def run_of(journal: Mapping[str, Any], source: str = "") -> Run:
-    view = view_of(journal, source)
-    return Run(journal, view, metric_specs(journal, view))
-
-
-@dataclass(frozen=True)
-class Sampled:
-    """What a sampler gives: the ``(time, value)`` points and where they came from."""
-
-    points: tuple[tuple[float, float], ...]
-    source: str  # "prometheus" | "journal"
-    step: float | None = None  # seconds between two samples, when known
-
-    @property
-    def values(self) -> list[float]:
-        return [v for _, v in self.points]
-
-
-Sampler = Callable[[Run, MetricSpec, Span], Sampled]
-"""``(run, metric, window span) -> Sampled``: the metric's samples in that window."""
-
-
-def journal_sampler(run: Run, spec: MetricSpec, span: Span) -> Sampled:
-    """The journal's own samples in the window (no Prometheus)."""
-    return Sampled(tuple(journal_samples(run.view, spec, span)), "journal")
 
 
 @dataclass(frozen=True)
@@ -153,25 +115,6 @@ class Skipped:
     window: str
     longest_s: float  # how long the window lasted, at most, over the runs
     lookback_s: float  # how far back each sample of the metric looks (0: not PromQL)
-
-
-@dataclass(frozen=True)
-class Headline:
-    """One experiment's answer: verdicts before/after, hypotheses held, main effect."""
-
-    experiment: str
-    before: str
-    after: str
-    held_before: tuple[int, int]
-    held_after: tuple[int, int]
-    effect: str
-
-    def line(self) -> str:
-        (hb, nb), (ha, na) = self.held_before, self.held_after
-        effect = f"; {self.effect}" if self.effect else ""
-        return (
-            f"{self.experiment}: {self.before} → {self.after} (held {hb}/{nb} → {ha}/{na}){effect}"
-        )
 
 
 def judged(runs: Sequence[Run]) -> tuple[list[Run], int]:
@@ -375,57 +318,4 @@ def compare_sets(
         found.runs[experiment] = (len(judged(base)[0]), len(judged(new)[0]))
         for row in _compare_pair(base, new, ctx):
             (found.skipped if isinstance(row, Skipped) else found.rows).append(row)
-    return found
-
-
-def _verdicts(runs: Sequence[Run]) -> str:
-    outcomes = sorted({r.view.outcome for r in runs})
-    if len(runs) == 1 or len(outcomes) == 1:
-        return outcomes[0] if len(runs) == 1 else f"{outcomes[0]} ×{len(runs)}"
-    return ", ".join(f"{o} {sum(r.view.outcome == o for r in runs)}" for o in outcomes)
-
-
-def _held(runs: Sequence[Run]) -> tuple[int, int]:
-    counted = [r.view for r in runs if r.view.outcome != "unsteady" and r.view.hypothesis_probes]
-    return sum(held(v) for v in counted), len(counted)
-
-
-_RANK = {"improved": 0, "regressed": 0, "changed": 1, "direction only": 2}
-
-
-def _main_effect(results: Sequence[Comparison]) -> str:
-    """The fault-window row (else any) that moved most, decided verdicts first."""
-    moved = [c for c in results if c.verdict in _RANK and c.difference != 0]
-    if not moved:
-        return ""
-    top = min(
-        moved,
-        key=lambda c: (
-            c.window != "during",
-            _RANK[c.verdict],
-            -abs(c.relative) if c.relative is not None else -float("inf"),
-        ),
-    )
-    where = f" {WINDOW_PHRASES.get(top.window, top.window)}" if top.window else ""
-    base, new = shown_value(top.baseline.value, top.unit), shown_value(top.tuned.value, top.unit)
-    return f"{top.metric}{where} {base} → {new} ({top.verdict})"
-
-
-def headlines(
-    baseline: Sequence[Run], tuned: Sequence[Run], results: Sequence[Comparison]
-) -> list[Headline]:
-    """One headline per paired experiment, in the order of the baseline."""
-    found = []
-    for experiment, base, new in pair_experiments(baseline, tuned).pairs:
-        mine = [c for c in results if c.experiment == experiment]
-        found.append(
-            Headline(
-                experiment,
-                _verdicts(base),
-                _verdicts(new),
-                _held(base),
-                _held(new),
-                _main_effect(mine),
-            )
-        )
     return found

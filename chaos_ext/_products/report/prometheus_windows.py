@@ -28,8 +28,7 @@ from typing import Any
 
 from chaos_ext._core.prometheus_api.client import PrometheusClient, client
 from chaos_ext._core.timeline import Span, journal_vars
-from chaos_ext._products.report.compare import Run, Sampled
-from chaos_ext._products.report.windows import MetricSpec, journal_samples
+from chaos_ext._products.report.windows import MetricSpec, Run, Sampled, journal_samples
 from chaos_ext.errors import ChaosExtError, InvalidArgument
 
 __all__ = ["DEFAULT_STEP_S", "WindowSampler"]

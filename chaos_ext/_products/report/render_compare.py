@@ -27,12 +27,12 @@ from chaos_ext._products.report.compare import (
     Compared,
     Run,
     Skipped,
-    headlines,
     judged,
     pair_experiments,
     shown_value,
 )
 from chaos_ext._products.report.compare_charts import window_chart
+from chaos_ext._products.report.headlines import headlines
 from chaos_ext._products.report.render import environment, paragraphs
 from chaos_ext._products.report.stats import Comparison, Settings
 
@@ -82,7 +82,11 @@ def _skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
 
 
 def _metric_sections(
-    experiment: str, rows: Sequence[Comparison], compared: Compared, index: int, charts: bool
+    experiment: str,
+    rows: Sequence[Comparison],
+    compared: Compared,
+    index: int,
+    tolerances: Mapping[str, Any] | None,
 ) -> list[dict[str, Any]]:
     sections = []
     for n, metric in enumerate(dict.fromkeys(c.metric for c in rows)):
@@ -90,8 +94,9 @@ def _metric_sections(
         drawn = [d for d in compared.drawn if d.experiment == experiment and d.metric == metric]
         title = f"{metric} — {experiment}"
         svg = ""
-        if charts:
-            svg = window_chart(title, drawn, mine, mine[0].unit, None, salt=f"e{index}m{n}")
+        if tolerances is not None:
+            tolerance = tolerances.get(metric)
+            svg = window_chart(title, drawn, mine, mine[0].unit, tolerance, salt=f"e{index}m{n}")
         sections.append(
             {
                 "title": title,
@@ -101,6 +106,27 @@ def _metric_sections(
             }
         )
     return sections
+
+
+def _experiment(
+    experiment: str,
+    headline: str,
+    index: int,
+    compared: Compared,
+    tolerances: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """One experiment's section (``tolerances`` None: no charts, for Markdown)."""
+    rows = [c for c in compared.rows if c.experiment == experiment]
+    b, t = compared.runs[experiment]
+    return {
+        "title": experiment,
+        "anchor": f"e{index}",
+        "headline": headline,
+        "runs": f"{b} run(s) vs {t}",
+        "rows": [_row(c) for c in rows],
+        "metrics": _metric_sections(experiment, rows, compared, index, tolerances),
+        "skipped": _skipped_lines([s for s in compared.skipped if s.experiment == experiment]),
+    }
 
 
 def _runs_text(counts: Mapping[str, tuple[int, int]], side: int) -> str:
@@ -123,23 +149,13 @@ def _context(
     pairing = pair_experiments(baseline, tuned)
     held_b = [sum(h.held_before[i] for h in heads) for i in (0, 1)]
     held_t = [sum(h.held_after[i] for h in heads) for i in (0, 1)]
-    experiments = []
-    for i, (head, (experiment, _, _)) in enumerate(zip(heads, pairing.pairs, strict=True)):
-        rows = [c for c in compared.rows if c.experiment == experiment]
-        b, t = compared.runs[experiment]
-        experiments.append(
-            {
-                "title": experiment,
-                "anchor": f"e{i}",
-                "headline": head.line(),
-                "runs": f"{b} run(s) vs {t}",
-                "rows": [_row(c) for c in rows],
-                "metrics": _metric_sections(experiment, rows, compared, i, charts),
-                "skipped": _skipped_lines(
-                    [s for s in compared.skipped if s.experiment == experiment]
-                ),
-            }
-        )
+    tolerances = {
+        name: spec.tolerance for run in (*tuned, *baseline) for name, spec in run.specs.items()
+    }
+    experiments = [
+        _experiment(experiment, head.line(), i, compared, tolerances if charts else None)
+        for i, (head, (experiment, _, _)) in enumerate(zip(heads, pairing.pairs, strict=True))
+    ]
     return {
         "title": title,
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

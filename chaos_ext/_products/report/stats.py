@@ -43,6 +43,14 @@ from scipy import stats as scipy_stats
 
 from chaos_ext._core.percentile import percentiles
 from chaos_ext._products.report.direction import direction_of_tolerance as direction_of
+from chaos_ext._products.report.resampling import (
+    block_length,
+    independent_count,
+    interval,
+    reduce_of,
+    runs_replicates,
+    series_replicates,
+)
 
 __all__ = [
     "MIN_INDEPENDENT",
@@ -51,10 +59,8 @@ __all__ = [
     "Comparison",
     "Settings",
     "Summary",
-    "block_length",
     "compare_metric",
     "direction_of",
-    "independent_count",
 ]
 
 MIN_WINDOW_SAMPLES = 5
@@ -134,66 +140,6 @@ def _summary(runs: Sequence[Sequence[float]], value: float) -> Summary:
     )
 
 
-def _lag1(values: Any) -> float:
-    centred = values - values.mean()
-    denominator = float(np.dot(centred, centred))
-    return float(np.dot(centred[:-1], centred[1:]) / denominator) if denominator else 0.0
-
-
-def block_length(run: Sequence[float]) -> int:
-    """Successive samples that count as one observation: ``ceil((1+r)/(1-r))`` from the
-    lag-1 autocorrelation r (1 for r <= 0, a constant run or fewer than 3 samples)."""
-    values = np.asarray(run, dtype=float)
-    if values.size < 3 or np.ptp(values) == 0:
-        return 1
-    r = min(_lag1(values), 0.999)
-    return 1 if r <= 0 else min(int(values.size), math.ceil((1 + r) / (1 - r)))
-
-
-def independent_count(runs: Sequence[Sequence[float]]) -> float:
-    """Roughly how many independent observations the runs' samples are."""
-    return sum(len(r) / block_length(r) for r in runs if len(r))
-
-
-def _reduce(stat: str) -> Any:
-    return np.median if stat == "median" else np.mean
-
-
-def _block_matrix(run: Sequence[float], b: int, rng: Any) -> Any:
-    """``b`` moving-block resamples of one run (blocks of at most half the run)."""
-    values = np.asarray(run, dtype=float)
-    n = values.size
-    length = max(1, min(block_length(run), n // 2))
-    blocks = math.ceil(n / length)
-    starts = rng.integers(0, n - length + 1, size=(b, blocks))
-    index = (starts[:, :, None] + np.arange(length)).reshape(b, -1)[:, :n]
-    return values[index]
-
-
-def _series_replicates(runs: Sequence[Sequence[float]], stat: str, b: int, rng: Any) -> Any:
-    """Bootstrap replicates of the statistic: runs resampled (when several), then
-    blocks within each run."""
-    reduce = _reduce(stat)
-    matrices = [_block_matrix(r, b, rng) for r in runs]
-    if len(matrices) == 1:
-        return reduce(matrices[0], axis=1)
-    chosen = rng.integers(0, len(matrices), size=(b, len(matrices)))
-    return np.array(
-        [reduce(np.concatenate([matrices[j][i] for j in row])) for i, row in enumerate(chosen)]
-    )
-
-
-def _runs_replicates(values: Sequence[float], b: int, rng: Any) -> Any:
-    array = np.asarray(values, dtype=float)
-    return np.median(array[rng.integers(0, array.size, size=(b, array.size))], axis=1)
-
-
-def _interval(replicates: Any, alpha: float) -> tuple[float, float]:
-    bounds = (100 * alpha / 2, 100 * (1 - alpha / 2))
-    found = percentiles(replicates.tolist(), bounds)
-    return float(found[bounds[0]] or 0.0), float(found[bounds[1]] or 0.0)
-
-
 def _p_value(base: Sequence[float], tuned: Sequence[float]) -> float:
     if np.ptp(np.concatenate([base, tuned])) == 0:
         return 1.0  # every value equal: no evidence of any difference
@@ -250,7 +196,7 @@ class _Sides:
     settings: Settings
 
     def summaries(self, per_run: bool) -> tuple[Summary, Summary]:
-        reduce = _reduce(self.stat)
+        reduce = reduce_of(self.stat)
         found = []
         for runs in (self.base, self.tuned):
             if per_run:
@@ -329,9 +275,9 @@ def _series_verdict(
 def _series(metric: str, sides: _Sides) -> Comparison:
     settings = sides.settings
     rng = np.random.default_rng(settings.seed)
-    replicates = _series_replicates(
+    replicates = series_replicates(
         sides.tuned, sides.stat, settings.resamples, rng
-    ) - _series_replicates(sides.base, sides.stat, settings.resamples, rng)
+    ) - series_replicates(sides.base, sides.stat, settings.resamples, rng)
     runs = (len(sides.base), len(sides.tuned))
     longest = max(min(block_length(r), max(1, len(r) // 2)) for r in (*sides.base, *sides.tuned))
     method = (
@@ -343,7 +289,7 @@ def _series(metric: str, sides: _Sides) -> Comparison:
         metric,
         sides,
         sides.summaries(False),
-        ci=_interval(replicates, settings.alpha),
+        ci=interval(replicates, settings.alpha),
         verdict="",
         method=method,
     )
@@ -355,14 +301,14 @@ def _series(metric: str, sides: _Sides) -> Comparison:
 def _independent_runs(metric: str, sides: _Sides) -> Comparison:
     """One summary a run, several runs a side: a test of independent observations."""
     settings = sides.settings
-    reduce = _reduce(sides.stat)
+    reduce = reduce_of(sides.stat)
     per_base = [float(reduce(r)) for r in sides.base]
     per_tuned = [float(reduce(r)) for r in sides.tuned]
     rng = np.random.default_rng(settings.seed)
-    replicates = _runs_replicates(per_tuned, settings.resamples, rng) - _runs_replicates(
+    replicates = runs_replicates(per_tuned, settings.resamples, rng) - runs_replicates(
         per_base, settings.resamples, rng
     )
-    ci = _interval(replicates, settings.alpha)
+    ci = interval(replicates, settings.alpha)
     p = _p_value(per_base, per_tuned)
     method = (
         f"independent runs: one {sides.stat} a run, {len(per_base)} vs {len(per_tuned)}; "

@@ -17,20 +17,22 @@ samples a second apart, not 13.
 :func:`metric_specs` says, per metric of a run, the PromQL that gives it over
 time (when there is one: the range query of :mod:`.prometheus_windows`), its
 lookback, its unit and its tolerance; :func:`journal_samples` gives the values
-the journal itself holds in a window (what the comparison falls back on).
+the journal itself holds in a window (what the comparison falls back on);
+a :data:`Sampler` gives a run's samples in a window (:func:`journal_sampler`,
+or :class:`~.prometheus_windows.WindowSampler`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from chaos_ext._core.prometheus_api.promql import histogram_quantile_expr
 from chaos_ext._core.prometheus_api.results import parse_duration
 from chaos_ext._core.timeline import Span, journal_vars, substitute
-from chaos_ext._products.report.model import RunView
+from chaos_ext._products.report.model import RunView, view_of
 from chaos_ext._products.report.series import as_number
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.prometheus.catalogs import default_catalog
@@ -38,9 +40,14 @@ from chaos_ext.prometheus.catalogs import default_catalog
 __all__ = [
     "COMPARED_WINDOWS",
     "MetricSpec",
+    "Run",
+    "Sampled",
+    "Sampler",
+    "journal_sampler",
     "journal_samples",
     "lookback_of",
     "metric_specs",
+    "run_of",
     "window_span",
 ]
 
@@ -208,3 +215,39 @@ def journal_samples(view: RunView, spec: MetricSpec, span: Span) -> list[tuple[f
         for t, v in series.points
         if span.start <= _measured_from(t, spec, starts, one) and t <= end
     ]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run: its journal, its view (with its timeline) and its metrics."""
+
+    journal: Mapping[str, Any]
+    view: RunView
+    specs: Mapping[str, MetricSpec]
+
+
+def run_of(journal: Mapping[str, Any], source: str = "") -> Run:
+    view = view_of(journal, source)
+    return Run(journal, view, metric_specs(journal, view))
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """What a sampler gives: the ``(time, value)`` points and where they came from."""
+
+    points: tuple[tuple[float, float], ...]
+    source: str  # "prometheus" | "journal"
+    step: float | None = None  # seconds between two samples, when known
+
+    @property
+    def values(self) -> list[float]:
+        return [v for _, v in self.points]
+
+
+Sampler = Callable[[Run, MetricSpec, Span], Sampled]
+"""``(run, metric, window span) -> Sampled``: the metric's samples in that window."""
+
+
+def journal_sampler(run: Run, spec: MetricSpec, span: Span) -> Sampled:
+    """The journal's own samples in the window (no Prometheus)."""
+    return Sampled(tuple(journal_samples(run.view, spec, span)), "journal")
