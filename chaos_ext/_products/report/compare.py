@@ -24,6 +24,7 @@ from typing import Any
 from chaos_ext._core.timeline import WINDOW_PHRASES, Span
 from chaos_ext._products.report.direction import better_of
 from chaos_ext._products.report.model import RunView
+from chaos_ext._products.report.recovery_window import RecoveryWindow, recovery_window
 from chaos_ext._products.report.stats import (
     MIN_WINDOW_SAMPLES,
     Comparison,
@@ -76,6 +77,7 @@ class Drawn:
     origin: float
     points: tuple[tuple[float, float], ...]
     fault_s: float | None  # how long the run's fault window lasted
+    recovery: RecoveryWindow | None = None  # the run's recovery window (recovery_window.py)
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,7 @@ class _Context:
                 origin,
                 got.points,
                 fault_s,
+                recovery_window(run.view.recovery),
             )
         )
 

@@ -1,5 +1,7 @@
 """The comparison's chart of one metric: the samples it compared, window by window (SVG).
 
+Titled with the metric (left) and its experiment (right).
+
 Every run of both sides is drawn from its own first fault on (x = 0; a run
 without a fault from its start), only with the samples the comparison used:
 those inside each window (before the faults, during them, after the undo), so
@@ -10,8 +12,15 @@ and effect are about, on the chart. The y range comes from the data
 (:func:`~.chart_axes.y_range`), the tolerance is a band, the y axis has the
 metric's unit.
 
-SVG ids: ``<salt>-fault``, ``<salt>-<side>-<run>-<window>`` (the samples of one
-run in one window), ``<salt>-level-<side>-<window>`` (the compared value).
+Each side's recovery windows (:mod:`.recovery_window`: from the last undo to
+the first check that held again, or to the end of the bound) are shaded as on
+the report's charts, one rectangle a run, light green for the baseline, green
+for the tuned side, grey for a run that did not recover; the legend gives each
+side's range ("tuned: recovery 3 s, 1 not recovered within 30 s").
+
+SVG ids: ``<salt>-fault``, ``<salt>-<window>-<side>-<run>`` (the samples of one
+run in one window), ``<salt>-level-<side>-<window>`` (the compared value),
+``<salt>-recovery-window-<side>``.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from matplotlib.patches import Patch
 
 from chaos_ext._products.report.chart_axes import legend_handles, tolerance_band, y_range
 from chaos_ext._products.report.compare import Drawn
+from chaos_ext._products.report.recovery_window import RecoveryWindow
 from chaos_ext._products.report.stats import Comparison
 
 __all__ = ["window_chart"]
@@ -35,6 +45,43 @@ __all__ = ["window_chart"]
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
 _SIDES = {"baseline": ("#7f7f7f", 3.0), "tuned": ("#1f5fa8", 1.4)}
 _FAULT = ("#d62728", 0.14)
+_RECOVERY = {"baseline": ("#98df8a", "#b0b0b0", 0.35), "tuned": ("#2ca02c", "#5f6b7a", 0.2)}
+
+
+def _recovery_label(side: str, windows: Sequence[RecoveryWindow]) -> str:
+    """A side's range of recovery times and how many runs did not recover."""
+    times = sorted(w.seconds for w in windows if w.recovered)
+    parts = []
+    if times:
+        span = f"{times[0]:g}" if times[0] == times[-1] else f"{times[0]:g}–{times[-1]:g}"
+        parts.append(f"recovery {span} s")
+    if failed := [w for w in windows if not w.recovered]:
+        parts.append(f"{len(failed)} not recovered within {max(w.seconds for w in failed):g} s")
+    return f"{side}: " + ", ".join(parts)
+
+
+def _recoveries(ax: Any, drawn: Sequence[Drawn], salt: str) -> list[Any]:
+    """Each side's recovery windows, one rectangle a run, from its own origin."""
+    proxies = []
+    for side in _SIDES:
+        runs = {(d.run, d.origin): d.recovery for d in drawn if d.side == side and d.recovery}
+        windows = [(w, origin) for (_, origin), w in runs.items() if w is not None]
+        if not windows:
+            continue
+        good, bad, alpha = _RECOVERY[side]
+        ax.broken_barh(
+            [(w.start - origin, max(w.seconds, 0.05)) for w, origin in windows],
+            (0, 1),
+            transform=ax.get_xaxis_transform(),
+            facecolors=[good if w.recovered else bad for w, _ in windows],
+            alpha=alpha,
+            lw=0,
+            gid=f"{salt}-recovery-window-{side}",
+        )
+        colour = good if all(w.recovered for w, _ in windows) else bad
+        label = _recovery_label(side, [w for w, _ in windows])
+        proxies.append(Patch(color=colour, alpha=alpha, label=label))
+    return proxies
 
 
 def _lines(ax: Any, drawn: Sequence[Drawn], salt: str) -> None:
@@ -51,7 +98,7 @@ def _lines(ax: Any, drawn: Sequence[Drawn], salt: str) -> None:
             color=color,
             lw=width,
             alpha=0.85,
-            gid=f"{salt}-{d.side}-{d.run}-{d.window}",
+            gid=f"{salt}-{d.window}-{d.side}-{d.run}",
             label="_",
             **style,
         )
@@ -81,7 +128,8 @@ def _levels(ax: Any, drawn: Sequence[Drawn], rows: Sequence[Comparison], salt: s
 
 
 def window_chart(
-    title: str,
+    metric: str,
+    experiment: str,
     drawn: Sequence[Drawn],
     rows: Sequence[Comparison],
     unit: str,
@@ -93,7 +141,7 @@ def window_chart(
     if not values:
         return ""
     runs = {side: len({d.run for d in drawn if d.side == side}) for side in _SIDES}
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt or title}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt or metric}):
         fig = Figure(figsize=(8.6, 2.6), dpi=96)
         ax = fig.add_subplot()
         proxies: list[Any] = []
@@ -101,6 +149,7 @@ def window_chart(
         if fault is not None:
             ax.axvspan(0, fault, color=_FAULT[0], alpha=_FAULT[1], lw=0, gid=f"{salt}-fault")
             proxies.append(Patch(color=_FAULT[0], alpha=_FAULT[1], label="faults on"))
+        proxies += _recoveries(ax, drawn, salt)
         _lines(ax, drawn, salt)
         _levels(ax, drawn, rows, salt)
         limits = y_range(values, tolerance)
@@ -114,7 +163,8 @@ def window_chart(
         origin = "first fault" if fault is not None else "start"
         ax.set_xlabel(f"seconds since each run's {origin}", fontsize=8)
         ax.set_ylabel(unit or "value (unit unknown)", fontsize=8)
-        ax.set_title(title, fontsize=9, loc="left")
+        ax.set_title(metric, fontsize=9, loc="left")
+        ax.set_title(experiment, fontsize=7, loc="right", color="#5b6475")
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
         ax.legend(
