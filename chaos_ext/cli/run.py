@@ -51,8 +51,11 @@ refuses to start instead). During the run, progress is shown live. Rollbacks
 always run (completed, deviated, failed, Ctrl-C, SIGTERM), then every fault
 this run left in the ledger is undone. After SIGTERM or Ctrl-C the run exits
 within 10 s, journal written, whatever pause is pending; the processes an
-activity started end with their process group; further signals never cut the
-rollbacks short (exit 2).
+activity started end with their process group; the first stop decides, and
+further signals never cut the rollbacks short nor change the exit (2). A signal
+during the ledger sweep lets the undo finish and skips the recovery wait; one
+before any experiment started is one line (exit 2, nothing injected, no
+journal); SIGUSR1 (chaoslib's exit_gracefully) is "interrupted", not "aborted".
 
 The journal of each experiment is written to --journal (one experiment) or to
 JOURNAL_DIR/journal-<experiment file name>.json.
@@ -76,7 +79,8 @@ examples:
       --var alertmanager_url=http://alertmanager:9093 exp.json
 
 --abort-on FILE watches stop conditions in Prometheus from the start of the run
-(settling and the hypothesis too; repeatable): an abort plan (probes from
+for as long as any fault of it is open (settling, the hypothesis before, the
+method, the steady state after, the rollbacks and the sweep; repeatable): an abort plan (probes from
 `gameday catalog`; a built-in plan is named: `--abort-on edge`), a Prometheus
 rule file (`groups:`, e.g. a mixin's alerts) or a PrometheusRule manifest, or
 the words `prometheus-alerts` / `alertmanager` for alerts already firing there.
@@ -190,7 +194,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         action="append",
         default=[],
-        help="stop conditions checked while the method runs (repeatable): an abort plan, a "
+        help="stop conditions checked while any fault is open (repeatable): an abort plan, a "
         "rule file or PrometheusRule, a built-in plan name, prometheus-alerts or alertmanager",
     )
     parser.add_argument(

@@ -154,7 +154,7 @@ def cannot_fire(
 
 
 class AbortOnBreach(RunEventHandler):  # type: ignore[misc]
-    """Runs an :class:`AbortWatch` while the method runs; records it in the journal."""
+    """Runs an :class:`AbortWatch` while any fault of the run may be open; records it."""
 
     def __init__(
         self,
