@@ -188,7 +188,9 @@ class BehaviourServer:
         return f"http://127.0.0.1:{port}/behave?{query}"
 
 
-def leave_fault(fail_undo: bool = False, undo_marker: str = "", undo_seconds: float = 0) -> dict[str, Any]:
+def leave_fault(
+    fail_undo: bool = False, undo_marker: str = "", undo_seconds: float = 0
+) -> dict[str, Any]:
     """Record a fault in the ledger and leave it open for the sweep (its undo may raise;
     with ``undo_marker`` it touches the marker, then takes ``undo_seconds``: a signal
     can land in it)."""
