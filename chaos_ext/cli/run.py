@@ -12,7 +12,6 @@ from rich.markup import escape
 
 from chaos_ext._core.ledger import Ledger, default_ledger, parse_watchdog_grace
 from chaos_ext._core.watchdog import DEFAULT_GRACE_S, GRACE_VARIABLE
-from chaos_ext._products.report.model import retry_commands, unsteady_text, view_of
 from chaos_ext._runner import signals
 from chaos_ext._runner.control_checks import (
     ControlGuard,
@@ -33,6 +32,7 @@ from chaos_ext._runner.verdict import worst_exit
 from chaos_ext.cli import plan
 from chaos_ext.cli._admission import add_var_options, admit
 from chaos_ext.cli._common import add_control_options, add_kube_options
+from chaos_ext.cli._say import say_verdict
 from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
 from chaos_ext.errors import InvalidArgument, LedgerError
 
@@ -325,30 +325,6 @@ def _journal_path(args: argparse.Namespace, path: Path) -> Path:
     if args.journal:
         return Path(args.journal)
     return Path(args.journal_dir) / f"journal-{path.stem}.json"
-
-
-def say_verdict(result: RunResult, console: Console) -> None:
-    """One line per experiment; loud lines for what may still be injected."""
-    console.print(
-        f"[bold]{escape(str(result.path))}[/]: {result.outcome} (exit {result.exit_code}), "
-        f"journal {escape(str(result.journal_path))}",
-        highlight=False,
-    )
-    view = view_of(result.journal, source=str(result.journal_path))
-    if view.rollback_problems:
-        console.print("[bold red]✗ a rollback did not complete: a fault may still be injected[/]")
-        for problem in view.rollback_problems:
-            console.print(f"[red]  - {escape(problem)}[/]", highlight=False)
-        for command in retry_commands(view):
-            console.print(f"[red]  retry: {escape(command)}[/]", highlight=False)
-    elif view.hypothesis_outcome == "unsteady":
-        console.print(
-            f"[yellow]  unsteady: nothing was injected, rollbacks not needed "
-            f"({escape(unsteady_text(view))})[/]",
-            highlight=False,
-        )
-    for line in view.notes:
-        console.print(f"[yellow]  {escape(line)}[/]", highlight=False)
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
