@@ -104,7 +104,10 @@ def test_the_table_covers_every_phase_ending_and_provider() -> None:
     for phase in ("settle", "before", "method", "after", "rollbacks"):
         for ending in ("ok", "failing result", "Ctrl-C", "SIGTERM"):
             assert (phase, ending) in seen, (phase, ending)
-    assert {("recovery", e) for e in ("ok", "failing result", "SIGTERM")} <= seen
+    assert {("recovery", e) for e in ("ok", "failing result", "SIGTERM", "Ctrl-C")} <= seen
+    # docs/verdicts.md "Stops": a stop condition over a fault's whole life, signals in the sweep
+    assert {("after", "stop condition"), ("pause", "stop condition")} <= seen
+    assert {("ledger sweep", "SIGTERM"), ("ledger sweep", "Ctrl-C")} <= seen
     assert len({r.id for r in ROWS}) == len(ROWS), "a row is listed twice"
 
 
