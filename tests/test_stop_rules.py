@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.harness import cli_env, gameday_argv, wait_for
+from support.harness import cli_env, gameday_argv, signal_and_collect, wait_for
 
 from chaos_ext._core.ledger import Ledger
 
@@ -43,13 +43,8 @@ def _start(ledger: Path, tmp: Path, experiment: Path, *args: str) -> subprocess.
 
 
 def _collect(proc: subprocess.Popen[str], timeout: float = 60) -> str:
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        output, _ = proc.communicate(timeout=10)
-        raise AssertionError(f"still running {timeout} s later:\n{output}") from None
-    return str(output)
+    """The output once the run exits (the signals were sent already)."""
+    return signal_and_collect(proc, 0, f"still running {timeout} s later", timeout)
 
 
 def _catches(pid: int, sig: signal.Signals) -> bool:

@@ -71,6 +71,14 @@ def _run(tmp: Path, ledger: Path, experiment: dict[str, Any], plan: Path) -> sub
     )
 
 
+def _quiet_gauge(exporter: Exporter, prom: PrometheusServer, name: str) -> tuple[str, Any]:
+    """A gauge at 0, once Prometheus has scraped it at 0 (the condition holds)."""
+    gauge = exporter.gauge(name)
+    gauge.set(0)
+    wait_value(prom, name, 0)
+    return name, gauge
+
+
 def _breach_when(
     proc: subprocess.Popen[str], marker: Path, gauge: Any
 ) -> tuple[float, dict[str, Any], str]:
@@ -97,10 +105,7 @@ def test_a_stop_condition_during_the_steady_state_after_aborts_and_undoes_at_onc
 ) -> None:
     """The steady state after takes 8 s and runs with the fault still on: a breach in it
     ends it, the fault is undone within 2 s of the firing, the run is aborted."""
-    name = metric("burn")
-    gauge = exporter.gauge(name)
-    gauge.set(0)
-    wait_value(prom, name, 0)
+    name, gauge = _quiet_gauge(exporter, prom, metric("burn"))
     port, ran, checking = free_port(), tmp_path / "method-ran", tmp_path / "checking-after"
     slow_after = _py(
         "probe",
@@ -154,10 +159,7 @@ def test_a_stop_condition_cuts_a_long_python_action_short_within_a_second(
 ) -> None:
     """A pure-Python action computing for 30 s is ended at once, and says it was cut
     short (never "did not run")."""
-    name = metric("burn_busy")
-    gauge = exporter.gauge(name)
-    gauge.set(0)
-    wait_value(prom, name, 0)
+    name, gauge = _quiet_gauge(exporter, prom, metric("burn_busy"))
     port, busy = free_port(), tmp_path / "busy"
     experiment = {
         "title": "a long Python action",
