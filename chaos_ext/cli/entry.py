@@ -79,9 +79,9 @@ def _run() -> int:
         signal.signal(sig, _before_run)
     if stop.stopping():
         return _say_stopped(stop.cause() or "a signal")
-    from chaos_ext.cli.main import main as command  # noqa: PLC0415
-
     try:
+        from chaos_ext.cli.main import main as command  # noqa: PLC0415 - stoppable, as above
+
         return command()
     except StoppedBeforeRun as exc:
         return _say_stopped(exc.cause)
