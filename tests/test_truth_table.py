@@ -21,7 +21,7 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,16 @@ from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 from chaos_ext._runner.verdict import failing_result
 
 DOC = ROOT / "docs" / "verdicts.md"
-PHASES = ("settle", "before", "method", "after", "rollbacks", "recovery", "ledger sweep")
+PHASES = (
+    "settle",
+    "before",
+    "method",
+    "pause",
+    "after",
+    "rollbacks",
+    "recovery",
+    "ledger sweep",
+)
 ENDINGS = (
     "ok",
     "failing result",
@@ -195,6 +204,9 @@ class Builder:
 
     def action(self) -> dict[str, Any]:
         if self.row.phase == "ledger sweep":
+            arguments: dict[str, Any] = {"fail_undo": self.row.ending == "exception"}
+            if self.row.ending in SIGNALS:  # the signal lands in a 3 s undo
+                arguments.update(undo_marker=self.marker, undo_seconds=3)
             return {
                 "type": "action",
                 "name": "action",
@@ -202,8 +214,17 @@ class Builder:
                     "type": "python",
                     "module": "support.verdictkit",
                     "func": "leave_fault",
-                    "arguments": {"fail_undo": self.row.ending == "exception"},
+                    "arguments": arguments,
                 },
+            }
+        if self.row.phase == "pause":  # the action succeeds, then its 60 s pause runs
+            ok = Builder(replace(self.row, phase="method", ending="ok"), self.folder, self.http)
+            provider = ok.provider("action", "method", touch=self.marker)
+            return {
+                "type": "action",
+                "name": "action",
+                "provider": provider,
+                "pauses": {"after": 60},
             }
         return {
             "type": "action",

@@ -3,10 +3,13 @@
 Connection settings follow chaostoolkit-kubernetes (``create_k8s_api_client``),
 so experiments written for it work unchanged: ``~/.kube/config`` (or
 ``KUBECONFIG``, or the command's ``--kubeconfig``:
-:class:`~chaos_ext._core.settings.Settings`) with ``KUBERNETES_CONTEXT``; in a pod with
-``CHAOSTOOLKIT_IN_POD=true``; else ``KUBERNETES_HOST`` plus
+:class:`~chaos_ext._core.settings.Settings`) with ``KUBERNETES_CONTEXT`` (the
+activity's secrets, else the command's ``--context``, else the environment); in a
+pod with ``CHAOSTOOLKIT_IN_POD=true``; else ``KUBERNETES_HOST`` plus
 ``KUBERNETES_API_KEY`` / ``KUBERNETES_VERIFY_SSL`` ..., looked up in the
-activity's ``secrets`` first, then the environment. Unlike
+activity's ``secrets`` first, then the environment. With none of them, a
+:class:`~chaos_ext.errors.KubernetesError` says so in one line (chaosk8s would
+try ``localhost:80`` three times). Unlike
 ``create_k8s_api_client``, every client gets its own ``Configuration``: the
 kubernetes module's defaults (default configuration, default kubeconfig
 path) are never changed, so two activities with different contexts, or the
@@ -88,22 +91,40 @@ def api_client(secrets: Mapping[str, Any] | None = None) -> client.ApiClient:
     if any(os.path.exists(os.path.expanduser(p)) for p in config_file.split(os.pathsep)):
         kube_config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=config_file,
-            context=lookup("KUBERNETES_CONTEXT"),
+            # the activity's secrets, else the command's --context, else the environment
+            context=values.get("KUBERNETES_CONTEXT")
+            or current_settings().context
+            or os.environ.get("KUBERNETES_CONTEXT"),
             client_configuration=configuration,
         )
     elif os.environ.get("CHAOSTOOLKIT_IN_POD") == "true":
         incluster_config.load_incluster_config(  # type: ignore[no-untyped-call]
             client_configuration=configuration
         )
-    else:  # chaosk8s builds a fresh Configuration from KUBERNETES_* in this case
+    elif lookup("KUBERNETES_HOST"):  # chaosk8s builds a Configuration from KUBERNETES_*
         api: client.ApiClient = create_k8s_api_client(values)
         return api
+    else:  # chaosk8s would talk to localhost:80 and retry three times: say it once
+        raise KubernetesError(_no_cluster(config_file))
     configuration.debug = lookup("KUBERNETES_DEBUG") not in (None, False)
     if os.environ.get("HTTP_PROXY"):
         configuration.proxy = os.environ["HTTP_PROXY"]
     if os.environ.get("NO_PROXY"):
         configuration.no_proxy = os.environ["NO_PROXY"]
     return client.ApiClient(configuration)
+
+
+def _no_cluster(config_file: str) -> str:
+    given = _given_kubeconfig()
+    where = (
+        f"kubeconfig {given} (--kubeconfig or $KUBECONFIG) does not exist"
+        if given
+        else f"no kubeconfig found ({config_file} does not exist, $KUBECONFIG not set)"
+    )
+    return (
+        f"{where}: give --kubeconfig FILE [--context NAME], set KUBERNETES_HOST (and "
+        "KUBERNETES_API_KEY), or run in a pod with CHAOSTOOLKIT_IN_POD=true"
+    )
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -272,7 +293,11 @@ def _contexts() -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
 
 def _context_name(secrets: Mapping[str, Any] | None) -> str | None:
     """The kubeconfig context in use (None in a pod or with ``KUBERNETES_HOST``)."""
-    wanted = (secrets or {}).get("KUBERNETES_CONTEXT") or os.environ.get("KUBERNETES_CONTEXT")
+    wanted = (
+        (secrets or {}).get("KUBERNETES_CONTEXT")
+        or current_settings().context
+        or os.environ.get("KUBERNETES_CONTEXT")
+    )
     if wanted:
         return str(wanted)
     _, active = _contexts()

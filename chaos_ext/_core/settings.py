@@ -39,9 +39,11 @@ class Settings:
     also means the operator named the cluster: an entry recorded without a
     cluster identity may then be undone with it.
 
-    ``context``: the kubeconfig context an undo uses (``gameday rollback
-    --context``; else the context recorded with the fault, if the kubeconfig
-    has it, else the kubeconfig's current one).
+    ``context``: the kubeconfig context (``--context`` of run, plan, rollback,
+    ledger). Kubernetes clients use it unless an activity's secrets name
+    ``KUBERNETES_CONTEXT``; else ``$KUBERNETES_CONTEXT``, else the kubeconfig's
+    current one. An undo uses it, else the context recorded with the fault if
+    the kubeconfig has it.
 
     ``db_dsn``: the PostgreSQL server scanned for gameday's sessions and
     reconnected to when undoing an orphan hold (``--db-dsn``; else

@@ -19,9 +19,11 @@ argument and quotes the bad value.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import ipaddress
+import math
 import re
 import types
 import typing
@@ -32,6 +34,7 @@ from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "PARSED",
+    "argument_problems",
     "check_activity_arguments",
     "check_types",
     "is_checked",
@@ -50,6 +53,21 @@ _PARSED = "parsed"
 PARSED: Any = None
 """The default of an activity's keyword-only ``parsed`` argument; :func:`validated_by` fills it."""
 _INJECTED = {"configuration", "secrets"}
+_collecting: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "gameday_argument_problems", default=None
+)
+T = TypeVar("T")
+
+
+def _refused(message: str, stand_in: T) -> T:
+    """Raise :class:`InvalidArgument`; while :func:`argument_problems` collects, note the
+    problem instead and go on with a stand-in that passes, so that the check reaches the
+    next argument (``gameday validate`` lists every problem, a call stops at the first)."""
+    found = _collecting.get()
+    if found is None:
+        raise InvalidArgument(message)
+    found.append(message)
+    return stand_in
 
 
 def validated_by(check: Check | None = None) -> Callable[[F], F]:
@@ -167,7 +185,10 @@ def type_problems(
         if not run_time and isinstance(value, str) and "${" in value:
             continue
         expected = hints.get(name, params[name].annotation)
-        if not _matches(value, expected):
+        typed = expected not in (Any, inspect.Parameter.empty)
+        if typed and isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{name}: {value!r} is not a finite number")
+        elif not _matches(value, expected):
             problems.append(f"{name}: expected {_type_name(expected)}, got {_describe(value)}")
     return problems
 
@@ -220,15 +241,105 @@ def _check(
     check(arguments)
 
 
+def _signature_problems(func: Callable[..., Any], arguments: Mapping[str, Any]) -> list[str]:
+    """Unknown and missing arguments, as chaoslib's binding check would find them."""
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return []  # a builtin without a signature: chaoslib's own check judges it
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return []
+    accepted = ", ".join(n for n in params if n not in _INJECTED)
+    found = [
+        f"unknown argument {name!r} (accepted: {accepted})"
+        for name in arguments
+        if name not in params
+    ]
+    for name, param in params.items():
+        if name in _INJECTED or param.default is not inspect.Parameter.empty:
+            continue
+        if param.kind is not inspect.Parameter.VAR_POSITIONAL and name not in arguments:
+            found.append(f"missing required argument {name!r}")
+    return found
+
+
+_SIGNATURE_PROBLEM = re.compile(r"^(?:unknown|missing required) argument '([^']+)'")
+
+
+def _named_in(message: str, names: Mapping[str, Any]) -> str | None:
+    """The argument a problem is about (``delay_seconds: ...``, ``missing required argument
+    'x'``), if it names one of ``names``."""
+    signature = _SIGNATURE_PROBLEM.match(message)
+    head = signature.group(1) if signature else message.split(":", 1)[0].strip()
+    return head if head in names else None
+
+
+def argument_problems(func: Callable[..., Any], arguments: Mapping[str, Any]) -> list[str]:
+    """Every problem of an activity's arguments, one message each (``gameday validate``).
+
+    Unknown and missing arguments, every type problem, then the activity's own check,
+    made to go past each problem to the next: the ``require_*`` helpers note a problem
+    and go on with a stand-in value, and when the check raises about an argument, it
+    runs again without that argument. One problem per argument; the check is skipped
+    while a ``${...}`` substitution is left, as by :func:`semantic_check`.
+    """
+    found = [*_signature_problems(func, arguments), *type_problems(func, arguments)]
+    names = {**_parameters(func), **arguments}
+    reported = {_named_in(m, names) for m in found} - {None}
+    check = getattr(func, _CHECK_ATTR, None)
+    if check is None or any(_substituted(v) for v in arguments.values()):
+        return found
+    left_out = set(reported)
+    for _ in range(len(arguments) + 1):
+        given = {k: v for k, v in arguments.items() if k not in left_out}
+        collected, raised = _collect(check, given)
+        for message in [*collected, *([raised] if raised else [])]:
+            about = _named_in(message, names)
+            if about in reported or message in found:
+                continue
+            found.append(message)
+            if about is not None:
+                reported.add(about)
+        about = _named_in(raised, names) if raised else None
+        if about is None or about in left_out:
+            break
+        left_out.add(about)  # run again without it, to reach the arguments after it
+    return found
+
+
+def _collect(check: Check, arguments: Mapping[str, Any]) -> tuple[list[str], str | None]:
+    """What ``check`` noted (``require_*``) and what it raised, if it raised."""
+    collected: list[str] = []
+    token = _collecting.set(collected)
+    try:
+        check(arguments)
+    except InvalidArgument as exc:
+        return collected, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a check that crashes is a problem to report
+        return collected, f"argument check failed: {type(exc).__name__}: {exc}"
+    finally:
+        _collecting.reset(token)
+    return collected, None
+
+
+def _parameters(func: Callable[..., Any]) -> Mapping[str, Any]:
+    try:
+        return inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_STAND_IN_CIDR = "192.0.2.1/32"  # TEST-NET-1: what a check goes on with after a bad CIDR
 
 
 def require_name(label: str, value: str, *, max_len: int = 63) -> str:
     """A safe identifier (interface, namespace, container): letters, digits, ``_.-``."""
     if not isinstance(value, str) or not _NAME.match(value) or len(value) > max_len:
-        raise InvalidArgument(
+        return _refused(
             f"{label}: {_describe(value)} is not a valid name "
-            f"(letters, digits, '_', '.', '-'; at most {max_len} characters)"
+            f"(letters, digits, '_', '.', '-'; at most {max_len} characters)",
+            "x",
         )
     return value
 
@@ -236,7 +347,9 @@ def require_name(label: str, value: str, *, max_len: int = 63) -> str:
 def require_range(label: str, value: float, low: float, high: float) -> float:
     """A number within [low, high]."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise InvalidArgument(f"{label}: {_describe(value)} is outside [{low:g}, {high:g}]")
+        number = not isinstance(value, bool) and isinstance(value, int | float)
+        stand_in = min(max(value, low), high) if number and math.isfinite(value) else low
+        return _refused(f"{label}: {_describe(value)} is outside [{low:g}, {high:g}]", stand_in)
     return value
 
 
@@ -244,14 +357,15 @@ def require_cidrs(
     label: str, values: list[str]
 ) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     """Parse a list of CIDRs (a bare address is a /32 or /128)."""
+    stand_in = [ipaddress.ip_network(_STAND_IN_CIDR)]
     if not isinstance(values, list) or not values:
-        raise InvalidArgument(
-            f"{label}: expected a non-empty list of CIDRs, got {_describe(values)}"
+        return _refused(
+            f"{label}: expected a non-empty list of CIDRs, got {_describe(values)}", stand_in
         )
     nets = []
     for value in values:
         try:
             nets.append(ipaddress.ip_network(value, strict=False))
         except (TypeError, ValueError):
-            raise InvalidArgument(f"{label}: {_describe(value)} is not a CIDR") from None
-    return nets
+            _refused(f"{label}: {_describe(value)} is not a CIDR", None)
+    return nets or stand_in

@@ -29,6 +29,8 @@ from chaos_ext._runner._activity_checks import (
     check_activity,
     declared_names,
 )
+from chaos_ext._runner._foreign import foreign_format
+from chaos_ext._runner._input import parse_documents, read_text
 from chaos_ext._runner.control_checks import control_problems, resolve_control_paths
 
 __all__ = [
@@ -45,16 +47,16 @@ Resolve = Literal["all", "configuration", "nothing"]
 
 
 def load_experiment(path: Path) -> dict[str, Any]:
-    """Parse a JSON or YAML experiment file into a dict."""
+    """Parse a JSON or YAML experiment file into a dict, within the input limits.
+
+    Only a regular UTF-8 file of at most 4 MiB is read, nested at most 64 levels,
+    its YAML aliases expanding to at most 100,000 values (``_runner._input``). A
+    file of another tool (Chaos Mesh, Litmus, Krkn, a journal...) is named as such
+    (``_runner._foreign``), and so is a YAML file of several documents.
+    """
+    text = read_text(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ExperimentInvalid(path, "file", exc.strerror or str(exc)) from exc
-    try:
-        if path.suffix.lower() in {".yaml", ".yml"}:
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
+        documents = parse_documents(path, text, as_yaml=path.suffix.lower() in {".yaml", ".yml"})
     except json.JSONDecodeError as exc:
         raise ExperimentInvalid(path, f"line {exc.lineno}", f"invalid JSON: {exc.msg}") from exc
     except yaml.YAMLError as exc:
@@ -62,6 +64,19 @@ def load_experiment(path: Path) -> dict[str, Any]:
         where = f"line {mark.line + 1}" if mark else "file"
         problem = getattr(exc, "problem", None) or str(exc)
         raise ExperimentInvalid(path, where, f"invalid YAML: {problem}") from exc
+    foreign = foreign_format(documents)
+    if foreign is not None:
+        raise ExperimentInvalid(path, "format", foreign)
+    if len(documents) > 1:
+        raise ExperimentInvalid(
+            path,
+            "format",
+            f"multi-document YAML ({len(documents)} documents separated by ---): an experiment "
+            "is one document; put each experiment in its own file",
+        )
+    if not documents:
+        raise ExperimentInvalid(path, "document", "the file is empty; an experiment is a mapping")
+    data = documents[0]
     if not isinstance(data, dict):
         raise ExperimentInvalid(path, "document", "an experiment is a mapping (JSON object)")
     return data

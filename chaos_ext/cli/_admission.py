@@ -1,8 +1,10 @@
 """The one decision ``gameday validate`` and ``gameday run`` share: may these files run?
 
 :func:`admit` reads ``--var`` / ``--var-file``, the Chaos Toolkit settings, every
-experiment file, ``--abort-on`` / ``--alerts`` and the settle time, prints every
-refusal (one ``invalid:`` line each) and returns what the run needs, or None.
+experiment file, ``--abort-on`` / ``--alerts`` and the settle time, checks each
+``--var`` name against the experiments' configuration (:func:`unknown_var_lines`),
+prints every refusal (one ``invalid:`` line each) and returns what the run needs,
+or None.
 ``validate`` stops there; ``run`` goes on. So a file that validates is a file the
 run accepts, and the refusal lines of both are the same.
 """
@@ -10,6 +12,7 @@ run accepts, and the refusal lines of both are the same.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,9 +31,35 @@ from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
 from chaos_ext.controls.stop_conditions import AbortPlan, load_sources, parse_selector
 from chaos_ext.errors import InvalidArgument
 
-__all__ = ["Admitted", "add_var_options", "admit"]
+__all__ = [
+    "GAMEDAY_READS",
+    "Admitted",
+    "add_var_options",
+    "admit",
+    "unknown_var_lines",
+    "var_format_lines",
+    "var_names",
+]
 
 _ALERTMANAGER = "alertmanager_url"
+GAMEDAY_READS = frozenset(
+    {
+        # the stop conditions' Prometheus client (_core.prometheus_api.client.settings_from)
+        # and validation's PromQL judge read these from --var, declared or not
+        "prometheus_url",
+        "prometheus_base_url",
+        "prometheus_verify_tls",
+        "prometheus_ca_file",
+        "prometheus_timeout_seconds",
+        "prometheus_retries",
+        # the alert watch (_core.prometheus_api.alertsources) and the fault windows pushed
+        # to a Pushgateway (_runner.windows)
+        _ALERTMANAGER,
+        "pushgateway_url",
+    }
+)
+"""The ``--var`` names gameday itself reads, whatever the experiment declares
+(``tests/test_var_names.py`` checks each reader against this set)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +93,51 @@ def add_var_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="JSON/YAML with 'configuration' and 'secrets' keys, or a .env file",
     )
+
+
+def var_names(texts: list[str]) -> list[str]:
+    """The names of ``--var NAME[:TYPE]=VALUE`` options, as chaoslib's convert_vars reads them."""
+    names = []
+    for text in texts:
+        name = text.split("=", 1)[0]
+        names.append(name.rsplit(":", 1)[0] if ":" in name else name)
+    return names
+
+
+def var_format_lines(texts: list[str]) -> list[str]:
+    """One line per ``--var`` that is not ``NAME[:TYPE]=VALUE``."""
+    return [
+        f"--var {text!r}: expected NAME=VALUE (or NAME:TYPE=VALUE, TYPE one of str, int, "
+        f"float, bytes), e.g. --var {text or 'prometheus_url'}=http://prometheus:9090"
+        for text in texts
+        if "=" not in text or not text.split("=", 1)[0]
+    ]
+
+
+def unknown_var_lines(texts: list[str], experiments: list[dict[str, Any]]) -> list[str]:
+    """One line per ``--var`` name that no experiment declares in its configuration and that
+    gameday does not read itself: chaoslib ignores such a value, so a typo would run the
+    experiment with its default (``--var prometheus_ulr=...``)."""
+    declared = {
+        key
+        for experiment in experiments
+        if isinstance(experiment.get("configuration"), dict)
+        for key in experiment["configuration"]
+    }
+    known = declared | GAMEDAY_READS
+    lines = []
+    for name in dict.fromkeys(var_names(texts)):
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        lines.append(
+            f"--var {name}: no experiment given declares it in its configuration, and "
+            f"gameday does not read it, so it would change nothing (declared: "
+            f"{', '.join(sorted(declared)) or 'none'}; read by gameday: "
+            f"{', '.join(sorted(GAMEDAY_READS))}){hint}"
+        )
+    return lines
 
 
 def _refuse(console: Console, text: str) -> None:
@@ -144,6 +218,11 @@ def admit(
 
     ``secrets``: resolve the secrets too (``run``); ``validate`` checks their shape.
     """
+    malformed = var_format_lines(args.var)
+    for line in malformed:
+        _refuse(console, line)
+    if malformed:
+        return None
     try:
         config_vars, secret_vars = merge_vars(convert_vars(args.var), args.var_file)
     except ValueError as exc:
@@ -164,7 +243,11 @@ def admit(
         also=_run_problems(args, plan, config_vars),
         resolve="all" if secrets else "configuration",
     )
-    if loaded is None or settings is None or not plan_ok:
+    # judged against the experiments that loaded: with one invalid, it would be every name
+    unknown = unknown_var_lines(args.var, [e for _, e in loaded]) if loaded is not None else []
+    for line in unknown:
+        _refuse(console, line)
+    if loaded is None or settings is None or not plan_ok or unknown:
         return None
     settle = {path: settle_seconds_of(e, getattr(args, "settle", None)) for path, e in loaded}
     recover = {path: recover_seconds_of(e, getattr(args, "recover", None)) for path, e in loaded}

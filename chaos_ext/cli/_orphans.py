@@ -12,6 +12,7 @@ from chaos_ext._core.ledger import Ledger
 from chaos_ext._runner.orphans import Finding, Scan, scan, undo_orphans
 from chaos_ext._runner.sweep import shielded
 from chaos_ext._runner.verdict import EXIT_FAILED, EXIT_HELD
+from chaos_ext.cli._common import add_kube_options
 from chaos_ext.db.leftovers import DSN_VAR, scan_dsn
 
 __all__ = [
@@ -35,20 +36,10 @@ def add_target_options(parser: Any, *, kubernetes: bool = True) -> None:
         help="PostgreSQL server to scan for gameday's sessions (postgresql://user@host:port/db;"
         f" the password from PGPASSWORD or ${DSN_VAR} is better than in the DSN)",
     )
-    if not kubernetes:
-        return
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="kubeconfig of the cluster (also scans it for cordoned nodes, load Jobs"
-        " and sidecar template backups)",
-    )
-    parser.add_argument(
-        "--context",
-        metavar="NAME",
-        help="kubeconfig context of the cluster (also scans it for cordoned nodes, load Jobs"
-        " and sidecar template backups)",
-    )
+    if kubernetes:
+        add_kube_options(
+            parser, purpose="also scans it for cordoned nodes, load Jobs and sidecar backups"
+        )
 
 
 def scan_for(args: Namespace) -> Scan:

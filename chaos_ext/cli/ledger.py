@@ -19,6 +19,7 @@ from chaos_ext._core.ledger import Entry, Ledger, default_ledger
 from chaos_ext._runner.retry import retry_rollbacks
 from chaos_ext._runner.sweep import checked, print_suspects, shielded, sweep
 from chaos_ext._runner.verdict import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_INVALID
+from chaos_ext.cli._common import add_kube_options
 from chaos_ext.cli._orphans import (
     add_target_options,
     after_rollback,
@@ -167,15 +168,11 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rollback.add_argument("--run", metavar="RUN_ID", help="only this run's faults")
-    rollback.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help="kubeconfig with credentials for the recorded cluster (also scanned for orphans)",
-    )
-    rollback.add_argument(
-        "--context",
-        metavar="NAME",
-        help="kubeconfig context of the recorded cluster (also scanned for orphans)",
+    add_kube_options(
+        rollback,
+        purpose="credentials for the recorded cluster (also scanned for orphans)",
+        context_default="the one recorded with the fault if the kubeconfig has it, else "
+        "the current one",
     )
     rollback.add_argument(
         "--orphans",

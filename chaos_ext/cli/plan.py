@@ -20,6 +20,7 @@ from chaos_ext._core.contract import plan_function_of, role_of
 from chaos_ext._runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 from chaos_ext._runner.redact import Redactor, secret_values
 from chaos_ext.cli._admission import add_var_options, admit
+from chaos_ext.cli._common import add_kube_options
 
 __all__ = ["handle", "plan_experiment", "register"]
 
@@ -52,7 +53,11 @@ and the SSH user has CAP_NET_ADMIN there. For example:
 
 (docs/conventions.md §7 has the whole example.)
 
-An action without a plan function is listed as "no plan: <module>.<func>".
+--kubeconfig FILE and --context NAME choose the cluster (else $KUBECONFIG or
+~/.kube/config, and its current context); with no kubeconfig at all, an action
+that needs the cluster is listed with one line saying so ("no kubeconfig
+found ..."), without retrying localhost. An action without a plan function is
+listed as "no plan: <module>.<func>".
 --json FILE writes every plan as JSON for review tools.
 
 Exit code: 0 every action was planned and every preflight passed; 1 a preflight
@@ -74,6 +79,7 @@ def register(sub: Any) -> None:
     parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT", help="JSON/YAML files")
     parser.add_argument("--json", metavar="FILE", help="write the plans as JSON to FILE")
     add_var_options(parser)
+    add_kube_options(parser, purpose="the cluster whose targets and permissions are planned")
     parser.set_defaults(handler=handle)
 
 

@@ -33,14 +33,18 @@ from chaos_ext._runner.sweep import checked, dead_entries, shielded, sweep
 from chaos_ext._runner.verdict import worst_exit
 from chaos_ext.cli import plan
 from chaos_ext.cli._admission import add_var_options, admit
-from chaos_ext.cli._common import add_control_options
+from chaos_ext.cli._common import add_control_options, add_kube_options
 from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
 from chaos_ext.errors import InvalidArgument, LedgerError
 
 HELP = """\
 Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
 
-Every experiment is validated first; if any is invalid nothing runs (exit 3).
+Every experiment is validated first, as by `gameday validate` (each --var name
+must be one an experiment declares); if any is invalid nothing runs (exit 3).
+--kubeconfig FILE and --context NAME choose the cluster of the Kubernetes
+activities (else $KUBECONFIG or ~/.kube/config, and its current context); with
+no kubeconfig at all, such an activity fails with one line saying so.
 Before running, the fault ledger is checked (a ledger that cannot be trusted
 stops the run, exit 2, listing what may still be injected), then faults left
 open by a dead run (owner process gone) are undone and listed (--no-recover
@@ -230,6 +234,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         f"extension watchdog_grace_seconds, else ${GRACE_VARIABLE}, else {DEFAULT_GRACE_S:g})",
     )
     add_control_options(parser)
+    add_kube_options(parser, purpose="the cluster the experiments' Kubernetes activities act on")
 
 
 def _grace(text: str) -> float:

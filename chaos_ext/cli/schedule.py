@@ -12,9 +12,16 @@ from rich.markup import escape
 
 from chaos_ext import __version__
 from chaos_ext._products.report.model import inline_secrets
-from chaos_ext._products.schedule.manifests import ScheduleSpec, manifests, manifests_yaml
+from chaos_ext._products.schedule.manifests import (
+    SSH_DIR,
+    ScheduleSpec,
+    manifests,
+    manifests_yaml,
+)
 from chaos_ext._products.schedule.permissions import permissions_of
+from chaos_ext._products.schedule.pod_itself import pod_itself_warnings
 from chaos_ext._runner.execute import EXIT_INVALID
+from chaos_ext.cli._admission import unknown_var_lines, var_format_lines, var_names
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.controls.stop_conditions import load_plan
 from chaos_ext.errors import InvalidArgument
@@ -29,7 +36,8 @@ a schedule, in the cluster, with Kubernetes as the scheduler:
                    experiments' activities declare (@needs_k8s); namespaced
                    rules in each --target-namespace (default: --namespace),
                    cluster-scoped ones in a ClusterRole
-  PersistentVolumeClaim  NAME-reports (unless --reports-pvc or push-only)
+  PersistentVolumeClaim  NAME-reports (unless --reports-pvc or --no-pvc): the
+                   reports and the fault ledger, which outlives the pod
   CronJob          NAME: concurrencyPolicy Forbid, no retries, non-root, read-only
                    root filesystem; runs `gameday run` (with the --abort-on
                    plan if given) then `gameday report` into
@@ -38,17 +46,29 @@ a schedule, in the cluster, with Kubernetes as the scheduler:
 
 Experiments with literal secret values are refused (they would be stored in a
 ConfigMap): use environment secrets ({"type": "env", "key": "DB_PASSWORD"})
-and --env-from-secret. The runner image is built from deploy/Dockerfile. Experiments are validated
-first; nothing is contacted. Activities of chaostoolkit-kubernetes declare no
-permissions: they are refused unless --allow-undeclared (then grant their
-permissions yourself).
+and --env-from-secret. --ssh-secret SECRET mounts an SSH key and known_hosts as
+files in /etc/gameday/ssh (a kubernetes.io/ssh-auth Secret: its keys
+ssh-privatekey and known_hosts) and sets GAMEDAY_SSH_KEY_FILE and
+GAMEDAY_SSH_KNOWN_HOSTS to them, for ssh: and pod: targets. The runner image is
+built from deploy/Dockerfile and has rclone to push reports off the volume
+(--push-command; deploy/README.md shows the Secret that configures the remote).
+
+Experiments are validated first, and each --var name is checked against their
+configuration; nothing is contacted. A URL that would point at the pod itself
+(127.0.0.1, localhost: in a --var, or a configuration value or environment
+default that no --var overrides) is a warning. Activities of
+chaostoolkit-kubernetes declare no permissions: they are refused unless
+--allow-undeclared (then grant their permissions yourself).
 
 examples:
   gameday schedule experiments/*.json --cron "0 10 * * 2" -o gameday.yaml
   gameday schedule exp.json --cron @weekly --namespace chaos --target-namespace shop \\
       --image registry.example.com/gameday:0.1.0 --env-from-secret prometheus-auth
-  gameday schedule exp.json --cron "0 3 * * *" --push-command 'rclone copy "$REPORT_DIR" s3:gd/'
+  gameday schedule exp.json --cron "0 3 * * *" --env-from-secret gameday-reports-remote \\
+      --push-command 'rclone copy "$REPORT_DIR" reports:gameday-reports/'
   kubectl apply -f gameday.yaml
+
+deploy/README.md has a worked example (deploy/example/gameday.yaml).
 """
 
 
@@ -80,6 +100,12 @@ def register(sub: Any) -> None:
     parser.add_argument("--pvc-size", default="1Gi", help="size of the claim created")
     parser.add_argument("--storage-class", help="storage class of the claim created")
     parser.add_argument(
+        "--no-pvc",
+        action="store_true",
+        help="no claim: reports and the fault ledger on an emptyDir, gone with the pod "
+        "(push the reports with --push-command; a run killed with its pod is not recovered)",
+    )
+    parser.add_argument(
         "--push-command", metavar="SH", help="shell command run after the report, $REPORT_DIR set"
     )
     parser.add_argument(
@@ -100,6 +126,11 @@ def register(sub: Any) -> None:
         default=[],
         metavar="SECRET",
         help="expose a Secret's keys as environment variables",
+    )
+    parser.add_argument(
+        "--ssh-secret",
+        metavar="SECRET",
+        help=f"mount this Secret's SSH key and known_hosts as files in {SSH_DIR}",
     )
     parser.add_argument(
         "--deadline",
@@ -134,6 +165,7 @@ def _spec(args: argparse.Namespace, files: list[Path]) -> ScheduleSpec:
         target_namespaces=tuple(args.target_namespace),
         all_namespaces=args.all_namespaces,
         pvc=args.reports_pvc,
+        no_pvc=args.no_pvc,
         pvc_size=args.pvc_size,
         storage_class=args.storage_class,
         push_command=args.push_command,
@@ -142,13 +174,32 @@ def _spec(args: argparse.Namespace, files: list[Path]) -> ScheduleSpec:
         deadline_seconds=args.deadline,
         time_zone=args.time_zone,
         abort_plan=Path(args.abort_on).read_text() if args.abort_on else None,
+        ssh_secret=args.ssh_secret,
     )
+
+
+def _vars_refused(args: argparse.Namespace, loaded: list[dict[str, Any]], console: Console) -> bool:
+    """--var as `gameday run` will check it in the pod: NAME=VALUE, a name they declare."""
+    lines = var_format_lines(args.var) or unknown_var_lines(args.var, loaded)
+    for line in lines:
+        console.print(f"[red]invalid:[/] {escape(line)}", highlight=False)
+    return bool(lines)
+
+
+def _warn_pod_itself(
+    args: argparse.Namespace, loaded: list[tuple[Path, Any]], console: Console
+) -> None:
+    run_vars = dict(zip(var_names(args.var), (v.split("=", 1)[1] for v in args.var), strict=True))
+    experiments = {path.name: experiment for path, experiment in loaded}
+    for line in pod_itself_warnings(experiments, run_vars):
+        console.print(f"[yellow]⚠ {escape(line)}[/]", highlight=False)
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     loaded = load_valid_experiments(args.experiments, console, resolve="nothing")  # in-cluster
-    if loaded is None:
+    if loaded is None or _vars_refused(args, [e for _, e in loaded], console):
         return EXIT_INVALID
+    _warn_pod_itself(args, loaded, console)
     leaky = [str(p) for p, experiment in loaded if any(inline_secrets(experiment.get("secrets")))]
     if leaky:
         console.print(

@@ -51,10 +51,20 @@ validate and run make one decision: a file that validates with the same
 configuration is resolved as the run resolves it (an environment key that is
 not set is refused, as by `chaos validate`); secrets are checked by shape only,
 since they are often set only where the run happens (the run resolves them).
-A file whose validation crashes is one line naming it and the exception; the
-other files are still validated. Refs ({"ref": "name"}) are resolved in every
-phase. Where gameday is stricter than `chaos validate`, docs/validation.md
-lists the rule and its reason.
+
+Every argument problem of every activity is listed (each bad argument, its own
+line); timeouts and pauses must be finite numbers of seconds >= 0. Each --var
+name must be declared in an experiment's configuration (or be one gameday reads
+itself, such as prometheus_url); else it is refused with a "did you mean".
+
+Files are read within limits: a regular file only (a FIFO or a device is
+refused at once), at most 4 MiB, UTF-8, nested at most 64 levels, YAML aliases
+expanding to at most 100,000 values. A file of another tool (Chaos Mesh,
+LitmusChaos, Krkn, a Chaos Toolkit journal, a Prometheus rule file, several
+YAML documents) is named in one line, with what to do. A file whose validation
+crashes is one line naming it and the exception; the other files are still
+validated. Refs ({"ref": "name"}) are resolved in every phase. Where gameday is
+stricter than `chaos validate`, docs/validation.md lists the rule and its reason.
 """
 
 

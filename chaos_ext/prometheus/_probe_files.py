@@ -1,8 +1,8 @@
 """The probe catalog: named steady-state probes kept as data.
 
-The files live in ``probes/`` at the top of the checkout; the package reads
-them through its link ``chaos_ext/prometheus/catalog``, and the wheel ships
-them there.
+The files live in the package, in ``chaos_ext/prometheus/catalog/`` (so every
+build of the package has them: the wheel, the runner image); ``probes/`` at the
+top of the checkout is a link to that folder.
 
 A catalog file maps probe names to entries::
 

@@ -2,8 +2,8 @@
 
 The public face of :mod:`chaos_ext.prometheus._probe_files` for the CLI and the
 stop conditions (:mod:`chaos_ext.controls.stop_conditions` reads catalog probes): the
-catalog files of ``probes/`` (shipped as ``chaos_ext/prometheus/catalog/``), the extra ones named
-by ``$GAMEDAY_CATALOG``, and the abort plans shipped beside them.
+catalog files of ``chaos_ext/prometheus/catalog/`` (``probes/`` in the checkout), the
+extra ones named by ``$GAMEDAY_PROBE_CATALOG``, and the abort plans shipped beside them.
 """
 
 from __future__ import annotations

@@ -210,13 +210,15 @@ def test_no_kubernetes_activity_means_no_role_and_no_token(
         "0 3 * * *",
         "--push-command",
         'cp -r "$REPORT_DIR" /elsewhere',
+        "--no-pvc",
     )
     assert out.returncode == 0, out.stderr
     _validate(docs, kube_api, tmp_path)
     kinds = _by_kind(docs)
-    assert set(kinds) == {"ConfigMap", "ServiceAccount", "CronJob"}  # push only: no claim
+    assert set(kinds) == {"ConfigMap", "ServiceAccount", "CronJob"}  # --no-pvc: no claim
     pod = kinds["CronJob"][0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
+    assert "CHAOSTOOLKIT_IN_POD" not in {e["name"] for e in pod["containers"][0]["env"]}
     assert {"name": "reports", "emptyDir": {}} in pod["volumes"]
 
 
@@ -311,7 +313,9 @@ def test_dockerfile_matches_the_manifests() -> None:
     assert f"USER {RUNNER_UID}:{RUNNER_UID}" in dockerfile
     assert 'ENTRYPOINT ["gameday"]' in dockerfile
     assert "MPLCONFIGDIR=/tmp/matplotlib" in dockerfile  # read-only root filesystem
-    assert "probes" not in dockerfile  # the catalog ships in the wheel (tests/test_wheel.py)
+    # the catalog is package data (real files in chaos_ext/prometheus/catalog/): no COPY of
+    # probes/; tests/test_image_wheel.py builds the wheel from these COPY lines and uses it
+    assert not [line for line in dockerfile.splitlines() if "COPY" in line and "probes" in line]
 
 
 def test_literal_secrets_are_refused_env_secrets_accepted(tmp_path: Path) -> None:

@@ -6,7 +6,10 @@ of :mod:`.permissions`; optionally a PersistentVolumeClaim for the reports;
 a CronJob (``concurrencyPolicy: Forbid``, no retries: a game day is not
 replayed by Kubernetes behind the operators' backs) whose container runs
 ``gameday run`` and then ``gameday report`` into ``/reports/<UTC time>/``, then
-an optional push command, and exits with the run's code.
+an optional push command, and exits with the run's code. With ``ssh_secret``,
+that Secret (an SSH key and ``known_hosts``) is mounted read-only as files in
+:data:`SSH_DIR`, and ``GAMEDAY_SSH_KEY_FILE`` / ``GAMEDAY_SSH_KNOWN_HOSTS`` name
+them (the variables the shipped experiments read for ``ssh:`` and ``pod:`` targets).
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from chaos_ext._runner.signals import TERMINATION_GRACE_S
 __all__ = [
     "ABORT_KEY",
     "RUNNER_UID",
+    "SSH_DIR",
+    "SSH_KEY",
+    "SSH_KNOWN_HOSTS",
     "ScheduleSpec",
     "check_cron",
     "check_name",
@@ -39,6 +45,9 @@ _CRON_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midni
 _MAX_CONFIGMAP = 1_000_000
 _RBAC = "rbac.authorization.k8s.io/v1"
 ABORT_KEY = "gameday-abort-plan.yaml"
+SSH_DIR = "/etc/gameday/ssh"
+SSH_KEY = "ssh-privatekey"  # the key of a kubernetes.io/ssh-auth Secret
+SSH_KNOWN_HOSTS = "known_hosts"
 _TMP = "/tmp"  # noqa: S108 - the container's own emptyDir, not this machine's /tmp
 
 
@@ -54,6 +63,7 @@ class ScheduleSpec:
     target_namespaces: tuple[str, ...] = ()
     all_namespaces: bool = False
     pvc: str | None = None  # existing claim to use
+    no_pvc: bool = False  # reports and ledger on an emptyDir: gone with the pod
     pvc_size: str = "1Gi"
     storage_class: str | None = None
     push_command: str | None = None
@@ -62,6 +72,7 @@ class ScheduleSpec:
     abort_plan: str | None = None  # `gameday run --abort-on` plan (YAML text)
     deadline_seconds: int = 3600
     time_zone: str | None = None
+    ssh_secret: str | None = None  # a Secret with ssh-privatekey and known_hosts
     labels: dict[str, str] = field(default_factory=dict)
 
 
@@ -175,7 +186,17 @@ def _script(spec: ScheduleSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _container(spec: ScheduleSpec) -> dict[str, Any]:
+def _ssh_env(spec: ScheduleSpec) -> list[dict[str, str]]:
+    if not spec.ssh_secret:
+        return []
+    return [
+        {"name": "GAMEDAY_SSH_KEY_FILE", "value": f"{SSH_DIR}/{SSH_KEY}"},
+        {"name": "GAMEDAY_SSH_KNOWN_HOSTS", "value": f"{SSH_DIR}/{SSH_KNOWN_HOSTS}"},
+    ]
+
+
+def _container(spec: ScheduleSpec, in_cluster: bool) -> dict[str, Any]:
+    ssh = [{"name": "ssh", "mountPath": SSH_DIR, "readOnly": True}] if spec.ssh_secret else []
     return {
         "name": "gameday",
         "image": spec.image,
@@ -188,6 +209,9 @@ def _container(spec: ScheduleSpec) -> dict[str, Any]:
             {"name": "GAMEDAY_IMAGE", "value": spec.image},
             {"name": "HOME", "value": _TMP},
             {"name": "MPLCONFIGDIR", "value": f"{_TMP}/matplotlib"},
+            *_ssh_env(spec),
+            # the Kubernetes clients use the pod's ServiceAccount (chaos_ext._core.k8s)
+            *([{"name": "CHAOSTOOLKIT_IN_POD", "value": "true"}] if in_cluster else []),
         ],
         "envFrom": [{"secretRef": {"name": s}} for s in spec.env_from_secrets],
         "securityContext": {
@@ -203,19 +227,24 @@ def _container(spec: ScheduleSpec) -> dict[str, Any]:
             {"name": "experiments", "mountPath": "/experiments", "readOnly": True},
             {"name": "reports", "mountPath": "/reports"},
             {"name": "tmp", "mountPath": _TMP},
+            *ssh,
         ],
     }
 
 
 def _volumes(spec: ScheduleSpec) -> list[dict[str, Any]]:
-    if spec.push_command and not spec.pvc:
+    if spec.no_pvc:
         reports: dict[str, Any] = {"name": "reports", "emptyDir": {}}
     else:
         reports = {"name": "reports", "persistentVolumeClaim": {"claimName": _claim(spec)}}
+    ssh = []
+    if spec.ssh_secret:  # owner root, group fsGroup (the runner's): readable by the runner only
+        ssh = [{"name": "ssh", "secret": {"secretName": spec.ssh_secret, "defaultMode": 0o440}}]
     return [
         {"name": "experiments", "configMap": {"name": f"{spec.name}-experiments"}},
         reports,
         {"name": "tmp", "emptyDir": {}},
+        *ssh,
     ]
 
 
@@ -237,7 +266,7 @@ def _cronjob(spec: ScheduleSpec, perms: Permissions) -> dict[str, Any]:
             "fsGroup": RUNNER_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [_container(spec)],
+        "containers": [_container(spec, in_cluster=bool(perms.rules))],
         "volumes": _volumes(spec),
     }
     cron: dict[str, Any] = {
@@ -265,7 +294,7 @@ def _cronjob(spec: ScheduleSpec, perms: Permissions) -> dict[str, Any]:
 
 
 def _pvc(spec: ScheduleSpec) -> list[dict[str, Any]]:
-    if spec.pvc or (spec.push_command and not spec.pvc):
+    if spec.pvc or spec.no_pvc:
         return []
     claim: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
@@ -290,6 +319,8 @@ def manifests(spec: ScheduleSpec, perms: Permissions) -> list[dict[str, Any]]:
         check_name("namespace", namespace, max_len=63)
     check_cron(spec.cron)
     _check_experiments(spec.experiments)
+    if spec.no_pvc and spec.pvc:
+        raise ValueError("--no-pvc and --reports-pvc: choose one")
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
