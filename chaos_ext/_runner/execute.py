@@ -31,9 +31,11 @@ from rich.markup import escape
 
 from chaos_ext._core import stop as _stop
 from chaos_ext._core.ledger import Ledger, UndoOutcome, set_current_run_id, set_watchdog_grace
+from chaos_ext._core.timeline import build_timeline
 from chaos_ext._runner import signals
 from chaos_ext._runner.boundaries import StopBoundaries
 from chaos_ext._runner.control_checks import clean_up_refused_run
+from chaos_ext._runner.phases import PhaseMarks, phase
 from chaos_ext._runner.progress import ProgressPrinter
 from chaos_ext._runner.recovery import DEFAULT_RECOVER_S, check_recovery
 from chaos_ext._runner.redact import Redactor, secret_values
@@ -165,6 +167,7 @@ def _runner(
     runner = Runner(Strategy.from_string(options.hypothesis_strategy), schedule)
     handlers: list[RunEventHandler] = [StopBoundaries(), policy, _SecretCollector(redactor)]
     handlers += options.extra_handlers
+    handlers.append(PhaseMarks(settling=options.settle_seconds > 0))  # before settling's
     if options.settle_seconds > 0:
         handlers.append(SettleFirst(options.settle_seconds, console, redact=redactor.text))
     handlers.append(ProgressPrinter(console, redactor))
@@ -208,9 +211,11 @@ def run_experiment(
             journal.setdefault("gameday", {}).setdefault("rollbacks_skipped", NOT_INJECTED)
             _stop.set_faults_closed()  # nothing was injected: a later firing changes nothing
         _record_stop(journal)
-        outcomes = _sweep(ledger, run_id, console, windows, journal)
+        with phase(journal, "sweep"):
+            outcomes = _sweep(ledger, run_id, console, windows, journal)
         _record_stop(journal)  # a signal during the sweep is the run's stop too
-        outcomes += _recover(journal, (experiment, policy), options, ledger, run_id, console)
+        with phase(journal, "recovery"):
+            outcomes += _recover(journal, (experiment, policy), options, ledger, run_id, console)
         _close_watches(options.extra_handlers)
         _record_stop(journal)
         _set_run(None, None)
@@ -382,6 +387,7 @@ def _finish(
         "ledger": entries,
         "sweep": swept,
     }
+    journal["gameday"]["timeline"] = build_timeline(journal).as_dict()  # once: outputs read it
     exit_code = exit_code_for(outcome)
     clean = redactor.value(journal)
     write_journal(options.journal_path, clean)
@@ -405,6 +411,7 @@ def not_run(path: Path, experiment: dict[str, Any], journal_path: Path, reason: 
         "ledger": [],
         "sweep": [],
     }
+    journal["gameday"]["timeline"] = build_timeline(journal).as_dict()
     clean = Redactor([]).value(journal)
     write_journal(journal_path, clean)
     code = exit_code_for("not-run")

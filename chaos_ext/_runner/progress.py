@@ -1,4 +1,11 @@
-"""Live progress of a run on the terminal (rich), fed by chaoslib's run events."""
+"""Live progress of a run on the terminal (rich), fed by chaoslib's run events.
+
+The steady-state checks are named by the window of the run's timeline they
+fall in (:data:`chaos_ext._core.timeline.WINDOW_WORDS`): chaoslib's check
+after the method runs before the rollbacks, so it is "with faults on" when the
+method injected something (a fault in the ledger, or an action that recorded
+none), else "after the method (nothing was injected)".
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
+from chaos_ext._core.ledger import current_run_id, recorded_here
+from chaos_ext._core.timeline import WINDOW_PHRASES, WINDOW_WORDS, figure_text, role_of
 from chaos_ext._runner.redact import Redactor
 from chaos_ext._runner.verdict import failing_result
 
@@ -42,6 +51,13 @@ class ProgressPrinter(RunEventHandler):  # type: ignore[misc]
         self._lock = threading.Lock()
         self._running: dict[int, str] = {}
         self._status: Status | None = None
+        self._in_method = False
+        self._unrecorded_action = False  # a method action that recorded no ledger entry
+
+    def _after_window(self) -> str:
+        """``faults-on`` when the method injected something (module docstring)."""
+        faults = any(role_of(e.kind) == "fault" for e in recorded_here(current_run_id()))
+        return "faults-on" if faults or self._unrecorded_action else "no-faults"
 
     def _phase(self, text: str) -> None:
         self.console.print(f"[bold cyan]▶ {text}[/]")
@@ -61,13 +77,18 @@ class ProgressPrinter(RunEventHandler):  # type: ignore[misc]
         self.console.print(f"[bold]Experiment:[/] {escape(str(experiment.get('title', '?')))}")
 
     def start_hypothesis_before(self, experiment: dict[str, Any]) -> None:
-        self._phase("steady state before the method")
+        self._phase(_heading("before"))
 
     def start_method(self, experiment: dict[str, Any]) -> None:
+        self._in_method = True
         self._phase("method")
 
+    def method_completed(self, experiment: dict[str, Any], state: Any = None) -> None:
+        self._in_method = False
+
     def start_hypothesis_after(self, experiment: dict[str, Any]) -> None:
-        self._phase("steady state after the method")
+        self._in_method = False
+        self._phase(_heading(self._after_window()))
 
     def start_rollbacks(self, experiment: dict[str, Any]) -> None:
         self._phase("rollbacks")
@@ -87,12 +108,16 @@ class ProgressPrinter(RunEventHandler):  # type: ignore[misc]
         with self._lock:
             self._running.pop(id(activity), None)
             self._spin()
+        output = run.get("output")
+        if self._in_method and activity.get("type") == "action":
+            recorded = isinstance(output, dict) and output.get("ledger_id")
+            self._unrecorded_action = self._unrecorded_action or not recorded
         ok = run.get("status") == "succeeded"
         # a hypothesis probe is judged by its tolerance; anything else must succeed
         why = None if "tolerance" in activity else failing_result({**run, "activity": activity})
         mark = "[green]✓[/]" if ok and why is None else "[red]✗[/]"
         kind = activity.get("type", "activity")
-        detail = short_value(run.get("output"), self.redactor) if ok else _last_line(run)
+        detail = self._figure(activity, output) if ok else _last_line(run)
         if ok and why is not None:
             detail = f"{why} {detail}"
         detail = escape(self.redactor.text(detail))
@@ -103,6 +128,14 @@ class ProgressPrinter(RunEventHandler):  # type: ignore[misc]
             highlight=False,
         )
 
+    def _figure(self, activity: dict[str, Any], output: Any) -> str:
+        """A hypothesis probe's own figure (what its tolerance judges), else the output."""
+        if "tolerance" in activity:
+            shown = figure_text(self.redactor.value(output), activity["tolerance"])
+            if shown:
+                return shown
+        return short_value(output, self.redactor)
+
     def _verdict(self, state: dict[str, Any] | None, when: str) -> None:
         if state is None:
             return
@@ -112,7 +145,7 @@ class ProgressPrinter(RunEventHandler):  # type: ignore[misc]
         for probe in state.get("probes", []):
             if not probe.get("tolerance_met", True):
                 name = probe.get("activity", {}).get("name", "?")
-                value = short_value(probe.get("output"), self.redactor)
+                value = self._figure(probe.get("activity") or {}, probe.get("output"))
                 self.console.print(
                     f"  [red]steady state NOT met ({when}): {escape(name)} = {escape(value)}[/]"
                 )
@@ -120,17 +153,23 @@ class ProgressPrinter(RunEventHandler):  # type: ignore[misc]
     def hypothesis_before_completed(
         self, experiment: dict[str, Any], state: dict[str, Any], journal: dict[str, Any]
     ) -> None:
-        self._verdict(state, "before")
+        self._verdict(state, WINDOW_PHRASES["before"])
 
     def hypothesis_after_completed(
         self, experiment: dict[str, Any], state: dict[str, Any], journal: dict[str, Any]
     ) -> None:
-        self._verdict(state, "after")
+        self._verdict(state, WINDOW_PHRASES[self._after_window()])
 
     def finish(self, journal: dict[str, Any]) -> None:
         with self._lock:
             self._running.clear()
             self._spin()
+
+
+def _heading(window: str) -> str:
+    """``steady state before (baseline)``, ``with faults on (steady state after ...)``."""
+    words = WINDOW_WORDS[window]
+    return words if "steady state" in words else f"steady state {words}"
 
 
 def _last_line(run: dict[str, Any]) -> str:

@@ -8,12 +8,19 @@ steady-state hypothesis is polled until it holds, for up to ``recover_seconds``
 ``gameday.recovery``::
 
     {"seconds": 60, "recovered": true, "time_to_recover_s": 10.8,
-     "undone_at": 1795940462.3, "attempts": 7, "last": "met"}
+     "undone_at": 1795940462.3, "attempts": 7, "last": "met",
+     "checks": [{"probe": "error-ratio", "at": 1795940463.4, "value": 0.2,
+                 "text": "0.2", "tolerance_met": false, "error": ""}, ...]}
+
+``checks`` keeps each probe's figure at each attempt (the value its tolerance
+judges, :func:`chaos_ext._core.timeline.figure_of`): the run's timeline shows
+them in the window *after the undo*.
 
 ``time_to_recover_s`` runs from the moment the last fault was undone (the
-latest ``closed_at`` of the run's ledger entries, else the end of its last
-rollback) to the first check that held, at the poll's resolution
-(:data:`POLL_S`, or the probes' own time when they are slower). A hypothesis
+latest ``closed_at`` of the run's fault entries in the ledger, loads and
+gameday's own records aside, else the end of its last rollback) to the first
+check that held, at the poll's resolution (:data:`POLL_S`, or the probes' own
+time when they are slower). A hypothesis
 that never holds again makes the run ``not-recovered``
 (:mod:`chaos_ext._runner.verdict`): "the fault was removed, but the system did
 not return to its steady state within N s".
@@ -40,6 +47,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext._core import stop as _stop
+from chaos_ext._core.timeline import epoch, error_line, figure_of, figure_text, role_of
 from chaos_ext._runner.signals import handled
 from chaos_ext.errors import InvalidArgument
 
@@ -79,8 +87,13 @@ def _epoch(text: Any) -> float | None:
 
 
 def undone_at(journal: Mapping[str, Any], ledger: Sequence[Mapping[str, Any]]) -> float | None:
-    """When the last fault of the run was undone: its ledger, else its last rollback."""
-    closed = [float(e["closed_at"]) for e in ledger if isinstance(e.get("closed_at"), int | float)]
+    """When the last fault of the run was undone: its ledger, else its last rollback
+    (a load or a record of gameday's own is no fault: chaos_ext._core.timeline.role_of)."""
+    closed = [
+        float(e["closed_at"])
+        for e in ledger
+        if isinstance(e.get("closed_at"), int | float) and role_of(str(e.get("kind"))) == "fault"
+    ]
     if closed:
         return max(closed)
     ends = [_epoch(r.get("end")) for r in journal.get("rollbacks") or []]
@@ -201,6 +214,7 @@ def _poll(
     experiment, configuration, secrets = context
     deadline = time.time() + seconds
     attempts, met, last = 0, False, "not checked"
+    checks: list[dict[str, Any]] = []
     ended = wait.ended
     while not ended.is_set() and not _stop.stopping():
         state = wait.probe(
@@ -211,6 +225,7 @@ def _poll(
         if ended.is_set() or _stop.stopping():
             break
         attempts += 1
+        checks += _checks_of(state, configuration)
         met = state is None or bool(state.get("steady_state_met"))
         last = "met" if met else _misses(state)
         if met or time.time() >= deadline:
@@ -224,4 +239,26 @@ def _poll(
         "time_to_recover_s": round(max(0.0, time.time() - since), 2) if met else None,
         "attempts": attempts,
         "last": last,
+        "checks": checks,
     }
+
+
+def _checks_of(state: Mapping[str, Any] | None, configuration: Mapping[str, Any]) -> list[Any]:
+    """Each probe's figure in one attempt, for the run's timeline (module docstring)."""
+    found = []
+    for run in (state or {}).get("probes") or []:
+        activity = run.get("activity") or {}
+        failed = run.get("status") == "failed"
+        output = None if failed else run.get("output")
+        tolerance = activity.get("tolerance")
+        found.append(
+            {
+                "probe": str(activity.get("name", "?")),
+                "at": epoch(run.get("end")) or time.time(),
+                "value": figure_of(output, tolerance, configuration),
+                "text": "" if failed else figure_text(output, tolerance, configuration),
+                "tolerance_met": run.get("tolerance_met"),
+                "error": error_line(run) if failed else "",
+            }
+        )
+    return found

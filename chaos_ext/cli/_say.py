@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext._products.report.model import retry_commands, unsteady_text, view_of
+from chaos_ext._products.report.notes import recovery_line
 from chaos_ext._runner.execute import RunResult
 
 __all__ = ["say_verdict", "stop_lines"]
@@ -34,8 +35,11 @@ def say_verdict(result: RunResult, console: Console) -> None:
             f"({escape(unsteady_text(view))})[/]",
             highlight=False,
         )
+    checked = (view.recovery or {}).get("checked")
+    live = recovery_line(view.recovery) if checked else None  # printed as it ended: once
     for line in view.notes:
-        console.print(f"[yellow]  {escape(line)}[/]", highlight=False)
+        if line != live:
+            console.print(f"[yellow]  {escape(line)}[/]", highlight=False)
     for line in stop_lines(result.journal):
         console.print(f"[yellow]  {escape(line)}[/]", highlight=False)
 

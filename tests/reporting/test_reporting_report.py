@@ -7,7 +7,9 @@ import re
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.gameday_cli import cli_env, run_gameday
@@ -29,6 +31,11 @@ def _section(markdown: str, heading: str) -> str:
     return markdown[start : following if following > 0 else None]
 
 
+def _states(journal: dict[str, Any], phase: str) -> list[dict[str, Any]]:
+    block = journal["steady_states"][phase]
+    return block if isinstance(block, list) else [block] if block else []
+
+
 def test_summary_of_a_deviated_run_with_a_rollback(
     real_journals: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -39,20 +46,37 @@ def test_summary_of_a_deviated_run_with_a_rollback(
     assert "## a held port is noticed: deviated" in summary
     assert "**Resilience score: 0.0 / 100 (0 of 1 hypotheses held)**" in summary
     hypothesis = _section(summary, "### Steady-state hypothesis")
+    header = next(line for line in hypothesis.splitlines() if line.startswith("| probe"))
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "probe",
+        "tolerance",
+        "before (baseline)",
+        "during the faults",
+        "with faults on (steady state after the method, before the undo)",
+        "after the undo (recovery)",
+    ]
     port_row = next(line for line in hypothesis.splitlines() if line.startswith("| port-closed"))
     cells = [c.strip() for c in port_row.strip("|").split("|")]
     assert cells[1] == "== false"
-    assert cells[2] == "false ✓"  # before the method: closed
-    assert "out of tolerance" in cells[3]  # during: the held port was seen open
-    during_checks = [
+    # the windows, from the held port's own ledger entry (not from the product's rule)
+    held = next(e for e in journal["gameday"]["ledger"] if e["kind"] == "test-port")
+    checks = [
         p
-        for s in journal["steady_states"]["during"]
+        for phase in ("before", "during")
+        for s in _states(journal, phase)
         for p in s["probes"]
         if p["activity"]["name"] == "port-closed"
     ]
-    misses = sum(1 for p in during_checks if not p["tolerance_met"])
-    assert cells[3].startswith(f"{len(during_checks)} checks, {misses} out of tolerance")
-    assert cells[4] == "true ✗ **out of tolerance**"  # after: still open (rollbacks come later)
+    ends = [datetime.fromisoformat(p["end"]).timestamp() for p in checks]
+    before = [p for p, t in zip(checks, ends, strict=True) if t < held["created_at"]]
+    during = [p for p, t in zip(checks, ends, strict=True) if t >= held["created_at"]]
+    misses = sum(1 for p in during if not p["tolerance_met"])
+    assert cells[2] in ("false ✓", f"{len(before)} checks, 0 out of tolerance ✓")
+    assert cells[3].startswith(f"{len(during)} checks, {misses} out of tolerance")
+    assert "out of tolerance" in cells[3]  # during: the held port was seen open
+    assert cells[4] == "true ✗ **out of tolerance**"  # Chaos Toolkit's after: still held
+    assert cells[5] == "false ✓"  # the recovery check, after the undo
+    assert "(see the cells marked ✗)" in summary
     method = _section(summary, "### Method")
     assert re.search(r"\| hold-the-port \| action \| succeeded \|", method)
     assert re.search(r"\| measure-connects \| probe \| succeeded \|.*\"series\"", method)
@@ -61,7 +85,8 @@ def test_summary_of_a_deviated_run_with_a_rollback(
     ledger = _section(summary, "### Fault ledger")
     port = journal["gameday"]["ledger"][0]["target"]
     assert re.search(
-        rf"\| test-port \| {re.escape(port)} \| \+\d+\.\d s \| \+\d+\.\d s \| closed \|", ledger
+        rf"\| test-port \| fault \| {re.escape(port)} \| \+\d+\.\d s \| \+\d+\.\d s \| closed \|",
+        ledger,
     )
 
 

@@ -1,18 +1,24 @@
 """Time-series charts as inline SVG strings (matplotlib, Agg/SVG backend, no pyplot).
 
-One chart per series: the values over seconds since the experiment started,
-fault windows shaded (red: a fault recorded in the ledger, from injection to
-undo; amber: an action running), and the tolerance bounds as dashed lines when
-the tolerance is numeric. A comparison chart draws the same for several runs
-of two sides (baseline and tuned) on one pair of axes, each run's times taken
-from its own origin (:class:`Trace`).
+One chart per series: the values over seconds since the experiment started
+(the x axis spans the whole run), its unit on the y axis, the bands of the
+run's timeline shaded (red: a fault, from injection to undo, a ledger entry or
+the experiment's own actions until their rollbacks; light blue: a load
+running, which is never a fault; amber: an action running), and what the
+tolerance accepts as a green band (:mod:`.chart_axes`: the y range comes from
+the data, not from the tolerance). Separate checks are drawn as steps (the
+value holds until the next check), a single value as a marker. A comparison
+chart draws the same for several runs of two sides (baseline and tuned) on one
+pair of axes, each run's times taken from its own origin (:class:`Trace`).
 
 The recovery window (:mod:`chaos_ext._products.report.recovery_window`: from
 the last undo to the first check that held again, or to the end of the
 recovery bound) is shaded green, grey when the run did not recover, labelled
 ``recovery N s`` / ``not recovered within N s``; the x axis always reaches its end.
 
-Each shaded group has the SVG id ``<salt>-fault-<source>``, the recovery window
+Each shaded group has the SVG id ``<salt>-fault-<source>`` (source ``ledger``,
+``actions``, ``load`` or ``action``), the tolerance band ``<salt>-tolerance``, a run
+chart's line ``<salt>-line``, the recovery window
 ``<salt>-recovery-window`` (a comparison's: ``<salt>-recovery-window-<side>``,
 one rectangle per run) and each comparison line ``<salt>-<side>-<n>``, so that
 a reader (or a test) can find them.
@@ -30,6 +36,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from chaos_ext._products.report.chart_axes import legend_handles, tolerance_band, y_range
 from chaos_ext._products.report.model import FaultWindow
 from chaos_ext._products.report.recovery_window import RecoveryWindow
 from chaos_ext._products.report.series import Series, as_number
@@ -44,7 +51,18 @@ __all__ = [
 ]
 
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.S)
-_COLORS = {"ledger": ("#d62728", 0.18), "action": ("#ff9f1c", 0.22)}
+_COLORS = {
+    "ledger": ("#d62728", 0.18),
+    "actions": ("#d62728", 0.18),
+    "load": ("#4c78a8", 0.1),
+    "action": ("#ff9f1c", 0.22),
+}
+_SOURCES = (
+    ("load", "load running (not a fault)"),
+    ("ledger", "fault on (ledger)"),
+    ("actions", "fault on (actions, to the undo)"),
+    ("action", "action running"),
+)
 _LINE = "#1f5fa8"
 _BASELINE = "#7f7f7f"
 # (recovered, not recovered) colours and the alpha: a run chart, then each comparison side
@@ -103,7 +121,7 @@ def _shade(
     drawn as one (indistinguishable at this size, and fast with hundreds). Returns
     the legend's proxies."""
     proxies = []
-    for source, label in (("ledger", "fault (ledger)"), ("action", "action running")):
+    for source, label in _SOURCES:
         spans = merged_spans(windows, source, gap=width * _JOIN)
         if not spans:
             continue
@@ -158,22 +176,26 @@ def _recovery_label(windows: Sequence[RecoveryWindow], palette: str) -> str:
     return f"{palette}: " + ", ".join(parts)
 
 
-def _finish(fig: Figure, ax: Any, title: str, xlabel: str, proxies: list[Any]) -> str:
-    """Labels, the legend (beside the axes) and the SVG text without its prologue."""
+def _finish(
+    fig: Figure, ax: Any, title: str, xlabel: str, proxies: list[Any], ylabel: str = ""
+) -> str:
+    """Labels, the legend (beside the axes, each thing once) and the SVG text without
+    its prologue."""
     ax.set_xlabel(xlabel, fontsize=8)
+    if ylabel:
+        ax.set_ylabel(ylabel, fontsize=8)
     ax.set_title(title, fontsize=9, loc="left")
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
-    handles, _ = ax.get_legend_handles_labels()
     ax.legend(
-        handles=[*proxies, *handles[:3]],
+        handles=legend_handles(ax, proxies),
         fontsize=7,
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
         borderaxespad=0,
         frameon=False,
     )
-    fig.subplots_adjust(left=0.08, right=0.8, top=0.88, bottom=0.2)
+    fig.subplots_adjust(left=0.09, right=0.74, top=0.88, bottom=0.2)
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     return _PROLOGUE.sub("", buffer.getvalue(), count=1)
@@ -182,10 +204,15 @@ def _finish(fig: Figure, ax: Any, title: str, xlabel: str, proxies: list[Any]) -
 def _line(
     ax: Any, xs: list[float], series: Series, color: str, lw: float = 1.6, **style: Any
 ) -> None:
-    marker = "o" if len(xs) <= _MARKERS_UP_TO else None
-    draw = ax.step if series.boolean else ax.plot
-    where = {"where": "post"} if series.boolean else {}
-    draw(xs, series.values, color=color, lw=lw, marker=marker, ms=3, **where, **style)
+    """Separate checks as steps (each value holds until the next check), a curve's
+    samples as a line, a single value as a marker alone."""
+    if len(xs) == 1:
+        ax.plot(xs, series.values, color=color, lw=0, marker="o", ms=6, **style)
+    else:
+        marker = "o" if len(xs) <= _MARKERS_UP_TO else None
+        steps = series.boolean or series.discrete
+        drawstyle = "steps-post" if steps else "default"
+        ax.plot(xs, series.values, color=color, lw=lw, marker=marker, ms=3, ds=drawstyle, **style)
     if series.boolean:
         ax.set_yticks([0, 1], ["false", "true"])
 
@@ -203,8 +230,12 @@ def chart_svg(
     salt: str = "",
     abort_at: float | None = None,
     recovery: RecoveryWindow | None = None,
+    *,
+    unit: str = "",
+    until: float | None = None,
 ) -> str:
-    """An SVG document (no XML prologue) charting ``series``; times relative to ``origin``,
+    """An SVG document (no XML prologue) charting ``series``; times relative to ``origin``
+    (the x axis from 0 to ``until``, the run's end, at least), in ``unit`` on the y axis,
     the recovery window shaded when there is one."""
     salt = salt or series.name
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
@@ -212,16 +243,22 @@ def chart_svg(
         ax = fig.add_subplot()
         xs = [t - origin for t, _ in series.points]
         proxies = _shade(ax, windows, origin, _width(xs, windows, origin), salt)
-        _line(ax, xs, series, _LINE, label=series.name)
+        _line(ax, xs, series, _LINE, label="_" + series.name, gid=f"{salt}-line")
+        limits = (-0.1, 1.1) if series.boolean else y_range(series.values, tolerance)
+        ax.set_ylim(*limits)
+        proxies += tolerance_band(ax, tolerance, limits, f"{salt}-tolerance")
         if abort_at is not None:
             ax.axvline(abort_at - origin, color="#7b3fa0", lw=1.4, label="abort fired")
-        for bound in tolerance_bounds(tolerance):
-            ax.axhline(bound, color="#555555", lw=1, ls="--", label="tolerance")
         windows_of_recovery = [recovery] if recovery is not None else []
         proxies += _shade_recovery(
             ax, windows_of_recovery, origin, f"{salt}-recovery-window", "run"
         )
-        return _finish(fig, ax, series.name, "seconds since the experiment started", proxies)
+        if until is not None:
+            ax.set_xlim(left=min([0.0, *xs]), right=max([until - origin, *xs, ax.get_xlim()[1]]))
+        ylabel = unit or "value (unit unknown)"
+        return _finish(
+            fig, ax, series.name, "seconds since the experiment started", proxies, ylabel
+        )
 
 
 def comparison_svg(

@@ -32,6 +32,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from chaos_ext._core.timeline import figure_text
 from chaos_ext._products.report.model import Check, RunView, retry_commands, unsteady_text
 from chaos_ext._products.report.score import Score
 from chaos_ext._products.report.tables import tolerance_text, value_text
@@ -64,8 +65,10 @@ def _seconds(checks: Sequence[Check]) -> float:
 
 
 def _measured(check: Check, origin: float | None) -> str:
+    """``measured <the figure its tolerance judges> at +t s, tolerance ...``."""
     at = f" at +{check.end - origin:.1f} s" if check.end and origin else ""
-    return f"measured {value_text(check.output)}{at}, tolerance {tolerance_text(check.tolerance)}"
+    figure = figure_text(check.output, check.tolerance) or value_text(check.output)
+    return f"measured {figure}{at}, tolerance {tolerance_text(check.tolerance)}"
 
 
 def _probe_case(view: RunView, probe: str, phase: str, classname: str) -> Case:

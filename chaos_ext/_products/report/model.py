@@ -1,24 +1,33 @@
 """A typed, read-only view of one Chaos Toolkit journal written by ``gameday run``.
 
 :func:`load_journal` reads and redacts a journal file; :func:`view_of` turns a
-journal dict into a :class:`RunView`: the hypothesis checks per phase, the
-method and rollback activities, the fault windows (ledger entries and action
-runs) and every numeric time series found in probe outputs. Pure: no I/O
-besides :func:`load_journal`.
+journal dict into a :class:`RunView`: the run's one timeline (``view.timeline``,
+:func:`chaos_ext._core.timeline.timeline_of`: what was on when, every
+measurement in its window), the hypothesis checks per chaoslib phase, the
+method and rollback activities, the bands the charts shade (faults, loads and
+action runs, from the timeline) and every numeric time series. The texts it
+shows (title, description, activity names) have their ``${var}`` substituted.
+Pure: no I/O besides :func:`load_journal`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from chaos_ext._core.timeline import (
+    ACTIONS_KIND,
+    Timeline,
+    journal_vars,
+    substitute,
+    timeline_of,
+)
 from chaos_ext._products.report.incidents import IncidentView, incident_part
+from chaos_ext._products.report.journals import inline_secrets, load_journal, redact_journal
 from chaos_ext._products.report.notes import clock, notes_part, recovery_line
 from chaos_ext._products.report.series import Series, as_number, parse_time, series_of
-from chaos_ext._runner.redact import Redactor
+from chaos_ext._products.report.units import units_of
 from chaos_ext._runner.verdict import (
     RETRY_COMMAND,
     failing_result,
@@ -87,12 +96,13 @@ class Activity:
 
 @dataclass(frozen=True)
 class FaultWindow:
-    """When a fault was in place: a ledger entry (open..closed) or an action run."""
+    """A band of a chart: a fault in place (a ledger entry on..off, or the experiment's
+    own actions until the rollbacks), a load running, or an action running."""
 
     label: str
     start: float
     end: float
-    source: str  # "ledger" | "action"
+    source: str  # "ledger" | "actions" (faults) | "load" | "action" (an action's own run)
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,13 @@ class RunView:
     rollbacks_skipped: str = ""  # why no rollback ran (nothing was injected)
     recovery: Mapping[str, Any] | None = None  # gameday.recovery: how fast it came back
     incident: IncidentView | None = None  # an incident replay's errors by cause, amplification
+    timeline: Timeline = field(default_factory=lambda: Timeline(0.0, 0.0))  # the run's one
+    text_vars: Mapping[str, Any] = field(default_factory=dict)  # ${var} values of its texts
+    units: Mapping[str, str] = field(default_factory=dict)  # series name -> unit (units.py)
+
+    def shown(self, text: str) -> str:
+        """``text`` with the run's ``${var}`` substituted (a probe's name, say)."""
+        return substitute(text, self.text_vars)
 
     @property
     def time_to_recover_s(self) -> float | None:
@@ -163,7 +180,7 @@ class RunView:
             lines.append(self.rollbacks_skipped)
         if recovered := recovery_line(self.recovery):
             lines.append(recovered)
-        return tuple(lines)
+        return (*lines, *self.timeline.notes)
 
     @property
     def injected(self) -> bool:
@@ -195,41 +212,6 @@ class RunView:
         if self.start is None or self.end is None:
             return None
         return max(0.0, self.end - self.start)
-
-
-def inline_secrets(secrets: Any) -> Iterator[str]:
-    """Literal secret values in an experiment's ``secrets`` (not env/vault references)."""
-    if isinstance(secrets, Mapping):
-        if secrets.get("type") in ("env", "vault") and "key" in secrets:
-            return
-        for value in secrets.values():
-            yield from inline_secrets(value)
-    elif isinstance(secrets, list | tuple):
-        for value in secrets:
-            yield from inline_secrets(value)
-    elif isinstance(secrets, str) and len(secrets) >= 3:
-        yield secrets
-
-
-def redact_journal(journal: Mapping[str, Any], extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A copy with the experiment's literal secrets and secret-named keys masked."""
-    experiment = journal.get("experiment") or {}
-    redactor = Redactor([*inline_secrets(experiment.get("secrets")), *extra])
-    clean: dict[str, Any] = redactor.value(journal)
-    return clean
-
-
-def load_journal(path: Path, extra_secrets: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Read a journal file (JSON), redacted."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise JournalError(f"{path}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise JournalError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("experiment"), dict):
-        raise JournalError(f"{path}: not a Chaos Toolkit journal (no 'experiment' object)")
-    return redact_journal(data, extra_secrets)
 
 
 def _check(run: Mapping[str, Any], phase: str, tolerances: Mapping[str, Any]) -> Check:
@@ -270,10 +252,10 @@ def _error_text(run: Mapping[str, Any]) -> str | None:
     return str(error) if error else None
 
 
-def _activity(run: Mapping[str, Any]) -> Activity:
+def _activity(run: Mapping[str, Any], values: Mapping[str, Any]) -> Activity:
     activity = run.get("activity") or {}
     return Activity(
-        name=str(activity.get("name", "?")),
+        name=substitute(str(activity.get("name", "?")), values),
         kind=str(activity.get("type", "?")),
         status=str(run.get("status", "?")),
         start=parse_time(run.get("start")),
@@ -285,16 +267,19 @@ def _activity(run: Mapping[str, Any]) -> Activity:
     )
 
 
-def _windows(
-    method: list[Activity], ledger: list[Mapping[str, Any]], end: float | None
-) -> list[FaultWindow]:
+def _windows(method: tuple[Activity, ...], timeline: Timeline) -> list[FaultWindow]:
+    """The charts' bands, from the timeline: faults (never a load: its own band), then
+    each method action's own run; an entry still open runs to the timeline's end."""
     windows: list[FaultWindow] = []
-    for entry in ledger:
-        opened = as_number(entry.get("created_at"))
-        closed = as_number(entry.get("closed_at")) or end
-        if opened is not None and closed is not None:
-            label = f"{entry.get('kind', 'fault')} on {entry.get('target', '?')}"
-            windows.append(FaultWindow(label, opened, max(opened, closed), "ledger"))
+    for entry in timeline.entries:
+        if entry.role == "bookkeeping":
+            continue
+        source = "load" if entry.role == "load" else "ledger"
+        if entry.kind == ACTIONS_KIND:
+            source = "actions"
+        end = entry.off if entry.off is not None else timeline.end
+        label = f"{entry.kind} on {entry.target}"
+        windows.append(FaultWindow(label, entry.on, max(entry.on, end), source))
     for act in method:
         if act.kind == "action" and act.start is not None and act.end is not None:
             windows.append(FaultWindow(act.name, act.start, max(act.start, act.end), "action"))
@@ -315,17 +300,18 @@ def _mappings(value: Any) -> list[Mapping[str, Any]]:
     return [item for item in value or [] if isinstance(item, Mapping)]
 
 
-def _experiment_part(journal: Mapping[str, Any]) -> dict[str, Any]:
-    """What the experiment declares: title, description, hypothesis and its tolerances."""
+def _experiment_part(journal: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """What the experiment declares: title, description, hypothesis and its tolerances (the
+    texts with their ``${var}`` substituted; the probes keep their names as written)."""
     experiment = journal.get("experiment") or {}
     hypothesis = experiment.get("steady-state-hypothesis") or {}
     tolerances = {
         str(p.get("name")): p.get("tolerance") for p in _mappings(hypothesis.get("probes"))
     }
     return {
-        "title": str(experiment.get("title", "(untitled experiment)")),
-        "description": str(experiment.get("description", "")),
-        "hypothesis_title": str(hypothesis.get("title", "")),
+        "title": substitute(str(experiment.get("title", "(untitled experiment)")), values),
+        "description": substitute(str(experiment.get("description", "")), values),
+        "hypothesis_title": substitute(str(hypothesis.get("title", "")), values),
         "hypothesis_probes": tuple(tolerances),
         "tolerances": tolerances,
         "weight": _weight(experiment),
@@ -363,10 +349,13 @@ def _verdict_part(journal: Mapping[str, Any], gameday: Mapping[str, Any]) -> dic
 
 def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
     """The typed view of one journal (already redacted), built part by part."""
-    declared = _experiment_part(journal)
+    values = journal_vars(journal)
+    timeline = timeline_of(journal)
+    declared = _experiment_part(journal, values)
     gameday = _gameday_part(journal, source)
-    method = tuple(_activity(r) for r in _mappings(journal.get("run")))
+    method = tuple(_activity(r, values) for r in _mappings(journal.get("run")))
     end = parse_time(journal.get("end"))
+    series = tuple(series_of(journal, timeline))
     return RunView(
         **declared,
         **gameday,
@@ -377,9 +366,12 @@ def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
         end=end,
         checks=tuple(_checks(journal, declared["tolerances"])),
         method=method,
-        rollbacks=tuple(_activity(r) for r in _mappings(journal.get("rollbacks"))),
-        windows=tuple(_windows(list(method), list(gameday["ledger"]), end)),
-        series=tuple(series_of(journal)),
+        rollbacks=tuple(_activity(r, values) for r in _mappings(journal.get("rollbacks"))),
+        windows=tuple(_windows(method, timeline)),
+        series=series,
+        timeline=timeline,
+        text_vars=values,
+        units=units_of(((s.name, s.boolean) for s in series), journal.get("experiment") or {}),
     )
 
 

@@ -66,7 +66,7 @@ def recovery_line(recovery: Mapping[str, Any] | None) -> str:
         return f"recovery not checked: {why}" if why and "off" not in str(why) else ""
     if recovery.get("recovered"):
         return (
-            f"recovered {recovery.get('time_to_recover_s')} s after the last undo "
+            f"recovered {recovery.get('time_to_recover_s')} s after the undo "
             f"({recovery.get('attempts')} check(s))"
         )
     return (

@@ -26,13 +26,14 @@ from chaos_ext._products.report.model import RunView, retry_commands, unsteady_t
 from chaos_ext._products.report.notes import clock
 from chaos_ext._products.report.recovery_window import recovery_window
 from chaos_ext._products.report.score import Score, resilience_score
+from chaos_ext._products.report.series import since
 from chaos_ext._products.report.tables import (
     Cell,
     activity_rows,
     ledger_rows,
-    probe_rows,
+    probe_table,
 )
-from chaos_ext._runner.verdict import OUTCOME_TEXT
+from chaos_ext._products.report.words import verdict_text
 
 __all__ = [
     "MAX_CHARTS",
@@ -45,11 +46,6 @@ __all__ = [
 ]
 
 MAX_CHARTS = 12  # per experiment; the rest stay in the tables and the journal
-
-_VERDICTS = {
-    **OUTCOME_TEXT,
-    "deviated": "the faults ran and the system did not stay within tolerance (see the red cells)",
-}
 
 
 @dataclass(frozen=True)
@@ -94,9 +90,13 @@ def _duration(view: RunView) -> str:
     return f"{view.duration:.1f} s" if view.duration is not None else "?"
 
 
-def _charts(view: RunView, index: int) -> tuple[list[str], int]:
-    origin = view.start if view.start is not None else 0.0
-    shown = view.series[:MAX_CHARTS]
+def _charts(view: RunView, index: int) -> tuple[list[str], int, int]:
+    """The run's charts (at most MAX_CHARTS), how many series were left out, and how many
+    samples from before the run started were cut (a range query reaching back shows the
+    experiment before this one: not this run's)."""
+    timeline = view.timeline
+    origin = timeline.start
+    shown = [since(s, origin) for s in view.series[:MAX_CHARTS]]
     recovery = recovery_window(view.recovery)
     svgs = [
         chart_svg(
@@ -107,24 +107,30 @@ def _charts(view: RunView, index: int) -> tuple[list[str], int]:
             salt=f"x{index}-{i}",
             abort_at=view.abort_at,
             recovery=recovery,
+            unit=view.units.get(s.name, ""),
+            until=timeline.end,
         )
-        for i, s in enumerate(shown)
+        for i, (s, _) in enumerate(shown)
+        if s.points
     ]
-    return svgs, len(view.series) - len(shown)
+    return svgs, len(view.series) - len(svgs), sum(cut for _, cut in shown)
 
 
 def _experiment(view: RunView, index: int, charts: bool) -> dict[str, Any]:
     unsteady = unsteady_text(view)
-    svgs, omitted = _charts(view, index) if charts and not unsteady else ([], 0)
+    svgs, omitted, cut = _charts(view, index) if charts and not unsteady else ([], 0, 0)
+    table = probe_table(view)
     return {
         "view": view,
         "unsteady": unsteady,
         "retry": retry_commands(view),
         "anchor": f"experiment-{index + 1}",
-        "verdict": _VERDICTS.get(view.outcome, view.outcome),
+        "verdict": verdict_text(view, table),
+        "verdict_md": verdict_text(view, table, markdown=True),
         "started": _when(view.start),
         "duration": _duration(view),
-        "probes": probe_rows(view),
+        "probes": table,
+        "cut": cut,
         "method": activity_rows(view.method, view.start),
         "rollbacks": activity_rows(view.rollbacks, view.start),
         "ledger": ledger_rows(view),

@@ -13,7 +13,12 @@ What becomes a point, keyed by the activity's name:
   per result (``values`` of a range query, ``value`` of an instant query).
 
 Points from the steady-state checks (before/during/after) and the method are
-merged per name, one value per timestamp.
+merged per name, one value per timestamp. A hypothesis probe whose checks have
+a figure (the value its tolerance judges: ``error_ratio`` of a load probe's
+mapping, a number, a bool) is charted from the run's timeline instead: one
+point a check, the recovery's checks after the undo included. Such a series,
+and any of one point an activity, is *discrete* (checks, drawn as steps, not
+a ramp between them); a list of samples is not.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Series", "as_number", "pairs_of", "parse_time", "series_of"]
+from chaos_ext._core.timeline import Timeline
+
+__all__ = ["Series", "as_number", "pairs_of", "parse_time", "series_of", "since"]
 
 _LIST_KEYS = ("series", "samples", "values", "points")
 _STATS_KEYS = ("p50", "p95", "p99")
@@ -39,6 +46,7 @@ class Series:
     points: tuple[tuple[float, float], ...]
     boolean: bool = False
     hypothesis: bool = False
+    discrete: bool = False  # separate checks (a step between two), not samples of a curve
 
     @property
     def values(self) -> list[float]:
@@ -160,22 +168,54 @@ def _runs(journal: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], bool]
         yield run, False
 
 
-def series_of(journal: Mapping[str, Any]) -> list[Series]:
-    """Every numeric series of the journal, hypothesis probes first, by name."""
+def _figures(timeline: Timeline | None) -> dict[str, Series]:
+    """The hypothesis probes charted from their figures (module docstring)."""
+    found: dict[str, dict[float, float]] = {}
+    booleans: dict[str, bool] = {}
+    for m in timeline.measurements if timeline is not None else ():
+        if m.hypothesis and m.value is not None:
+            found.setdefault(m.probe, {})[m.at] = m.value
+            shown = m.text.split()[-1:]
+            booleans[m.probe] = booleans.get(m.probe, True) and shown in (["true"], ["false"])
+    return {
+        name: Series(name, tuple(sorted(points.items())), booleans[name], True, True)
+        for name, points in found.items()
+    }
+
+
+def series_of(journal: Mapping[str, Any], timeline: Timeline | None = None) -> list[Series]:
+    """Every numeric series of the journal, hypothesis probes first, by name (with the
+    run's ``timeline``, a hypothesis probe's figures: module docstring)."""
+    figures = _figures(timeline)
     merged: dict[str, dict[float, float]] = {}
-    flags: dict[str, tuple[bool, bool]] = {}
+    flags: dict[str, tuple[bool, bool, bool]] = {}
     for run, in_hypothesis in _runs(journal):
         if not isinstance(run, Mapping):
             continue
         name = str((run.get("activity") or {}).get("name", "?"))
+        if in_hypothesis and name in figures:
+            continue
         at = parse_time(run.get("end")) or parse_time(run.get("start"))
         for label, pairs, boolean in _points(name, run.get("output"), at):
             merged.setdefault(label, {}).update(pairs)
-            was_bool, was_hyp = flags.get(label, (True, False))
-            flags[label] = (was_bool and boolean, was_hyp or in_hypothesis)
+            was_bool, was_hyp, was_one = flags.get(label, (True, False, True))
+            flags[label] = (
+                was_bool and boolean,
+                was_hyp or in_hypothesis,
+                was_one and len(pairs) == 1,
+            )
     found = [
         Series(label, tuple(sorted(points.items())), *flags[label])
         for label, points in merged.items()
         if points
     ]
-    return sorted(found, key=lambda s: (not s.hypothesis, s.name))
+    return sorted([*figures.values(), *found], key=lambda s: (not s.hypothesis, s.name))
+
+
+def since(series: Series, start: float) -> tuple[Series, int]:
+    """``series`` without its points before ``start`` (a range query reaching back before
+    the run shows the experiment before it), and how many were cut."""
+    kept = tuple(p for p in series.points if p[0] >= start)
+    return Series(series.name, kept, series.boolean, series.hypothesis, series.discrete), len(
+        series.points
+    ) - len(kept)

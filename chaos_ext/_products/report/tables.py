@@ -1,4 +1,14 @@
-"""Rows of the report's tables, shared by the HTML and Markdown renderings (pure)."""
+"""Rows of the report's tables, shared by the HTML and Markdown renderings (pure).
+
+The hypothesis table has one column per window of the run's timeline that was
+measured (:data:`chaos_ext._core.timeline.WINDOWS`, in their words): before
+(baseline), during the faults, with faults on (Chaos Toolkit's steady state
+after the method, before the undo), after the undo (the recovery checks: a
+probe that held again there is not red for the checks before, which are its
+time to recover); a window nothing was measured in has no column. A cell
+shows the hypothesis' own figure (the value its tolerance judges), never an
+output cut short.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chaos_ext._products.report.model import Activity, Check, RunView
+from chaos_ext._core.timeline import WINDOW_WORDS, WINDOWS, Measurement, role_of
+from chaos_ext._products.report.model import Activity, RunView
 from chaos_ext._products.report.series import as_number
 
 __all__ = [
@@ -15,15 +26,17 @@ __all__ = [
     "Cell",
     "LedgerRow",
     "ProbeRow",
+    "ProbeTable",
     "activity_rows",
     "compact",
     "ledger_rows",
-    "probe_rows",
+    "probe_table",
     "tolerance_text",
     "value_text",
 ]
 
 _LIMIT = 160
+_ROLE_WORDS = {"fault": "fault", "load": "load (not a fault)", "bookkeeping": "gameday's record"}
 
 
 @dataclass(frozen=True)
@@ -38,9 +51,24 @@ class Cell:
 class ProbeRow:
     probe: str
     tolerance: str
-    before: Cell
-    during: Cell
-    after: Cell
+    cells: tuple[Cell, ...]  # one per column of its table
+
+
+@dataclass(frozen=True)
+class ProbeTable:
+    """The hypothesis table: the measured windows (its columns) and a row per probe."""
+
+    windows: tuple[str, ...]
+    rows: tuple[ProbeRow, ...]
+
+    @property
+    def headings(self) -> tuple[str, ...]:
+        return tuple(WINDOW_WORDS[w] for w in self.windows)
+
+    @property
+    def red(self) -> bool:
+        """Whether a cell is out of tolerance (drawn red; ✗ in Markdown)."""
+        return any(cell.ok is False for row in self.rows for cell in row.cells)
 
 
 @dataclass(frozen=True)
@@ -57,6 +85,7 @@ class ActivityRow:
 @dataclass(frozen=True)
 class LedgerRow:
     kind: str
+    role: str  # fault | load (never fault time) | bookkeeping (gameday's own record)
     target: str
     injected: str
     undone: str
@@ -90,44 +119,63 @@ def tolerance_text(tolerance: Any) -> str:
         return f'== "{tolerance}"'
     if isinstance(tolerance, list):
         return f"in {compact(tolerance, 60)}"
+    picked = (
+        f"{tolerance['target']} "
+        if isinstance(tolerance, Mapping) and tolerance.get("target")
+        else ""
+    )
     if isinstance(tolerance, Mapping) and tolerance.get("type") == "range":
         low, high = (tolerance.get("range") or [None, None])[:2]
-        return f"in [{value_text(low)}, {value_text(high)}]"
+        return f"{picked}in [{value_text(low)}, {value_text(high)}]"
+    if isinstance(tolerance, Mapping) and tolerance.get("type") == "jsonpath":
+        expect = tolerance.get("expect")
+        shown = compact(expect, 40) if isinstance(expect, list | Mapping) else value_text(expect)
+        condition = f" == {shown}" if "expect" in tolerance else " matches"
+        return f"{picked}{tolerance.get('path')}{condition}"
     return compact(tolerance, 80)
 
 
-def _cell(checks: list[Check]) -> Cell:
+def _cell(checks: list[Measurement], recovery: bool = False) -> Cell:
+    """One window's checks of one probe. After the undo the hypothesis is polled until it
+    holds: a last check that held is the recovery (misses before it are its time)."""
     if not checks:
         return Cell("—", None)
     if len(checks) == 1:
         check = checks[0]
-        text = value_text(check.output) if check.status != "failed" else f"error: {check.error}"
-        return Cell(text, check.met)
-    met = [c for c in checks if c.met]
-    numbers = [
-        n
-        for n in (as_number(c.output) for c in checks if not isinstance(c.output, bool))
-        if n is not None
-    ]
-    spread = f", {min(numbers):.4g}…{max(numbers):.4g}" if numbers else ""
-    breaches = len(checks) - len(met)
+        text = f"error: {check.error}" if check.error else (check.text or "not a number")
+        return Cell(text, check.tolerance_met)
+    breaches = sum(1 for c in checks if c.tolerance_met is False)
+    numbers = [c.value for c in checks if c.value is not None]
+    boolean = all(c.text.split()[-1:] in (["true"], ["false"]) for c in checks)
+    spread = ""
+    if numbers and not boolean:
+        low, high = min(numbers), max(numbers)
+        spread = f", {low:.4g}" if low == high else f", from {low:.4g} to {high:.4g}"
+    if recovery and breaches and checks[-1].tolerance_met:
+        return Cell(
+            f"held again at check {len(checks)} ({breaches} out of tolerance before{spread})", True
+        )
     return Cell(f"{len(checks)} checks, {breaches} out of tolerance{spread}", breaches == 0)
 
 
-def probe_rows(view: RunView) -> list[ProbeRow]:
-    """One row per hypothesis probe: before / during / after."""
+def probe_table(view: RunView) -> ProbeTable:
+    """One row per hypothesis probe, one column per measured window (module docstring)."""
+    checks = [m for m in view.timeline.measurements if m.hypothesis]
     names = list(view.hypothesis_probes)
-    names += sorted({c.probe for c in view.checks} - set(names))
-    return [
+    names += sorted({m.probe for m in checks} - set(names))
+    windows = tuple(w for w in WINDOWS if any(m.window == w for m in checks))
+    rows = tuple(
         ProbeRow(
-            probe=name,
-            tolerance=tolerance_text(view.tolerances.get(name)),
-            before=_cell(view.checks_for(name, "before")),
-            during=_cell(view.checks_for(name, "during")),
-            after=_cell(view.checks_for(name, "after")),
+            probe=view.shown(name),
+            tolerance=view.shown(tolerance_text(view.tolerances.get(name))),
+            cells=tuple(
+                _cell([m for m in checks if m.probe == name and m.window == w], w == "after-undo")
+                for w in windows
+            ),
         )
         for name in names
-    ]
+    )
+    return ProbeTable(windows, rows)
 
 
 def _offset(at: float | None, origin: float | None) -> str:
@@ -165,6 +213,7 @@ def ledger_rows(view: RunView) -> list[LedgerRow]:
         rows.append(
             LedgerRow(
                 kind=str(entry.get("kind", "")),
+                role=_ROLE_WORDS[role_of(str(entry.get("kind", "")))],
                 target=str(entry.get("target", "")),
                 injected=_offset(as_number(entry.get("created_at")), view.start),
                 undone=_offset(as_number(entry.get("closed_at")), view.start) or "not undone",

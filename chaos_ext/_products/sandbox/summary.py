@@ -14,6 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from chaos_ext._core.console import make_console
+from chaos_ext._core.timeline import WINDOW_PHRASES, Measurement, role_of, timeline_of
 
 __all__ = ["main", "rows"]
 
@@ -30,26 +31,31 @@ def _figure(value: Any, target: str = "") -> str:
     return str(value)
 
 
+def _checks(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Each hypothesis probe's check in each window of the run's timeline: Chaos Toolkit's
+    before (before the faults) and after (with the faults on), the last recovery check
+    (after the undo), each with the figure its tolerance judged."""
+    picked: dict[tuple[str, str], Measurement] = {}
+    for m in timeline_of(journal).measurements:
+        if m.phase in ("before", "after", "recovery"):
+            picked[(m.probe, m.window)] = m  # the recovery's last check wins
+    found = []
+    for (probe, window), m in picked.items():
+        value = m.text or (f"error: {m.error}" if m.error else "?")
+        found.append((f"{probe} ({WINDOW_PHRASES[window]})", value, _verdict(m)))
+    return found
+
+
+def _verdict(m: Measurement) -> str:
+    if m.tolerance_met:
+        return "held"
+    # failing before the method: nothing was injected, the system was not steady
+    return {"before": "NOT STEADY", "after-undo": "NOT RECOVERED"}.get(m.window, "DEVIATED")
+
+
 def rows(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(probe, phase value(s), verdict) for each hypothesis probe of one journal."""
-    found: list[tuple[str, str, str]] = []
-    states = journal.get("steady_states") or {}
-    for phase in ("before", "after"):
-        state = states.get(phase) or {}
-        for probe in state.get("probes") or []:
-            name = probe.get("activity", {}).get("name", "?")
-            ok = probe.get("tolerance_met")
-            # failing before the method: nothing was injected, the system was not steady
-            missed = "NOT STEADY" if phase == "before" else "DEVIATED"
-            tolerance = probe.get("activity", {}).get("tolerance")
-            target = tolerance.get("target", "") if isinstance(tolerance, dict) else ""
-            found.append(
-                (
-                    f"{name} ({phase})",
-                    _figure(probe.get("output"), target),
-                    "held" if ok else missed,
-                )
-            )
+    """(check, value(s), verdict) for each hypothesis probe, action and fault of a journal."""
+    found = _checks(journal)
     for run in journal.get("run") or []:
         activity = run.get("activity", {})
         if activity.get("type") == "action":
@@ -66,7 +72,7 @@ def rows(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
         found.append(
             (
-                f"fault {entry.get('kind')} on {entry.get('target')}",
+                f"{role_of(str(entry.get('kind')))} {entry.get('kind')} on {entry.get('target')}",
                 f"ledger {entry.get('id')}, on for {held:.0f} s"
                 if held
                 else f"ledger {entry.get('id')}",

@@ -1,31 +1,7 @@
-"""One timeline per run: what was on, and when (pure data; the runner builds it once).
+"""The timeline's data model: spans, activities, ledger entries, stops, measurements.
 
-Every word gameday prints about a run (console, report, summary, JUnit, compare)
-is read from this one record, stored in the journal as ``gameday.timeline``;
-no output rebuilds "when was what on" from chaoslib's events by itself.
-
-* **phases** (:data:`PHASES`): settle, before, method, after, rollbacks, sweep,
-  recovery, each with its start and end (epoch seconds);
-* **activities**: each activity run with its phase, its pauses and whether a
-  stop cut it short;
-* **entries**: each ledger entry's on and off times, its kind and its *role*:
-  a ``fault`` (it changes the system under test), a ``load`` (traffic that
-  measures it: never fault time) or ``bookkeeping`` (gameday's own records,
-  such as the fault-window publisher). A run whose method has actions but
-  whose faults are not in the ledger (a plain Chaos Toolkit process or HTTP
-  action) gets one entry of kind ``experiment-actions``, on at the first
-  action's start and off at the end of the rollbacks: its faults are open
-  until they are rolled back;
-* **stops**: signals and stop conditions, when gameday saw them, when
-  Prometheus says a condition fired, and what they did;
-* **measurements**: every hypothesis value with the window it belongs to.
-
-The windows are named for what they are (:data:`WINDOWS`): a measurement taken
-while a fault was open is ``faults-on`` whatever chaoslib phase took it (Chaos
-Toolkit's steady-state-after runs *before* the rollbacks, so it is measured with
-the faults still on), ``during`` when it is a continuous check or a method probe
-inside a fault, ``before`` before the first fault, ``after-undo`` once the last
-fault was undone. A rule over what was true, not over which callback ran last.
+Pure data and the rule that names a measurement's window (:func:`window_at`);
+the package docstring (:mod:`chaos_ext._core.timeline`) says what each part is.
 """
 
 from __future__ import annotations
@@ -39,6 +15,7 @@ __all__ = [
     "LOAD_KINDS",
     "PHASES",
     "WINDOWS",
+    "WINDOW_PHRASES",
     "WINDOW_WORDS",
     "ActivitySpan",
     "EntrySpan",
@@ -62,9 +39,17 @@ WINDOW_WORDS: Mapping[str, str] = {
     "during": "during the faults",
     "faults-on": "with faults on (steady state after the method, before the undo)",
     "after-undo": "after the undo (recovery)",
-    "no-faults": "after the method (nothing was injected)",
+    "no-faults": "during and after the method (nothing was injected)",
 }
 """The words every output uses for a window (report columns, console, compare)."""
+WINDOW_PHRASES: Mapping[str, str] = {
+    "before": "before the faults",
+    "during": "during the faults",
+    "faults-on": "with the faults on",
+    "after-undo": "after the undo",
+    "no-faults": "during and after the method",
+}
+"""A window at the end of a sentence ("held before the faults and after the undo")."""
 
 LOAD_KINDS = frozenset({"http-load"})
 """Ledger kinds that measure the system (traffic), never count as fault time."""
@@ -143,7 +128,14 @@ class Measurement:
     at: float
     value: float | None  # the hypothesis' own figure, the number compared with the tolerance
     tolerance_met: bool | None
-    phase: str = ""  # the chaoslib phase that took it (before/during/after/recovery)
+    phase: str = ""  # who took it: settle/before/during/after (chaoslib), method, recovery
+    text: str = ""  # the figure as outputs show it ("error_ratio 0.973", "true", "12.5")
+    error: str = ""  # the probe's error when it could not measure (value None)
+
+    @property
+    def hypothesis(self) -> bool:
+        """A check of the steady-state hypothesis (not a probe of the method)."""
+        return self.phase != "method"
 
 
 @dataclass(frozen=True)
@@ -288,6 +280,8 @@ def timeline_from_dict(data: Mapping[str, Any]) -> Timeline:
                 value=_opt(m.get("value")),
                 tolerance_met=m.get("tolerance_met"),
                 phase=str(m.get("phase", "")),
+                text=str(m.get("text", "")),
+                error=str(m.get("error", "")),
             )
             for m in data.get("measurements") or ()
         ),
