@@ -9,44 +9,58 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
+from chaos_ext._core.timeline import WINDOW_PHRASES
 from chaos_ext._products.envelope.view import EnvelopeView, movement, pair_envelopes
 from chaos_ext._runner.execute import EXIT_DEVIATED, EXIT_INVALID
 from chaos_ext.cli._journals import load_envelopes, load_views
 
 if TYPE_CHECKING:
-    from chaos_ext._products.report.model import RunView
-    from chaos_ext._products.report.stats import Comparison, Settings
+    from chaos_ext._products.report.compare import Compared, Run
+    from chaos_ext._products.report.stats import Settings
 
 HELP = """\
-Compare runs before and after a tuning change. BASELINE and TUNED are journal
-files, folders of journals, or report folders (`make demo`'s, `sandbox run`'s:
-their journals are read from run/, else journals/); --baseline/--tuned add
-more runs to either side. Runs are paired by experiment title (else by journal
-file name); experiments found on one side only are named.
+Compare runs before and after a tuning change, like with like. BASELINE and
+TUNED are journal files, folders of journals, or report folders (`make demo`'s,
+`sandbox run`'s: their journals are read from run/, else journals/);
+--baseline/--tuned add more runs to either side. Runs are paired by experiment
+title (else by journal file name); experiments found on one side only are named.
 
-First the answer: hypotheses held on each side, then per experiment its
-verdict before → after and the metric that moved most, in its own values.
-Then, for each metric both sides of an experiment share (every probe with
-numeric or true/false output, by name), both distributions, the difference of
-the median (mean for true/false and mostly-zero metrics) tuned - baseline with
-a bootstrap confidence interval, the Mann-Whitney U p-value, and one verdict
-by one rule: improved / regressed when the interval excludes 0 AND p < alpha
-AND the change reaches --min-effect; no change when neither finds a
-difference; inconclusive when they disagree (the note says so); changed when
-which way is better is unknown; "direction only: 10 → 0 in 1 run(s) vs 1;
-run --repeat N" when a side has fewer than 3 independent observations. The
-test's unit is one independent observation: each run's time series is thinned
-by its lag-1 autocorrelation first (docs/reporting.md).
-Which way is better: --better NAME=lower|higher, else the probe catalog
-(`gameday catalog`), else the probe's tolerance, else the metric's name
-(errors, latency, drops, refusals, timeouts: lower; success, headroom, hits:
-higher).
+First the answer: hypotheses held on each side, then per experiment its verdict
+before → after and the fault-window effect that moved most, in its own values.
+Then each metric both sides of an experiment share is compared WINDOW BY WINDOW
+of the runs' timelines (gameday.timeline): before the faults (baseline) against
+the other side's baseline, during them (the fault window: the first fault on to
+the last one off) against the other's fault window, after the undo (recovery)
+against the other's recovery; plus time-to-recover-s, one value a run. A sample
+counts in a window when what it measured lies inside it: a PromQL sample at t
+with rate(x[5s]) measured (t-5s, t]. The samples of a PromQL probe's metric are
+a range query at the scrape step in the run's Prometheus (its configuration's
+prometheus_url, or --prometheus-url); when that Prometheus is unreachable, does
+not hold the run or has dropped the range, the journal's own samples in the
+window, and a note says so (--offline: always the journals').
 
-Writes OUT/comparison.html (inline SVG: per metric, every run of both sides
-on one time-series chart, lined up on each run's first action, fault windows
-shaded; and both distributions) and OUT/comparison.md. One run a side gives
-the direction only: `gameday run --repeat N` (`sandbox run --repeat N`,
-`scripts/demo.sh tuned --repeat N`) gives the test the runs to decide.
+The method follows what the samples are, and every row says which:
+  time series (one run a side, or up to 3): successive samples are not
+    independent, so no p-value; the difference of the medians with a
+    moving-block bootstrap interval; improved/regressed when the interval
+    excludes 0 and either the windows' middle 90 % ranges do not overlap or
+    each side holds at least 3 independent observations;
+  independent runs (4 or more a side): one median a run, Mann-Whitney U on
+    them and a bootstrap over the runs; improved/regressed when the interval
+    excludes 0 AND p < alpha (disagreeing: inconclusive);
+  one value a run with fewer runs: "direction only: 10 → 0 (improved) in 1
+    run(s) vs 1; run --repeat 4".
+A window with fewer than 5 samples on a side, or too few independent ones to
+tell, says "too short" and why; a time-to-recover-s difference smaller than one
+check of the hypothesis is "no change", at the measurement's resolution; with
+--min-effect, a smaller change is "no change"; "changed" when which way is
+better is unknown. Which way is better: --better NAME=lower|higher, else the
+probe catalog (`gameday catalog`), else the probe's tolerance, else the
+metric's name (errors, latency, drops: lower; success, headroom: higher).
+
+Writes OUT/comparison.html (a section per experiment, titled with it: the
+table, then per metric the samples compared, window by window, each side's
+compared value drawn over its window) and OUT/comparison.md.
 
 Envelopes (`gameday envelope` OUT folders, their envelope.json, or a folder of
 such folders) are compared instead by how the breaking point moved, paired by
@@ -68,6 +82,7 @@ examples:
   gameday compare before/ after/ -o reports/pool-size/
   gameday compare base-1.json tuned-1.json --baseline base-2.json --tuned tuned-2.json -o out/
   gameday compare before/ after/ -o out/ --better p99-latency=lower --fail-on-regression
+  gameday compare before/ after/ -o out/ --prometheus-url http://prometheus.monitoring:9090
   gameday compare out/dns-fragile out/dns-tuned -o reports/dns-envelope/
 
 exit code: 0; 1 with --fail-on-regression when a metric (or a breaking point)
@@ -124,7 +139,18 @@ def register(sub: Any) -> None:
         choices=("auto", "median", "mean"),
         default="auto",
         help="auto: the median; the mean for true/false metrics and for mostly-zero ones "
-        "(equal medians, distributions that differ)",
+        "(equal medians, samples that differ)",
+    )
+    parser.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        help="the Prometheus that holds both sides' samples (default: each run's own "
+        "prometheus_url)",
+    )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="do not ask Prometheus: compare the samples the journals hold",
     )
     parser.add_argument(
         "--fail-on-regression", action="store_true", help="exit 1 when any metric regressed"
@@ -182,23 +208,55 @@ def _compare_envelopes(
     return EXIT_DEVIATED if regressed and args.fail_on_regression else 0
 
 
-def _say_headline(
-    base: list[RunView], tuned: list[RunView], results: list[Comparison], console: Console
+def _say_results(
+    base: list[Run], tuned: list[Run], compared: Compared, notes: list[str], console: Console
 ) -> None:
-    """First the answer: hypotheses held on each side, then one line per experiment."""
-    from chaos_ext._products.report.compare import headlines  # noqa: PLC0415 - scipy is heavy
+    """First the answer (hypotheses held, one line per experiment), then where the
+    samples came from, then each experiment's rows."""
+    from chaos_ext._products.report.compare import shown_value  # noqa: PLC0415 - scipy
+    from chaos_ext._products.report.headlines import headlines  # noqa: PLC0415
+    from chaos_ext._products.report.render_compare import (  # noqa: PLC0415 - matplotlib
+        difference_text,
+    )
 
-    heads = headlines(base, tuned, results)
+    heads = headlines(base, tuned, compared.rows)
     held_b = (sum(h.held_before[0] for h in heads), sum(h.held_before[1] for h in heads))
     held_t = (sum(h.held_after[0] for h in heads), sum(h.held_after[1] for h in heads))
-    console.print(
-        f"hypotheses held: {held_b[0]} of {held_b[1]} (baseline) → "
-        f"{held_t[0]} of {held_t[1]} (tuned)",
-        highlight=False,
-        markup=False,
-    )
+    say = _plain(console)
+    held = f"{held_b[0]} of {held_b[1]} (baseline) → {held_t[0]} of {held_t[1]} (tuned)"
+    say(f"hypotheses held: {held}")
     for head in heads:
-        console.print(f"  {head.line()}", highlight=False, markup=False)
+        say(f"  {head.line()}")
+    for note in notes:
+        say(f"note: {note}")
+    for head in heads:
+        say(f"{head.experiment}:")
+        for c in (c for c in compared.rows if c.experiment == head.experiment):
+            where = f", {WINDOW_PHRASES.get(c.window, c.window)}" if c.window else ""
+            p = f", p={c.p_value:.3g}" if c.p_value is not None else ""
+            note = f"; {c.note}" if c.note else ""
+            method = c.method.split(":", 1)[0]
+            values = (
+                f"{shown_value(c.baseline.value, c.unit)} → {shown_value(c.tuned.value, c.unit)}"
+            )
+            effect = f"{values}, {difference_text(c)}{p}; {method}{note}"
+            say(f"  {c.metric}{where}: {c.verdict} ({effect})")
+
+
+def _say_left_out(base: list[Run], tuned: list[Run], console: Console) -> None:
+    left_out = sum(r.view.outcome == "unsteady" for r in (*base, *tuned))
+    if left_out:
+        console.print(
+            f"[yellow]{left_out} unsteady run(s) left out: the steady state did not hold "
+            "before the method, so nothing was injected in them[/]"
+        )
+
+
+def _plain(console: Console) -> Any:
+    def say(text: str) -> None:
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+    return say
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
@@ -215,45 +273,44 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     if overrides is None or settings is None or base is None or tuned is None:
         return EXIT_INVALID
     from chaos_ext._products.report.compare import (  # noqa: PLC0415 - scipy is heavy
+        Run,
         compare_sets,
         pair_experiments,
+    )
+    from chaos_ext._products.report.prometheus_windows import (  # noqa: PLC0415
+        WindowSampler,
     )
     from chaos_ext._products.report.render_compare import (  # noqa: PLC0415 - matplotlib too
         compare_html,
         compare_markdown,
     )
+    from chaos_ext._products.report.windows import metric_specs  # noqa: PLC0415
 
-    base_views, tuned_views = [v for _, v in base], [v for _, v in tuned]
-    left_out = sum(v.outcome == "unsteady" for v in (*base_views, *tuned_views))
-    if left_out:
-        console.print(
-            f"[yellow]{left_out} unsteady run(s) left out: the steady state did not hold "
-            "before the method, so nothing was injected in them[/]"
-        )
-    results = compare_sets(base_views, tuned_views, overrides, settings)
-    pairing = pair_experiments(base_views, tuned_views)
+    base_runs = [Run(j, v, metric_specs(j, v)) for j, v in base]
+    tuned_runs = [Run(j, v, metric_specs(j, v)) for j, v in tuned]
+    _say_left_out(base_runs, tuned_runs, console)
+    sampler = WindowSampler(url=args.prometheus_url, offline=args.offline)
+    compared = compare_sets(base_runs, tuned_runs, overrides, settings, sampler)
+    pairing = pair_experiments(base_runs, tuned_runs)
+    say = _plain(console)
     for title in pairing.only_baseline:
-        console.print(f"not paired: {title} (baseline only)", highlight=False, markup=False)
+        say(f"not paired: {title} (baseline only)")
     for title in pairing.only_tuned:
-        console.print(f"not paired: {title} (tuned only)", highlight=False, markup=False)
-    if not results:
+        say(f"not paired: {title} (tuned only)")
+    if not compared.rows:
         console.print("[red]the two sets share no numeric metric: nothing to compare[/]")
         return EXIT_INVALID
-    _say_headline(base_views, tuned_views, results, console)
+    notes = [*sampler.notes]
+    if sampler.used == {"journal"} and not args.offline:
+        notes.append("every sample came from the journals (no Prometheus answered for them)")
+    _say_results(base_runs, tuned_runs, compared, notes, console)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    md = compare_markdown(results, base_views, tuned_views, settings, args.title)
-    (out / "comparison.md").write_text(md)
-    html = compare_html(results, base_views, tuned_views, settings, args.title)
-    (out / "comparison.html").write_text(html)
-    for c in results:
-        note = f"; {c.note}" if c.note else ""
-        console.print(
-            f"{c.metric}: {c.verdict} ({c.statistic} {c.difference:+.4g}, "
-            f"CI [{c.ci[0]:+.4g}, {c.ci[1]:+.4g}], p={c.p_value:.3g}{note})",
-            highlight=False,
-            markup=False,
+    pages = {"comparison.md": compare_markdown, "comparison.html": compare_html}
+    for name, render in pages.items():
+        (out / name).write_text(
+            render(compared, base_runs, tuned_runs, settings, args.title, notes)
         )
     console.print(f"comparison: {out / 'comparison.html'}, {out / 'comparison.md'}")
-    regressed = any(c.verdict == "regressed" for c in results)
+    regressed = any(c.verdict == "regressed" for c in compared.rows)
     return EXIT_DEVIATED if regressed and args.fail_on_regression else 0

@@ -1,4 +1,5 @@
-"""`gameday compare` on synthetic runs with controlled distributions."""
+"""`gameday compare` compares like with like: window by window, with the method the
+samples call for (synthetic journals with known values and a recorded timeline)."""
 
 from __future__ import annotations
 
@@ -8,113 +9,201 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.comparekit import P95_EXPR, RATIO_EXPR, Probe, window_journal
 from support.gameday_cli import run_gameday
 from support.journals import JournalBuilder
 
-from chaos_ext._products.report.compare import compare_sets
+from chaos_ext._products.report.compare import Compared, Run, compare_sets, run_of
 from chaos_ext._products.report.direction import better_of
-from chaos_ext._products.report.model import RunView, view_of
-from chaos_ext._products.report.stats import Settings, direction_of
+from chaos_ext._products.report.stats import Settings, compare_metric, direction_of
 from chaos_ext.prometheus.catalogs import default_catalog
 
-LATENCY = {"type": "range", "range": [0, 300]}  # p99 ms: lower is better
+FAULT_AT, FAULT_S = 60.0, 20.0
 
 
-def _run(seed: int, mean: float, ok_rate: float = 1.0, throughput: float = 100) -> dict:
+def _p95(level: float, seed: int, tail: float | None = None) -> Probe:
+    """A p95 series over 55 s of quiet baseline and the fault window: ``level`` (with
+    1 % noise) while the fault is on; ``tail``: the previous experiment's latency in the
+    first 4 s of the fault (what a 5 s rate still sees)."""
     rng = np.random.default_rng(seed)
-    b = JournalBuilder("tuning", {"p99-ms": LATENCY, "requests-ok": True}, start=1e9 + seed * 1e3)
-    b.check("before", "p99-ms", float(rng.normal(mean, 15)), 0)
-    b.check("before", "requests-ok", True, 0)
-    b.activity("add-latency", 1, 0.1, {"delay_seconds": 40})
-    for i in range(40):
-        b.check("during", "p99-ms", float(rng.normal(mean, 15)), 2 + i)
-        b.check("during", "requests-ok", bool(rng.random() < ok_rate), 2 + i)
-    b.activity("throughput", 50, 1, float(rng.normal(throughput, 5)), kind="probe")
-    b.check("after", "p99-ms", float(rng.normal(mean, 15)), 60)
-    return b.build()
+    points = []
+    for t in np.arange(5.0, FAULT_AT + FAULT_S, 1.0):
+        value = 0.01 * (1 + 0.05 * rng.standard_normal())
+        if t >= FAULT_AT:
+            value = level * (1 + 0.01 * rng.standard_normal())
+            if tail is not None and t < FAULT_AT + 4:
+                value = tail
+        points.append((float(t), float(value)))
+    return Probe("app-p95-latency-over-time", points, P95_EXPR)
 
 
-def _views(seeds: range, mean: float, **kw: float) -> list[RunView]:
-    return [view_of(_run(s, mean, **kw)) for s in seeds]
-
-
-def _by_metric(baseline: list[RunView], tuned: list[RunView], **kw: object) -> dict:
-    return {c.metric: c for c in compare_sets(baseline, tuned, **kw)}  # type: ignore[arg-type]
-
-
-def test_a_known_improvement_is_improved() -> None:
-    results = _by_metric(_views(range(3), 200), _views(range(10, 13), 150))
-    p99 = results["p99-ms"]
-    assert p99.verdict == "improved"
-    assert (p99.better, p99.better_source) == ("lower", "tolerance")
-    assert p99.ci[0] < -50 + 15 and p99.ci[1] < -50 + 35 and p99.ci[1] < 0
-    assert p99.ci[0] < p99.difference < p99.ci[1]
-    assert p99.p_value < 1e-6
-    assert (p99.baseline.runs, p99.baseline.n) == (3, 3 * 42)
-
-
-def test_a_known_regression_is_regressed() -> None:
-    results = _by_metric(
-        _views(range(3), 200, ok_rate=1.0), _views(range(20, 23), 260, ok_rate=0.7)
+def _run(title: str, probe: Probe, seed: int = 0, recover_s: float | None = None) -> Run:
+    journal = window_journal(
+        title,
+        start=1.9e9 + seed * 1e4,
+        fault_at=FAULT_AT,
+        fault_s=FAULT_S,
+        probes=[probe],
+        recover_s=recover_s,
     )
-    assert results["p99-ms"].verdict == "regressed"
-    ok = results["requests-ok"]  # true/false: compared by the mean (success rate), higher is better
-    assert (ok.statistic, ok.better, ok.verdict) == ("mean", "higher", "regressed")
-    assert -0.45 < ok.difference < -0.15
+    return run_of(journal, f"journal-{seed}.json")
 
 
-def test_identical_distributions_are_no_change() -> None:
-    same = _views(range(3), 200)
-    results = _by_metric(same, same)
-    assert {c.verdict for c in results.values()} == {"no change"}
-    assert (
-        results["p99-ms"].difference == 0
-        and results["p99-ms"].ci[0] <= 0 <= results["p99-ms"].ci[1]
+def _rows(compared: Compared) -> dict[tuple[str, str], object]:
+    return {(c.metric, c.window): c for c in compared.rows}
+
+
+def test_the_fault_window_is_compared_not_the_whole_series() -> None:
+    """3 s -> 0.2 s p95 during the fault, the same quiet baseline: pooled with the
+    baseline (what compare did) the medians barely move; window by window the fault
+    window says improved, one run a side, and the baseline says no change."""
+    fragile = _run("dns", _p95(3.0, seed=1), seed=1)
+    tuned = _run("dns", _p95(0.2, seed=2), seed=2)
+    rows = _rows(compare_sets([fragile], [tuned]))
+    during = rows[("app-p95-latency-over-time", "during")]
+    assert during.verdict == "improved", during
+    assert during.ci is not None and during.ci[1] < 0
+    assert during.p_value is None  # a time series: no p-value that assumes independence
+    assert during.method.startswith("time series, 1 run(s) vs 1: moving-block bootstrap")
+    assert 2.9 < during.baseline.value < 3.1 and 0.19 < during.tuned.value < 0.21
+    assert during.separated and "do not overlap" in during.note
+    assert "--repeat" not in during.note
+    before = rows[("app-p95-latency-over-time", "before")]
+    assert before.verdict == "no change", before
+    assert before.ci is not None and before.ci[0] <= 0 <= before.ci[1]
+    pooled = compare_metric(
+        "pooled",
+        [[v for _, v in fragile.view.series[-1].points]],
+        [[v for _, v in tuned.view.series[-1].points]],
+        ("lower", "x"),
     )
-    redrawn = _by_metric(_views(range(3), 200), _views(range(30, 33), 200))
-    assert redrawn["p99-ms"].verdict == "no change"
+    assert abs(pooled.difference) < 0.01  # what the old comparison saw: the baseline
 
 
-def _error_ratio_run(seed: int, failing: int) -> dict:
-    """An error ratio that is 0 except for ``failing`` of 40 samples during the fault."""
-    rng = np.random.default_rng(seed)
-    b = JournalBuilder(
-        "tuning", {"error-ratio": {"type": "range", "range": [0, 0.01]}}, start=1e9 + seed * 1e3
+def test_a_samples_lookback_keeps_the_previous_experiment_out_of_the_fault_window() -> None:
+    """rate(...[5s]) at the fault's first seconds still sees the experiment before it:
+    those samples are not in the fault window."""
+    fragile = _run("dns", _p95(3.0, seed=1), seed=1)
+    tuned = _run("dns", _p95(0.005, seed=2, tail=0.198), seed=2)
+    during = _rows(compare_sets([fragile], [tuned]))[("app-p95-latency-over-time", "during")]
+    assert during.tuned.high < 0.006, during.tuned  # not 0.198
+    # on at 60.01: a 5 s look-back starts inside it from t = 66 on, to the last, 79
+    assert during.tuned.n == during.baseline.n == 14
+
+
+def test_overlapping_fault_windows_are_no_change() -> None:
+    rng = np.random.default_rng(7)
+
+    def noisy(seed: int) -> Run:
+        points = [(float(t), float(3.0 + 0.3 * rng.standard_normal())) for t in range(60, 80)]
+        probe = Probe("app-p95-latency-over-time", [(55.0, 0.01), *points], P95_EXPR)
+        return _run("dns", probe, seed=seed)
+
+    during = _rows(compare_sets([noisy(1)], [noisy(2)]))[("app-p95-latency-over-time", "during")]
+    assert during.verdict == "no change", during
+    assert during.ci is not None and during.ci[0] < 0 < during.ci[1]
+    assert not during.separated
+
+
+def test_a_window_too_short_to_judge_says_so_in_words() -> None:
+    def short(level: float, seed: int) -> Run:
+        points = [(float(t), level) for t in range(50, 68)]
+        journal = window_journal(
+            "short",
+            start=1.9e9 + seed * 1e4,
+            fault_at=60,
+            fault_s=7.5,
+            probes=[Probe("app-p95-latency-over-time", points, P95_EXPR)],
+        )
+        return run_of(journal, f"j{seed}.json")
+
+    during = _rows(compare_sets([short(3, 1)], [short(0.2, 2)]))[
+        ("app-p95-latency-over-time", "during")
+    ]
+    assert during.verdict == "too short", during
+    assert "lasted at most 7.5 s; each sample looks back 5 s" in during.note, during.note
+    assert "2 sample(s) inside it on a side, 5 needed" in during.note, during.note
+
+
+def test_four_runs_a_side_use_a_test_of_independent_runs() -> None:
+    fragile = [_run("dns", _p95(3.0 + 0.1 * i, seed=i), seed=i) for i in range(4)]
+    tuned = [_run("dns", _p95(0.2 + 0.01 * i, seed=10 + i), seed=10 + i) for i in range(4)]
+    during = _rows(compare_sets(fragile, tuned))[("app-p95-latency-over-time", "during")]
+    assert during.verdict == "improved", during
+    assert during.method.startswith("independent runs: one median a run, 4 vs 4")
+    assert during.p_value is not None and during.p_value < 0.05
+    assert (during.baseline.runs, during.tuned.runs) == (4, 4)
+
+
+def test_one_value_a_run_gives_the_direction_and_the_runs_a_test_needs() -> None:
+    fragile = _run("dns", _p95(3.0, seed=1), seed=1, recover_s=11.04)
+    tuned = _run("dns", _p95(0.2, seed=2), seed=2, recover_s=0.04)
+    row = _rows(compare_sets([fragile], [tuned]))[("time-to-recover-s", "")]
+    assert row.verdict == "direction only"
+    assert row.note == (
+        "direction only: 11.04 → 0.04 (improved) in 1 run(s) vs 1; "
+        "run --repeat 4 for a confident answer"
     )
-    for i in range(40):
-        value = float(rng.uniform(0.5, 1.0)) if i < failing else 0.0
-        b.check("during", "error-ratio", value, 2 + i)
-    return b.build()
 
 
-def test_a_mostly_zero_metric_is_judged_by_its_mean() -> None:
-    fragile = [view_of(_error_ratio_run(s, failing=12)) for s in range(3)]
-    tuned = [view_of(_error_ratio_run(s, failing=0)) for s in range(10, 13)]
-    ratio = _by_metric(fragile, tuned)["error-ratio"]
-    assert ratio.baseline.median == ratio.tuned.median == 0  # the median cannot see it
-    assert (ratio.statistic, ratio.better, ratio.verdict) == ("mean", "lower", "improved")
-    assert ratio.ci[1] < 0 and -0.3 < ratio.difference < -0.15
-    same = _by_metric(fragile, fragile)["error-ratio"]
-    assert (same.statistic, same.verdict) == ("median", "no change")
+def test_time_to_recover_within_one_check_is_no_change_at_the_resolution() -> None:
+    """A hypothesis check that runs a 6 s load window cannot tell 6.42 s from 6.39 s."""
+
+    def slow(seed: int, took: float) -> Run:
+        b = JournalBuilder("rate limit", {"search-ok": True}, start=1.9e9 + seed * 1e4)
+        b.check("before", "search-ok", True, 10, seconds=6.4)
+        b.activity("limit", 20, 0.1)
+        b.fault("dns-rate-limit", "netns:app", 20.1, 40)
+        b.recovery(40, 60, took)
+        return run_of(b.build(), f"j{seed}.json")
+
+    rows = _rows(compare_sets([slow(1, 6.42)], [slow(2, 6.39)]))
+    row = rows[("time-to-recover-s", "")]
+    assert row.verdict == "no change", row
+    assert "at the measurement's resolution: one check of the hypothesis takes 6.4 s" in row.note
+    far = _rows(compare_sets([slow(1, 16.4)], [slow(2, 6.39)]))[("time-to-recover-s", "")]
+    assert far.verdict == "direction only"
 
 
-def test_direction_from_the_name_then_overridden() -> None:
-    base, tuned = _views(range(6), 200), _views(range(40, 46), 200, throughput=130)
-    found = _by_metric(base, tuned)["throughput"]
-    assert (found.verdict, found.better, found.better_source) == ("improved", "higher", "name")
-    result = _by_metric(base, tuned, overrides={"throughput": "lower"})["throughput"]
-    assert (result.verdict, result.better_source) == ("regressed", "--better")
+def _synthetic(seed: int, shift: float, runs: int, samples: int, noise: float) -> list[list[float]]:
+    out = []
+    for r in range(runs):
+        rng = np.random.default_rng(seed * 100 + r)
+        level = rng.normal(0, noise)
+        walk = np.cumsum(rng.normal(0, 5, samples)) * 0.3  # autocorrelated, as a series is
+        out.append([float(200 + shift + level + w + rng.normal(0, 20)) for w in walk])
+    return out
 
 
-def test_a_name_that_says_nothing_is_changed_not_judged() -> None:
-    def run(seed: int, value: float) -> RunView:
-        b = JournalBuilder("tuning", {"widgets": 1}, start=1e9 + seed)
-        for i in range(30):
-            b.check("during", "widgets", value + float(np.random.default_rng(seed + i).normal()), i)
-        return view_of(b.build())
-
-    results = _by_metric([run(s, 10) for s in range(3)], [run(s, 20) for s in range(9, 12)])
-    assert (results["widgets"].verdict, results["widgets"].better) == ("changed", None)
+def test_the_verdict_words_never_contradict_the_numbers() -> None:
+    """Over effects, run counts, lengths and noise: a change is said only with an
+    interval that excludes 0 (and, for independent runs, p < alpha); no p-value is
+    ever given for a time series; "no change" never comes with an interval that
+    excludes 0 and a separation of the windows."""
+    settings = Settings(min_effect=0.05)
+    seen: set[str] = set()
+    for seed in range(40):
+        shift = (0, 5, 15, 40, -40, 120, -300)[seed % 7]
+        runs, samples = (1, 2, 3, 4, 5)[seed % 5], (1, 3, 12, 40)[(seed // 5) % 4]
+        base = _synthetic(seed, 0, runs, samples, noise=(0, 30)[seed % 2])
+        tuned = _synthetic(seed + 50, shift, runs, samples, noise=(0, 30)[seed % 2])
+        c = compare_metric("latency-ms", base, tuned, ("lower", "tolerance"), False, settings)
+        seen.add(c.verdict)
+        excludes = c.ci is not None and (c.ci[0] > 0 or c.ci[1] < 0)
+        if c.verdict in ("improved", "regressed"):
+            assert excludes, c
+            assert (c.verdict == "improved") == (c.difference < 0), c
+            if c.p_value is not None:
+                assert c.p_value < settings.alpha, c
+        if c.p_value is not None:
+            assert c.method.startswith("independent runs"), c
+        if c.method.startswith("time series"):
+            assert c.p_value is None, c
+        if c.verdict == "no change" and c.ci is not None and c.p_value is None:
+            assert not (excludes and c.separated), c
+        if c.verdict == "direction only":
+            assert c.runs_needed == 4 or runs > 1, c
+    assert {"improved", "regressed", "no change", "direction only", "too short"} <= seen, seen
 
 
 @pytest.mark.parametrize(
@@ -134,144 +223,6 @@ def test_direction_from_tolerance(tolerance: object, expected: str | None) -> No
     assert direction_of(tolerance) == expected
 
 
-def test_cli_writes_markdown_and_html_and_can_fail_on_regression(tmp_path: Path) -> None:
-    for side, seeds, mean in (("base", range(3), 200), ("tuned", range(50, 53), 260)):
-        folder = tmp_path / side
-        folder.mkdir()
-        for seed in seeds:
-            (folder / f"journal-{seed}.json").write_text(json.dumps(_run(seed, mean)))
-    ledger = tmp_path / "ledger.sqlite3"
-    out = run_gameday(
-        tmp_path,
-        ledger,
-        "compare",
-        "base",
-        "tuned",
-        "-o",
-        "cmp",
-        "--fail-on-regression",
-        "--better",
-        "throughput=higher",
-    )
-    assert out.returncode == 1, out.stderr
-    markdown = (tmp_path / "cmp" / "comparison.md").read_text()
-    row = next(line for line in markdown.splitlines() if line.startswith("| tuning | p99-ms |"))
-    assert "| **regressed** | median |" in row and "lower (tolerance)" in row
-    assert "Baseline: 3 run(s); tuned: 3 run(s)" in markdown
-    html = (tmp_path / "cmp" / "comparison.html").read_text()
-    # 3 metrics, each a time-series chart and a distribution
-    assert html.count("<svg") == 2 * 3 and "<script" not in html
-    single = run_gameday(
-        tmp_path, ledger, "compare", "base/journal-0.json", "base/journal-0.json", "-o", "same"
-    )
-    assert single.returncode == 0, single.stderr
-    assert "p99-ms: no change" in single.stderr
-
-
-def test_cli_refuses_sets_without_a_shared_metric(tmp_path: Path) -> None:
-    a, b = JournalBuilder("a", {"x": 0}), JournalBuilder("b", {"y": 0})
-    a.check("before", "x", 0, 0)
-    b.check("before", "y", 0, 0)
-    (tmp_path / "a.json").write_text(json.dumps(a.build()))
-    (tmp_path / "b.json").write_text(json.dumps(b.build()))
-    out = run_gameday(tmp_path, tmp_path / "l.sqlite3", "compare", "a.json", "b.json", "-o", "o")
-    assert out.returncode == 3
-    assert "share no numeric metric" in out.stderr
-
-
-def test_one_value_a_side_gives_the_direction_only_and_the_runs_needed() -> None:
-    results = _by_metric(_views(range(1), 200), _views(range(5, 6), 200, throughput=40))
-    # one throughput value per side (100 vs 40): far apart, but one value proves nothing
-    found = results["throughput"]
-    assert found.verdict == "direction only"
-    assert (found.baseline.n, found.tuned.n) == (1, 1)
-    assert found.runs_needed is not None and found.runs_needed >= 4
-    assert re.match(
-        r"direction only: 1\d\d → \d\d(\.\d+)? \(regressed\) in 1 run\(s\) vs 1; ", found.note
-    ), found.note
-    assert f"--repeat {found.runs_needed} for a confident answer" in found.note
-
-
-def _unsteady_run(seed: int) -> dict:
-    """A run whose before-method check failed: the method never ran."""
-    b = JournalBuilder("tuning", {"p99-ms": LATENCY, "requests-ok": True}, start=2e9 + seed)
-    b.check("before", "p99-ms", 900.0, 0)  # already far out of tolerance
-    b.experiment["method"].append({"type": "action", "name": "add-latency"})  # never ran
-    return b.build()
-
-
-def test_unsteady_runs_take_no_part_in_a_comparison(tmp_path: Path) -> None:
-    base_journals = [_run(s, 200) for s in range(3)]
-    tuned_journals = [_run(s, 150) for s in range(10, 13)]
-    unsteady = [_unsteady_run(1), _unsteady_run(2)]
-    base, tuned = [view_of(j) for j in base_journals], [view_of(j) for j in tuned_journals]
-    polluted = [*base, *(view_of(j) for j in unsteady)]
-    assert polluted[-1].outcome == "unsteady"
-    clean, dirty = _by_metric(base, tuned), _by_metric(polluted, tuned)
-    assert dirty["p99-ms"].baseline.runs == clean["p99-ms"].baseline.runs == 3
-    assert dirty["p99-ms"].difference == clean["p99-ms"].difference
-    for side, journals in (("base", [*base_journals, *unsteady]), ("tuned", tuned_journals)):
-        (tmp_path / side).mkdir()
-        for i, journal in enumerate(journals):
-            (tmp_path / side / f"journal-{i}.json").write_text(json.dumps(journal))
-    out = run_gameday(
-        tmp_path,
-        tmp_path / "ledger.sqlite3",
-        "compare",
-        str(tmp_path / "base"),
-        str(tmp_path / "tuned"),
-        "-o",
-        str(tmp_path / "cmp"),
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "2 unsteady run(s) left out" in out.stdout + out.stderr
-    md = (tmp_path / "cmp" / "comparison.md").read_text()
-    assert "Left out: 2 baseline and 0 tuned unsteady run(s)" in md
-
-
-def _synthetic(seed: int, shift: float, runs: int, samples: int, noise: float) -> list[RunView]:
-    views = []
-    for r in range(runs):
-        rng = np.random.default_rng(seed * 100 + r)
-        b = JournalBuilder("synthetic", {"latency-ms": LATENCY}, start=1e9 + seed * 1e4 + r)
-        level = rng.normal(0, noise)  # run-to-run variation
-        for i in range(samples):
-            b.check("during", "latency-ms", 200 + shift + level + float(rng.normal(0, 20)), i)
-        views.append(view_of(b.build()))
-    return views
-
-
-def test_the_verdict_words_never_contradict_the_numbers() -> None:
-    """Synthetic pairs over effects, run counts and noise: whatever the interval and the
-    test say, the word follows the one rule (docs/reporting.md), and a disagreement
-    between them is reported as such, never as 'no change' or as a change."""
-    settings = Settings(min_effect=0.05)
-    seen: set[str] = set()
-    for seed in range(24):
-        shift = (0, 5, 15, 40, -40, 120)[seed % 6]
-        runs, samples = (1, 2, 3, 5)[seed % 4], (1, 2, 12, 40)[(seed // 4) % 4]
-        base = _synthetic(seed, 0, runs, samples, noise=(0, 30)[seed % 2])
-        tuned = _synthetic(seed + 50, shift, runs, samples, noise=(0, 30)[seed % 2])
-        for c in compare_sets(base, tuned, settings=settings):
-            seen.add(c.verdict)
-            by_test = c.p_value < settings.alpha
-            by_interval = c.ci[0] > 0 or c.ci[1] < 0
-            large = c.difference != 0 and (
-                c.relative is None or abs(c.relative) >= settings.min_effect
-            )
-            if c.verdict in ("improved", "regressed", "changed"):
-                assert by_test and by_interval and large, c
-            elif c.verdict == "no change":
-                assert by_test == by_interval, c
-                assert not (by_test and large), c
-            elif c.verdict == "inconclusive":
-                assert by_test != by_interval or c.runs_needed, c
-                assert "disagree" in c.note or "too few" in c.note, c
-            else:
-                assert c.verdict == "direction only" and c.runs_needed, c
-    assert {"improved", "regressed", "no change", "direction only"} <= seen, seen
-
-
 def test_every_catalog_probe_and_every_sandbox_metric_has_a_direction() -> None:
     for name, probe in default_catalog().probes.items():
         assert probe.better in ("lower", "higher"), name
@@ -287,28 +238,110 @@ def test_every_catalog_probe_and_every_sandbox_metric_has_a_direction() -> None:
                 assert found[0] is not None, f"{path.name}: {name} has no known direction"
 
 
-def test_compare_reads_report_folders_and_leads_with_the_headline(tmp_path: Path) -> None:
-    """The demo's report folders keep their journals in run/ (and a redacted copy in
-    journals/): compare finds them, pairs the experiments and says the answer first."""
-    for side, seeds, mean in (("fragile", range(3), 260), ("tuned", range(60, 63), 150)):
-        (tmp_path / side / "run").mkdir(parents=True)
-        (tmp_path / side / "journals").mkdir()
+def _ratio(level: float, seed: int) -> Probe:
+    points = [(float(t), level if t >= FAULT_AT else 0.0) for t in range(5, 80)]
+    return Probe("app-error-ratio-over-time", points, RATIO_EXPR)
+
+
+def _write(folder: Path, journals: list[dict]) -> None:
+    folder.mkdir(parents=True)
+    for i, journal in enumerate(journals):
+        (folder / f"journal-{i}.json").write_text(json.dumps(journal))
+
+
+def _side(title: str, p95: float, ratio: float, seeds: range, recover: float) -> list[dict]:
+    return [
+        window_journal(
+            title,
+            start=1.9e9 + s * 1e4,
+            fault_at=FAULT_AT,
+            fault_s=FAULT_S,
+            probes=[_p95(p95, s), _ratio(ratio, s)],
+            recover_s=recover,
+        )
+        for s in seeds
+    ]
+
+
+def test_cli_writes_one_section_per_experiment_and_can_fail_on_regression(tmp_path: Path) -> None:
+    _write(tmp_path / "base", _side("dns saturation", 0.2, 0.0, range(2), 0.04))
+    _write(tmp_path / "tuned", _side("dns saturation", 3.0, 1.0, range(10, 12), 11.0))
+    ledger = tmp_path / "ledger.sqlite3"
+    out = run_gameday(
+        tmp_path,
+        ledger,
+        "compare",
+        "base",
+        "tuned",
+        "-o",
+        "cmp",
+        "--offline",
+        "--fail-on-regression",
+    )
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.splitlines()
+    assert lines[0] == "hypotheses held: 2 of 2 (baseline) → 2 of 2 (tuned)", lines
+    assert "dns saturation:" in lines
+    row = next(x for x in lines if x.startswith("  app-error-ratio-over-time, during the faults"))
+    assert row.startswith(
+        "  app-error-ratio-over-time, during the faults: regressed (0 % → 100 %, +100 pts"
+    ), row
+    assert "time series, 2 run(s) vs 2" in row and "p=" not in row
+    markdown = (tmp_path / "cmp" / "comparison.md").read_text()
+    assert "## Experiment: dns saturation" in markdown
+    assert "Baseline: 2 run(s) of 1 experiment(s) (2 each); tuned: 2 run(s)" in markdown
+    assert "2 run(s) vs 2" in markdown  # the experiment's own count agrees with the header
+    table = next(
+        x for x in markdown.splitlines() if x.startswith("| app-p95-latency-over-time | during")
+    )
+    assert re.search(r"\| \*\*regressed\*\* \| 0\.2\d* s \| 2\.9\d* s \| \+2\.\d+ s", table), table
+    html = (tmp_path / "cmp" / "comparison.html").read_text()
+    assert "<script" not in html
+    # the hypothesis probe, p95, error ratio, time to recover: each titled with the experiment
+    assert html.count("— dns saturation</h3>") == 4
+
+
+def test_cli_refuses_sets_without_a_shared_metric(tmp_path: Path) -> None:
+    a, b = JournalBuilder("a", {"x": 0}), JournalBuilder("b", {"y": 0})
+    a.check("before", "x", 0, 0)
+    b.check("before", "y", 0, 0)
+    (tmp_path / "a.json").write_text(json.dumps(a.build()))
+    (tmp_path / "b.json").write_text(json.dumps(b.build()))
+    out = run_gameday(tmp_path, tmp_path / "l.sqlite3", "compare", "a.json", "b.json", "-o", "o")
+    assert out.returncode == 3
+    assert "share no numeric metric" in out.stderr
+
+
+def _unsteady(seed: int) -> dict:
+    """A run whose before-method check failed: the method never ran."""
+    b = JournalBuilder("dns saturation", {"app-answers": True}, start=2e9 + seed)
+    b.check("before", "app-answers", False, 0)
+    b.experiment["method"].append({"type": "action", "name": "inject"})  # never ran
+    return b.build()
+
+
+def test_unsteady_runs_take_no_part_and_report_folders_are_read(tmp_path: Path) -> None:
+    """The demo's report folders keep their journals in run/ (and a copy in journals/);
+    unsteady runs are left out and said so; the answer comes first."""
+    for side, journals in (
+        ("fragile", [*_side("dns saturation", 3.0, 1.0, range(3), 11.0), _unsteady(1)]),
+        ("tuned", _side("dns saturation", 0.2, 0.0, range(20, 23), 0.04)),
+    ):
+        _write(tmp_path / side / "run", journals)
+        _write(tmp_path / side / "journals", journals)
         (tmp_path / side / "report.html").write_text("<html></html>")
-        for seed in seeds:
-            journal = _run(seed, mean)
-            if side == "fragile":  # the fragile app deviates after the fault
-                journal["deviated"] = True
-            (tmp_path / side / "run" / f"journal-{seed}.json").write_text(json.dumps(journal))
-            (tmp_path / side / "journals" / f"copy-{seed}.json").write_text(json.dumps(journal))
-    out = run_gameday(tmp_path, tmp_path / "l.sqlite3", "compare", "fragile", "tuned", "-o", "cmp")
+    out = run_gameday(tmp_path, tmp_path / "l.sqlite3", "compare", "fragile", "tuned", "-o", "c")
     assert out.returncode == 0, out.stderr
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert lines[0] == "hypotheses held: 0 of 3 (baseline) → 3 of 3 (tuned)", out.stderr
-    assert lines[1].startswith("  tuning: deviated ×3 → held ×3 (held 0/3 → 3/3); "), lines[1]
-    assert "(improved)" in lines[1]
-    md = (tmp_path / "cmp" / "comparison.md").read_text()
-    assert md.startswith("# Tuning comparison\n\n**hypotheses held: 0 of 3 (baseline) → 3 of 3")
-    assert "Baseline: 3 run(s); tuned: 3 run(s)" in md  # run/, not run/ and journals/
+    assert "1 unsteady run(s) left out" in out.stderr
+    lines = [x for x in out.stderr.splitlines() if not x.startswith(("note:", "1 unsteady"))]
+    assert lines[0] == "hypotheses held: 3 of 3 (baseline) → 3 of 3 (tuned)", lines
+    assert lines[1] == (
+        "  dns saturation: held 3, unsteady 1 → held ×3 (held 3/3 → 3/3); "
+        "app-error-ratio-over-time during the faults 100 % → 0 % (improved)"
+    ), lines[1]
+    md = (tmp_path / "c" / "comparison.md").read_text()
+    assert "Left out: 1 baseline and 0 tuned unsteady run(s)" in md
+    assert "Baseline: 3 run(s) of 1 experiment(s) (3 each)" in md  # run/, not run/ and journals/
 
 
 def _errors_experiment(errors_per_second: float) -> dict:
@@ -330,7 +363,7 @@ def _errors_experiment(errors_per_second: float) -> dict:
     }
     return {
         "title": "dns saturation",
-        "description": "errors/s measured during the fault",
+        "description": "errors/s measured during the method",
         "steady-state-hypothesis": {"title": "answers", "probes": [holds]},
         "method": [probe],
         "rollbacks": [],
@@ -338,8 +371,9 @@ def _errors_experiment(errors_per_second: float) -> dict:
 
 
 def test_repeat_gives_compare_the_runs_to_decide(tmp_path: Path) -> None:
-    """One run a side: direction only, with the runs it needs; `run --repeat 4` a side
-    (the fewest whose Mann-Whitney test can reach p < 0.05): improved, with confidence."""
+    """Real `gameday run` journals, one value a run: one run a side gives the direction
+    and the runs a test needs; `run --repeat 4` a side (the fewest whose Mann-Whitney
+    test can reach p < 0.05) gives improved, with the test's p-value."""
     ledger = tmp_path / "l.sqlite3"
     for side, errors in (("fragile", 10.0), ("tuned", 0.0)):
         (tmp_path / f"{side}.json").write_text(json.dumps(_errors_experiment(errors)))
@@ -349,17 +383,16 @@ def test_repeat_gives_compare_the_runs_to_decide(tmp_path: Path) -> None:
             tmp_path, ledger, "run", f"{side}.json", "--repeat", "4", "--journal-dir", side
         )
         assert out.returncode == 0, out.stderr
-        assert sorted(p.name for p in (tmp_path / side).iterdir()) == [
-            f"journal-{side}-{i}.json" for i in range(1, 5)
-        ]
     single = run_gameday(tmp_path, ledger, "compare", "fragile1", "tuned1", "-o", "c1")
     assert single.returncode == 0, single.stderr
-    assert (
-        "app-dns-errors-per-second: direction only" in single.stderr
-        and "10 → 0 (improved) in 1 run(s) vs 1; run --repeat 4" in single.stderr
-    )
+    line = next(x for x in single.stderr.splitlines() if "app-dns-errors-per-second," in x)
+    assert "during and after the method: direction only (10/s → 0/s" in line, line
+    assert "10 → 0 (improved) in 1 run(s) vs 1; run --repeat 4" in line, line
     repeated = run_gameday(tmp_path, ledger, "compare", "fragile", "tuned", "-o", "c4")
     assert repeated.returncode == 0, repeated.stderr
-    line = next(x for x in repeated.stderr.splitlines() if x.startswith("app-dns-errors"))
-    assert line.startswith("app-dns-errors-per-second: improved (median -10, CI [-10, -10]")
+    line = next(x for x in repeated.stderr.splitlines() if "app-dns-errors-per-second," in x)
+    assert re.search(
+        r": improved \(10/s → 0/s, -10/s \(-100\.0%\) \[-10/s, -10/s\], p=0\.0\d+;", line
+    ), line
+    assert "independent runs" in line
     assert "lower (name)" in (tmp_path / "c4" / "comparison.md").read_text()

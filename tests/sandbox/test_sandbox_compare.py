@@ -86,10 +86,12 @@ def test_repeated_runs_show_the_dns_and_db_fixes_improved_with_95_percent_confid
     ), lines[0]
     markdown = (tmp_path / "cmp" / "comparison.md").read_text()
     assert "difference [95% CI]" in markdown
-    assert f"Baseline: {total} run(s); tuned: {total} run(s)" in markdown
+    each = f"{total} run(s) of {len(EXPERIMENTS)} experiment(s) ({REPEAT} each)"
+    assert f"Baseline: {each}; tuned: {each}" in markdown
     for probe in EXPERIMENTS.values():
-        line = next(x for x in lines if x.startswith(f"{probe}: "))
-        assert line.startswith(f"{probe}: improved ("), line
-        row = next(x for x in markdown.splitlines() if f"| {probe} |" in x)
+        line = next(x for x in lines if x.startswith(f"  {probe}, during the faults: "))
+        assert line.startswith(f"  {probe}, during the faults: improved ("), line
+        assert "independent runs" in line, line  # 4 runs a side: a test of the runs
+        row = next(x for x in markdown.splitlines() if x.startswith(f"| {probe} | during"))
         assert "| **improved** |" in row and "lower (" in row, row
-        assert f"{REPEAT} run(s)" not in row  # decided, not "direction only ... in N run(s)"
+        assert "direction only" not in row

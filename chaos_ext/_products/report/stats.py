@@ -1,45 +1,41 @@
-"""Before/after statistics for tuning checks (pure; numpy + scipy).
+"""Baseline vs tuned for one metric in one window of the runs (pure; numpy + scipy).
 
-For one metric, the baseline and tuned runs each give samples (every numeric
-value the metric took in a run: before/during/after checks, method probes,
-``[t, v]`` series). The comparison reports:
+Each side gives, per run, the samples of the metric that fell inside one window
+of that run (:mod:`chaos_ext._products.report.compare` picks them). What the
+samples are decides the method, and the comparison says which it used
+(:attr:`Comparison.method`):
 
-- the difference of the statistic (median; mean for true/false metrics, and
-  for metrics whose medians are equal while Mann-Whitney finds the
-  distributions differ: mostly-zero metrics such as an error ratio that is 0
-  except during a fault, where the median cannot see the change),
-  ``tuned - baseline``, with a bootstrap percentile confidence interval. With
-  at least two runs on each side the bootstrap is hierarchical (resample runs,
-  then samples within them), so run-to-run variation counts, not only
-  within-run noise;
-- the two-sided Mann-Whitney U p-value. Its unit is one *independent*
-  observation: samples of one run are a time series, so each run is cut
-  into batches of k samples, k from the run's lag-1 autocorrelation r
-  (k = ceil((1+r)/(1-r)); 1 for r <= 0 and for a constant run), and each
-  batch's mean is one observation (the method of batch means); the interval
-  is bootstrapped from the same batch means;
-- a verdict by one rule for both: ``improved`` / ``regressed`` when the
-  interval excludes 0 *and* p < alpha *and* the change reaches ``min_effect``
-  (relative to the baseline); ``no change`` when neither the interval nor the
-  test finds a difference (or it is below ``min_effect``); ``inconclusive``
-  when the interval and the test disagree (the row says so); ``changed``
-  when the metric's good direction is unknown;
-- ``direction only`` when a side has fewer than three independent
-  observations (one run of a constant value, say): the values and which way
-  they moved, and ``--repeat N``, the runs a side a test at alpha with 80 %
-  power would need, estimated from the spread seen (at least 4: the fewest
-  whose Mann-Whitney test can reach p < 0.05).
+- **a time series** (several samples a run, fewer than :data:`MIN_RUNS_FOR_TEST`
+  runs a side): successive samples of one run are autocorrelated, so no test
+  that assumes independent samples applies and **no p-value is given**. The
+  effect is the difference of the medians (all samples of a side pooled;
+  the mean for true/false metrics and for mostly-zero ones whose medians are
+  equal), with a **moving-block bootstrap** interval: each run is resampled in
+  blocks of ``l`` successive samples (``l`` from the run's lag-1
+  autocorrelation r, ``ceil((1+r)/(1-r))``, at most half the run), runs first
+  when a side has several. The verdict is a change when the interval excludes
+  0 *and* either the two windows' middle 90 % ranges (p5..p95) do not overlap
+  or each side holds at least :data:`MIN_INDEPENDENT` independent observations
+  (``n/l`` summed over the runs, with ``l`` uncapped); ``no change`` when the
+  interval includes 0 with that many; else too short to tell in words;
+- **independent runs** (:data:`MIN_RUNS_FOR_TEST` or more runs a side): one
+  summary a run (the median of its window), the two-sided Mann-Whitney U test
+  on the summaries and a bootstrap over the runs; a change needs the interval
+  to exclude 0 *and* p < alpha (they disagreeing is ``inconclusive``);
+- **one value a run** with fewer runs: ``direction only`` and the runs a side
+  that a test would need (``--repeat N``).
 
-Every percentile here (p5/p95 of each side, the interval's bounds; the
-median is p50) is :func:`chaos_ext._core.percentile.percentiles`: linear
-interpolation between closest ranks, the definition the report states.
+A window with fewer than :data:`MIN_WINDOW_SAMPLES` samples on a side is
+``too short`` (the comparison says why, in words); ``changed`` is a change
+whose good direction is unknown. Every percentile here is
+:func:`chaos_ext._core.percentile.percentiles` (type 7).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -47,20 +43,33 @@ from scipy import stats as scipy_stats
 
 from chaos_ext._core.percentile import percentiles
 from chaos_ext._products.report.direction import direction_of_tolerance as direction_of
+from chaos_ext._products.report.resampling import (
+    block_length,
+    independent_count,
+    interval,
+    reduce_of,
+    runs_replicates,
+    series_replicates,
+)
 
 __all__ = [
+    "MIN_INDEPENDENT",
+    "MIN_RUNS_FOR_TEST",
+    "MIN_WINDOW_SAMPLES",
     "Comparison",
     "Settings",
     "Summary",
     "compare_metric",
     "direction_of",
-    "effective_samples",
 ]
 
-MIN_SAMPLES = 3
-"""Fewer effective samples than this on a side: no verdict beyond the direction."""
-MIN_RUNS_FOR_MANN_WHITNEY = 4
+MIN_WINDOW_SAMPLES = 5
+"""Fewer samples than this in a side's window: too short to judge."""
+MIN_INDEPENDENT = 3
+"""Independent observations a side needs before overlapping windows are judged."""
+MIN_RUNS_FOR_TEST = 4
 """4 runs a side is the fewest whose Mann-Whitney test can reach p < 0.05 (2/70)."""
+DECIDED = ("improved", "regressed", "changed")
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class Summary:
-    """One side's distribution."""
+    """One side's samples in the window, and the value compared (``value``)."""
 
     runs: int
     n: int
@@ -86,166 +95,268 @@ class Summary:
     p95: float
     low: float
     high: float
+    value: float = 0.0  # the statistic compared: of the samples, or of the runs' summaries
 
 
 @dataclass(frozen=True)
 class Comparison:
+    """One metric of one experiment in one window: both sides, the effect, the verdict."""
+
     metric: str
     statistic: str
     baseline: Summary
     tuned: Summary
     difference: float
-    ci: tuple[float, float]
+    ci: tuple[float, float] | None
     relative: float | None
-    p_value: float
+    p_value: float | None  # None: no test of independent observations applies
     better: str | None
     better_source: str
     verdict: str
-    unit: str = "sample"  # what one observation of the test is (see effective_samples)
-    runs_needed: int | None = None  # runs a side for a confident answer (estimate)
+    method: str  # what the samples are and how they were compared, in words
+    runs_needed: int | None = None
     note: str = ""  # why the verdict is what it is, when it is not plain
-    experiment: str = ""  # the paired experiment's title (reporting.compare)
+    experiment: str = ""
+    window: str = ""  # "before" | "during" | "after-undo"; "" for one value a run
+    source: str = ""  # where the samples came from (Prometheus, the journals)
+    unit: str = ""  # "s", "ratio", "/s" ... ("" unknown)
+    separated: bool = False  # the two sides' p5..p95 ranges do not overlap
 
 
-def _summary(runs: Sequence[Sequence[float]]) -> Summary:
+def _summary(runs: Sequence[Sequence[float]], value: float) -> Summary:
     pooled = np.concatenate([np.asarray(r, dtype=float) for r in runs])
     found = percentiles(pooled.tolist(), (5, 50, 95))
     p05, p50, p95 = (float(found[q] or 0.0) for q in (5, 50, 95))
     return Summary(
-        runs=len(runs),
-        n=int(pooled.size),
-        median=float(p50),
-        mean=float(pooled.mean()),
-        p05=float(p05),
-        p95=float(p95),
-        low=float(pooled.min()),
-        high=float(pooled.max()),
+        len(runs),
+        int(pooled.size),
+        p50,
+        float(pooled.mean()),
+        p05,
+        p95,
+        float(pooled.min()),
+        float(pooled.max()),
+        value,
     )
 
 
-def _bootstrap(runs: Sequence[Sequence[float]], stat: str, b: int, rng: Any) -> Any:
-    """``b`` bootstrap replicates of the statistic (hierarchical with >= 2 runs)."""
-    reduce = np.median if stat == "median" else np.mean
-    arrays = [np.asarray(r, dtype=float) for r in runs]
-    if len(arrays) < 2:
-        pooled = arrays[0]
-        picks = rng.integers(0, pooled.size, size=(b, pooled.size))
-        return reduce(pooled[picks], axis=1)
-    out = np.empty(b)
-    for i in range(b):
-        chosen = rng.integers(0, len(arrays), size=len(arrays))
-        parts = [arrays[j][rng.integers(0, arrays[j].size, size=arrays[j].size)] for j in chosen]
-        out[i] = reduce(np.concatenate(parts))
-    return out
-
-
-def _p_value(base: Any, tuned: Any) -> float:
+def _p_value(base: Sequence[float], tuned: Sequence[float]) -> float:
     if np.ptp(np.concatenate([base, tuned])) == 0:
         return 1.0  # every value equal: no evidence of any difference
-    result = scipy_stats.mannwhitneyu(base, tuned, alternative="two-sided")
-    p = float(result.pvalue)
+    p = float(scipy_stats.mannwhitneyu(base, tuned, alternative="two-sided").pvalue)
     return p if math.isfinite(p) else 1.0
 
 
-def effective_samples(run: Sequence[float]) -> tuple[list[float], int]:
-    """The run's samples as roughly independent observations, and the batch size used.
-
-    Successive samples of one run (a time series, checks a second apart) are
-    autocorrelated: counting each as independent overstates the evidence.
-    With lag-1 autocorrelation r, the run is cut into batches of
-    k = ceil((1+r)/(1-r)) samples (1 for r <= 0, and for a constant run) and
-    each batch's mean is one observation: the method of batch means, which
-    keeps what every sample says (a short burst of errors too) while counting
-    it as the evidence it is.
-    """
-    values = np.asarray(run, dtype=float)
-    if values.size < 3 or np.ptp(values) == 0:
-        return values.tolist(), 1  # too short to tell, or no variation: nothing depends
-    centred = values - values.mean()
-    r = float(np.dot(centred[:-1], centred[1:]) / np.dot(centred, centred))
-    step = 1 if r <= 0 else min(int(values.size), math.ceil((1 + r) / (1 - r)))
-    if step == 1:
-        return values.tolist(), 1
-    batches = [values[i : i + step] for i in range(0, values.size, step)]
-    return [float(b.mean()) for b in batches], step
+def _way(diff: float, better: str | None) -> str:
+    if better is None:
+        return "changed"
+    return "improved" if (diff < 0) == (better == "lower") else "regressed"
 
 
-def _runs_needed(diff: float, spread: float, alpha: float) -> int:
-    """Runs a side for a two-sided test at ``alpha`` with 80 % power (normal
-    approximation, Mann-Whitney's efficiency pi/3), at least 4."""
-    if diff == 0:
-        return MIN_RUNS_FOR_MANN_WHITNEY
-    if spread <= 0:
-        return MIN_RUNS_FOR_MANN_WHITNEY
+def _change(
+    diff: float, rel: float | None, better: str | None, settings: Settings
+) -> tuple[str, str]:
+    if diff != 0 and (rel is None or abs(rel) >= settings.min_effect):
+        way = _way(diff, better)
+        return way, "which way is better is unknown: set --better" if way == "changed" else ""
+    return "no change", f"below the minimum effect {settings.min_effect:g}"
+
+
+def _statistic(base: Summary, tuned: Summary, boolean: bool, settings: Settings) -> str:
+    if settings.statistic != "auto":
+        return settings.statistic
+    same = base.low == base.high == tuned.low == tuned.high
+    return "mean" if boolean or (base.median == tuned.median and not same) else "median"
+
+
+def _separated(base: Summary, tuned: Summary) -> bool:
+    return base.p95 < tuned.p05 or tuned.p95 < base.p05
+
+
+def _runs_needed(diff: float, values: Sequence[float], alpha: float) -> int:
+    """Runs a side for a two-sided test at ``alpha`` with 80 % power, from the run-to-run
+    spread seen (normal approximation, Mann-Whitney's efficiency pi/3); at least 4,
+    and 4 when the runs say nothing about their spread."""
+    spread = float(np.std(values, ddof=1)) if len(values) > 2 else 0.0
+    if diff == 0 or spread <= 0:
+        return MIN_RUNS_FOR_TEST
     z = float(scipy_stats.norm.ppf(1 - alpha / 2) + scipy_stats.norm.ppf(0.8))
     n = 2 * (z * spread / abs(diff)) ** 2 * math.pi / 3
-    return max(MIN_RUNS_FOR_MANN_WHITNEY, min(1000, math.ceil(n)))
+    return max(MIN_RUNS_FOR_TEST, min(100, math.ceil(n)))
 
 
-def _verdict(
-    diff: float,
-    ci: tuple[float, float],
-    p: float,
-    rel: float | None,
-    better: str | None,
-    settings: Settings,
+@dataclass(frozen=True)
+class _Sides:
+    """What every method needs: both sides' runs, summaries, statistic and effect."""
+
+    base: list[list[float]]
+    tuned: list[list[float]]
+    stat: str
+    better: tuple[str | None, str]
+    settings: Settings
+
+    def summaries(self, per_run: bool) -> tuple[Summary, Summary]:
+        reduce = reduce_of(self.stat)
+        found = []
+        for runs in (self.base, self.tuned):
+            if per_run:
+                value = float(np.median([reduce(r) for r in runs]))
+            else:
+                value = float(reduce(np.concatenate([np.asarray(r, float) for r in runs])))
+            found.append(_summary(runs, value))
+        return found[0], found[1]
+
+
+def _result(
+    metric: str, sides: _Sides, summaries: tuple[Summary, Summary], **fields: Any
+) -> Comparison:
+    base, tuned = summaries
+    diff = tuned.value - base.value
+    fields.setdefault("ci", None)
+    fields.setdefault("p_value", None)
+    return Comparison(
+        metric=metric,
+        statistic=sides.stat,
+        baseline=base,
+        tuned=tuned,
+        difference=diff,
+        relative=diff / abs(base.value) if base.value else None,
+        better=sides.better[0],
+        better_source=sides.better[1],
+        separated=_separated(base, tuned),
+        **fields,
+    )
+
+
+def _too_short(metric: str, sides: _Sides) -> Comparison:
+    counts = [sum(map(len, runs)) for runs in (sides.base, sides.tuned)]
+    short = [f"{side} {n}" for side, n in zip(("baseline", "tuned"), counts, strict=True)]
+    note = (
+        f"too short to judge: samples in the window: {', '.join(short)}; "
+        f"{MIN_WINDOW_SAMPLES} a side are needed"
+    )
+    return _result(
+        metric,
+        sides,
+        sides.summaries(False),
+        verdict="too short",
+        method="too few samples",
+        note=note,
+    )
+
+
+def _series_verdict(
+    c: Comparison, counts: tuple[float, float], settings: Settings
 ) -> tuple[str, str]:
-    """The one rule: a change needs the interval to exclude 0 *and* the test to give
-    p < alpha *and* the estimate to reach the minimum effect; both saying no is
-    ``no change``; the interval and the test disagreeing is ``inconclusive``."""
-    by_interval = ci[0] > 0 or ci[1] < 0
-    by_test = p < settings.alpha
-    large = diff != 0 and (rel is None or abs(rel) >= settings.min_effect)
+    """The rule for time series (module docstring): interval, ranges, independent count."""
+    low, high = c.ci or (0.0, 0.0)
+    excludes = low > 0 or high < 0
+    enough = min(counts) >= MIN_INDEPENDENT
+    about = f"about {counts[0]:.1f} and {counts[1]:.1f} independent observations"
+    if excludes and (c.separated or enough):
+        verdict, note = _change(c.difference, c.relative, c.better, settings)
+        ranges = "the windows' middle 90 % ranges do not overlap" if c.separated else ""
+        return verdict, "; ".join(x for x in (ranges, note) if x)
+    if excludes:
+        return "inconclusive", (
+            f"the interval excludes 0, but the windows overlap and hold {about} "
+            f"({MIN_INDEPENDENT} a side are needed)"
+        )
+    if enough:
+        if c.separated:
+            return "inconclusive", "the ranges do not overlap, but the interval includes 0"
+        return "no change", ""
+    return "too short", (
+        f"too short to judge: the windows overlap and hold {about}, too few to tell a change "
+        "from none"
+    )
+
+
+def _series(metric: str, sides: _Sides) -> Comparison:
+    settings = sides.settings
+    rng = np.random.default_rng(settings.seed)
+    replicates = series_replicates(
+        sides.tuned, sides.stat, settings.resamples, rng
+    ) - series_replicates(sides.base, sides.stat, settings.resamples, rng)
+    runs = (len(sides.base), len(sides.tuned))
+    longest = max(min(block_length(r), max(1, len(r) // 2)) for r in (*sides.base, *sides.tuned))
+    method = (
+        f"time series, {runs[0]} run(s) vs {runs[1]}: moving-block bootstrap "
+        f"(blocks of up to {longest} sample(s){', runs resampled first' if max(runs) > 1 else ''});"
+        " no p-value: successive samples are not independent"
+    )
+    found = _result(
+        metric,
+        sides,
+        sides.summaries(False),
+        ci=interval(replicates, settings.alpha),
+        verdict="",
+        method=method,
+    )
+    counts = (independent_count(sides.base), independent_count(sides.tuned))
+    verdict, note = _series_verdict(found, counts, settings)
+    return replace(found, verdict=verdict, note=note)
+
+
+def _independent_runs(metric: str, sides: _Sides) -> Comparison:
+    """One summary a run, several runs a side: a test of independent observations."""
+    settings = sides.settings
+    reduce = reduce_of(sides.stat)
+    per_base = [float(reduce(r)) for r in sides.base]
+    per_tuned = [float(reduce(r)) for r in sides.tuned]
+    rng = np.random.default_rng(settings.seed)
+    replicates = runs_replicates(per_tuned, settings.resamples, rng) - runs_replicates(
+        per_base, settings.resamples, rng
+    )
+    ci = interval(replicates, settings.alpha)
+    p = _p_value(per_base, per_tuned)
+    method = (
+        f"independent runs: one {sides.stat} a run, {len(per_base)} vs {len(per_tuned)}; "
+        "Mann-Whitney U on them, bootstrap over the runs"
+    )
+    found = _result(
+        metric, sides, sides.summaries(True), ci=ci, p_value=p, verdict="", method=method
+    )
+    by_interval, by_test = ci[0] > 0 or ci[1] < 0, p < settings.alpha
     if by_interval != by_test:
         which = "the interval excludes 0" if by_interval else f"p = {p:.3g} < {settings.alpha:g}"
         other = f"p = {p:.3g}" if by_interval else "the interval includes 0"
-        return "inconclusive", f"the interval and the test disagree ({which}, but {other})"
+        note = f"the interval and the test disagree ({which}, but {other})"
+        return replace(found, verdict="inconclusive", note=note)
     if not by_interval:
-        return "no change", ""
-    if not large:
-        return "no change", f"below the minimum effect {settings.min_effect:g}"
-    if better is None:
-        return "changed", "which way is better is unknown: set --better"
-    return ("improved" if (diff < 0) == (better == "lower") else "regressed"), ""
+        return replace(found, verdict="no change")
+    verdict, note = _change(found.difference, found.relative, found.better, settings)
+    return replace(found, verdict=verdict, note=note)
 
 
-def _direction_only(
-    diff: float,
-    base: Sequence[Sequence[float]],
-    tuned: Sequence[Sequence[float]],
-    better: str | None,
-    base_value: float,
-    tuned_value: float,
-    alpha: float,
-) -> tuple[str, str, int]:
-    """Too few independent observations for a test: say which way it moved, and how
-    many runs a side would settle it (from the spread seen)."""
-    per_run = [float(np.mean(r)) for r in (*base, *tuned)]
-    spread = float(np.std(per_run, ddof=1)) if len(per_run) > 2 else 0.0
-    if spread == 0:
-        within = [np.std(r, ddof=1) for r in (*base, *tuned) if len(r) > 1]
-        spread = float(np.mean(within)) if within else 0.0
-    needed = _runs_needed(diff, spread, alpha)
+def _direction_only(metric: str, sides: _Sides) -> Comparison:
+    """One value a run and too few runs for a test: which way it moved, and the runs a
+    side that would settle it."""
+    values = [v for r in (*sides.base, *sides.tuned) for v in r]
+    base, tuned = sides.summaries(True)
+    diff = tuned.value - base.value
+    needed = _runs_needed(diff, values, sides.settings.alpha)
+    runs = f"{len(sides.base)} run(s) vs {len(sides.tuned)}"
+    method = f"one value a run, {runs}: too few runs for a test ({MIN_RUNS_FOR_TEST} a side)"
     if diff == 0:
-        return (
-            "inconclusive",
-            f"no difference seen, in too few runs to say there is none; run --repeat {needed}",
-            needed,
+        note = f"no difference seen, in too few runs to say there is none; run --repeat {needed}"
+        verdict = "inconclusive"
+    else:
+        note = (
+            f"direction only: {base.value:.4g} → {tuned.value:.4g} "
+            f"({_way(diff, sides.better[0])}) in {runs}; "
+            f"run --repeat {needed} for a confident answer"
         )
-    way = "changed"
-    if better is not None:
-        way = "improved" if (diff < 0) == (better == "lower") else "regressed"
-    runs = f"{len(base)} run(s) vs {len(tuned)}"
-    text = (
-        f"direction only: {base_value:.4g} → {tuned_value:.4g} ({way}) in {runs}; "
-        f"run --repeat {needed} for a confident answer"
+        verdict = "direction only"
+    return _result(
+        metric,
+        sides,
+        (base, tuned),
+        verdict=verdict,
+        method=method,
+        note=note,
+        runs_needed=needed,
     )
-    return "direction only", text, needed
-
-
-def _thinned(runs: Sequence[Sequence[float]]) -> tuple[list[list[float]], int]:
-    kept = [effective_samples(r) for r in runs]
-    return [k for k, _ in kept], max(step for _, step in kept)
 
 
 def compare_metric(
@@ -256,56 +367,20 @@ def compare_metric(
     boolean: bool = False,
     settings: Settings = Settings(),
 ) -> Comparison:
-    """Compare one metric; ``baseline``/``tuned`` hold one list of samples per run."""
-    base_runs = [list(r) for r in baseline if len(r)]
-    tuned_runs = [list(r) for r in tuned if len(r)]
+    """Compare one metric in one window; ``baseline``/``tuned`` hold, per run, the
+    samples that fell inside the window (runs without any are left out)."""
+    base_runs = [list(map(float, r)) for r in baseline if len(r)]
+    tuned_runs = [list(map(float, r)) for r in tuned if len(r)]
     if not base_runs or not tuned_runs:
         raise ValueError(f"{metric}: no samples on one side")
-    base_s, tuned_s = _summary(base_runs), _summary(tuned_runs)
-    base_eff, base_step = _thinned(base_runs)
-    tuned_eff, tuned_step = _thinned(tuned_runs)
-    step = max(base_step, tuned_step)
-    unit = (
-        "sample"
-        if step == 1
-        else f"means of {step} samples (batch means: an autocorrelated series)"
-    )
-    p = _p_value(np.concatenate(base_eff), np.concatenate(tuned_eff))
-    stat = settings.statistic
-    if stat == "auto":
-        blind = base_s.median == tuned_s.median and p < settings.alpha  # e.g. mostly zeros
-        stat = "mean" if boolean or blind else "median"
-    base_value = base_s.median if stat == "median" else base_s.mean
-    tuned_value = tuned_s.median if stat == "median" else tuned_s.mean
-    diff = tuned_value - base_value
-    rng = np.random.default_rng(settings.seed)
-    replicates = _bootstrap(tuned_eff, stat, settings.resamples, rng) - _bootstrap(
-        base_eff, stat, settings.resamples, rng
-    )
-    bounds = (100 * settings.alpha / 2, 100 * (1 - settings.alpha / 2))
-    found = percentiles(replicates.tolist(), bounds)
-    ci = (float(found[bounds[0]] or 0.0), float(found[bounds[1]] or 0.0))
-    rel = diff / abs(base_value) if base_value else None
-    needed = None
-    if min(sum(map(len, base_eff)), sum(map(len, tuned_eff))) < MIN_SAMPLES:
-        verdict, note, needed = _direction_only(
-            diff, base_runs, tuned_runs, better[0], base_value, tuned_value, settings.alpha
-        )
-    else:
-        verdict, note = _verdict(diff, ci, p, rel, better[0], settings)
-    return Comparison(
-        metric,
-        stat,
-        base_s,
-        tuned_s,
-        diff,
-        ci,
-        rel,
-        p,
-        better[0],
-        better[1],
-        verdict,
-        unit,
-        needed,
-        note,
-    )
+    first = _Sides(base_runs, tuned_runs, "median", better, settings)
+    stat = _statistic(*first.summaries(False), boolean, settings)
+    sides = _Sides(base_runs, tuned_runs, stat, better, settings)
+    one_value = all(len(r) == 1 for r in (*base_runs, *tuned_runs))
+    if min(len(base_runs), len(tuned_runs)) >= MIN_RUNS_FOR_TEST:
+        return _independent_runs(metric, sides)
+    if one_value:
+        return _direction_only(metric, sides)
+    if min(sum(map(len, base_runs)), sum(map(len, tuned_runs))) < MIN_WINDOW_SAMPLES:
+        return _too_short(metric, sides)
+    return _series(metric, sides)
