@@ -245,7 +245,8 @@ def test_comparison_charts_draw_each_runs_window_after_the_undo(tmp_path: Path) 
             (tmp_path / side / f"journal-{index}.json").write_text(json.dumps(journal))
     out = run_gameday(tmp_path, tmp_path / "l.sqlite3", "compare", "baseline", "tuned", "-o", "c")
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "time-to-recover-s: direction only (13 s → 3 s" in out.stdout, out.stdout
+    said = out.stdout + out.stderr
+    assert "time-to-recover-s: direction only (13 s → 3 s" in said, said
     html = (tmp_path / "c" / "comparison.html").read_text()
     (svg,) = [s for s in svgs(html) if "errors-over-time — synthetic recovery" in texts(s)]
     for side, runs in sides.items():
