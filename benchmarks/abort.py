@@ -12,6 +12,9 @@ the process exited: an upper bound). Places:
 * ``process-action``: ``sh -c 'touch M; sleep 30'`` (a process through a shell);
 * ``pause-before`` / ``pause-after``: a 30 s ``pauses.before`` / ``pauses.after``;
 * ``probe``: a Python probe sleeping 30 s in the method;
+* ``steady-state-after``: the steady state after the method (run by Chaos Toolkit
+  *before* the rollbacks: the fault is still on), a Python probe sleeping 30 s;
+* ``python-busy-action``: a Python action computing for 30 s, never sleeping;
 * ``settling``: ``--settle 30`` with a hypothesis that never holds;
 * ``batch-gap``: two experiments in one run; the breach comes as the first one
   rolls back, the time is the second one's rollback.
@@ -20,8 +23,16 @@ After each trial, leftover processes are counted from /proc: any process whose
 arguments hold the trial's directory or its unique sleep time. Every trial must
 end with exit 2 and the outcome ``aborted`` (else it counts as a failure).
 
+Then the places where a stop cannot cut anything short (benchmarks/_stops.py):
+``sweep`` (SIGTERM while the ledger sweep's undo runs: from the undo's end to the
+exit, no recovery wait) and ``recovery`` (SIGTERM during the recovery wait: from
+the signal to the exit); and the double-signal sweep: SIGTERM then SIGTERM (and
+SIGINT then SIGINT) at every gap from 0 to 300 ms in 10 ms steps, 500 and 1,000 ms,
+each run must exit 2 with a journal that says so (wrong exits are counted). All of
+it runs under ``stress-ng --cpu 1`` (this 2-core machine made busy on purpose).
+
 Run: .venv/bin/python benchmarks/abort.py [--trials 20]
-Last line: abort p95_s=<s> max_s=<s> leftover_processes=<n>
+Last line: abort p95_s=<s> max_s=<s> leftover_processes=<n> double_signal_wrong_exits=<n>
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
+from _stops import double_signal_sweep, signal_place, start_hog  # noqa: E402
 from support.exporter import start_exporter  # noqa: E402
 from support.harness import cli_env, gameday_argv  # noqa: E402
 from support.leftovers import marked_sleep, running_with_argument  # noqa: E402
@@ -58,6 +70,8 @@ PLACES = (
     "pause-before",
     "pause-after",
     "probe",
+    "steady-state-after",
+    "python-busy-action",
     "settling",
     "batch-gap",
 )
@@ -95,6 +109,10 @@ def _experiment(tmp: Path, place: str, sleep: str, url: str) -> dict[str, Any]:
             _mark("enter", here),
             _py("probe", "nap", "support.faultkit", "nap", seconds=HOLD_S),
         ],
+        "steady-state-after": [_mark("inject", tmp / "ran")],
+        "python-busy-action": [
+            _py("action", "busy", "support.timekit", "busy", seconds=HOLD_S, marker=str(here))
+        ],
         "settling": [_mark("inject", tmp / "x")],
         "batch-gap": [nap],
     }
@@ -108,6 +126,22 @@ def _experiment(tmp: Path, place: str, sleep: str, url: str) -> dict[str, Any]:
     if place == "settling":
         never = {**_shell("never-steady", f"touch {here}; exit 1", "probe"), "tolerance": 0}
         experiment["steady-state-hypothesis"] = {"title": "never", "probes": [never]}
+    if place == "steady-state-after":
+        slow = _py(
+            "probe",
+            "slow-check",
+            "support.verdictkit",
+            "behave",
+            mode="hang",
+            seconds=HOLD_S,
+            marker=str(here),
+            when="after",
+            ran=str(tmp / "ran"),
+        )
+        experiment["steady-state-hypothesis"] = {
+            "title": "ok",
+            "probes": [{**slow, "tolerance": True}],
+        }
     return experiment
 
 
@@ -198,6 +232,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=20, help="trials per place (20)")
     args = parser.parse_args()
+    hog = start_hog()
     exporter = start_exporter()
     gauge = exporter.gauge("gameday_bench_abort")
     latencies: list[float] = []
@@ -236,13 +271,27 @@ def main() -> None:
                 f"{max(took):>8.3f}{left:>6}{failed:>8}",
                 flush=True,
             )
+        for place in ("sweep", "recovery"):
+            took = [signal_place(place, Path(work)) for _ in range(args.trials)]
+            latencies += took
+            print(
+                f"{place:<16}{statistics.median(took):>10.3f}{_p95(took):>8.3f}"
+                f"{max(took):>8.3f}{'-':>6}{'-':>8}",
+                flush=True,
+            )
+        wrong = double_signal_sweep(Path(work))
     exporter.stop()
+    hog.kill()
+    hog.wait(timeout=10)
     print(
         f"{len(latencies)} trials, {failures} not aborted; breach = the gauge set on the "
-        f"exporter (scrape {SCRAPE}, plan interval 0.25 s)"
+        f"exporter (scrape {SCRAPE}, plan interval 0.25 s); under stress-ng --cpu 1"
     )
     p95 = _p95(latencies)
-    print(f"abort p95_s={p95:.3f} max_s={max(latencies):.3f} leftover_processes={leftover}")
+    print(
+        f"abort p95_s={p95:.3f} max_s={max(latencies):.3f} leftover_processes={leftover} "
+        f"double_signal_wrong_exits={wrong}"
+    )
 
 
 if __name__ == "__main__":

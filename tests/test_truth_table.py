@@ -21,7 +21,7 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,16 @@ from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
 from chaos_ext._runner.verdict import failing_result
 
 DOC = ROOT / "docs" / "verdicts.md"
-PHASES = ("settle", "before", "method", "after", "rollbacks", "recovery", "ledger sweep")
+PHASES = (
+    "settle",
+    "before",
+    "method",
+    "pause",
+    "after",
+    "rollbacks",
+    "recovery",
+    "ledger sweep",
+)
 ENDINGS = (
     "ok",
     "failing result",
@@ -95,7 +104,10 @@ def test_the_table_covers_every_phase_ending_and_provider() -> None:
     for phase in ("settle", "before", "method", "after", "rollbacks"):
         for ending in ("ok", "failing result", "Ctrl-C", "SIGTERM"):
             assert (phase, ending) in seen, (phase, ending)
-    assert {("recovery", e) for e in ("ok", "failing result", "SIGTERM")} <= seen
+    assert {("recovery", e) for e in ("ok", "failing result", "SIGTERM", "Ctrl-C")} <= seen
+    # docs/verdicts.md "Stops": a stop condition over a fault's whole life, signals in the sweep
+    assert {("after", "stop condition"), ("pause", "stop condition")} <= seen
+    assert {("ledger sweep", "SIGTERM"), ("ledger sweep", "Ctrl-C")} <= seen
     assert len({r.id for r in ROWS}) == len(ROWS), "a row is listed twice"
 
 
@@ -195,6 +207,9 @@ class Builder:
 
     def action(self) -> dict[str, Any]:
         if self.row.phase == "ledger sweep":
+            arguments: dict[str, Any] = {"fail_undo": self.row.ending == "exception"}
+            if self.row.ending in SIGNALS:  # the signal lands in a 3 s undo
+                arguments.update(undo_marker=self.marker, undo_seconds=3)
             return {
                 "type": "action",
                 "name": "action",
@@ -202,8 +217,17 @@ class Builder:
                     "type": "python",
                     "module": "support.verdictkit",
                     "func": "leave_fault",
-                    "arguments": {"fail_undo": self.row.ending == "exception"},
+                    "arguments": arguments,
                 },
+            }
+        if self.row.phase == "pause":  # the action succeeds, then its 60 s pause runs
+            ok = Builder(replace(self.row, phase="method", ending="ok"), self.folder, self.http)
+            provider = ok.provider("action", "method", touch=self.marker)
+            return {
+                "type": "action",
+                "name": "action",
+                "provider": provider,
+                "pauses": {"after": 60},
             }
         return {
             "type": "action",

@@ -188,7 +188,7 @@ def note(cause: str, effect: str, *, fired_at: float | None = None, what: str = 
         "at": round(time.time(), 3),
         "phase": _phase[0],
         "effect": effect,
-        "fired_at": fired_at,
+        "fired_at": None if fired_at is None else round(fired_at, 3),
         "what": what,
     }
     with _LOCK:

@@ -209,6 +209,7 @@ def run_experiment(
         _stop.disarm()
         if not policy.method_started:  # settling ran out, a refusal, a signal before it
             journal.setdefault("gameday", {}).setdefault("rollbacks_skipped", NOT_INJECTED)
+            _stop.set_faults_closed()  # nothing was injected: a later firing changes nothing
         _record_stop(journal)
         with phase(journal, "sweep"):
             outcomes = _sweep(ledger, run_id, console, windows, journal)

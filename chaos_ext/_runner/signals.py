@@ -50,10 +50,8 @@ __all__ = [
     "SIGNAL_EXIT_BUDGET_S",
     "STOP_BY_PEOPLE",
     "TERMINATION_GRACE_S",
-    "StoppedBeforeRun",
     "handled",
     "install",
-    "install_before_run",
     "interrupt",
     "interrupted",
     "on_ungraceful",
@@ -174,29 +172,6 @@ def raise_if_stopping() -> None:
     cause = _stop.cause()
     if cause is not None and not _raised[0] and not _stop.shielded():
         _raise(cause)
-
-
-class StoppedBeforeRun(BaseException):
-    """A signal came before any experiment started: nothing was injected."""
-
-    def __init__(self, cause: str) -> None:
-        super().__init__(cause)
-        self.cause = cause
-
-
-def _before_run(signum: int, frame: FrameType | None) -> None:
-    cause = signal.Signals(signum).name
-    first = _stop.request_stop(cause)
-    if first and not _stop.runs_begun():
-        raise StoppedBeforeRun(cause)
-
-
-def install_before_run() -> None:
-    """From the process's first line: SIGINT/SIGTERM before any experiment started end the
-    command with one line (:class:`StoppedBeforeRun`); once experiments run, a stop between
-    two of them is kept, and the batch does not start the next one."""
-    for sig in STOP_BY_PEOPLE:
-        signal.signal(sig, _before_run)
 
 
 def take_signals() -> None:

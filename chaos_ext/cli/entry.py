@@ -50,20 +50,40 @@ def main() -> int:
     return code
 
 
+class StoppedBeforeRun(BaseException):
+    """A signal came before any experiment started: nothing was injected."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+def _before_run(signum: int, frame: FrameType | None) -> None:
+    """Until experiments run: stop the command (one line). Once they run, the stop is
+    kept, and the batch does not start the next experiment (the runner's handlers are in
+    place while one runs)."""
+    from chaos_ext._core import stop  # noqa: PLC0415 - imported already (see _run)
+
+    cause = signal.Signals(signum).name
+    first = stop.request_stop(cause)
+    if first and not stop.runs_begun():
+        raise StoppedBeforeRun(cause)
+
+
 def _run() -> int:
     from chaos_ext._core import stop  # noqa: PLC0415 - after the handler: imports can be stopped
-    from chaos_ext._runner import signals  # noqa: PLC0415
 
     for cause in _EARLY:  # came before the stop path was importable
         stop.request_stop(cause)
-    signals.install_before_run()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _before_run)
     if stop.stopping():
         return _say_stopped(stop.cause() or "a signal")
-    from chaos_ext.cli.main import main as command  # noqa: PLC0415
-
     try:
+        from chaos_ext.cli.main import main as command  # noqa: PLC0415 - stoppable, as above
+
         return command()
-    except signals.StoppedBeforeRun as exc:
+    except StoppedBeforeRun as exc:
         return _say_stopped(exc.cause)
 
 

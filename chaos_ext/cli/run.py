@@ -12,8 +12,6 @@ from rich.markup import escape
 
 from chaos_ext._core.ledger import Ledger, default_ledger, parse_watchdog_grace
 from chaos_ext._core.watchdog import DEFAULT_GRACE_S, GRACE_VARIABLE
-from chaos_ext._products.report.model import retry_commands, unsteady_text, view_of
-from chaos_ext._products.report.notes import recovery_line
 from chaos_ext._runner import signals
 from chaos_ext._runner.control_checks import (
     ControlGuard,
@@ -34,6 +32,7 @@ from chaos_ext._runner.verdict import worst_exit
 from chaos_ext.cli import plan
 from chaos_ext.cli._admission import add_var_options, admit
 from chaos_ext.cli._common import add_control_options, add_kube_options
+from chaos_ext.cli._say import say_verdict
 from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
 from chaos_ext.errors import InvalidArgument, LedgerError
 
@@ -52,8 +51,11 @@ refuses to start instead). During the run, progress is shown live. Rollbacks
 always run (completed, deviated, failed, Ctrl-C, SIGTERM), then every fault
 this run left in the ledger is undone. After SIGTERM or Ctrl-C the run exits
 within 10 s, journal written, whatever pause is pending; the processes an
-activity started end with their process group; further signals never cut the
-rollbacks short (exit 2).
+activity started end with their process group; the first stop decides, and
+further signals never cut the rollbacks short nor change the exit (2). A signal
+during the ledger sweep lets the undo finish and skips the recovery wait; one
+before any experiment started is one line (exit 2, nothing injected, no
+journal); SIGUSR1 (chaoslib's exit_gracefully) is "interrupted", not "aborted".
 
 The journal of each experiment is written to --journal (one experiment) or to
 JOURNAL_DIR/journal-<experiment file name>.json.
@@ -77,7 +79,8 @@ examples:
       --var alertmanager_url=http://alertmanager:9093 exp.json
 
 --abort-on FILE watches stop conditions in Prometheus from the start of the run
-(settling and the hypothesis too; repeatable): an abort plan (probes from
+for as long as any fault of it is open (settling, the hypothesis before, the
+method, the steady state after, the rollbacks and the sweep; repeatable): an abort plan (probes from
 `gameday catalog`; a built-in plan is named: `--abort-on edge`), a Prometheus
 rule file (`groups:`, e.g. a mixin's alerts) or a PrometheusRule manifest, or
 the words `prometheus-alerts` / `alertmanager` for alerts already firing there.
@@ -191,7 +194,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         action="append",
         default=[],
-        help="stop conditions checked while the method runs (repeatable): an abort plan, a "
+        help="stop conditions checked while any fault is open (repeatable): an abort plan, a "
         "rule file or PrometheusRule, a built-in plan name, prometheus-alerts or alertmanager",
     )
     parser.add_argument(
@@ -322,33 +325,6 @@ def _journal_path(args: argparse.Namespace, path: Path) -> Path:
     if args.journal:
         return Path(args.journal)
     return Path(args.journal_dir) / f"journal-{path.stem}.json"
-
-
-def say_verdict(result: RunResult, console: Console) -> None:
-    """One line per experiment; loud lines for what may still be injected."""
-    console.print(
-        f"[bold]{escape(str(result.path))}[/]: {result.outcome} (exit {result.exit_code}), "
-        f"journal {escape(str(result.journal_path))}",
-        highlight=False,
-    )
-    view = view_of(result.journal, source=str(result.journal_path))
-    if view.rollback_problems:
-        console.print("[bold red]✗ a rollback did not complete: a fault may still be injected[/]")
-        for problem in view.rollback_problems:
-            console.print(f"[red]  - {escape(problem)}[/]", highlight=False)
-        for command in retry_commands(view):
-            console.print(f"[red]  retry: {escape(command)}[/]", highlight=False)
-    elif view.hypothesis_outcome == "unsteady":
-        console.print(
-            f"[yellow]  unsteady: nothing was injected, rollbacks not needed "
-            f"({escape(unsteady_text(view))})[/]",
-            highlight=False,
-        )
-    checked = (view.recovery or {}).get("checked")
-    live = recovery_line(view.recovery) if checked else None  # printed as it ended: once
-    for line in view.notes:
-        if line != live:
-            console.print(f"[yellow]  {escape(line)}[/]", highlight=False)
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:

@@ -144,7 +144,11 @@ def _release(entry: Entry) -> str:
 def _no_holder_note(entry: Entry, now: float) -> str:
     """Why no helper was found, as far as the entry tells: never ready, ended early, or done."""
     if "pid" not in entry.recipe:  # recorded once the helper was ready
-        return f"no helper ever held connections to {entry.target}: it never got ready"
+        # what was seen, not what is assumed: a start cut short may have held connections
+        return (
+            f"no helper holding connections to {entry.target} is running: its start did not"
+            " complete (no pid was recorded; a start cut short ends its helper)"
+        )
     hold = entry.recipe.get("hold_seconds")
     if hold is not None and now < entry.created_at + float(hold):
         return (

@@ -29,6 +29,8 @@ from chaos_ext._core.timeline import (
     timeline_of,
     window_at,
 )
+from chaos_ext._products.report.model import view_of
+from chaos_ext._products.report.render import render_markdown
 
 OLD_JOURNAL = TESTS / "fixtures" / "journals" / "load-then-fault-main-048410c.json"
 """A journal written by main's `gameday run` at commit 048410c, before runs recorded a timeline:
@@ -342,3 +344,28 @@ def test_the_console_names_the_windows_and_says_the_recovery_once(load_then_faul
     probes = [line for line in out.splitlines() if "probe load-error-ratio" in line]
     assert probes and all(re.search(r"\) error_ratio [-0-9.e]+$", line) for line in probes), probes
     # a load probe's own figure, not its whole summary cut short
+
+
+def test_a_probe_that_held_again_after_the_undo_is_not_red_there() -> None:
+    b = JournalBuilder("recovers", {"errors": {"type": "range", "range": [0, 0.01]}})
+    b.check("before", "errors", 0.0, 0)
+    b.activity("inject", 1, 0.1, {"ledger_id": "0000000000000000"})
+    b.fault("netem", "eth0", 1.0, 9.0)
+    b.check("after", "errors", 0.5, 8)
+    b.recovery(9.0, 60, 3.0)
+    journal = b.build()
+    journal["gameday"]["recovery"]["checks"] = [
+        {
+            "probe": "errors",
+            "at": T0 + 9.5 + i,
+            "value": v,
+            "text": f"{v:g}",
+            "tolerance_met": v == 0,
+        }
+        for i, v in enumerate((0.5, 0.2, 0.0))
+    ]
+    summary = render_markdown([view_of(journal)], "t")
+    row = next(line for line in summary.splitlines() if line.startswith("| errors"))
+    assert row.endswith("| held again at check 3 (2 out of tolerance before, from 0 to 0.5) ✓ |")
+    assert "out of tolerance with the faults on (see the cells marked ✗)" in summary
+    assert "after the undo (see" not in summary

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-__all__ = ["mark_time"]
+__all__ = ["busy", "mark_time"]
 
 
 def mark_time(path: str) -> float:
@@ -13,3 +13,14 @@ def mark_time(path: str) -> float:
     now = time.time()
     Path(path).write_text(f"{now:.6f}")
     return now
+
+
+def busy(seconds: float, marker: str = "") -> int:
+    """A long Python action: touch ``marker``, then compute for ``seconds`` (bounded to 60)
+    in pure Python, never sleeping: a stop must cut it short between two instructions."""
+    if marker:
+        Path(marker).touch()
+    end, rounds = time.monotonic() + min(float(seconds), 60.0), 0
+    while time.monotonic() < end:
+        rounds += sum(i * i for i in range(200)) % 7
+    return rounds

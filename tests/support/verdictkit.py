@@ -188,11 +188,14 @@ class BehaviourServer:
         return f"http://127.0.0.1:{port}/behave?{query}"
 
 
-def leave_fault(fail_undo: bool = False) -> dict[str, Any]:
-    """Record a fault in the ledger and leave it open for the sweep (its undo may raise)."""
-    with fault(
-        kind="verdict-table", target="nothing", recipe={"fail": fail_undo}, module=__name__
-    ) as entry:
+def leave_fault(
+    fail_undo: bool = False, undo_marker: str = "", undo_seconds: float = 0
+) -> dict[str, Any]:
+    """Record a fault in the ledger and leave it open for the sweep (its undo may raise;
+    with ``undo_marker`` it touches the marker, then takes ``undo_seconds``: a signal
+    can land in it)."""
+    recipe = {"fail": fail_undo, "marker": undo_marker, "seconds": undo_seconds}
+    with fault(kind="verdict-table", target="nothing", recipe=recipe, module=__name__) as entry:
         pass
     return {"ledger_id": entry.id}
 
@@ -201,6 +204,10 @@ def leave_fault(fail_undo: bool = False) -> dict[str, Any]:
 def _undo(entry: Entry) -> str:
     if entry.recipe.get("fail"):
         raise ChaosExtError("this undo fails, as the row asks")
+    if entry.recipe.get("marker"):
+        Path(entry.recipe["marker"]).touch()
+        time.sleep(min(float(entry.recipe.get("seconds") or 0), MAX_HANG_S))
+        return "undone, slowly"
     return "nothing to undo"
 
 

@@ -3,9 +3,11 @@
 The hypothesis table has one column per window of the run's timeline that was
 measured (:data:`chaos_ext._core.timeline.WINDOWS`, in their words): before
 (baseline), during the faults, with faults on (Chaos Toolkit's steady state
-after the method, before the undo), after the undo (the recovery checks); a
-window nothing was measured in has no column. A cell shows the hypothesis' own
-figure (the value its tolerance judges), never an output cut short.
+after the method, before the undo), after the undo (the recovery checks: a
+probe that held again there is not red for the checks before, which are its
+time to recover); a window nothing was measured in has no column. A cell
+shows the hypothesis' own figure (the value its tolerance judges), never an
+output cut short.
 """
 
 from __future__ import annotations
@@ -133,7 +135,9 @@ def tolerance_text(tolerance: Any) -> str:
     return compact(tolerance, 80)
 
 
-def _cell(checks: list[Measurement]) -> Cell:
+def _cell(checks: list[Measurement], recovery: bool = False) -> Cell:
+    """One window's checks of one probe. After the undo the hypothesis is polled until it
+    holds: a last check that held is the recovery (misses before it are its time)."""
     if not checks:
         return Cell("—", None)
     if len(checks) == 1:
@@ -147,6 +151,10 @@ def _cell(checks: list[Measurement]) -> Cell:
     if numbers and not boolean:
         low, high = min(numbers), max(numbers)
         spread = f", {low:.4g}" if low == high else f", from {low:.4g} to {high:.4g}"
+    if recovery and breaches and checks[-1].tolerance_met:
+        return Cell(
+            f"held again at check {len(checks)} ({breaches} out of tolerance before{spread})", True
+        )
     return Cell(f"{len(checks)} checks, {breaches} out of tolerance{spread}", breaches == 0)
 
 
@@ -161,7 +169,8 @@ def probe_table(view: RunView) -> ProbeTable:
             probe=view.shown(name),
             tolerance=view.shown(tolerance_text(view.tolerances.get(name))),
             cells=tuple(
-                _cell([m for m in checks if m.probe == name and m.window == w]) for w in windows
+                _cell([m for m in checks if m.probe == name and m.window == w], w == "after-undo")
+                for w in windows
             ),
         )
         for name in names

@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from chaos_ext._core.console import make_console
-from chaos_ext._core.timeline import WINDOW_PHRASES, Measurement, timeline_of
+from chaos_ext._core.timeline import WINDOW_PHRASES, Measurement, role_of, timeline_of
 
 __all__ = ["main", "rows"]
 
@@ -72,7 +72,7 @@ def rows(journal: dict[str, Any]) -> list[tuple[str, str, str]]:
         )
         found.append(
             (
-                f"fault {entry.get('kind')} on {entry.get('target')}",
+                f"{role_of(str(entry.get('kind')))} {entry.get('kind')} on {entry.get('target')}",
                 f"ledger {entry.get('id')}, on for {held:.0f} s"
                 if held
                 else f"ledger {entry.get('id')}",
