@@ -1,6 +1,6 @@
 """The comparison's chart of one metric: the samples it compared, window by window (SVG).
 
-Titled with the metric (left) and its experiment (right).
+Titled ``<metric> — <experiment>``, as its section.
 
 Every run of both sides is drawn from its own first fault on (x = 0; a run
 without a fault from its start), only with the samples the comparison used:
@@ -18,7 +18,7 @@ the report's charts, one rectangle a run, light green for the baseline, green
 for the tuned side, grey for a run that did not recover; the legend gives each
 side's range ("tuned: recovery 3 s, 1 not recovered within 30 s").
 
-SVG ids: ``<salt>-fault``, ``<salt>-<window>-<side>-<run>`` (the samples of one
+SVG ids: ``<salt>-fault``, ``<salt>-<side>-<run>-<window>`` (the samples of one
 run in one window), ``<salt>-level-<side>-<window>`` (the compared value),
 ``<salt>-recovery-window-<side>``.
 """
@@ -98,7 +98,7 @@ def _lines(ax: Any, drawn: Sequence[Drawn], salt: str) -> None:
             color=color,
             lw=width,
             alpha=0.85,
-            gid=f"{salt}-{d.window}-{d.side}-{d.run}",
+            gid=f"{salt}-{d.side}-{d.run}-{d.window}",
             label="_",
             **style,
         )
@@ -128,8 +128,7 @@ def _levels(ax: Any, drawn: Sequence[Drawn], rows: Sequence[Comparison], salt: s
 
 
 def window_chart(
-    metric: str,
-    experiment: str,
+    title: str,
     drawn: Sequence[Drawn],
     rows: Sequence[Comparison],
     unit: str,
@@ -141,7 +140,7 @@ def window_chart(
     if not values:
         return ""
     runs = {side: len({d.run for d in drawn if d.side == side}) for side in _SIDES}
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt or metric}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt or title}):
         fig = Figure(figsize=(8.6, 2.6), dpi=96)
         ax = fig.add_subplot()
         proxies: list[Any] = []
@@ -163,8 +162,7 @@ def window_chart(
         origin = "first fault" if fault is not None else "start"
         ax.set_xlabel(f"seconds since each run's {origin}", fontsize=8)
         ax.set_ylabel(unit or "value (unit unknown)", fontsize=8)
-        ax.set_title(metric, fontsize=9, loc="left")
-        ax.set_title(experiment, fontsize=7, loc="right", color="#5b6475")
+        ax.set_title(title, fontsize=9, loc="left")
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
         ax.legend(

@@ -96,9 +96,7 @@ def _metric_sections(
         svg = ""
         if tolerances is not None:
             tolerance = tolerances.get(metric)
-            svg = window_chart(
-                metric, experiment, drawn, mine, mine[0].unit, tolerance, salt=f"e{index}m{n}"
-            )
+            svg = window_chart(title, drawn, mine, mine[0].unit, tolerance, salt=f"e{index}m{n}")
         sections.append(
             {
                 "title": title,
