@@ -28,7 +28,6 @@ from support.conventions import TIME_WORDS, export_problems, problems_of
 from chaos_ext import activity_modules
 from chaos_ext._core.contract import (
     LEDGER_ID,
-    PLAN_PREFIX,
     Configuration,
     Secrets,
     fault_action,
@@ -382,7 +381,7 @@ def test_fault_action_has_a_plan_function_with_its_arguments(module_name: str, n
     if f"{module_name}.{name}" in PLANS_NOT_WRITTEN_YET:
         assert planner is None, f"{module_name}.{name} has a plan now: drop it from the list"
         return
-    assert planner is not None, f"{module_name}.{name}: write {PLAN_PREFIX}{name} in its plan.py"
+    assert planner is not None, f"{module_name}.{name}: name its plan in its FaultKind (kinds.py)"
     action = inspect.signature(getattr(importlib.import_module(module_name), name))
     plan = inspect.signature(planner)
     assert [(p.name, p.default, p.kind) for p in plan.parameters.values()] == [
@@ -390,6 +389,9 @@ def test_fault_action_has_a_plan_function_with_its_arguments(module_name: str, n
     ]
     assert role_of(planner) is None  # a plan is no activity: it records and changes nothing
     assert planner.__doc__ and planner.__doc__.strip()
+
+
+PLAN_PREFIX = "plan_"
 
 
 def test_plan_modules_plan_only_fault_actions() -> None:

@@ -97,7 +97,7 @@ def test_unknown_kind_is_a_failed_undo_not_a_crash(ledger_path: Path) -> None:
     entry = book.record(kind="nobody-knows", target="t", recipe={}, module="json")
     outcome = undo(entry, book)
     assert not outcome.ok
-    assert "no undo handler" in outcome.note
+    assert "no fault kind" in outcome.note
 
 
 def test_fault_context_undoes_a_partial_injection(ledger_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The undo handlers as an object (chaos_ext._core.ledger.handlers.UndoRegistry).
+"""The undo handlers as an object (chaos_ext._core.ledger.handlers.FaultKinds).
 
 Registration, the errors for a kind nobody registers, the scoped swap the
 mutation check relies on (and that it comes back), and the mutation check's
@@ -17,7 +17,7 @@ import pytest
 from support.harness import MUTANT_SITE, ROOT, TESTS
 
 from chaos_ext._core import ledger
-from chaos_ext._core.ledger import Entry, Ledger, UndoRegistry, undo
+from chaos_ext._core.ledger import Entry, Ledger, FaultKinds, undo
 from chaos_ext.errors import RollbackFailed
 
 
@@ -45,7 +45,7 @@ def _noop(entry: Entry) -> str:
 
 
 def test_register_lookup_and_kinds() -> None:
-    registry = UndoRegistry()
+    registry = FaultKinds()
     assert registry.register("b-kind")(_real) is _real  # a decorator: the function stays
     registry.register("a-kind")(_noop)
     assert registry.kinds() == ["a-kind", "b-kind"]
@@ -55,8 +55,8 @@ def test_register_lookup_and_kinds() -> None:
 
 
 def test_an_unknown_kind_and_an_unimportable_module_are_clear_errors() -> None:
-    registry = UndoRegistry()
-    with pytest.raises(RollbackFailed, match=r"no undo handler registered for fault kind 'x-k'"):
+    registry = FaultKinds()
+    with pytest.raises(RollbackFailed, match=r"no fault kind 'x-k' declared by json"):
         registry.handler_for(_entry("x-k", module="json"))  # imported, registers nothing
     with pytest.raises(RollbackFailed, match=r"cannot import 'no_such_mod_28' to undo x-k"):
         registry.handler_for(_entry("x-k", module="no_such_mod_28"))
@@ -74,12 +74,12 @@ def test_the_module_named_in_the_entry_is_imported_to_find_its_handler(
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "handlers_mod_28" not in sys.modules
     entry = _entry("imported-kind", module="handlers_mod_28")
-    assert ledger.UNDO_HANDLERS.handler_for(entry)(entry) == "undone by the imported module"
-    assert "imported-kind" in ledger.UNDO_HANDLERS.kinds()
+    assert ledger.FAULT_KINDS.handler_for(entry)(entry) == "undone by the imported module"
+    assert "imported-kind" in ledger.FAULT_KINDS.kinds()
 
 
 def test_a_swap_is_scoped_and_built_from_the_real_handler() -> None:
-    registry = UndoRegistry()
+    registry = FaultKinds()
     registry.register("s-kind")(_real)
     entry, given = _entry("s-kind"), []
 
@@ -105,7 +105,7 @@ def test_a_swap_of_the_ledgers_registry_is_what_undo_runs(ledger_path: Path) -> 
     book = Ledger(ledger_path)
     first = book.record(kind="swap-test", target="t", recipe={}, module=__name__)
     second = book.record(kind="swap-test", target="t", recipe={}, module=__name__)
-    with ledger.UNDO_HANDLERS.swapped("swap-test", lambda real: _noop):
+    with ledger.FAULT_KINDS.swapped("swap-test", lambda real: _noop):
         swapped = undo(first, book)
     after = undo(second, book)
     assert (swapped.ok, swapped.note) == (True, "did nothing")
@@ -122,9 +122,9 @@ def test_the_mutation_checks_startup_hook_swaps_one_kind_for_the_process(tmp_pat
         "    return Entry(id='e1', kind=kind, target='t', module=module, recipe={},"
         " run_id='r', owner_pid=os.getpid(), owner_start=None, created_at=time.time())\n"
         "netem = entry('netem', 'chaos_ext.network.actions')\n"
-        "print(ledger.UNDO_HANDLERS.handler_for(netem)(netem))\n"
+        "print(ledger.FAULT_KINDS.handler_for(netem)(netem))\n"
         "other = entry('node-drain', 'chaos_ext.node.actions')\n"
-        "print(ledger.UNDO_HANDLERS.handler_for(other).__name__)\n"
+        "print(ledger.FAULT_KINDS.handler_for(other).__name__)\n"
     )
     env = {
         **os.environ,

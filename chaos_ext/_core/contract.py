@@ -20,10 +20,13 @@
        "faults": [{"ledger_id": "...", "kind": "netem", "target": "...", "note": "..."}],
        "left_alone": [{"ledger_id": "...", "run_id": "...", "reason": "..."}]}
 
-* :func:`plan_function_of` finds the plan function of a fault action
-  (``<domain>.actions.add_latency`` -> ``<domain>.plan.plan_add_latency``):
-  same arguments, touches nothing, returns :func:`plan_result`'s shape, with
-  each preflight as :func:`preflight_check` builds it (docs/conventions.md §7).
+* :func:`plan_function_of` finds the plan of a fault action through its
+  declared :class:`~chaos_ext._core.ledger.FaultKind` (``FaultKind.actions``).
+  A plan is written once with :func:`plan_for`: it takes the action's own
+  signature (callers pass the action's arguments), gets them as a
+  :class:`PlanCall` (defaults filled in, parsed by the action's own check),
+  touches nothing, and returns :func:`plan_result`'s shape, with each
+  preflight as :func:`preflight_check` builds it (docs/conventions.md §7).
 
 ``tests/test_conventions.py`` walks every activity and checks all of this;
 ``tests/test_conventions_behaviour.py`` runs every fault action against a real
@@ -32,21 +35,25 @@ target to check that it records before it acts and that its rollback undoes it.
 
 from __future__ import annotations
 
-import importlib
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from chaos_ext._core.ledger import Entry, Ledger, in_scope, undo
+from chaos_ext._core.ledger import FAULT_KINDS, Entry, Ledger, in_scope, undo
+from chaos_ext._core.validation import parsed_arguments
 from chaos_ext.errors import RollbackFailed
 
 __all__ = [
     "LEDGER_ID",
-    "PLAN_PREFIX",
     "ROLE_ATTRIBUTE",
     "Configuration",
+    "PlanCall",
     "Secrets",
     "fault_action",
     "left_alone",
+    "plan_for",
     "plan_function_of",
     "plan_result",
     "preflight_check",
@@ -166,27 +173,64 @@ def roll_back(
     return undo_entries(mine, book, skipped=others)
 
 
-PLAN_PREFIX = "plan_"
-"""A fault action ``f`` of ``<domain>.actions`` has its plan ``<domain>.plan.plan_f``."""
-
-
 def plan_function_of(module: str, func: str) -> Callable[..., dict[str, Any]] | None:
-    """The plan function of the action ``module.func`` (None: it has none yet).
+    """The plan of the fault action ``module.func``, from the kind it declares (None: none).
 
-    The naming rule of docs/conventions.md §7: ``chaos_ext.db.actions`` /
-    ``exhaust_connections`` -> ``chaos_ext.db.plan.plan_exhaust_connections``.
+    ``chaos_ext.db.actions`` / ``exhaust_connections`` -> the plan the ``db-connections``
+    :class:`~chaos_ext._core.ledger.FaultKind` names for that action.
     """
-    package, _, leaf = module.rpartition(".")
-    if leaf != "actions" or not package:
-        return None
-    try:
-        plans = importlib.import_module(f"{package}.plan")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{package}.plan":
-            raise
-        return None
-    found = getattr(plans, PLAN_PREFIX + func, None)
-    return found if callable(found) else None
+    kind = FAULT_KINDS.for_action(module, func)
+    return kind.plan_of(func) if kind is not None else None
+
+
+@dataclass(frozen=True)
+class PlanCall:
+    """One plan call: the action's arguments (defaults filled in), what the action's own
+    check parsed from them (None: it parses nothing), and what chaoslib injects."""
+
+    arguments: dict[str, Any]
+    parsed: Any
+    configuration: Configuration
+    secrets: Secrets
+
+
+_INJECTED = ("configuration", "secrets")
+
+
+def plan_for(
+    action: Callable[..., Any],
+) -> Callable[[Callable[[PlanCall], dict[str, Any]]], Callable[..., dict[str, Any]]]:
+    """Write the plan of ``action`` once: the plan takes the action's own signature.
+
+    ::
+
+        @plan_for(limit_dns_rate)
+        def plan_limit_dns_rate(call: PlanCall) -> dict[str, Any]: ...
+
+        plan_limit_dns_rate(target="netns:app", pps=100)   # as the action is called
+
+    The call is bound to the action's signature (a wrong argument is Python's
+    TypeError, as for the action), the defaults are filled in, and the
+    action's own check parses them once (the same parser the action and
+    ``gameday validate`` use; an InvalidArgument leaves before the plan runs).
+    """
+    signature = inspect.signature(action)
+
+    def wrap(body: Callable[[PlanCall], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        @functools.wraps(body)
+        def plan(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = {k: v for k, v in bound.arguments.items() if k not in _INJECTED}
+            parsed = parsed_arguments(action, arguments)
+            configuration = bound.arguments.get("configuration")
+            return body(PlanCall(arguments, parsed, configuration, bound.arguments.get("secrets")))
+
+        plan.__signature__ = signature  # type: ignore[attr-defined]
+        del plan.__wrapped__  # its signature is the action's, not the body's
+        return plan
+
+    return wrap
 
 
 def preflight_check(check: str, ok: bool, detail: str) -> dict[str, Any]:

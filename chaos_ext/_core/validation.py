@@ -38,6 +38,7 @@ __all__ = [
     "check_activity_arguments",
     "check_types",
     "is_checked",
+    "parsed_arguments",
     "require_cidrs",
     "require_name",
     "require_range",
@@ -125,6 +126,15 @@ def validated_by(check: Check | None = None) -> Callable[[F], F]:
 def is_checked(func: Callable[..., Any]) -> bool:
     """Whether ``func`` checks its arguments when called (wrapped by :func:`validated_by`)."""
     return hasattr(func, _CHECK_ATTR) and hasattr(func, "__wrapped__")
+
+
+def parsed_arguments(func: Callable[..., Any], arguments: Mapping[str, Any]) -> Any:
+    """What ``func``'s own check returns for ``arguments`` (types checked first, at run
+    time, as a call would); None when it has no check. For plans: parse once, the
+    same way the action does."""
+    check_types(inspect.unwrap(func), arguments, run_time=True)
+    check = getattr(func, _CHECK_ATTR, None)
+    return check(arguments) if check is not None else None
 
 
 def _type_name(tp: Any) -> str:

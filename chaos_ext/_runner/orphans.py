@@ -2,23 +2,14 @@
 
 The ledger is not the only source of truth: when it is lost (deleted,
 ``--repair --accept-loss``), what it recorded is still in the system. A scan
-lists gameday's objects from the system itself, then reads every ledger of
-the machine (:func:`chaos_ext._core.ledger.open_entries_on_machine`: the current
+lists gameday's objects from the system itself
+with the scan each fault kind declares (``FaultKind.scan``: what it looks
+for, and whether it needs this machine, a cluster or a database DSN; kinds
+sharing a finder share a part, run once), then reads every ledger of the
+machine (:func:`chaos_ext._core.ledger.open_entries_on_machine`: the current
 one, those the markers name, those that registered an open entry on this
 boot), in that order, so an object an action is creating now already has
-its entry:
-
-=========  ==========================================================  ======
-part       found by                                                    needs
-=========  ==========================================================  ======
-helpers    ``GAMEDAY_HELPER_TOKEN`` in a process's environment          local
-nft        tables ``inet gameday_dnsrate_*`` in every network namespace local
-qdiscs     root qdisc ``1d1a:`` on any interface of every namespace     local
-nodes      annotation ``chaos-ext.gameday/cordoned-by``                 cluster
-load Jobs  labels ``app.kubernetes.io/managed-by=gameday,gameday.io/load`` cluster
-templates  backup ConfigMaps, label ``chaos-ext.gameday/backup``        cluster
-sessions   PostgreSQL ``application_name`` ``gameday-exhaust-<id>``      a DSN
-=========  ==========================================================  ======
+its entry. ``gameday faults`` lists what each kind's scan looks for.
 
 Each object is *owned* (an open entry of some ledger refers to it: its
 ledger, entry, run and whether the runner lives are shown), an *orphan*
@@ -31,38 +22,36 @@ ownership is checked again just before.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos_ext._core import helper as _helper
 from chaos_ext._core import ledger as fault_ledger
-from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.ledger import (
-    Adoption,
+    CLUSTER,
+    DATABASE,
+    FAULT_KINDS,
+    LOCAL,
     Census,
     Entry,
     Ledger,
     Leftover,
+    Scan,
     UndoOutcome,
     open_entries_on_machine,
-    undo_handler,
 )
 from chaos_ext.errors import ChaosExtError
 
 __all__ = [
-    "HELPER_ORPHAN_KIND",
     "Finding",
     "Scan",
+    "ScanResult",
     "scan",
+    "scans",
     "undo_orphans",
 ]
 
-HELPER_ORPHAN_KIND = "helper-orphan"
-_ENTRY_ID = re.compile(r"^[0-9a-f]{16}$")
 Finder = Callable[[], tuple[list[Leftover], list[str]]]
 
 
@@ -110,7 +99,7 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class Scan:
+class ScanResult:
     """What a scan found, what it looked at, and what it could not look at."""
 
     findings: list[Finding]
@@ -130,79 +119,54 @@ class Scan:
         }
 
 
-def _helper_leftover(token: str, pids: list[int]) -> Leftover:
-    argv = _procfs.cmdline(pids[0])
-    module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else (argv[0] if argv else "?")
-
-    def refers(entry: Entry) -> bool:
-        return entry.id == token
-
-    return Leftover(
-        ref=f"helper:{token}",
-        kind="helper",
-        what=f"helper {module} pid {', '.join(map(str, pids))} (GAMEDAY_HELPER_TOKEN={token})",
-        adoption=Adoption(
-            kind=HELPER_ORPHAN_KIND,
-            module=__name__,
-            target=f"helper {module} {token}",
-            recipe={"token": token, "pids": pids, "module": module},
-        ),
-        refers=refers,
-    )
+def scans() -> list[Scan]:
+    """Every kind's scan, once per part: this machine's first, then the cluster's, the DB's."""
+    parts: dict[str, Scan] = {}
+    for kind in FAULT_KINDS.load_all():
+        if kind.scan is not None:
+            parts.setdefault(kind.scan.part, kind.scan)
+    order = {LOCAL: 0, CLUSTER: 1, DATABASE: 2}
+    return sorted(parts.values(), key=lambda s: (order[s.place], s.part))
 
 
-def find_helpers() -> tuple[list[Leftover], list[str]]:
-    """Every live helper process that holds a fault on this machine, by its token.
-
-    A fault's helper carries its ledger entry's id (16 hex characters); the
-    sandbox's own services carry ``sandbox-<prefix>`` (``gameday sandbox down``
-    removes them) and are not faults.
-    """
-    mine = os.getpid()
-    found = {t: p for t, p in _helper.all_helpers().items() if _ENTRY_ID.match(t) and mine not in p}
-    return [_helper_leftover(token, pids) for token, pids in sorted(found.items())], []
-
-
-@undo_handler(HELPER_ORPHAN_KIND)
-def _undo_helper(entry: Entry) -> str:
-    """Stop the helper processes with this token (as every helper-held fault's undo does)."""
-    token = str(entry.recipe["token"])
-    stopped = _helper.stop_helpers(token)
-    if not stopped:
-        return f"helper {token} already gone"
-    return f"stopped {stopped} helper process(es) with token {token}"
-
-
-def _local_finders() -> list[tuple[str, Finder]]:
-    from chaos_ext.dns.leftovers import find_tables  # noqa: PLC0415 - libnftables on demand
-    from chaos_ext.network.leftovers import find_trees  # noqa: PLC0415 - pyroute2 on demand
-
-    return [("helpers", find_helpers), ("nft tables", find_tables), ("qdiscs", find_trees)]
-
-
-def _kubernetes_finder(context: str | None) -> tuple[str, Finder]:
+def _kubernetes_finder(found: list[Scan], context: str | None) -> tuple[str, Finder]:
     def find() -> tuple[list[Leftover], list[str]]:
         from chaos_ext._core.k8s import api_client, cluster_identity  # noqa: PLC0415
-        from chaos_ext.load.leftovers import find_jobs  # noqa: PLC0415
-        from chaos_ext.node.leftovers import find_cordons  # noqa: PLC0415
-        from chaos_ext.sidecar.leftovers import find_backups  # noqa: PLC0415
 
         secrets = {"KUBERNETES_CONTEXT": context} if context else {}
         api = api_client(secrets)
         identity = cluster_identity(api, secrets)
-        found = [*find_cordons(api, identity), *find_jobs(api, identity)]
-        return [*found, *find_backups(api, identity)], []
+        leftovers: list[Leftover] = []
+        problems: list[str] = []
+        for part in found:
+            more, trouble = part.find(api, identity)
+            leftovers += more
+            problems += trouble
+        return leftovers, problems
 
-    return "kubernetes (cordoned nodes, load Jobs, sidecar template backups)", find
+    return f"kubernetes ({', '.join(s.part for s in found)})", find
 
 
-def _database_finder(dsn: str) -> tuple[str, Finder]:
+def _finders(
+    local: bool, kubernetes: bool, context: str | None, db_dsn: str | None
+) -> list[tuple[str, Finder]]:
+    every = scans()
+    finders: list[tuple[str, Finder]] = []
+    if local:
+        finders += [(s.part, s.find) for s in every if s.place == LOCAL]
+    cluster = [s for s in every if s.place == CLUSTER]
+    if kubernetes and cluster:
+        finders.append(_kubernetes_finder(cluster, context))
+    if db_dsn:
+        finders += [(s.part, _with_dsn(s, db_dsn)) for s in every if s.place == DATABASE]
+    return finders
+
+
+def _with_dsn(part: Scan, dsn: str) -> Finder:
     def find() -> tuple[list[Leftover], list[str]]:
-        from chaos_ext.db.leftovers import find_sessions  # noqa: PLC0415 - psycopg on demand
+        return part.find(dsn)
 
-        return find_sessions(dsn)
-
-    return "database sessions (PostgreSQL)", find
+    return find
 
 
 def _owned(leftover: Leftover, census: Census) -> Finding:
@@ -235,20 +199,15 @@ def scan(
     kubernetes: bool = False,
     context: str | None = None,
     db_dsn: str | None = None,
-) -> Scan:
+) -> ScanResult:
     """Find gameday's objects in the system, then whose each one is (see the module doc)."""
-    finders = _local_finders() if local else []
-    if kubernetes:
-        finders.append(_kubernetes_finder(context))
-    if db_dsn:
-        finders.append(_database_finder(db_dsn))
-    leftovers, parts, problems = _run(finders)
+    leftovers, parts, problems = _run(_finders(local, kubernetes, context, db_dsn))
     census = open_entries_on_machine()  # after the objects: an object seen has its entry
-    return Scan([_owned(lo, census) for lo in leftovers], parts, problems)
+    return ScanResult([_owned(lo, census) for lo in leftovers], parts, problems)
 
 
 def undo_orphans(
-    found: Scan, book: Ledger, *, only: Sequence[str] = ()
+    found: ScanResult, book: Ledger, *, only: Sequence[str] = ()
 ) -> list[tuple[Finding, UndoOutcome | None, str]]:
     """Undo each orphan (only those whose ``ref`` is in ``only``, if given).
 

@@ -33,7 +33,7 @@ from chaoslib.settings import get_loaded_settings
 from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, push_to_gateway
 
 from chaos_ext import __version__
-from chaos_ext._core.ledger import Entry, add_listener, remove_listener, undo_handler
+from chaos_ext._core.ledger import Entry, add_listener, remove_listener
 from chaos_ext._core.ledger import record as record_fault
 from chaos_ext.errors import InvalidArgument
 
@@ -148,8 +148,7 @@ class FaultWindows:
         }
 
 
-@undo_handler(KIND)
-def _delete_group(entry: Entry) -> str:
+def delete_group(entry: Entry) -> str:
     """Delete the run's group (idempotent: deleting a missing group succeeds)."""
     url, run_id = entry.recipe["url"], entry.recipe["run_id"]
     delete_from_gateway(url, job=JOB, grouping_key=_grouping(run_id), timeout=TIMEOUT_S)

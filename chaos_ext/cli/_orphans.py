@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext._core.ledger import Ledger
-from chaos_ext._runner.orphans import Finding, Scan, scan, undo_orphans
+from chaos_ext._runner.orphans import Finding, ScanResult, scan, undo_orphans
 from chaos_ext._runner.sweep import shielded
 from chaos_ext._runner.verdict import EXIT_FAILED, EXIT_HELD
 from chaos_ext.cli._common import add_kube_options
@@ -42,7 +42,7 @@ def add_target_options(parser: Any, *, kubernetes: bool = True) -> None:
         )
 
 
-def scan_for(args: Namespace) -> Scan:
+def scan_for(args: Namespace) -> ScanResult:
     """The cheap local scan, plus the cluster when ``--kubeconfig``/``--context`` name one,
     plus a PostgreSQL server when ``--db-dsn`` (or ``$GAMEDAY_SCAN_DSN``) names one."""
     # the kubeconfig and the DSN reach the scan and the orphan undo through the command's
@@ -57,7 +57,7 @@ def _line(finding: Finding) -> str:
     return f"  {_MARK[finding.status()]} {escape(lo.ref)}: {escape(lo.what)}{owner}"
 
 
-def orphan_lines(console: Console, found: Scan) -> bool:
+def orphan_lines(console: Console, found: ScanResult) -> bool:
     """Name every orphan and unknown object and how to remove them; True if there is one."""
     bad = [f for f in found.findings if f.status() != "owned"]
     _problems(console, found)
@@ -74,12 +74,12 @@ def orphan_lines(console: Console, found: Scan) -> bool:
     return True
 
 
-def _problems(console: Console, found: Scan) -> None:
+def _problems(console: Console, found: ScanResult) -> None:
     for problem in found.problems:
         console.print(f"  [yellow]note: {escape(problem)}[/]", highlight=False)
 
 
-def show_scan(console: Console, found: Scan) -> None:
+def show_scan(console: Console, found: ScanResult) -> None:
     """Everything the scan found, owned or not, one line each."""
     console.print(f"scanned: {', '.join(found.parts) or 'nothing'}", highlight=False)
     _problems(console, found)
@@ -95,7 +95,7 @@ def show_scan(console: Console, found: Scan) -> None:
         console.print("[green]every object found belongs to an open ledger entry[/]")
 
 
-def remove_orphans(console: Console, book: Ledger, found: Scan, only: list[str]) -> bool:
+def remove_orphans(console: Console, book: Ledger, found: ScanResult, only: list[str]) -> bool:
     """Undo the orphans (``only`` those refs, if given); True if every one is gone."""
     unknown = [f for f in found.findings if f.unknown and (not only or f.leftover.ref in only)]
     for finding in unknown:

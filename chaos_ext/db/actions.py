@@ -19,7 +19,6 @@ from chaos_ext._core.ledger import (
     fault,
     machine_scope,
     undo_after,
-    undo_handler,
 )
 from chaos_ext._core.validation import validated_by
 from chaos_ext.db._credentials import connect_params
@@ -170,8 +169,7 @@ def _hold(
     return entry, handle.ready
 
 
-@undo_handler(KIND)
-def _release(entry: Entry) -> str:
+def _release_holder(entry: Entry) -> str:
     stopped = _helper.stop_helpers(entry.id)
     if not stopped:
         return f"connections to {entry.target} already released (holder gone)"

@@ -25,7 +25,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from chaos_ext._core.ledger import Adoption, Entry, Leftover, machine_scope, undo_handler
+from chaos_ext._core.ledger import Adoption, Entry, Leftover, machine_scope
 from chaos_ext._core.settings import current_settings
 from chaos_ext.db._engines import server_identity
 from chaos_ext.errors import DatabaseError
@@ -126,8 +126,7 @@ def find_sessions(dsn: str) -> tuple[list[Leftover], list[str]]:
     return found, []
 
 
-@undo_handler(ORPHAN_KIND)
-def _undo_sessions(entry: Entry) -> str:
+def undo_sessions(entry: Entry) -> str:
     """End the orphan's sessions on the recorded server (never another one)."""
     recipe = entry.recipe
     dsn = scan_dsn()

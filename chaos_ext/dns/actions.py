@@ -17,7 +17,7 @@ from chaos_ext._core.contract import (
     rollback_activity,
 )
 from chaos_ext._core.failpoint import failpoint
-from chaos_ext._core.ledger import Entry, default_ledger, fault, undo, undo_after, undo_handler
+from chaos_ext._core.ledger import Entry, default_ledger, fault, undo, undo_after
 from chaos_ext._core.rbac import needs_k8s
 from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
 from chaos_ext._core.targets.pod import RULES as POD_RULES
@@ -133,8 +133,7 @@ def saturate_dnsmasq_tcp(
     }
 
 
-@undo_handler(HOLD_KIND)
-def _release(entry: Entry) -> str:
+def _release_hold(entry: Entry) -> str:
     stopped = _helper.stop_helpers(entry.id)
     if stopped:
         return f"stopped the helper holding TCP connections to {entry.target}; all closed"
@@ -249,7 +248,6 @@ def flood_dns(
     }
 
 
-@undo_handler(FLOOD_KIND)
 def _stop_flood(entry: Entry) -> str:
     # One worker runs inside the action and ends with it; more run as helper processes.
     stopped = _helper.stop_helpers(entry.id)
@@ -367,7 +365,6 @@ def limit_dns_rate(
     }
 
 
-@undo_handler(RATE_KIND)
 def _undo_rate_limit(entry: Entry) -> str:
     recipe = entry.recipe
     where = parse_target(recipe["target"])

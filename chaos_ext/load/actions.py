@@ -15,7 +15,7 @@ from chaos_ext._core.contract import (
     roll_back,
     rollback_activity,
 )
-from chaos_ext._core.ledger import Entry, current_run_id, default_ledger, undo_handler
+from chaos_ext._core.ledger import Entry, current_run_id, default_ledger
 from chaos_ext._core.rbac import needs_k8s
 from chaos_ext._core.validation import PARSED, validated_by
 from chaos_ext.errors import InvalidArgument, LoadError
@@ -160,7 +160,6 @@ def _drive_job(
     return {**started, "results": stopped["results"][entry.id]}
 
 
-@undo_handler(KIND)
 def _undo_load(entry: Entry) -> str:
     """Stop the load's processes (or Job); a load that never started (no results) just closes."""
     if entry.recipe.get("mode") == "kubernetes":

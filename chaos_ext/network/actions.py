@@ -19,7 +19,6 @@ from chaos_ext._core.ledger import (
     fault,
     open_entries_on_machine,
     undo_after,
-    undo_handler,
 )
 from chaos_ext._core.rbac import needs_k8s
 from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
@@ -196,7 +195,6 @@ def _sweep_unrecorded(
         return f"{label}: the target is gone, and any latency tree with it ({exc})"
 
 
-@undo_handler(KIND)
 def _undo_latency(entry: Entry) -> str:
     recipe = entry.recipe
     try:

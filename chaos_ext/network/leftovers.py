@@ -17,7 +17,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import TC_H_ROOT
 
 from chaos_ext._core import procfs as _procfs
-from chaos_ext._core.ledger import Adoption, Entry, Leftover, undo_handler
+from chaos_ext._core.ledger import Adoption, Entry, Leftover
 from chaos_ext._core.targets.identity import NETNS_KEY, namespaces, reach
 from chaos_ext._core.targets.spec import Target, parse_target
 from chaos_ext.errors import ChaosExtError, TargetGone
@@ -73,8 +73,7 @@ def find_trees() -> tuple[list[Leftover], list[str]]:
     return found, problems
 
 
-@undo_handler(ORPHAN_KIND)
-def _undo_orphan_tree(entry: Entry) -> str:
+def undo_orphan_tree(entry: Entry) -> str:
     """Delete our latency tree found without an entry (the kernel's default root back)."""
     recipe = entry.recipe
     try:

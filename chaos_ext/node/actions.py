@@ -25,7 +25,7 @@ from chaos_ext._core.k8s import (
     status_of,
     undo_api_client,
 )
-from chaos_ext._core.ledger import Entry, default_ledger, fault, undo_after, undo_handler
+from chaos_ext._core.ledger import Entry, default_ledger, fault, undo_after
 from chaos_ext._core.rbac import Rule, needs_k8s
 from chaos_ext._core.validation import require_name, require_range, validated_by
 from chaos_ext.errors import InvalidArgument, KubernetesError
@@ -244,7 +244,6 @@ def drain_nodes(
     return report
 
 
-@undo_handler(KIND)
 def _undo_drain(entry: Entry) -> str:
     """Uncordon the nodes that still carry this drain's mark, as they were; leave the others."""
     core = client.CoreV1Api(undo_api_client(entry.identity))

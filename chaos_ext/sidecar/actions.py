@@ -26,7 +26,7 @@ from chaos_ext._core.k8s import (
     status_of,
     undo_api_client,
 )
-from chaos_ext._core.ledger import Entry, default_ledger, fault, new_entry_id, undo_handler
+from chaos_ext._core.ledger import Entry, default_ledger, fault, new_entry_id
 from chaos_ext._core.rbac import Rule, needs_k8s
 from chaos_ext._core.validation import require_name, require_range, validated_by
 from chaos_ext.errors import InvalidArgument, SidecarError
@@ -147,7 +147,6 @@ def change_sidecar_template(
     }
 
 
-@undo_handler(TEMPLATE_KIND)
 def _undo_template(entry: Entry) -> str:
     """Put the previous text of every changed key back, exactly, then delete the backup."""
     recipe = entry.recipe
@@ -368,7 +367,6 @@ def rollout_drifted_workloads(
     return {**summary, "restarted": outcomes}
 
 
-@undo_handler(ROLLOUT_KIND)
 def _undo_rollout(entry: Entry) -> str:
     """Nothing to undo: a rollout is the remedy, not a fault."""
     return f"not reverted (restarted pods stay restarted): {', '.join(entry.recipe['workloads'])}"

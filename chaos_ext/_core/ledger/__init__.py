@@ -12,15 +12,15 @@ agree; a ledger that is damaged, emptied, truncated or deleted raises
 :class:`~chaos_ext.errors.LedgerInconsistent` listing what may still be
 injected, instead of answering "nothing open".
 
-Undo handlers are registered per kind by the module that injects the fault::
+Each fault kind is declared once, as a :class:`FaultKind` in its domain's
+``kinds.py`` (``FAULT_KINDS.declare(...)``, see :mod:`.kinds`), with its undo::
 
-    @undo_handler("netem")
-    def _undo_netem(entry: Entry) -> str: ...
+    def undo_netem(entry: Entry) -> str: ...
 
-The handler must be idempotent: undoing a fault that is already gone returns
+The undo must be idempotent: undoing a fault that is already gone returns
 normally (and says so). :func:`undo` imports the module named in the entry,
 checks the entry was recorded on this machine when the fault lives here,
-runs its handler and closes the entry; a handler that raises leaves the entry
+runs its kind's undo and closes the entry; a handler that raises leaves the entry
 open with the error recorded, for ``gameday rollback`` to retry.
 
 Location: ``gameday --ledger PATH`` (the command's
@@ -31,7 +31,8 @@ How it is kept (the modules of this package):
 
 * :mod:`.file` - the :class:`Ledger` (one file's entries), where the default one lives;
 * :mod:`.entry` - one entry, and whether its owner process still runs;
-* :mod:`.handlers` - the undo handlers by kind (:data:`UNDO_HANDLERS`), one entry's undo;
+* :mod:`.kinds` - one fault kind as one declared object (:class:`FaultKind`);
+* :mod:`.handlers` - the declared kinds (:data:`FAULT_KINDS`), one entry's undo;
 * :mod:`.events` - the append-only event log beside the database;
 * :mod:`.store` - the SQLite database;
 * :mod:`.marker` - the marker kept outside the ledger's folder;
@@ -61,13 +62,13 @@ from chaos_ext._core.ledger.claim import claimed
 from chaos_ext._core.ledger.entry import Entry, process_start_time
 from chaos_ext._core.ledger.file import Ledger, ledger_path, machine_scope, new_entry_id
 from chaos_ext._core.ledger.handlers import (
-    UNDO_HANDLERS,
-    UndoHandler,
+    FAULT_KINDS,
+    FaultKinds,
     UndoOutcome,
-    UndoRegistry,
     undo_claimed,
     undo_unrecorded,
 )
+from chaos_ext._core.ledger.kinds import CLUSTER, DATABASE, LOCAL, FaultKind, Scan, UndoHandler
 from chaos_ext._core.ledger.leftover import Adoption, Leftover
 from chaos_ext._core.ledger.process import (
     LISTENERS,
@@ -79,15 +80,20 @@ from chaos_ext._core.ledger.process import (
 from chaos_ext.errors import LedgerError
 
 __all__ = [
-    "UNDO_HANDLERS",
+    "CLUSTER",
+    "DATABASE",
+    "FAULT_KINDS",
+    "LOCAL",
     "Adoption",
     "Census",
     "Entry",
+    "FaultKind",
+    "FaultKinds",
     "Ledger",
     "Leftover",
+    "Scan",
     "UndoHandler",
     "UndoOutcome",
-    "UndoRegistry",
     "add_listener",
     "current_run_id",
     "default_ledger",
@@ -137,8 +143,9 @@ def set_watchdog_grace(seconds: float | None) -> None:
 
 
 def undo_handler(kind: str) -> Callable[[UndoHandler], UndoHandler]:
-    """Register the idempotent undo for a fault ``kind`` (in :data:`UNDO_HANDLERS`)."""
-    return UNDO_HANDLERS.register(kind)
+    """Declare a kind with only its idempotent undo (tests' own kinds; the package's
+    kinds are whole :class:`FaultKind` declarations)."""
+    return FAULT_KINDS.register(kind)
 
 
 def verify(path: Path | None = None, *, full: bool = False) -> check.Verdict:

@@ -1,20 +1,26 @@
-"""The undo handlers, one per fault kind, and the undo of one entry with them.
+"""The fault kinds (:data:`FAULT_KINDS`), and the undo of one entry with its kind's undo.
 
-The module that injects a fault registers its undo in :data:`UNDO_HANDLERS`
-(``@undo_handler("netem")`` in :mod:`chaos_ext._core.ledger`, which is
-``UNDO_HANDLERS.register``). :meth:`UndoRegistry.handler_for` imports the module
-an entry names when its kind is not registered yet, so ``gameday rollback``
-finds every handler without importing every fault domain first.
+Each fault kind is declared once as a :class:`~chaos_ext._core.ledger.kinds.FaultKind`
+in ``chaos_ext/<domain>/kinds.py`` (``FAULT_KINDS.declare(...)``).
+:meth:`FaultKinds.handler_for` imports the module an entry names, then the
+``kinds`` module of its package, when its kind is not declared yet, so
+``gameday rollback`` finds every undo without importing every fault domain
+first; :meth:`FaultKinds.load_all` imports every domain's declarations (the
+one place that walks the packages).
 
-A test may replace a kind's handler for a while (:meth:`UndoRegistry.swapped`,
-the mutation check's :meth:`UndoRegistry.swap`): the replacement is made from
-the registered handler when it is looked up, so the real one must exist.
+A test may declare a kind with only an undo (:meth:`FaultKinds.register`,
+``@undo_handler`` in :mod:`chaos_ext._core.ledger`), and may replace a
+kind's undo for a while (:meth:`FaultKinds.swapped`, the mutation check's
+:meth:`FaultKinds.swap`): the replacement is made from the declared undo when
+it is looked up, so the real one must exist.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
+import pkgutil
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from chaos_ext._core.failpoint import failpoint
 from chaos_ext._core.ledger.entry import Entry
+from chaos_ext._core.ledger.kinds import FaultKind, UndoHandler
 from chaos_ext._core.ledger.machine import machine_note
 from chaos_ext.errors import LedgerError, RollbackFailed
 
@@ -29,96 +36,131 @@ if TYPE_CHECKING:
     from chaos_ext._core.ledger import Ledger
 
 __all__ = [
-    "UNDO_HANDLERS",
+    "FAULT_KINDS",
+    "FaultKinds",
     "UndoHandler",
     "UndoOutcome",
-    "UndoRegistry",
     "undo_claimed",
     "undo_unrecorded",
 ]
 
-UndoHandler = Callable[[Entry], "str | None"]
-"""Undo the fault of an entry, idempotently; the note to close it with (None: "undone")."""
 Swap = Callable[[UndoHandler], UndoHandler]
+_ROOT = "chaos_ext"
 
 
-class UndoRegistry:
-    """Undo handlers by fault kind; thread safe. One instance: :data:`UNDO_HANDLERS`."""
+class FaultKinds:
+    """Every declared fault kind by name; thread safe. One instance: :data:`FAULT_KINDS`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._handlers: dict[str, UndoHandler] = {}
+        self._kinds: dict[str, FaultKind] = {}
         self._swaps: dict[str, Swap] = {}
 
-    def register(self, kind: str) -> Callable[[UndoHandler], UndoHandler]:
-        """A decorator registering the idempotent undo of fault ``kind`` (the last one wins)."""
+    def declare(self, *kinds: FaultKind) -> None:
+        """Declare ``kinds`` (a name declared again is replaced: the last one wins)."""
+        with self._lock:
+            for kind in kinds:
+                self._kinds[kind.name] = kind
+
+    def register(self, name: str) -> Callable[[UndoHandler], UndoHandler]:
+        """A decorator declaring kind ``name`` with only its undo (tests' own kinds)."""
 
         def add(func: UndoHandler) -> UndoHandler:
-            with self._lock:
-                self._handlers[kind] = func
+            self.declare(FaultKind(name=name, summary=func.__doc__ or name, undo=func))
             return func
 
         return add
 
     def kinds(self) -> list[str]:
-        """The kinds registered so far (by the modules imported so far), sorted."""
+        """The names declared so far (by the modules imported so far), sorted."""
         with self._lock:
-            return sorted(self._handlers)
+            return sorted(self._kinds)
 
-    def registered(self, kind: str) -> UndoHandler | None:
-        """The handler registered for ``kind`` (never a swapped one); None if there is none."""
+    def get(self, name: str) -> FaultKind | None:
         with self._lock:
-            return self._handlers.get(kind)
+            return self._kinds.get(name)
+
+    def declared(self) -> list[FaultKind]:
+        """The kinds declared so far, by name."""
+        with self._lock:
+            return [self._kinds[k] for k in sorted(self._kinds)]
+
+    def load_all(self) -> list[FaultKind]:
+        """Import every package's ``kinds`` module; every kind of chaos_ext, by name."""
+        root = importlib.import_module(_ROOT)
+        for info in pkgutil.iter_modules(root.__path__):
+            if info.ispkg and importlib.util.find_spec(f"{_ROOT}.{info.name}.kinds"):
+                importlib.import_module(f"{_ROOT}.{info.name}.kinds")
+        return [k for k in self.declared() if k.undo.__module__.startswith(f"{_ROOT}.")]
+
+    def for_action(self, module: str, func: str) -> FaultKind | None:
+        """The kind the fault action ``module.func`` records (None: not a fault action)."""
+        package = module.rpartition(".")[0]
+        with contextlib.suppress(ImportError):
+            importlib.import_module(f"{package}.kinds")
+        return next((k for k in self.declared() if k.module == module and func in k.actions), None)
+
+    def registered(self, name: str) -> UndoHandler | None:
+        """The undo declared for ``name`` (never a swapped one); None if there is none."""
+        kind = self.get(name)
+        return kind.undo if kind is not None else None
+
+    def _load_for(self, entry: Entry) -> None:
+        try:
+            importlib.import_module(entry.module)
+        except ImportError as exc:
+            raise RollbackFailed(
+                f"cannot import {entry.module!r} to undo {entry.kind} on {entry.target}: {exc}"
+            ) from exc
+        package = entry.module.rpartition(".")[0]
+        if self.get(entry.kind) is None and package:
+            with contextlib.suppress(ModuleNotFoundError):
+                importlib.import_module(f"{package}.kinds")
 
     def handler_for(self, entry: Entry) -> UndoHandler:
-        """The handler of ``entry``'s kind, importing the module it names if needed.
+        """The undo of ``entry``'s kind, importing its module and its ``kinds`` if needed.
 
-        Raises RollbackFailed when that module cannot be imported or registers
-        no handler for the kind.
+        Raises RollbackFailed when that module cannot be imported or declares
+        no such kind.
         """
-        if self.registered(entry.kind) is None:
-            try:
-                importlib.import_module(entry.module)
-            except ImportError as exc:
-                raise RollbackFailed(
-                    f"cannot import {entry.module!r} to undo {entry.kind} on {entry.target}: {exc}"
-                ) from exc
+        if self.get(entry.kind) is None:
+            self._load_for(entry)
         with self._lock:
-            handler, swap = self._handlers.get(entry.kind), self._swaps.get(entry.kind)
-        if handler is None:
+            kind, swap = self._kinds.get(entry.kind), self._swaps.get(entry.kind)
+        if kind is None:
             raise RollbackFailed(
-                f"no undo handler registered for fault kind {entry.kind!r} by {entry.module}"
+                f"no fault kind {entry.kind!r} declared by {entry.module} or its kinds module"
             )
-        return swap(handler) if swap is not None else handler
+        return swap(kind.undo) if swap is not None else kind.undo
 
-    def swap(self, kind: str, replace: Swap) -> Callable[[], None]:
-        """From now on, ``kind``'s handler is ``replace(registered handler)``; returns the
+    def swap(self, name: str, replace: Swap) -> Callable[[], None]:
+        """From now on, ``name``'s undo is ``replace(declared undo)``; returns the
         function that undoes the swap. Tests only: see :meth:`swapped`."""
         with self._lock:
-            previous = self._swaps.get(kind)
-            self._swaps[kind] = replace
+            previous = self._swaps.get(name)
+            self._swaps[name] = replace
 
         def restore() -> None:
             with self._lock:
                 if previous is None:
-                    self._swaps.pop(kind, None)
+                    self._swaps.pop(name, None)
                 else:
-                    self._swaps[kind] = previous
+                    self._swaps[name] = previous
 
         return restore
 
     @contextlib.contextmanager
-    def swapped(self, kind: str, replace: Swap) -> Iterator[None]:
-        """:meth:`swap` for the ``with`` block; the handler in force before comes back after."""
-        restore = self.swap(kind, replace)
+    def swapped(self, name: str, replace: Swap) -> Iterator[None]:
+        """:meth:`swap` for the ``with`` block; the undo in force before comes back after."""
+        restore = self.swap(name, replace)
         try:
             yield
         finally:
             restore()
 
 
-UNDO_HANDLERS = UndoRegistry()
-"""Every fault kind's undo handler (``@undo_handler`` fills it)."""
+FAULT_KINDS = FaultKinds()
+"""Every fault kind, declared by ``chaos_ext/<domain>/kinds.py``."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +177,7 @@ class UndoOutcome:
 
 
 def _undo_note(entry: Entry, by: str) -> str:
-    note = machine_note(entry) or UNDO_HANDLERS.handler_for(entry)(entry) or "undone"
+    note = machine_note(entry) or FAULT_KINDS.handler_for(entry)(entry) or "undone"
     return f"{by}: {note}" if by else note
 
 

@@ -4,7 +4,7 @@ Python runs this at start-up only when this folder is on ``PYTHONPATH``, which
 ``tests/test_mutation.py`` (``make mutate``) arranges, and ``support.harness``
 passes on to the CLIs it starts while ``GAMEDAY_MUTANT_UNDO`` is set. It is not
 in the package and never ships. With ``GAMEDAY_MUTANT_UNDO=<kind>``, the
-registry of :func:`chaos_ext._core.ledger.undo_handler` (``ledger.UNDO_HANDLERS``)
+declared kinds (``chaos_ext._core.ledger.FAULT_KINDS``)
 hands out, for that kind, an undo that does nothing and says it succeeded, so
 the entry closes while the fault stays injected. Each call appends a line to
 ``GAMEDAY_MUTANT_LOG``: the check counts a test as catching the mutant only if
@@ -42,7 +42,7 @@ def _install(kind: str) -> None:
         return "mutant undo: did nothing"
 
     # for the whole process: the registry swaps in the no-op only once the real one exists
-    ledger.UNDO_HANDLERS.swap(kind, lambda real: noop)
+    ledger.FAULT_KINDS.swap(kind, lambda real: noop)
 
 
 def _install_rollback(spec: str) -> None:
