@@ -18,6 +18,31 @@ from support.harness import cli_env, gameday_argv, netns_list, wait_for
 __all__ = ["cli_env", "gameday_argv", "netns_list", "wait_for"]  # re-exported for old imports
 
 
+_BY_KIND = {"--undoes": "undoes", "--rolls-back": "rolls_back"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The mutation check's selections (tests/test_mutation.py): the tests that prove a kind."""
+    for option, marker in _BY_KIND.items():
+        parser.addoption(
+            option,
+            default="",
+            metavar="KIND",
+            help=f"run only the tests marked {marker}(KIND) (the mutation check's selection)",
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``--undoes KIND`` / ``--rolls-back KIND``: keep only the tests marked for KIND."""
+    for option, marker in _BY_KIND.items():
+        wanted = config.getoption(option)
+        if not wanted:
+            continue
+        keep = [i for i in items if any(m.args[:1] == (wanted,) for m in i.iter_markers(marker))]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the VM lane in the background if this session runs it (support/vm_lane.py)."""
     if session.config.option.collectonly or os.environ.get("GAMEDAY_IN_VM") == "1":

@@ -68,7 +68,14 @@ from support.netlab import VethNs, kernel_has_netem, tc_show, veth_in_new_netns
 
 from chaos_ext import activity_modules
 from chaos_ext._core.contract import LEDGER_ID, role_of
-from chaos_ext._core.ledger import Entry, Ledger, add_listener, default_ledger, remove_listener
+from chaos_ext._core.ledger import (
+    FAULT_KINDS,
+    Entry,
+    Ledger,
+    add_listener,
+    default_ledger,
+    remove_listener,
+)
 from chaos_ext.errors import NetworkError
 from chaos_ext.network import _local
 from chaos_ext.network.actions import add_latency
@@ -215,12 +222,15 @@ def _cell_problems(
     cell: Cell, target: Any, ledger: Path, action: Callable[..., Any] | None = None
 ) -> list[str]:
     call = action or _function(cell.fault)
+    module, _, func = cell.fault.rpartition(".")
+    kind = FAULT_KINDS.for_action(module, func)
     return fault_problems(
         act=lambda: call(**cell.arguments(target)),
         rollback=_rollback_of(cell.fault),
         state=lambda: cell.state(target),
         ledger=ledger,
         live=cell.live,
+        declared=kind.name if kind is not None else "(no FaultKind declares it)",
     )
 
 

@@ -17,7 +17,7 @@ import pytest
 from support.harness import MUTANT_SITE, ROOT, TESTS
 
 from chaos_ext._core import ledger
-from chaos_ext._core.ledger import Entry, Ledger, FaultKinds, undo
+from chaos_ext._core.ledger import Entry, FaultKinds, Ledger, undo
 from chaos_ext.errors import RollbackFailed
 
 

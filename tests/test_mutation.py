@@ -1,27 +1,26 @@
 """The mutation check (issue 34): a broken undo of each fault kind fails a crash cell and its test.
 
-For each fault kind in turn, its undo handler (the ``@undo_handler`` registry
-of :mod:`chaos_ext._core.ledger`) is replaced by a no-op that says it succeeded
+For each declared fault kind in turn (``FAULT_KINDS``: nobody lists them
+here), its undo is replaced by a no-op that says it succeeded
 (``tests/support/mutant_site/sitecustomize.py``, put on ``PYTHONPATH`` for
-this pytest and every CLI it starts, never in the package). Then the kind's
-crash-matrix cells and its dedicated tests run in a child pytest (netem's
-cells, which need a kernel with netem, in the VM lane's guest: a killed
-``gameday run`` then ``gameday rollback``, and a failed apply); each test
+this pytest and every CLI it starts, never in the package). Then the tests
+marked ``undoes(kind)`` run in a child pytest (``pytest --undoes KIND``):
+the crash-matrix cells where the fault is live (the matrix marks them
+itself, from its row for the kind) and the kind's dedicated tests; netem's
+cells, which need a kernel with netem, run in the VM lane's guest. Each test
 that fails while the mutant actually ran has caught it. A table
 ``fault kind -> tests that caught the broken undo`` is printed; a kind not
 caught by at least one crash cell (when it has a row in the matrix) and one
-dedicated test fails the check. A kind registered without a row here fails too.
+dedicated test fails the check, and so does a kind no test is marked for.
 
-The second check does the same for every rollback activity (the activities
-an experiment puts in its ``rollbacks``: ``remove_latency``,
-``release_dnsmasq_tcp``, ``stop_dns_flood``, ``remove_dns_rate_limit``,
-``release_connections``, ``uncordon_drained_nodes``,
-``restore_sidecar_template``, ``stop_http_load``, ``rollback_faults``): each in
+The second check does the same for every rollback activity: each kind's
+declared ``rollback`` (and ``rollback_faults``, which undoes every kind) in
 turn becomes a no-op with the same signature that undoes nothing
-(``GAMEDAY_MUTANT_ROLLBACK``), and at least one of its tests must fail. A
-``gameday run`` sweeps what its rollbacks left, so only a test that calls the
-activity or reads its result can catch it; a rollback activity found by
-discovery without a row here fails the check.
+(``GAMEDAY_MUTANT_ROLLBACK``), and at least one of the tests marked
+``rolls_back(kind)`` must fail. A ``gameday run`` sweeps what its rollbacks
+left, so only a test that calls the activity or reads its result can catch
+it; a rollback activity found by discovery that no kind declares fails the
+check. ``GAMEDAY_MUTATE_ONLY=kind,kind`` limits both checks to those kinds.
 
 Marked ``mutation``: not part of the default run (``addopts`` deselects it);
 ``make mutate`` runs it. About 15 minutes on a busy 2-core host for the undo
@@ -32,7 +31,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -43,16 +41,8 @@ from support.harness import MUTANT_SITE, ROOT, TESTS
 
 import chaos_ext
 from chaos_ext._core import helper as _helper
-from chaos_ext._core import ledger
 from chaos_ext._core.contract import role_of
-
-_CELL = "tests/crash/test_crash_matrix.py::test_a_crash_in_any_window_leaves_nothing_after_rollback"
-
-
-def _cells(kind: str, live: str = "after-apply") -> list[str]:
-    """A kill while the fault is live, and a failure mid-apply (the action's own undo)."""
-    return [f"{_CELL}[{kind}-{live}-kill]", f"{_CELL}[{kind}-mid-apply-raise]"]
-
+from chaos_ext._core.ledger import FAULT_KINDS, FaultKind
 
 _NETEM_CELL = (
     "tests/crash/test_crash_netem_vm.py::"
@@ -60,145 +50,33 @@ _NETEM_CELL = (
 )
 # netem's crash cells need a kernel with netem: they run in the VM lane (``_caught_in_vm``)
 VM_CELLS = {"netem": [f"{_NETEM_CELL}[after-apply]", f"{_NETEM_CELL}[mid-apply-raise]"]}
-_ORPHANS = "tests/test_orphan_scan.py::"
-# fault kind -> (crash-matrix cells, dedicated tests)
-MUTANTS: dict[str, tuple[list[str], list[str]]] = {
-    "netem": (
-        VM_CELLS["netem"],
-        [
-            "tests/network/test_network_host.py::test_the_ledger_undo_alone_brings_the_saved_tree_back",
-        ],
-    ),
-    "dnsmasq-tcp-hold": (
-        _cells("dnsmasq-tcp-hold"),
-        [
-            "tests/dns/test_dns_saturation.py::"
-            "test_sigkill_runner_then_gameday_rollback_releases_the_connections",
-        ],
-    ),
-    "dns-flood": (
-        _cells("dns-flood", live="mid-apply"),
-        [
-            "tests/dns/test_dns_flood.py::test_sigkill_runner_then_gameday_rollback_stops_flood_workers",
-        ],
-    ),
-    "dns-rate-limit": (
-        _cells("dns-rate-limit"),
-        [
-            "tests/dns/test_dns_rate_limit.py::"
-            "test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_table",
-        ],
-    ),
-    "db-connections": (
-        _cells("db-connections"),
-        [
-            "tests/db/test_db_exhaust.py::"
-            "test_numeric_target_with_keepalive_then_undo_returns_to_baseline",
-        ],
-    ),
-    "http-load": (
-        _cells("http-load"),
-        [
-            "tests/load/test_load_rollback.py::"
-            "test_sigkill_of_the_runner_then_gameday_rollback_stops_the_load",
-            "tests/load/test_load_job.py::test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_job",
-        ],
-    ),
-    "node-drain": (
-        _cells("node-drain"),
-        [
-            "tests/node/test_node_rollback.py::"
-            "test_sigkill_mid_drain_then_rollback_uncordons_exactly_the_drained_nodes",
-        ],
-    ),
-    "sidecar-template": (
-        _cells("sidecar-template"),
-        [
-            "tests/sidecar/test_sidecar_template.py::"
-            "test_change_then_undo_restores_the_configmap_byte_for_byte",
-        ],
-    ),
-    "fault-window": (
-        [],
-        [
-            "tests/reporting/test_reporting_fault_windows.py::"
-            "test_gameday_rollback_after_sigkill_removes_the_group",
-        ],
-    ),
-    # the undo of what `gameday rollback --orphans` removes without a ledger (no crash cell:
-    # nothing injects them; the scan finds a dead run's leftovers)
-    "helper-orphan": (
-        [],
-        [
-            f"{_ORPHANS}test_local_orphans_are_found_without_a_ledger_and_removed",
-            "tests/db/test_db_orphans.py::test_hold_sessions_are_found_by_name_without_a_ledger_and_ended",
-        ],
-    ),
-    "netem-orphan": ([], [f"{_ORPHANS}test_local_orphans_are_found_without_a_ledger_and_removed"]),
-    "db-session-orphan": (
-        [],
-        [
-            "tests/db/test_db_orphans.py::test_hold_sessions_are_found_by_name_without_a_ledger_and_ended"
-        ],
-    ),
-}
-# kinds whose undo is a no-op by design, with the reason
-EXEMPT = {"sidecar-rollout": "a rollout is the remedy, not a fault: its undo only says so"}
-_DNS = "tests/dns/"
-# rollback activity (module:func) -> the tests that call it or read its result
-ROLLBACK_MUTANTS: dict[str, list[str]] = {
-    "chaos_ext.network.actions:remove_latency": [
-        "tests/network/test_network_host.py::test_remove_latency_without_a_ledger_entry",
-        "tests/network/test_network_host.py::test_remove_latency_leaves_a_live_runs_delay_alone",
-    ],
-    "chaos_ext.dns.actions:release_dnsmasq_tcp": [
-        f"{_DNS}test_dns_saturation.py::"
-        "test_holding_20_connections_fails_tcp_not_udp_and_undo_restores_tcp",
-    ],
-    "chaos_ext.dns.actions:stop_dns_flood": [
-        f"{_DNS}test_dns_flood.py::test_stop_dns_flood_stops_a_background_floods_workers",
-    ],
-    "chaos_ext.dns.actions:remove_dns_rate_limit": [
-        f"{_DNS}test_dns_rate_limit.py::"
-        "test_limit_holds_100_pps_when_1000_qps_are_offered_and_undo_restores",
-    ],
-    "chaos_ext.db.actions:release_connections": [
-        "tests/db/test_db_exhaust.py::"
-        "test_numeric_target_with_keepalive_then_undo_returns_to_baseline",
-    ],
-    "chaos_ext.node.actions:uncordon_drained_nodes": [
-        "tests/node/test_node_drain.py::test_undo_uncordons_exactly_what_the_drain_cordoned",
-    ],
-    "chaos_ext.sidecar.actions:restore_sidecar_template": [
-        "tests/sidecar/test_sidecar_template.py::"
-        "test_change_then_undo_restores_the_configmap_byte_for_byte",
-    ],
-    "chaos_ext.load.actions:stop_http_load": [
-        "tests/load/test_load_actions.py::"
-        "test_background_load_is_in_the_ledger_and_stopped_by_the_rollback",
-    ],
+_CRASH = "tests/crash/"
+# rollback activities that are no kind's own, with the tests that call them
+ROLLBACK_EXTRA: dict[str, list[str]] = {
     "chaos_ext.faults.actions:rollback_faults": [
         "tests/test_rollback_scope.py::"
         "test_a_live_runs_fault_is_never_undone_a_dead_runs_only_when_asked",
         "tests/sidecar/test_sidecar_template.py::test_whole_keys_new_keys_and_a_later_edit",
     ],
 }
+_ONLY = {k for k in os.environ.get("GAMEDAY_MUTATE_ONLY", "").split(",") if k}
+
+
+def _kinds() -> list[FaultKind]:
+    """Every declared kind whose undo can be broken (a remedy's undo only says so)."""
+    return [
+        k for k in FAULT_KINDS.load_all() if k.role != "remedy" and (not _ONLY or k.name in _ONLY)
+    ]
+
+
 KIND_S = 900  # one kind's child pytest: the slowest (http-load, 4 tests) took about 200 s
 
 
-def _registered_kinds() -> set[str]:
-    for info in pkgutil.walk_packages(chaos_ext.__path__, "chaos_ext."):
-        importlib.import_module(info.name)  # importing every module registers every undo handler
-    registry = ledger.UNDO_HANDLERS
-    return {
-        k for k in registry.kinds() if registry.registered(k).__module__.startswith("chaos_ext.")
-    }
-
-
 def _caught(
-    name: str, nodeids: list[str], tmp_path: Path, mutant: dict[str, str]
+    name: str, selection: list[str], tmp_path: Path, mutant: dict[str, str]
 ) -> tuple[dict[str, str], int]:
-    """Run ``nodeids`` with the ``mutant`` environment: each test's outcome, the mutant's calls."""
+    """Run ``selection`` (pytest arguments) with the ``mutant`` environment: each test's
+    outcome, the mutant's calls."""
     junit, calls = tmp_path / f"{name}.xml", tmp_path / f"{name}.calls"
     env = {
         **os.environ,
@@ -218,7 +96,7 @@ def _caught(
             "",
             "--timeout=150",
             f"--junitxml={junit}",
-            *nodeids,
+            *selection,
         ],
         env=env,
         cwd=ROOT,
@@ -274,39 +152,44 @@ def _outcomes(junit: Path) -> dict[str, str]:
     return outcomes
 
 
-def _hit(nodeid: str, failed: set[str]) -> bool:
-    """Whether ``nodeid`` (or one of its parametrized cases, e.g. ``[postgresql]``) failed."""
-    return any(f == nodeid or f.startswith(f"{nodeid}[") for f in failed)
+def _undo_row(kind: FaultKind, tmp_path: Path) -> tuple[str, list[str]]:
+    mutant = {"GAMEDAY_MUTANT_UNDO": kind.name}
+    outcomes, calls = _caught(kind.name, ["--undoes", kind.name, "tests"], tmp_path, mutant)
+    if kind.name in VM_CELLS:
+        in_vm, vm_calls = _caught_in_vm(VM_CELLS[kind.name], tmp_path, mutant)
+        outcomes, calls = {**outcomes, **in_vm}, calls + vm_calls
+    ran = {n for n, o in outcomes.items() if o != "skipped"}
+    cells = [n for n in outcomes if n.startswith(_CRASH)]
+    failed = [n for n, o in outcomes.items() if o == "failed"]
+    caught_cells = [n for n in failed if n.startswith(_CRASH)]
+    caught_own = [n for n in failed if not n.startswith(_CRASH)]
+    short = [n.rsplit("::", 1)[1] for n in [*caught_cells, *caught_own]]
+    row = f"{kind.name:18} mutant ran {calls:2}x  caught by: {', '.join(short) or '-'}"
+    problems = []
+    if not outcomes:
+        problems.append(f"{kind.name}: no test is marked undoes({kind.name!r})")
+    elif calls == 0:
+        problems.append(f"{kind.name}: the no-op undo never ran ({len(ran)} test(s) ran)")
+    if cells and not caught_cells:
+        problems.append(f"{kind.name}: no crash-matrix cell caught its broken undo")
+    if not caught_own:
+        problems.append(f"{kind.name}: no dedicated test caught its broken undo")
+    return row, problems
 
 
 @pytest.mark.mutation
-@pytest.mark.timeout(KIND_S * len(MUTANTS) + 120)
+@pytest.mark.timeout(KIND_S * 16 + 120)
 def test_every_broken_undo_is_caught_by_a_crash_cell_and_its_own_test(tmp_path: Path) -> None:
-    assert _registered_kinds() == set(MUTANTS) | set(EXEMPT), "a kind without a mutation row"
     rows, problems = [], []
-    for kind, (cells, dedicated) in MUTANTS.items():
-        mutant = {"GAMEDAY_MUTANT_UNDO": kind}
-        host = [n for n in [*cells, *dedicated] if n not in VM_CELLS.get(kind, [])]
-        outcomes, calls = _caught(kind, host, tmp_path, mutant)
-        if kind in VM_CELLS:
-            in_vm, vm_calls = _caught_in_vm(VM_CELLS[kind], tmp_path, mutant)
-            outcomes, calls = {**outcomes, **in_vm}, calls + vm_calls
-        failed = {n for n, o in outcomes.items() if o == "failed"}
-        ran = {n for n, o in outcomes.items() if o != "skipped"}
-        caught_cells = [c for c in cells if _hit(c, failed)]
-        caught_own = [d for d in dedicated if _hit(d, failed)]
-        short = [n.rsplit("::", 1)[1] for n in [*caught_cells, *caught_own]]
-        rows.append(f"{kind:18} mutant ran {calls:2}x  caught by: {', '.join(short) or '-'}")
-        if calls == 0:
-            problems.append(f"{kind}: the no-op undo never ran ({len(ran)} test(s) ran)")
-        if cells and not caught_cells:
-            problems.append(f"{kind}: no crash-matrix cell caught its broken undo")
-        if not caught_own:
-            problems.append(f"{kind}: its dedicated test did not catch its broken undo")
+    for kind in _kinds():
+        row, trouble = _undo_row(kind, tmp_path)
+        rows.append(row)
+        problems += trouble
     print("\nfault kind -> tests that caught the broken undo")  # noqa: T201 - the table is the result
     print("\n".join(rows))  # noqa: T201
-    for kind, why in EXEMPT.items():
-        print(f"{kind:18} exempt: {why}")  # noqa: T201
+    for kind in FAULT_KINDS.load_all():
+        if kind.role == "remedy":
+            print(f"{kind.name:18} exempt: a remedy, not a fault: its undo only says so")  # noqa: T201
     assert not problems, "\n".join(problems)
 
 
@@ -321,18 +204,36 @@ def _rollback_activities() -> set[str]:
     return found
 
 
+def _rollback_rows() -> dict[str, list[str]]:
+    """rollback activity -> the pytest selection of the tests that call it."""
+    rows = {
+        f"{k.module}:{k.rollback}": ["--rolls-back", k.name, "tests"]
+        for k in _kinds()
+        if k.rollback
+    }
+    if not _ONLY:
+        rows.update(ROLLBACK_EXTRA)
+    return rows
+
+
+def test_every_rollback_activity_is_a_kinds_own_or_listed() -> None:
+    """A rollback activity nobody declares would never be broken on purpose."""
+    declared = {f"{k.module}:{k.rollback}" for k in FAULT_KINDS.load_all() if k.rollback}
+    assert _rollback_activities() == declared | set(ROLLBACK_EXTRA)
+
+
 @pytest.mark.mutation
-@pytest.mark.timeout(KIND_S * len(ROLLBACK_MUTANTS) + 120)
+@pytest.mark.timeout(KIND_S * 10 + 120)
 def test_every_no_op_rollback_activity_is_caught_by_one_of_its_tests(tmp_path: Path) -> None:
-    assert _rollback_activities() == set(ROLLBACK_MUTANTS), "a rollback activity without a row"
     rows, problems = [], []
-    for activity, tests in ROLLBACK_MUTANTS.items():
+    for activity, selection in _rollback_rows().items():
         name = activity.rsplit(":", 1)[1]
-        outcomes, calls = _caught(name, tests, tmp_path, {"GAMEDAY_MUTANT_ROLLBACK": activity})
-        failed = {n for n, o in outcomes.items() if o == "failed"}
-        caught = [t.rsplit("::", 1)[1] for t in tests if _hit(t, failed)]
+        outcomes, calls = _caught(name, selection, tmp_path, {"GAMEDAY_MUTANT_ROLLBACK": activity})
+        caught = [n.rsplit("::", 1)[1] for n, o in outcomes.items() if o == "failed"]
         rows.append(f"{name:26} mutant ran {calls:2}x  caught by: {', '.join(caught) or '-'}")
-        if calls == 0:
+        if not outcomes:
+            problems.append(f"{name}: no test calls it (mark one rolls_back(kind))")
+        elif calls == 0:
             problems.append(f"{name}: the no-op rollback never ran")
         if not caught:
             problems.append(f"{name}: no test caught its no-op")

@@ -116,6 +116,8 @@ def _refs(found: dict[str, dict[str, Any]], *needles: str) -> list[str]:
     return [r[0] for r in refs]
 
 
+@pytest.mark.undoes("netem-orphan")
+@pytest.mark.undoes("helper-orphan")
 def test_local_orphans_are_found_without_a_ledger_and_removed(
     gameday: Run,
     ledger_path: Path,

@@ -36,6 +36,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("compare", "compare", "baseline vs tuned runs: per-metric differences with CIs"),
     Command("schedule", "schedule", "emit CronJob + RBAC manifests for a scheduled game day"),
     Command("catalog", "catalog", "list the named Prometheus probes and abort plans"),
+    Command("faults", "faults", "list every fault kind: actions, undo, plan, scan, deadline"),
 )
 
 

@@ -91,6 +91,8 @@ def test_refill_takes_back_the_slots_others_free(db: Db) -> None:
     wait_for(lambda: db.client_count() == 1, 10, "the connection count back at its baseline")
 
 
+@pytest.mark.rolls_back("db-connections")
+@pytest.mark.undoes("db-connections")
 def test_numeric_target_with_keepalive_then_undo_returns_to_baseline(db: Db) -> None:
     report = exhaust_connections(
         **db.args(target=12, hold_seconds=60, keepalive_seconds=1), secrets=db.secrets

@@ -38,6 +38,8 @@ def _sessions(admin: Any, name: str) -> int:
     return int(row[0])
 
 
+@pytest.mark.undoes("db-session-orphan")
+@pytest.mark.undoes("helper-orphan")
 def test_hold_sessions_are_found_by_name_without_a_ledger_and_ended(
     pg_server: postgres.PostgresServer,
     pg_admin: Any,

@@ -233,6 +233,7 @@ def test_two_worker_processes_split_the_load_and_merge_their_counts(
     assert entry.state == "closed" and find_helpers(entry.id) == []
 
 
+@pytest.mark.undoes("dns-flood")
 def test_sigkill_runner_then_gameday_rollback_stops_flood_workers(
     dns_server: Dnsmasq,
     dns_ledger: Path,
@@ -287,6 +288,7 @@ def test_sigkill_runner_then_gameday_rollback_stops_flood_workers(
     assert Ledger(dns_ledger).open_entries() == []
 
 
+@pytest.mark.rolls_back("dns-flood")
 def test_stop_dns_flood_stops_a_background_floods_workers(
     dns_server: Dnsmasq, dns_ledger: Path
 ) -> None:

@@ -49,6 +49,7 @@ def _rates(report: dict[str, Any]) -> str:
     return json.dumps({key: report[key] for key in keys})
 
 
+@pytest.mark.rolls_back("dns-rate-limit")
 @pytest.mark.slow
 def test_limit_holds_100_pps_when_1000_qps_are_offered_and_undo_restores(
     pair: ResolverPair, ledger_path: Path
@@ -203,6 +204,7 @@ def _killed_run_experiment(pair: ResolverPair) -> dict[str, Any]:
     }
 
 
+@pytest.mark.undoes("dns-rate-limit")
 @pytest.mark.slow
 def test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_table(
     pair: ResolverPair,

@@ -35,6 +35,7 @@ def _stats(server: Dnsmasq, protocol: str, samples: int = 3) -> dict[str, Any]:
     )
 
 
+@pytest.mark.rolls_back("dnsmasq-tcp-hold")
 def test_holding_20_connections_fails_tcp_not_udp_and_undo_restores_tcp(
     dns_server: Dnsmasq, dns_ledger: Path
 ) -> None:
@@ -159,6 +160,7 @@ def _saturation_experiment(server: Dnsmasq) -> dict[str, Any]:
     }
 
 
+@pytest.mark.undoes("dnsmasq-tcp-hold")
 def test_sigkill_runner_then_gameday_rollback_releases_the_connections(
     dns_server: Dnsmasq,
     dns_ledger: Path,

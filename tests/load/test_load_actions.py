@@ -75,6 +75,7 @@ def test_timeouts_are_classified(no_leaked_loads: Path, target: HttpTarget) -> N
     assert Ledger(no_leaked_loads).open_entries() == []
 
 
+@pytest.mark.rolls_back("http-load")
 def test_background_load_is_in_the_ledger_and_stopped_by_the_rollback(
     no_leaked_loads: Path, target: HttpTarget
 ) -> None:

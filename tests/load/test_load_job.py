@@ -187,6 +187,7 @@ def _experiment() -> dict[str, Any]:
     }
 
 
+@pytest.mark.undoes("http-load")
 def test_sigkill_of_the_runner_then_gameday_rollback_deletes_the_job(
     emulator: EmulatorHandle,
     ledger_path: Path,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.harness import ROOT, cli_env, gameday_argv, wait_for
 from support.servers.http_target import HttpTarget
 
@@ -82,6 +83,7 @@ def _quiet(target: HttpTarget, seconds: float = 1.5) -> bool:
     return target.stats()["requests"] == before
 
 
+@pytest.mark.undoes("http-load")
 def test_sigkill_of_the_runner_then_gameday_rollback_stops_the_load(
     no_leaked_loads: Path,
     target: HttpTarget,

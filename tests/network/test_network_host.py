@@ -227,6 +227,7 @@ def test_namespaces_are_entered_without_forking_the_runner(
     assert probes.qdisc_state("va", target=f"netns:{veth_ns.ns}")["latency_active"] is False
 
 
+@pytest.mark.rolls_back("netem")
 def test_remove_latency_without_a_ledger_entry(veth_ns: VethNs, ledger_path: Path) -> None:
     target = f"netns:{veth_ns.ns}"
     out = actions.remove_latency("va", target=target)
@@ -253,6 +254,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.rolls_back("netem")
 def test_remove_latency_leaves_a_live_runs_delay_alone(veth_ns: VethNs, ledger_path: Path) -> None:
     """Issue 22, point 5: another live run's fault on the same interface is not ours to undo."""
     target = f"netns:{veth_ns.ns}"
@@ -309,6 +311,7 @@ def test_a_restore_cut_short_after_deleting_the_tree_still_brings_the_saved_one_
     assert "left alone" in _local.restore(target, "va", saved)
 
 
+@pytest.mark.undoes("netem")
 def test_the_ledger_undo_alone_brings_the_saved_tree_back(
     veth_ns: VethNs, ledger_path: Path
 ) -> None:

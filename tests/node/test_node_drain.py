@@ -174,6 +174,7 @@ def test_an_already_cordoned_node_counts_against_the_radius(
     assert _cordoned(emulator) == {"worker-0", "worker-9"}
 
 
+@pytest.mark.rolls_back("node-drain")
 def test_undo_uncordons_exactly_what_the_drain_cordoned(
     emulator: EmulatorHandle, pool: list[str], ledger_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from support import k8s_objects as o
 from support.harness import cli_env, gameday_argv, wait_for
 from support.k8s_emulator import EmulatorHandle
@@ -21,6 +22,7 @@ def _cordoned(emulator: EmulatorHandle) -> set[str]:
     return {n["metadata"]["name"] for n in emulator.items("Node") if n["spec"].get("unschedulable")}
 
 
+@pytest.mark.undoes("node-drain")
 def test_sigkill_mid_drain_then_rollback_uncordons_exactly_the_drained_nodes(
     emulator: EmulatorHandle,
     ledger_path: Path,

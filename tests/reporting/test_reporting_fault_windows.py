@@ -129,6 +129,7 @@ def test_prometheus_sees_the_fault_window_within_one_scrape_of_the_ledger(
     assert info["metric"]["experiment"] == "fault window"
 
 
+@pytest.mark.undoes("fault-window")
 def test_gameday_rollback_after_sigkill_removes_the_group(
     ledger_path: Path,
     tmp_path: Path,

@@ -32,6 +32,8 @@ def _raw_data(emulator: EmulatorHandle) -> dict[str, str]:
     return data
 
 
+@pytest.mark.rolls_back("sidecar-template")
+@pytest.mark.undoes("sidecar-template")
 def test_change_then_undo_restores_the_configmap_byte_for_byte(
     emulator: EmulatorHandle, mesh: dict[str, Any], ledger_path: Path
 ) -> None:

@@ -51,6 +51,7 @@ NOT_LIVE = "the target shows no fault once the action returned"
 WRONG_ID = f"it returns {LEDGER_ID}"
 NOT_UNDONE = "its rollback activity leaves the entry open in the ledger"
 NOT_RESTORED = "after its rollback activity the target is not as it was"
+UNDECLARED = "the kind it records is not the FaultKind that declares this action"
 
 State = Callable[[], Any]
 
@@ -109,8 +110,10 @@ def fault_problems(
     ledger: Path,
     live: bool = True,
     settle_seconds: float = 15.0,
+    declared: str | None = None,
 ) -> list[str]:
-    """Everything the fault action ``act`` and its ``rollback`` do against §2-§3 (see above)."""
+    """Everything the fault action ``act`` and its ``rollback`` do against §2-§3 (see above);
+    with ``declared`` (a kind's name), the entries it writes must be of that kind."""
     baseline = state()
     watch = _Watch(state)
     result = _called(act, watch)
@@ -124,6 +127,9 @@ def fault_problems(
         problems.append(f"{NOT_LIVE}: still {after!r} (can the state reader see it?)")
     opened = [e.id for e, _ in watch.opened]
     problems += _id_problems(result, opened, ledger)
+    kinds = sorted({e.kind for e, _ in watch.opened})
+    if declared is not None and kinds and kinds != [declared]:
+        problems.append(f"{UNDECLARED} ({declared!r}): it records {kinds}")
     rollback()
     book = Ledger(ledger)
     left_open = [i for i in opened if (e := book.get(i)) is None or e.state != "closed"]
