@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from chaos_ext._core.ledger import CLUSTER, FAULT_KINDS, FaultKind, Leftover, Scan
+from chaos_ext._core.ledger import CLUSTER, FAULT_KINDS, FaultKind, Scan
 from chaos_ext.load.actions import KIND, _undo_load
 from chaos_ext.load.leftovers import find_jobs
 from chaos_ext.load.plan import plan_drive_http_load
 
 __all__ = ["LOAD"]
-
-
-def _jobs(api: Any, identity: dict[str, Any]) -> tuple[list[Leftover], list[str]]:
-    return find_jobs(api, identity), []
 
 
 LOAD = FaultKind(
@@ -28,7 +22,7 @@ LOAD = FaultKind(
         "Jobs labelled app.kubernetes.io/managed-by=gameday,gameday.io/load"
         " (local loads: the helpers part)",
         CLUSTER,
-        _jobs,
+        find_jobs,
     ),
     ends_by_itself="at its duration (the load's own bound)",
     failpoints=("helper.started", "helper.stopping"),

@@ -50,8 +50,10 @@ def _leftover(load: str, namespace: str, kinds: list[str], identity: dict[str, A
     )
 
 
-def find_jobs(api: client.ApiClient, identity: dict[str, Any]) -> list[Leftover]:
-    """Every load whose Job or Secret is in the cluster ``api`` reaches."""
+def find_jobs(api: client.ApiClient, identity: dict[str, Any]) -> tuple[list[Leftover], list[str]]:
+    """Every load whose Job or Secret is in the cluster ``api`` reaches.
+
+    Nothing is left unlooked at: a list that fails raises."""
     found: dict[tuple[str, str], list[str]] = {}
     lists = (
         ("Job", client.BatchV1Api(api).list_job_for_all_namespaces),
@@ -63,4 +65,4 @@ def find_jobs(api: client.ApiClient, identity: dict[str, Any]) -> list[Leftover]
             load = (meta.get("labels") or {}).get("gameday.io/load")
             if load:
                 found.setdefault((str(load), str(meta.get("namespace"))), []).append(kind)
-    return [_leftover(load, ns, kinds, identity) for (load, ns), kinds in sorted(found.items())]
+    return [_leftover(load, ns, kinds, identity) for (load, ns), kinds in sorted(found.items())], []

@@ -54,12 +54,16 @@ def _leftover(drain: str, nodes: list[str], identity: dict[str, Any]) -> Leftove
     )
 
 
-def find_cordons(api: client.ApiClient, identity: dict[str, Any]) -> list[Leftover]:
-    """Every drain whose mark is on a node of the cluster ``api`` reaches."""
+def find_cordons(
+    api: client.ApiClient, identity: dict[str, Any]
+) -> tuple[list[Leftover], list[str]]:
+    """Every drain whose mark is on a node of the cluster ``api`` reaches.
+
+    Nothing is left unlooked at: a list that fails raises."""
     drains: dict[str, list[str]] = {}
     for node in list_items(client.CoreV1Api(api).list_node, what="list nodes"):
         meta = node.get("metadata") or {}
         drain = (meta.get("annotations") or {}).get(CORDON_ANNOTATION)
         if drain:
             drains.setdefault(str(drain), []).append(str(meta.get("name")))
-    return [_leftover(d, sorted(nodes), identity) for d, nodes in sorted(drains.items())]
+    return [_leftover(d, sorted(nodes), identity) for d, nodes in sorted(drains.items())], []

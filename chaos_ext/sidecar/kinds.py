@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from chaos_ext._core.ledger import CLUSTER, FAULT_KINDS, FaultKind, Leftover, Scan
+from chaos_ext._core.ledger import CLUSTER, FAULT_KINDS, FaultKind, Scan
 from chaos_ext.sidecar.actions import ROLLOUT_KIND, TEMPLATE_KIND, _undo_rollout, _undo_template
 from chaos_ext.sidecar.leftovers import find_backups
 from chaos_ext.sidecar.plan import plan_change_sidecar_template
 
 __all__ = ["ROLLOUT", "TEMPLATE"]
-
-
-def _backups(api: Any, identity: dict[str, Any]) -> tuple[list[Leftover], list[str]]:
-    return find_backups(api, identity), []
 
 
 TEMPLATE = FaultKind(
@@ -27,7 +21,7 @@ TEMPLATE = FaultKind(
         "sidecar template backups",
         "backup ConfigMaps labelled chaos-ext.gameday/backup",
         CLUSTER,
-        _backups,
+        find_backups,
     ),
     failpoints=("sidecar-template.mid-apply", "sidecar-template.mid-undo"),
     docs="docs/sidecar.md",

@@ -88,12 +88,16 @@ def _leftover(cm: dict[str, Any], identity: dict[str, Any]) -> Leftover:
     )
 
 
-def find_backups(api: client.ApiClient, identity: dict[str, Any]) -> list[Leftover]:
-    """Every sidecar template change whose backup is in the cluster ``api`` reaches."""
+def find_backups(
+    api: client.ApiClient, identity: dict[str, Any]
+) -> tuple[list[Leftover], list[str]]:
+    """Every sidecar template change whose backup is in the cluster ``api`` reaches.
+
+    Nothing is left unlooked at: a list that fails raises."""
     found = list_items(
         client.CoreV1Api(api).list_config_map_for_all_namespaces,
         what="list ConfigMaps",
         label_selector=_SELECTOR,
     )
     found.sort(key=lambda cm: _change_id(cm.get("metadata") or {}))
-    return [_leftover(cm, identity) for cm in found]
+    return [_leftover(cm, identity) for cm in found], []
