@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import PlanCall, plan_for, plan_result, preflight_check
 from chaos_ext.db._credentials import connect_params
 from chaos_ext.db._engines import (
     ConnectFailure,
@@ -20,12 +20,8 @@ from chaos_ext.db._engines import (
     server_identity,
     standing_capacity,
 )
-from chaos_ext.db._target import (
-    Capacity,
-    check_exhaust_arguments,
-    parse_target,
-    planned_total,
-)
+from chaos_ext.db._target import Capacity, parse_target, planned_total
+from chaos_ext.db.actions import exhaust_connections
 
 __all__ = ["plan_exhaust_connections"]
 
@@ -44,35 +40,18 @@ def _would_hold(target: Any, cap: Capacity) -> tuple[int, int]:
     return (available if total is None else min(total, available)), available
 
 
-def plan_exhaust_connections(
-    engine: str,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    database: str = "",
-    user: str = "",
-    target: int | str = "max",
-    hold_seconds: float = 60.0,
-    open_concurrency: int = 16,
-    keepalive_seconds: float = 0.0,
-    connect_timeout_seconds: float = 5.0,
-    refill_seconds: float = 0.0,
-    configuration: Configuration = None,
-    secrets: Secrets = None,
-) -> dict[str, Any]:
+@plan_for(exhaust_connections)
+def plan_exhaust_connections(call: PlanCall) -> dict[str, Any]:
     """What ``exhaust_connections`` would hold on this server, from one read-only connection."""
-    arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
-    check_exhaust_arguments(arguments)
+    args = call.arguments
     params = connect_params(
-        engine=engine,
-        host=host,
-        port=port,
-        database=database,
-        user=user,
-        connect_timeout=connect_timeout_seconds,
-        secrets=secrets,
+        **{k: args[k] for k in ("engine", "host", "port", "database", "user")},
+        connect_timeout=args["connect_timeout_seconds"],
+        secrets=call.secrets,
         application_name="gameday-plan",
     )
-    wanted = parse_target(target)
+    hold_seconds = args["hold_seconds"]
+    wanted = parse_target(args["target"])
     where = f"{params.engine}://{params.host}:{params.port}/{params.database}"
     radius: dict[str, Any] = {
         "server": where,

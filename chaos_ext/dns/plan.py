@@ -15,15 +15,21 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import (
+    Configuration,
+    PlanCall,
+    Secrets,
+    plan_for,
+    plan_result,
+    preflight_check,
+)
 from chaos_ext._core.targets.access import reached, target_checks
 from chaos_ext._core.targets.identity import namespace_key
 from chaos_ext._core.targets.spec import LOCAL_KINDS, netns_path, parse_target
-from chaos_ext._core.validation import check_types
 from chaos_ext.dns import _nft, _ratelimit
-from chaos_ext.dns._checks import check_flood, check_saturation, require_server
+from chaos_ext.dns._checks import require_server
 from chaos_ext.dns._search import candidates
-from chaos_ext.dns.actions import flood_dns, saturate_dnsmasq_tcp
+from chaos_ext.dns.actions import flood_dns, limit_dns_rate, saturate_dnsmasq_tcp
 from chaos_ext.errors import ChaosExtError
 
 __all__ = ["plan_flood_dns", "plan_limit_dns_rate", "plan_saturate_dnsmasq_tcp"]
@@ -40,28 +46,12 @@ def _tcp_check(server: str, port: int, timeout: float) -> dict[str, Any]:
     return preflight_check("TCP reachable", True, f"{server}:{port} accepts TCP")
 
 
-def plan_saturate_dnsmasq_tcp(
-    server: str,
-    port: int = 53,
-    connections: int = 25,
-    hold_seconds: float = 60,
-    query_name: str = "",
-    connect_timeout_seconds: float = 3.0,
-    configuration: Configuration = None,
-    secrets: Secrets = None,
-) -> dict[str, Any]:
+@plan_for(saturate_dnsmasq_tcp)
+def plan_saturate_dnsmasq_tcp(call: PlanCall) -> dict[str, Any]:
     """The resolver ``saturate_dnsmasq_tcp`` would hold, and how many of its TCP slots."""
-    args = {
-        "server": server,
-        "port": port,
-        "connections": connections,
-        "hold_seconds": hold_seconds,
-        "query_name": query_name,
-        "connect_timeout_seconds": connect_timeout_seconds,
-    }
-    check_types(saturate_dnsmasq_tcp, args)
-    check_saturation(args)
-    server = require_server(server)
+    args = call.arguments
+    server, port, connections = require_server(args["server"]), args["port"], args["connections"]
+    hold_seconds = args["hold_seconds"]
     saturates = connections >= DNSMASQ_TCP_CHILDREN
     return plan_result(
         action="saturate_dnsmasq_tcp",
@@ -69,7 +59,7 @@ def plan_saturate_dnsmasq_tcp(
         would=f"hold {connections} idle TCP connection(s) to {server}:{port} for"
         f" {hold_seconds:g} s ({'saturates' if saturates else 'does not saturate'}"
         f" dnsmasq's {DNSMASQ_TCP_CHILDREN} TCP children)",
-        preflight=[_tcp_check(server, port, connect_timeout_seconds)],
+        preflight=[_tcp_check(server, port, args["connect_timeout_seconds"])],
         blast_radius={
             "server": server,
             "port": port,
@@ -81,49 +71,19 @@ def plan_saturate_dnsmasq_tcp(
     )
 
 
-def plan_flood_dns(
-    server: str,
-    names: list[str],
-    port: int = 53,
-    qps: float = 100,
-    duration_seconds: float = 10,
-    protocol: str = "udp",
-    search_domains: list[str] | None = None,
-    ndots: int = 1,
-    qtype: str = "A",
-    timeout_seconds: float = 1.0,
-    concurrency: int = 100,
-    max_queries: int = 0,
-    sockets: int = 4,
-    workers: int = 1,
-    configuration: Configuration = None,
-    secrets: Secrets = None,
-) -> dict[str, Any]:
+@plan_for(flood_dns)
+def plan_flood_dns(call: PlanCall) -> dict[str, Any]:
     """The resolver ``flood_dns`` would query, at what rate, for how long; contacts nothing."""
-    args = {
-        "server": server,
-        "names": names,
-        "port": port,
-        "qps": qps,
-        "duration_seconds": duration_seconds,
-        "protocol": protocol,
-        "search_domains": search_domains,
-        "ndots": ndots,
-        "qtype": qtype,
-        "timeout_seconds": timeout_seconds,
-        "concurrency": concurrency,
-        "max_queries": max_queries,
-        "sockets": sockets,
-        "workers": workers,
-    }
-    check_types(flood_dns, args)
-    check_flood(args)
-    expanded = {n: candidates(n, search_domains or [], ndots) for n in names}
-    cap = max_queries or int(qps * duration_seconds) or 1
+    args = call.arguments
+    server, port, protocol, qps = args["server"], args["port"], args["protocol"], args["qps"]
+    duration_seconds = args["duration_seconds"]
+    search, ndots = args["search_domains"] or [], args["ndots"]
+    expanded = {n: candidates(n, search, ndots) for n in args["names"]}
+    cap = args["max_queries"] or int(qps * duration_seconds) or 1
     return plan_result(
         action="flood_dns",
         targets=[f"{server}:{port}"],
-        would=f"send at most {cap} {protocol.upper()} {qtype} queries to {server}:{port}"
+        would=f"send at most {cap} {protocol.upper()} {args['qtype']} queries to {server}:{port}"
         f" at {qps:g}/s for at most {duration_seconds:g} s",
         preflight=[preflight_check("bounded", True, f"{cap} queries, {duration_seconds:g} s")],
         blast_radius={
@@ -134,7 +94,7 @@ def plan_flood_dns(
             "duration_seconds": duration_seconds,
             "max_queries": cap,
             "queries_per_lookup": {n: len(c) for n, c in expanded.items()},
-            "workers": workers,
+            "workers": args["workers"],
         },
     )
 
@@ -156,33 +116,18 @@ def _rate_limit_checks(
     return [ready, preflight_check("no rate limit there yet", not present, detail)]
 
 
-def plan_limit_dns_rate(
-    pps: int = _ratelimit.VPC_RESOLVER_PPS,
-    burst: int = 0,
-    resolvers: list[str] | None = None,
-    port: int = 53,
-    duration_seconds: float = 0,
-    target: str = "local",
-    configuration: Configuration = None,
-    secrets: Secrets = None,
-) -> dict[str, Any]:
+@plan_for(limit_dns_rate)
+def plan_limit_dns_rate(call: PlanCall) -> dict[str, Any]:
     """The namespace, resolvers and nftables table ``limit_dns_rate`` would add; adds nothing."""
-    arguments = {
-        "pps": pps,
-        "burst": burst,
-        "resolvers": resolvers,
-        "port": port,
-        "duration_seconds": duration_seconds,
-        "target": target,
-    }
-    spec = _ratelimit.check_limit_arguments(arguments)
+    spec: _ratelimit.RateLimitSpec = call.parsed  # checked and parsed once, by the action's check
+    target, configuration, secrets = call.arguments["target"], call.configuration, call.secrets
     where = parse_target(target)
     table = f"{_ratelimit.FAMILY} {_ratelimit.TABLE_PREFIX}<12 hex, drawn at injection>"
     radius: dict[str, Any] = {
         "target": where.where,
         **spec.as_dict(),
         "table": table,
-        "duration_seconds": duration_seconds,
+        "duration_seconds": call.arguments["duration_seconds"],
     }
     if where.kind in LOCAL_KINDS:
         radius["netns"] = netns_path(where) or "this host's namespace"
@@ -194,7 +139,7 @@ def plan_limit_dns_rate(
     return plan_result(
         action="limit_dns_rate",
         targets=[where.where],
-        would=f"add table {table} on {where.where}: DNS to {toward} port {port}"
+        would=f"add table {table} on {where.where}: DNS to {toward} port {call.arguments['port']}"
         f" capped at {spec.pps} packets/s",
         preflight=checks,
         blast_radius=radius,

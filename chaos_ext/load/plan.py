@@ -14,12 +14,11 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
-from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import PlanCall, plan_for, plan_result, preflight_check
 from chaos_ext._core.k8s import IDENTITY_RULE, api_client
 from chaos_ext._core.k8s_access import Access, access_checks, accesses
-from chaos_ext.load import _job, _locate
-from chaos_ext.load.actions import _check
-from chaos_ext.load.spec import JOB_KEYS, spec_from_arguments
+from chaos_ext.load import _locate
+from chaos_ext.load.actions import _Parsed, drive_http_load
 
 __all__ = ["plan_drive_http_load"]
 
@@ -46,36 +45,11 @@ def _job_accesses(namespace: str) -> list[Access]:
     ]
 
 
-def plan_drive_http_load(
-    urls: list[str] | str,
-    rate: float = 10.0,
-    duration_seconds: float = 0.0,
-    ramp: dict[str, Any] | None = None,
-    steps: list[dict[str, Any]] | None = None,
-    concurrency_limit: int = 64,
-    method: str = "GET",
-    headers: dict[str, str] | None = None,
-    body: str = "",
-    http2: bool = False,
-    timeout_seconds: float = 5.0,
-    max_rate: float = 0.0,
-    max_duration_seconds: float = 0.0,
-    processes: int = 0,
-    metrics_port: int = 0,
-    metrics_addr: str = "127.0.0.1",
-    name: str = "",
-    ca_file: str = "",
-    cause_header: str = "",
-    wait: bool = False,
-    replicas: int = 1,
-    kubernetes: dict[str, Any] | None = None,
-    configuration: Configuration = None,
-    secrets: Secrets = None,
-) -> dict[str, Any]:
+@plan_for(drive_http_load)
+def plan_drive_http_load(call: PlanCall) -> dict[str, Any]:
     """The URLs ``drive_http_load`` would load, at what rate, for how long, from where."""
-    arguments = {k: v for k, v in locals().items() if k not in ("configuration", "secrets")}
-    _check(arguments)
-    spec = spec_from_arguments(arguments, other_keys=JOB_KEYS)
+    parsed: _Parsed = call.parsed  # checked and parsed once, by the action's own check
+    spec, settings = parsed
     shown = [_locate.describe_url(u) for u in spec.urls]
     radius: dict[str, Any] = {
         "urls": shown,
@@ -86,8 +60,8 @@ def plan_drive_http_load(
         "concurrency_limit": spec.concurrency_limit,
     }
     source = "this host"
-    if _job.uses_kubernetes(arguments):
-        settings = _job.settings_from(kubernetes, replicas)
+    if settings is not None:  # a load from a Kubernetes Job
+        replicas = call.arguments["replicas"]
         source = f"an Indexed Job of {replicas} pod(s) in namespace {settings.namespace}"
         radius.update(
             {
@@ -100,11 +74,12 @@ def plan_drive_http_load(
         )
         checks = [
             preflight_check("targets", True, "reached from the pods: not tried from here"),
-            *access_checks(api_client(secrets), _job_accesses(settings.namespace)),
+            *access_checks(api_client(call.secrets), _job_accesses(settings.namespace)),
         ]
     else:
         radius["mode"] = "local"
-        checks = [_reachable(u, min(timeout_seconds, 5.0)) for u in spec.urls]
+        timeout = min(call.arguments["timeout_seconds"], 5.0)
+        checks = [_reachable(u, timeout) for u in spec.urls]
     return plan_result(
         action="drive_http_load",
         targets=shown,

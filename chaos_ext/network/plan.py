@@ -12,20 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import PlanCall, plan_for, plan_result, preflight_check
 from chaos_ext._core.targets.access import reached, target_checks
 from chaos_ext._core.targets.spec import parse_target
 from chaos_ext.errors import ChaosExtError
 from chaos_ext.network import _connect, _spec
+from chaos_ext.network.actions import _is_latency_tree, add_latency
 
 __all__ = ["plan_add_latency"]
-
-
-def _latency_present(snap: dict[str, Any]) -> bool:
-    return bool(snap.get("latency_active")) or any(
-        i.get("type") == "qdisc" and i.get("handle") == _spec.ROOT_HANDLE
-        for i in snap.get("items", [])
-    )
 
 
 def _tree_summary(snap: dict[str, Any]) -> list[str]:
@@ -37,32 +31,12 @@ def _tree_summary(snap: dict[str, Any]) -> list[str]:
     ]
 
 
-def plan_add_latency(
-    interface: str,
-    delay_seconds: float,
-    destinations: list[str],
-    ports: list[int] | None = None,
-    jitter_seconds: float = 0,
-    correlation: float = 0,
-    loss: float = 0,
-    duration_seconds: float = 0,
-    target: str = "local",
-    configuration: Configuration = None,
-    secrets: Secrets = None,
-) -> dict[str, Any]:
+@plan_for(add_latency)
+def plan_add_latency(call: PlanCall) -> dict[str, Any]:
     """Where ``add_latency`` would delay and the root qdisc it would replace; changes nothing."""
-    arguments = {
-        "interface": interface,
-        "delay_seconds": delay_seconds,
-        "destinations": destinations,
-        "ports": ports,
-        "jitter_seconds": jitter_seconds,
-        "correlation": correlation,
-        "loss": loss,
-        "duration_seconds": duration_seconds,
-        "target": target,
-    }
-    spec = _spec.check_latency_arguments(arguments)
+    spec: _spec.LatencySpec = call.parsed  # checked and parsed once, by the action's own check
+    interface, target = call.arguments["interface"], call.arguments["target"]
+    configuration, secrets = call.configuration, call.secrets
     where = parse_target(target)
     label = where.label(interface)
     checks = target_checks(where, configuration, secrets)  # CAP_NET_ADMIN, SSH reachable
@@ -70,7 +44,7 @@ def plan_add_latency(
         "target": where.where,
         "interface": interface,
         **spec.as_dict(),
-        "duration_seconds": duration_seconds,
+        "duration_seconds": call.arguments["duration_seconds"],
     }
 
     def delay_nothing(why: str) -> dict[str, Any]:
@@ -101,7 +75,7 @@ def plan_add_latency(
     except ChaosExtError as exc:
         checks.append(preflight_check("target", False, str(exc)))
         return delay_nothing("read")
-    present = _latency_present(before)
+    present = bool(before.get("latency_active")) or _is_latency_tree(before)
     checks.append(
         preflight_check(
             "no latency fault there yet",

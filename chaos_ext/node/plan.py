@@ -15,13 +15,13 @@ from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import PlanCall, plan_for, plan_result, preflight_check
 from chaos_ext._core.k8s import IDENTITY_RULE, api_client, list_items
 from chaos_ext._core.k8s_access import Access, access_checks, accesses
 from chaos_ext.errors import PreflightFailed
 from chaos_ext.node import _budgets
 from chaos_ext.node import _drain_plan as plan
-from chaos_ext.node.actions import DEFAULT_MAX_FRACTION, _check_drain
+from chaos_ext.node.actions import drain_nodes
 
 __all__ = ["plan_drain_nodes"]
 
@@ -88,28 +88,13 @@ def _budgets_now(policy: client.PolicyV1Api, core: client.CoreV1Api) -> list[_bu
     return found
 
 
-def plan_drain_nodes(
-    label_selector: str,
-    count: int = 0,
-    percent: float = 0,
-    max_fraction: float = DEFAULT_MAX_FRACTION,
-    protected_namespaces: list[str] | None = None,
-    pick: str = "random",
-    delete_emptydir_data: bool = False,
-    force: bool = False,
-    timeout_seconds: float = 300,
-    parallel: int = 8,
-    backoff_initial_seconds: float = 0.5,
-    backoff_max_seconds: float = 8.0,
-    wait_for_deletion: bool = True,
-    grace_period_seconds: int = -1,
-    uncordon_after_seconds: float = 0,
-    configuration: Configuration = None,
-    secrets: Secrets = None,
-) -> dict[str, Any]:
+@plan_for(drain_nodes)
+def plan_drain_nodes(call: PlanCall) -> dict[str, Any]:
     """The nodes ``drain_nodes`` would cordon, their pods and the budgets of each eviction."""
-    _check_drain(locals())
-    api = api_client(secrets)
+    a = call.arguments
+    label_selector, pick, force = a["label_selector"], a["pick"], a["force"]
+    count, percent, max_fraction = a["count"], a["percent"], a["max_fraction"]
+    api = api_client(call.secrets)
     core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
     nodes = [
         plan.NodeInfo.from_manifest(n)
@@ -141,14 +126,14 @@ def plan_drain_nodes(
             manifests[plan.PodInfo.from_manifest(pod).key] = pod
     plans = plan.plan_pods(
         [plan.PodInfo.from_manifest(p) for p in manifests.values()],
-        delete_emptydir_data=delete_emptydir_data,
+        delete_emptydir_data=a["delete_emptydir_data"],
         force=force,
     )
     checks.append(_check("pods drainable", lambda: plan.refusals(plans), "no pod needs a flag"))
     checks.append(
         _check(
             "protected namespaces",
-            lambda: plan.check_protected(plans, protected_namespaces or []),
+            lambda: plan.check_protected(plans, a["protected_namespaces"] or []),
             "no pod of a protected namespace",
         )
     )
@@ -158,7 +143,7 @@ def plan_drain_nodes(
     checks += access_checks(
         api,
         _drain_accesses(
-            [n.name for n in chosen], order, force=force, wait_for_deletion=wait_for_deletion
+            [n.name for n in chosen], order, force=force, wait_for_deletion=a["wait_for_deletion"]
         ),
     )
     names = [n.name for n in chosen]
@@ -172,7 +157,7 @@ def plan_drain_nodes(
         ],
         "evictions": judged,
         "force": force,
-        "timeout_seconds": timeout_seconds,
+        "timeout_seconds": a["timeout_seconds"],
     }
     if pick == "random":
         radius["note"] = "pick=random: the run draws its own nodes among the candidates"

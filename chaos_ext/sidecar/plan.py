@@ -14,27 +14,22 @@ undo do. Only get and list calls and access reviews: nothing is patched.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from kubernetes import client
 
-from chaos_ext._core.contract import Configuration, Secrets, plan_result, preflight_check
+from chaos_ext._core.contract import PlanCall, plan_for, plan_result, preflight_check
 from chaos_ext._core.k8s import IDENTITY_RULE, api_client, read_json
 from chaos_ext._core.k8s_access import Access, access_checks, accesses
 from chaos_ext.errors import ChaosExtError, InvalidArgument, SidecarError
 from chaos_ext.sidecar import _drift, _observe
 from chaos_ext.sidecar._backup import backup_name
 from chaos_ext.sidecar._template import changed_data, template_from_configmap
-from chaos_ext.sidecar.actions import _check_change
+from chaos_ext.sidecar.actions import _sha, change_sidecar_template
 
 __all__ = ["plan_change_sidecar_template"]
 
 CONTAINER = "istio-proxy"
-
-
-def _sha(text: str | None) -> str | None:
-    return None if text is None else hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _change_accesses(name: str, namespace: str) -> list[Access]:
@@ -54,18 +49,13 @@ def _change_accesses(name: str, namespace: str) -> list[Access]:
     ]
 
 
-def plan_change_sidecar_template(
-    values_patch: dict[str, Any] | None = None,
-    data: dict[str, str] | None = None,
-    configmap_name: str = "istio-sidecar-injector",
-    configmap_namespace: str = "istio-system",
-    values_key: str = "values",
-    configuration: Configuration = None,
-    secrets: Secrets = None,
-) -> dict[str, Any]:
+@plan_for(change_sidecar_template)
+def plan_change_sidecar_template(call: PlanCall) -> dict[str, Any]:
     """The keys ``change_sidecar_template`` would change and the workloads and pods it reaches."""
-    _check_change(locals())
-    api = api_client(secrets)
+    a = call.arguments
+    configmap_name, configmap_namespace = a["configmap_name"], a["configmap_namespace"]
+    values_key = a["values_key"]
+    api = api_client(call.secrets)
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     where = f"ConfigMap {configmap_namespace}/{configmap_name}"
     cm = read_json(
@@ -78,7 +68,9 @@ def plan_change_sidecar_template(
     current: dict[str, str] = dict(cm.get("data") or {})
     allowed = access_checks(api, _change_accesses(configmap_name, configmap_namespace))
     try:
-        new = changed_data(current, values_key=values_key, values_patch=values_patch, data=data)
+        new = changed_data(
+            current, values_key=values_key, values_patch=a["values_patch"], data=a["data"]
+        )
     except InvalidArgument as exc:  # the change changes nothing: the action refuses it
         return plan_result(
             action="change_sidecar_template",
