@@ -72,7 +72,14 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_kube_options(parser, purpose="the cluster read for risks (GET and LIST only)")
-    parser.add_argument("-n", "--namespace", action="append", default=[], metavar="NAME")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a namespace whose workloads are read (repeatable; default: every namespace)",
+    )
     parser.add_argument(
         "--db-dsn",
         metavar="DSN",
