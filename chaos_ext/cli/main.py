@@ -51,6 +51,8 @@ exit codes (run, gate; the most severe over all experiments: 2 > 5 > 1 > 4 > 0):
      again within --recover SECONDS (default 60)
 envelope: 0 an answer (a boundary, breaks at LOW, holds to HIGH), 1 noisy
   (runs disagree), 2 incomplete, 3 invalid input, 4 never steady
+advise: 0 no risk found, 1 risks found, 2 a source given could not be read,
+  3 invalid input (no kubeconfig, a bad option or journal)
 
 environment:
   GAMEDAY_LEDGER           path of the fault ledger (SQLite); default
