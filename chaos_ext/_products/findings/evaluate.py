@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chaos_ext._core.timeline import WINDOW_PHRASES
@@ -165,7 +165,7 @@ def _known(rule: Rule, run: RunEvidence, facts: list[str], source: str) -> Findi
         cause=_filled(rule.cause, run),
         evidence=(*facts, *_error_line(run), *_deviation_lines(run)),
         fix=Fix(_filled(rule.fix.setting, run), _filled(rule.fix.change, run)),
-        proof=rule.proof,
+        proof=replace(rule.proof, experiment=run.experiment or rule.proof.experiment),
         measure_next="",
     )
 
