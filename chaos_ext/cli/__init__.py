@@ -37,6 +37,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("schedule", "schedule", "emit CronJob + RBAC manifests for a scheduled game day"),
     Command("catalog", "catalog", "list the named Prometheus probes and abort plans"),
     Command("faults", "faults", "list every fault kind: actions, undo, plan, scan, deadline"),
+    # the journal half of `gameday advise` alone, until chaos_ext/cli/advise.py joins it
+    Command("advise", "_advise_journal", "findings of runs: each deviation's cause, fix, proof"),
 )
 
 
