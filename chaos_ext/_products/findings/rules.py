@@ -203,6 +203,7 @@ def _rule(name: str, spec: Any, source: str) -> Rule:
     if not isinstance(spec, Mapping):
         raise FindingRulesError(f"{where}: a rule is a mapping, got {spec!r}")
     _unknown(spec, _RULE_KEYS, where)
+    evidence = _evidence(spec.get("evidence"), f"{where}.evidence")
     fix, proof = spec.get("fix"), spec.get("proof")
     if not isinstance(fix, Mapping) or not isinstance(proof, Mapping):
         raise FindingRulesError(f"{where}: fix and proof are mappings")
@@ -214,7 +215,7 @@ def _rule(name: str, spec: Any, source: str) -> Rule:
     return Rule(
         name=name,
         title=_text(spec, "title", where),
-        evidence=_evidence(spec.get("evidence"), f"{where}.evidence"),
+        evidence=evidence,
         cause=_text(spec, "cause", where),
         fix=Fix(_text(fix, "setting", f"{where}.fix"), _text(fix, "change", f"{where}.fix")),
         proof=found,
