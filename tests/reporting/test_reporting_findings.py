@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ from chaos_ext._products.report.model import view_of
 from chaos_ext._products.report.render import render_markdown
 from chaos_ext.errors import FindingRulesError
 
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DEMO = ROOT / "tests" / "fixtures" / "journals" / "sandbox-demo"
 FRAGILE = sorted((DEMO / "fragile").glob("journal-*.json"))
 TUNED = sorted((DEMO / "tuned").glob("journal-*.json"))
@@ -226,3 +230,99 @@ def test_gameday_advise_journal_prints_the_same_findings(tmp_path: Path) -> None
     assert "no findings: no hypothesis deviated" in table.stdout
     missing = run_gameday(tmp_path, tmp_path / "ledger.sqlite3", "advise")
     assert missing.returncode == 3 and "--journal" in missing.stdout + missing.stderr
+
+
+class _FindingsDom(HTMLParser):
+    """The rendered report's findings: the card's count line, its rows, each finding's rule
+    and the text of its Cause/Fix paragraphs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = ""
+        self.rows = 0
+        self.rules: list[str] = []
+        self.texts: list[str] = []
+        self._into: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        classes = (found.get("class") or "").split()
+        if "findings-count" in classes:
+            self._into = "count"
+        elif "finding-row" in classes:
+            self.rows += 1
+        elif tag == "div" and "finding" in classes:  # a finding's div holds no other div
+            self.rules.append(found.get("data-rule") or "")
+            self.texts.append("")
+            self._into = "finding"
+
+    def handle_endtag(self, tag: str) -> None:
+        if (tag, self._into) in (("p", "count"), ("div", "finding")):
+            self._into = None
+
+    def handle_data(self, data: str) -> None:
+        if self._into == "count":
+            self.count += data
+        elif self._into == "finding":
+            self.texts[-1] += data
+
+
+def _rendered(journals: list[Path], tmp_path: Path) -> _FindingsDom:
+    tmp_path.mkdir()
+    out = run_gameday(
+        tmp_path,
+        tmp_path / "ledger.sqlite3",
+        "report",
+        *map(str, journals),
+        "-o",
+        str(tmp_path / "r"),
+    )
+    assert out.returncode == 0, out.stderr
+    page = (tmp_path / "r" / "report.html").resolve().as_uri()
+    dom = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            page,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    parsed = _FindingsDom()
+    parsed.feed(dom.stdout)
+    return parsed
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium missing")
+def test_chromium_shows_each_finding_and_a_count_that_agrees_with_them(tmp_path: Path) -> None:
+    shown = _rendered(FRAGILE, tmp_path / "fragile")
+    assert shown.count.strip() == "4 findings: 4 with a cause and a fix"
+    assert shown.rows == len(shown.rules) == 4
+    assert shown.rules == [EXPECTED[p.name][0] for p in FRAGILE]
+    for text, path in zip(shown.texts, FRAGILE, strict=True):
+        assert "Cause:" in text and "Fix:" in text and "Prove the fix:" in text
+        assert all(w in text for w in EXPECTED[path.name][1]), text
+    assert "NodeLocal DNSCache" in shown.texts[1]
+
+    journal = _without_method_activity(_journal(FRAGILE[1]), "app-dns-errors-per-second")
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps(journal))
+    mixed = _rendered([FRAGILE[0], unknown], tmp_path / "mixed")
+    assert mixed.count.strip() == "2 findings: 1 with a cause and a fix, 1 cause unknown"
+    assert mixed.rules == ["db-latency-amplified", "cause-unknown"]
+    assert "Measure next:" in mixed.texts[1] and "Fix:" not in mixed.texts[1]
+
+    tuned = _rendered(TUNED, tmp_path / "tuned")
+    assert tuned.count.strip() == "no findings: no hypothesis deviated"
+    assert tuned.rows == len(tuned.rules) == 0
