@@ -16,7 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chaos_ext._core.timeline import EntrySpan, Timeline, epoch, timeline_of
+from chaos_ext._core.timeline import (
+    EntrySpan,
+    Timeline,
+    epoch,
+    journal_vars,
+    substitute,
+    timeline_of,
+)
 from chaos_ext._core.timeline.journal import mappings, number
 from chaos_ext.load.onset import BucketCounts, error_classes
 
@@ -248,7 +255,7 @@ def evidence_of(journal: Mapping[str, Any], outcome: str, source: str = "") -> R
     gameday = journal.get("gameday") or {}
     experiment = journal.get("experiment") or {}
     return RunEvidence(
-        title=str(experiment.get("title") or source or "?"),
+        title=substitute(str(experiment.get("title") or source or "?"), journal_vars(journal)),
         experiment=str(gameday.get("experiment_path") or ""),
         outcome=outcome,
         timeline=timeline,
