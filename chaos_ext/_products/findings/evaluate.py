@@ -118,9 +118,19 @@ def _deviation_lines(run: RunEvidence) -> list[str]:
 
 def _filled(text: str, run: RunEvidence) -> str:
     """``${activity}``, ``${activity.key}`` or ``${key}`` (the first method activity whose
-    output has it) replaced by the run's figure; left as is when the run has none."""
+    output has it) replaced by the run's figure, ``${first_error_class}`` and
+    ``${first_error_rate}`` by the load's first error class and its onset load; left as is
+    when the run has none."""
+
+    first = run.first_error
+    onset = {
+        "first_error_class": first.error_class if first else None,
+        "first_error_rate": f"{first.onset_rate:g}" if first and first.onset_rate else None,
+    }
 
     def value(match: re.Match[str]) -> str:
+        if onset.get(match.group(1)):
+            return str(onset[match.group(1)])
         probe, _, key = match.group(1).partition(".")
         figure = run.metric(probe, key)
         if figure is None and not key:
