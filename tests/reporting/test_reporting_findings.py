@@ -93,6 +93,31 @@ def test_the_findings_quote_the_runs_own_figures() -> None:
     )
 
 
+INCIDENTS = ROOT / "tests" / "fixtures" / "journals" / "sandbox-incidents" / "fragile"
+
+
+def test_the_incident_replays_are_judged_by_the_class_of_errors_that_began_first() -> None:
+    rules = load_rules()
+    found = {
+        p.name: findings_of(_journal(p), rules) for p in sorted(INCIDENTS.glob("journal-*.json"))
+    }
+    (eks,) = found["journal-01-eks-load-test.json"]  # db-connections and dns-rate-limit both on
+    assert eks.rule == "dns-packets-rate-limited-under-load"
+    assert "error class that began first: dns at 31 req/s, +30.5 s (1323 errors)" in eks.evidence
+    assert eks.cause.startswith("DNS errors began first, at 31 req/s, while the resolver's limit")
+    assert eks.fix is not None and "ndots" in eks.fix.setting
+    (stall,) = found["journal-02-nodelocal-dns-stall.json"]  # upstream-timeout: more, but later
+    assert stall.rule == "dnsmasq-tcp-children-exhausted-under-load"
+    assert "error class that began first: dns at 6 req/s, +1.0 s (127 errors)" in stall.evidence
+    assert stall.fix is not None and "NodeLocal DNSCache" in stall.fix.setting
+    (latency,) = found["journal-03-app-db-latency.json"]
+    assert latency.rule == "db-latency-amplified"
+    # ${median_ms} is the figure that moved (during the delay), not the first one measured
+    assert "rose to 201.215 ms" in latency.cause
+    # its load had no error; the rollback also returned earlier runs' loads of the same name
+    assert not [e for e in latency.evidence if "errors of the load" in e]
+
+
 def test_the_tuned_runs_have_no_finding() -> None:
     rules = load_rules()
     assert len(TUNED) == 4

@@ -116,11 +116,12 @@ def _deviation_lines(run: RunEvidence) -> list[str]:
     ]
 
 
-def _filled(text: str, run: RunEvidence) -> str:
+def _filled(text: str, run: RunEvidence, moved: Sequence[str] = ()) -> str:
     """``${activity}``, ``${activity.key}`` or ``${key}`` (the first method activity whose
     output has it) replaced by the run's figure, ``${first_error_class}`` and
     ``${first_error_rate}`` by the load's first error class and its onset load; left as is
-    when the run has none."""
+    when the run has none. A ``${key}`` is looked for first in the activities that moved
+    (``moved``: those the rule's conditions held on), then in the method's order."""
 
     first = run.first_error
     onset = {
@@ -134,18 +135,26 @@ def _filled(text: str, run: RunEvidence) -> str:
         probe, _, key = match.group(1).partition(".")
         figure = run.metric(probe, key)
         if figure is None and not key:
-            figure = run.any_key(probe)
+            found = (run.metric(name, probe) for name in moved)
+            figure = next((f for f in found if f is not None), None) or run.any_key(probe)
         return match.group(0) if figure is None else f"{figure.value:g}"
 
     return _VAR.sub(value, text)
 
 
-def _try(rule: Rule, run: RunEvidence) -> tuple[list[str], list[str]] | None:
-    """(facts, what failed) when one of the rule's faults was on; None when none was."""
+@dataclass(frozen=True)
+class _Tried:
+    facts: list[str]  # what held, one line each
+    missing: list[str]  # what did not
+    moved: list[str]  # the activities whose figures held the rule's conditions
+
+
+def _try(rule: Rule, run: RunEvidence) -> _Tried | None:
+    """What held and what did not, when one of the rule's faults was on; None when none was."""
     kinds = {f.kind for f in run.faults}
     if not kinds & set(rule.evidence.faults):
         return None
-    facts, missing = _fault_lines(run, rule.evidence.faults), []
+    facts, missing, moved = _fault_lines(run, rule.evidence.faults), [], []
     first = run.first_error
     if rule.evidence.errors_first and (
         first is None or first.error_class not in rule.evidence.errors_first
@@ -158,23 +167,25 @@ def _try(rule: Rule, run: RunEvidence) -> tuple[list[str], list[str]] | None:
         holds, fails = _metric_hits(run, condition)
         if holds:
             facts.append(_metric_line(run, holds[0], condition))
+            moved.append(holds[0].probe)
         elif fails:
             missing.append(f"{condition.describe()} did not hold ({fails[0].value:.4g})")
         else:
             missing.append(f"no method probe {condition.probe!r} measured it")
-    return facts, missing
+    return _Tried(facts, missing, moved)
 
 
-def _known(rule: Rule, run: RunEvidence, facts: list[str], source: str) -> Finding:
+def _known(rule: Rule, run: RunEvidence, tried: _Tried, source: str) -> Finding:
+    facts, moved = tried.facts, tried.moved
     return Finding(
         experiment=run.title,
         experiment_path=run.experiment,
         source=source,
         rule=rule.name,
         title=rule.title,
-        cause=_filled(rule.cause, run),
+        cause=_filled(rule.cause, run, moved),
         evidence=(*facts, *_error_line(run), *_deviation_lines(run)),
-        fix=Fix(_filled(rule.fix.setting, run), _filled(rule.fix.change, run)),
+        fix=Fix(_filled(rule.fix.setting, run, moved), _filled(rule.fix.change, run, moved)),
         proof=replace(rule.proof, experiment=run.experiment or rule.proof.experiment),
         measure_next="",
     )
@@ -211,11 +222,10 @@ def findings_of(
         tried = _try(rule, run)
         if tried is None:
             continue
-        facts, missing = tried
-        if missing:
-            near.append((rule, missing))
+        if tried.missing:
+            near.append((rule, tried.missing))
         else:
-            found.append(_known(rule, run, facts, source))
+            found.append(_known(rule, run, tried, source))
     return found or [_unknown(run, near, source)]
 
 

@@ -204,8 +204,10 @@ def _classes(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _load_errors(journal: Mapping[str, Any]) -> list[ErrorOnset]:
-    """Every load's error classes; the earliest onset first (then the largest class)."""
+def _load_errors(journal: Mapping[str, Any], ours: frozenset[str]) -> list[ErrorOnset]:
+    """The error classes of the run's own loads (ledger ids ``ours``; empty: every load the
+    journal names), the earliest onset first (then the largest class). A rollback that
+    stops loads by name also returns earlier runs' loads of that name: those are left out."""
     starts = _load_starts(journal)
     found: list[ErrorOnset] = []
     for run in [*mappings(journal.get("run")), *mappings(journal.get("rollbacks"))]:
@@ -223,6 +225,8 @@ def _load_errors(journal: Mapping[str, Any]) -> list[ErrorOnset]:
     seen: set[tuple[str, str]] = set()
     unique = []
     for onset in found:  # an error_onset probe and the rollback may report the same load
+        if ours and onset.load not in ours:
+            continue
         if (onset.load, onset.error_class) not in seen:
             seen.add((onset.load, onset.error_class))
             unique.append(onset)
@@ -260,7 +264,7 @@ def evidence_of(journal: Mapping[str, Any], outcome: str, source: str = "") -> R
         outcome=outcome,
         timeline=timeline,
         faults=timeline.faults(),
-        errors=tuple(_load_errors(journal)),
+        errors=tuple(_load_errors(journal, frozenset(e.id for e in timeline.loads()))),
         outputs={_name(r): r.get("output") for r in _succeeded(journal)},
         ended={_name(r): t for r in _succeeded(journal) if (t := epoch(r.get("end"))) is not None},
         deviations=_deviations(timeline),
