@@ -27,7 +27,7 @@ from chaos_ext._core.timeline import (
 from chaos_ext._core.timeline.journal import mappings, number
 from chaos_ext.load.onset import BucketCounts, error_classes
 
-__all__ = ["ErrorOnset", "MetricValue", "RunEvidence", "evidence_of"]
+__all__ = ["Deviation", "ErrorOnset", "MetricValue", "RunEvidence", "evidence_of", "metric_of"]
 
 _ONSET = ("chaos_ext.load.probes", "error_onset")
 _STOP_LOAD = ("chaos_ext.load.actions", "stop_http_load")
