@@ -42,7 +42,8 @@ it for a failed activity::
         ├── ExperimentInvalid           an experiment cannot run as written (validate, run)
         ├── ControlProblem              a declared control would not protect the run
         ├── JournalError                not a readable Chaos Toolkit journal
-        └── EnvelopeError               not a readable envelope.json
+        ├── EnvelopeError               not a readable envelope.json
+        └── FindingRulesError           a findings rule file gameday cannot use
     ConnectFailure                      one database connection attempt failed (the
                                         exhaustion loop's signal; never leaves chaos_ext.db)
 
@@ -71,6 +72,7 @@ __all__ = [
     "EnvelopeError",
     "EnvoyError",
     "ExperimentInvalid",
+    "FindingRulesError",
     "InputError",
     "InvalidArgument",
     "JournalError",
@@ -233,6 +235,10 @@ class JournalError(InputError):
 
 class EnvelopeError(InputError):
     """A file that is not a readable envelope.json."""
+
+
+class FindingRulesError(InputError):
+    """A finding rule file gameday cannot use (``probes/findings/``, ``$GAMEDAY_FINDINGS``)."""
 
 
 class ConnectFailure(Exception):

@@ -85,7 +85,8 @@ def test_the_wheel_of_the_dockerfile_files_has_the_catalog_and_validates_the_edg
     names = set(zipfile.ZipFile(wheel).namelist())
     catalog = {n for n in names if n.startswith("chaos_ext/prometheus/catalog/")}
     assert {
-        f"chaos_ext/prometheus/catalog/{n}.yaml" for n in ("http", "dns", "db", "abort/edge")
+        f"chaos_ext/prometheus/catalog/{n}.yaml"
+        for n in ("http", "dns", "db", "abort/edge", "findings/incidents")
     } <= catalog, sorted(names)
 
     site = tmp_path / "site"

@@ -92,6 +92,7 @@ def test_the_wheel_ships_data_not_test_servers(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"chaos_ext/prometheus/catalog/{n}.yaml" for n in ("http", "dns", "db")} <= names
     assert "chaos_ext/prometheus/catalog/abort/edge.yaml" in names
+    assert "chaos_ext/prometheus/catalog/findings/incidents.yaml" in names  # the finding rules
     profiles = {f"chaos_ext/envoy/profiles/{n}.yaml" for n in ("envoy-edge", "hardened", "sidecar")}
     assert profiles <= names
     assert "chaos_ext/_products/report/templates/report.html.j2" in names

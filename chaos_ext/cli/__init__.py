@@ -27,7 +27,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("envelope", "envelope", "find the magnitude at which a hypothesis breaks"),
     Command("validate", "validate", "validate experiments, touch nothing"),
     Command("plan", "plan", "show each fault's blast radius and preflights, inject nothing"),
-    Command("advise", "advise", "list the incidents' risks in a cluster, read-only"),
+    Command("advise", "advise", "what to fix: findings of runs, and a cluster's incident risks"),
     Command("ledger", "ledger", "list open faults; check or repair the ledger"),
     Command("rollback", "ledger", "undo every open fault"),
     Command("sandbox", "sandbox", "bring the local sandbox platform up or down"),

@@ -23,6 +23,8 @@ from chaos_ext._core.timeline import (
     substitute,
     timeline_of,
 )
+from chaos_ext._products.findings import Finding
+from chaos_ext._products.report.findings import findings_part
 from chaos_ext._products.report.incidents import IncidentView, incident_part
 from chaos_ext._products.report.journals import inline_secrets, load_journal, redact_journal
 from chaos_ext._products.report.notes import clock, notes_part, recovery_line
@@ -144,6 +146,8 @@ class RunView:
     rollbacks_skipped: str = ""  # why no rollback ran (nothing was injected)
     recovery: Mapping[str, Any] | None = None  # gameday.recovery: how fast it came back
     incident: IncidentView | None = None  # an incident replay's errors by cause, amplification
+    findings: tuple[Finding, ...] = ()  # a deviated run's cause, fix and proof (or cause unknown)
+    findings_error: str = ""  # why no finding could be made (a rule file gameday cannot use)
     timeline: Timeline = field(default_factory=lambda: Timeline(0.0, 0.0))  # the run's one
     text_vars: Mapping[str, Any] = field(default_factory=dict)  # ${var} values of its texts
     units: Mapping[str, str] = field(default_factory=dict)  # series name -> unit (units.py)
@@ -362,6 +366,7 @@ def view_of(journal: Mapping[str, Any], source: str = "") -> RunView:
         **_verdict_part(journal, gameday),
         **notes_part(journal),
         **incident_part(journal),
+        **findings_part(journal, source),
         start=parse_time(journal.get("start")),
         end=end,
         checks=tuple(_checks(journal, declared["tolerances"])),

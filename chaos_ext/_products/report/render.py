@@ -22,6 +22,7 @@ from chaos_ext._core.percentile import METHOD
 from chaos_ext._products.envelope.render import copy_envelopes, envelope_context
 from chaos_ext._products.envelope.view import EnvelopeView
 from chaos_ext._products.report.charts import chart_svg
+from chaos_ext._products.report.findings import findings_summary
 from chaos_ext._products.report.model import RunView, retry_commands, unsteady_text
 from chaos_ext._products.report.notes import clock
 from chaos_ext._products.report.recovery_window import recovery_window
@@ -143,7 +144,10 @@ def _context(
     views: Sequence[RunView], title: str, charts: bool, envelopes: Sequence[EnvelopeView] = ()
 ) -> dict[str, Any]:
     experiments = [_experiment(v, i, charts) for i, v in enumerate(views)]
+    findings = [f for v in views for f in v.findings]
     return {
+        "findings": findings,
+        "findings_summary": findings_summary(findings),
         "title": title,
         "envelopes": envelope_context(envelopes, charts),
         "generated": _when(time.time()),
