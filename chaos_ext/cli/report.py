@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from chaos_ext._runner.verdict import EXIT_INVALID
 from chaos_ext.cli._journals import load_envelopes, load_views
@@ -38,6 +40,8 @@ examples:
   gameday report journal-db-latency.json -o reports/2026-12-01/
   gameday report out/ -o reports/tuesday/ --title "Tuesday game day"
   gameday report out/dns-fragile out/dns-tuned -o reports/envelopes/
+  gameday advise --json --namespace shop > risks.json
+  gameday report out/ -o reports/tuesday/ --risks risks.json   # with the cluster's risks
 """
 
 
@@ -62,13 +66,32 @@ def register(sub: Any) -> None:
         metavar="VALUE",
         help="a further value to mask wherever it appears (repeatable)",
     )
+    parser.add_argument(
+        "--risks",
+        metavar="FILE",
+        help="the output of `gameday advise --json`: a section listing the cluster's risks",
+    )
     parser.set_defaults(handler=handle)
+
+
+def _advice(path: str | None, console: Console) -> tuple[bool, Any]:
+    """(ok, the Advice in ``path`` or None); a file that is not advise's JSON is one line."""
+    if path is None:
+        return True, None
+    from chaos_ext._products.advise.risks import Advice  # noqa: PLC0415 - only with --risks
+
+    try:
+        return True, Advice.from_dict(json.loads(Path(path).read_text()))
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]--risks {escape(path)}: {escape(str(exc))}[/]", highlight=False)
+        return False, None
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     from chaos_ext._products.report.render import write_report  # noqa: PLC0415 - matplotlib is heavy
 
-    envelopes = load_envelopes(args.journals, console)
+    ok, advice = _advice(args.risks, console)
+    envelopes = load_envelopes(args.journals, console) if ok else None
     if envelopes is None:
         return EXIT_INVALID
     views, others = envelopes
@@ -77,7 +100,9 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         return EXIT_INVALID
     journals = [journal for journal, _ in loaded]
     runs = [view for _, view in loaded]
-    files = write_report(runs, journals, Path(args.output), args.title, views, args.redact)
+    files = write_report(
+        runs, journals, Path(args.output), args.title, views, args.redact, advice=advice
+    )
     for view in views:
         console.print(f"envelope {view.label}: {view.summary}", highlight=False, markup=False)
     console.print(f"report: {files.html}", highlight=False)

@@ -102,3 +102,25 @@ class Advice:
             "notes": list(self.notes),
             "problems": list(self.problems),
         }
+
+    @classmethod
+    def from_dict(cls, document: Any) -> Advice:
+        """What :meth:`as_dict` wrote (``gameday advise --json``); ValueError naming what is
+        wrong (an unknown risk kind, a missing key)."""
+        if not isinstance(document, dict) or not isinstance(document.get("risks"), list):
+            raise ValueError("not the output of `gameday advise --json` (no 'risks' list)")
+        risks = []
+        for item in document["risks"]:
+            kind = item.get("kind") if isinstance(item, dict) else None
+            if kind not in KINDS:
+                raise ValueError(f"unknown risk kind {kind!r} (known: {', '.join(KINDS)})")
+            risks.append(
+                Risk(
+                    kind=str(kind),
+                    objects=tuple(str(o) for o in item.get("objects", [])),
+                    evidence=str(item.get("evidence", "")),
+                    details=dict(item.get("details") or {}),
+                )
+            )
+        notes = [str(n) for n in document.get("notes", [])]
+        return cls(risks, notes, [str(p) for p in document.get("problems", [])])

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from chaos_ext import __version__
 from chaos_ext._core.percentile import METHOD
+from chaos_ext._products.advise.html import render_risks_html
+from chaos_ext._products.advise.risks import Advice
 from chaos_ext._products.envelope.render import copy_envelopes, envelope_context
 from chaos_ext._products.envelope.view import EnvelopeView
 from chaos_ext._products.report.charts import chart_svg
@@ -141,11 +144,17 @@ def _experiment(view: RunView, index: int, charts: bool) -> dict[str, Any]:
 
 
 def _context(
-    views: Sequence[RunView], title: str, charts: bool, envelopes: Sequence[EnvelopeView] = ()
+    views: Sequence[RunView],
+    title: str,
+    charts: bool,
+    envelopes: Sequence[EnvelopeView] = (),
+    advice: Advice | None = None,
 ) -> dict[str, Any]:
     experiments = [_experiment(v, i, charts) for i, v in enumerate(views)]
     findings = [f for v in views for f in v.findings]
     return {
+        "advice": advice,
+        "risks_html": Markup(render_risks_html(advice.risks)) if advice is not None else None,  # noqa: S704 - escaped by render_risks_html
         "findings": findings,
         "findings_summary": findings_summary(findings),
         "title": title,
@@ -164,19 +173,26 @@ def _context(
 
 
 def render_html(
-    views: Sequence[RunView], title: str, envelopes: Sequence[EnvelopeView] = ()
+    views: Sequence[RunView],
+    title: str,
+    envelopes: Sequence[EnvelopeView] = (),
+    advice: Advice | None = None,
 ) -> str:
-    """The self-contained HTML report (envelopes first, drawn)."""
+    """The self-contained HTML report (envelopes first, drawn; ``advice``: the risks
+    ``gameday advise`` read from a cluster, as a section)."""
     template = environment().get_template("report.html.j2")
-    return template.render(_context(views, title, True, envelopes))
+    return template.render(_context(views, title, True, envelopes, advice))
 
 
 def render_markdown(
-    views: Sequence[RunView], title: str, envelopes: Sequence[EnvelopeView] = ()
+    views: Sequence[RunView],
+    title: str,
+    envelopes: Sequence[EnvelopeView] = (),
+    advice: Advice | None = None,
 ) -> str:
     """The Markdown summary (no charts)."""
     template = environment().get_template("summary.md.j2")
-    return paragraphs(template.render(_context(views, title, False, envelopes)))
+    return paragraphs(template.render(_context(views, title, False, envelopes, advice)))
 
 
 def paragraphs(text: str) -> str:
@@ -203,14 +219,15 @@ def write_report(
     title: str,
     envelopes: Sequence[EnvelopeView] = (),
     secrets: Sequence[str] = (),
+    advice: Advice | None = None,
 ) -> ReportFiles:
     """Write ``report.html``, ``summary.md`` and the redacted journals under ``out``
-    (an envelope's files under ``out/envelopes/``)."""
+    (an envelope's files under ``out/envelopes/``; ``advice``: a risks section)."""
     out.mkdir(parents=True, exist_ok=True)
     html = out / "report.html"
-    html.write_text(render_html(views, title, envelopes))
+    html.write_text(render_html(views, title, envelopes, advice))
     markdown = out / "summary.md"
-    markdown.write_text(render_markdown(views, title, envelopes))
+    markdown.write_text(render_markdown(views, title, envelopes, advice))
     copy_envelopes(envelopes, out, secrets)
     folder = out / "journals"
     folder.mkdir(exist_ok=True)
