@@ -30,6 +30,7 @@ from chaos_ext._core.prometheus_api.promql import check_promql, validating
 from chaos_ext._core.prometheus_api.promql_versions import Target, forms, forms_in
 from chaos_ext._products.sandbox.servers import prometheus
 from chaos_ext._products.sandbox.servers.prometheus import PrometheusServer
+from chaos_ext.errors import InvalidArgument
 
 Gameday = Callable[..., subprocess.CompletedProcess[str]]
 TABLE = Path(__file__).resolve().parents[2] / "chaos_ext/_core/prometheus_api/promql_versions.json"
@@ -277,3 +278,34 @@ def test_the_table_names_its_source_commit_and_licence() -> None:
     assert re.fullmatch(r"[0-9a-f]{40}", table["commit"])
     assert table["licence"].startswith("Apache-2.0")
     assert all(row["source"] and row["example"] for row in table["forms"])
+
+
+CORPUS = Path(__file__).parent / "fixtures" / "promql_corpus"  # SOURCES.md there
+
+
+def _corpus(name: str) -> list[str]:
+    return (CORPUS / name).read_text().splitlines()
+
+
+def test_offline_nothing_of_prometheus_own_tests_is_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """1,828 expressions of Prometheus' engine tests (main after 3.14, every feature on)
+    and 518 of 2.42's: the offline check refuses none. For a 2.42 target, not one of
+    2.42's own is warned about."""
+    newest = _corpus("prometheus-main-d15adb9.txt")
+    debian = _corpus("prometheus-2.42.0.txt")
+    assert (len(newest), len(debian)) == (1828, 518)
+    refused = []
+    with validating(target=DEBIAN):
+        for expr in [*newest, *debian]:
+            try:
+                check_promql(expr)
+            except InvalidArgument as exc:
+                refused.append(str(exc))
+        assert refused == []
+        caplog.clear()
+        caplog.set_level(logging.WARNING)
+        for expr in debian:
+            check_promql(expr)
+    assert [r.getMessage() for r in caplog.records] == []

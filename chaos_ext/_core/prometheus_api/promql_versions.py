@@ -47,8 +47,11 @@ _MASKED = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|`[^`]*`|#[^\n]
 _CALL = re.compile(r"(?<![\w:.])([A-Za-z_]\w*)\s*\(")
 _AGGREGATION = re.compile(r"(?<![\w:.])(group|limitk|limit_ratio)\s*(?:\(|by\b|without\b)")
 _BRACKETS = re.compile(r"\[([^\[\]]*)\]")
-_OFFSET = re.compile(r"\boffset\s*")
-_RANGE_MODIFIER = re.compile(r"(?<=[\]\}\w])(\s+)(smoothed|anchored)\b(?!\s*[({=,])")
+_OFFSET = re.compile(r"\boffset\s*", re.IGNORECASE)  # keywords: any case
+_OFFSET_EXPR = re.compile(r"[-+]?\s*(?:\(|(?:step|range|min_of|max_of)\s*\()", re.IGNORECASE)
+_RANGE_MODIFIER = re.compile(r"(?<=[\]\}\w])(\s+)(smoothed|anchored)\b(?!\s*[({=])", re.IGNORECASE)
+_DURATION_LITERAL = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|[smhdwy]))+")
+_INFO = re.compile(r"(?<![\w:.])info\s*\(")
 _TRIM = re.compile(r"[<>]/")
 _BRACES = re.compile(r"\{[^{}]*\}")
 _QUOTED_NAME = re.compile(r'[{,]\s*"')
@@ -181,7 +184,7 @@ def _duration_spans(masked: str) -> Iterator[tuple[int, int]]:
     for match in _OFFSET.finditer(masked):
         start = match.end()
         rest = masked[start:]
-        call = re.match(r"-?\s*(?:\(|(?:step|range|min_of|max_of)\s*\()", rest)
+        call = _OFFSET_EXPR.match(rest)
         if call:
             end = _closing(masked, start + call.end() - 1)
             if end > 0:
@@ -190,9 +193,10 @@ def _duration_spans(masked: str) -> Iterator[tuple[int, int]]:
 
 def _is_duration(text: str) -> bool:
     """A duration expression: numbers and durations, + - * / % ^, parentheses, step(),
-    range(), min_of(), max_of()."""
+    range(), min_of(), max_of() (keywords, in any case). Durations are read as numbers:
+    the offline parser refuses ``0s`` alone."""
     try:
-        node = promql_parser.parse(text)
+        node = promql_parser.parse(_DURATION_LITERAL.sub("1", text).lower())
     except ValueError:
         return False
     return _duration_node(node)
@@ -218,7 +222,7 @@ def forms_in(expr: str) -> list[Form]:
     durations = list(_duration_spans(masked))
     for start, end in durations:
         names.add("duration expression")
-        calls = _CALL.findall(masked[start:end])
+        calls = [call.lower() for call in _CALL.findall(masked[start:end])]
         names.update(_DURATION_CALLS[call] for call in calls if call in _DURATION_CALLS)
     inside = {i for start, end in durations for i in range(start, end)}
     for match in _CALL.finditer(masked):
@@ -228,10 +232,10 @@ def forms_in(expr: str) -> list[Form]:
             continue
         names.add("fill" if name in _FILL else name)
     names.update(_AGGREGATION.findall(masked))
-    names.update(m.group(2) for m in _RANGE_MODIFIER.finditer(masked))
+    names.update(m.group(2).lower() for m in _RANGE_MODIFIER.finditer(masked))
     if "@" in masked:
         names.add("@")
-    if re.search(r"\boffset\s*-", masked):
+    if re.search(r"\boffset\s*-", masked, re.IGNORECASE):
         names.add("negative offset")
     if _TRIM.search(masked):
         names.add("histogram trim operator")
@@ -260,12 +264,24 @@ def for_the_parser(expr: str) -> str:
 
 
 def parser_names(expr: str) -> str:
-    """``expr`` with the functions Prometheus removed named as their successors, for the
-    offline parser (which no longer knows them)."""
+    """``expr`` for the offline parser only (positions change): the functions Prometheus
+    removed named as their successors, which it knows, and a matcher added to the
+    label selector of ``info()``'s second argument, which Prometheus lets match empty
+    (``{data=~".*"}``) but the parser refuses as a selector."""
     masked = _masked(expr)
+    edits: list[tuple[int, int, str]] = []
     for old, new in _PARSER_NAMES.items():
-        for match in reversed(list(re.finditer(rf"(?<![\w:.]){old}(?=\s*\()", masked))):
-            expr = expr[: match.start()] + new + expr[match.end() :]
+        for match in re.finditer(rf"(?<![\w:.]){old}(?=\s*\()", masked):
+            edits.append((match.start(), match.end(), new))
+    for match in _INFO.finditer(masked):
+        end = _closing(masked, match.end() - 1)
+        brace = re.search(r",\s*\{", masked[match.end() : end]) if end > 0 else None
+        if brace:
+            at = match.end() + brace.end()
+            empty = masked[at:].lstrip().startswith("}")
+            edits.append((at, at, 'gameday_offline="x"' + ("" if empty else ",")))
+    for start, end, text in sorted(edits, reverse=True):
+        expr = expr[:start] + text + expr[end:]
     return expr
 
 
