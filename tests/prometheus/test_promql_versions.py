@@ -309,3 +309,18 @@ def test_offline_nothing_of_prometheus_own_tests_is_refused(
         for expr in debian:
             check_promql(expr)
     assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_min_and_max_in_a_duration_are_named_as_renamed_in_3_13(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """3.6 to 3.12 took ``min()``/``max()`` in durations; 3.13 renamed them min_of/max_of."""
+    caplog.set_level(logging.WARNING)
+    for version in ((3, 8), (3, 13)):
+        with validating(target=Target(version, f"Prometheus {version}")):
+            check_promql("rate(up[min(1m, step())])")
+    in_3_8, in_3_13 = (r.getMessage() for r in caplog.records)
+    assert "min()/max() in a duration needs --enable-feature=promql-duration-expr" in in_3_8
+    assert "min()/max() in a duration was removed in Prometheus 3.13: use min_of()/max_of()" in (
+        in_3_13
+    )

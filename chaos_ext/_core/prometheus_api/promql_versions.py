@@ -48,9 +48,12 @@ _CALL = re.compile(r"(?<![\w:.])([A-Za-z_]\w*)\s*\(")
 _AGGREGATION = re.compile(r"(?<![\w:.])(group|limitk|limit_ratio)\s*(?:\(|by\b|without\b)")
 _BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 _OFFSET = re.compile(r"\boffset\s*", re.IGNORECASE)  # keywords: any case
-_OFFSET_EXPR = re.compile(r"[-+]?\s*(?:\(|(?:step|range|min_of|max_of)\s*\()", re.IGNORECASE)
+_OFFSET_EXPR = re.compile(
+    r"[-+]?\s*(?:\(|(?:step|range|min_of|max_of|min|max)\s*\()", re.IGNORECASE
+)
 _RANGE_MODIFIER = re.compile(r"(?<=[\]\}\w])(\s+)(smoothed|anchored)\b(?!\s*[({=])", re.IGNORECASE)
 _DURATION_LITERAL = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|[smhdwy]))+")
+_MIN_MAX = re.compile(r"(?<![\w:.])(min|max)\s*\(")
 _INFO = re.compile(r"(?<![\w:.])info\s*\(")
 _TRIM = re.compile(r"[<>]/")
 _BRACES = re.compile(r"\{[^{}]*\}")
@@ -59,6 +62,8 @@ _LITERAL = re.compile(r"^\s*-?\s*(?:\d+(?:\.\d+)?(?:ms|[smhdwy])?)+\s*$")
 _DURATION_CALLS = {
     "step": "step() in a duration",
     "range": "range() in a duration",
+    "min": "min()/max() in a duration",
+    "max": "min()/max() in a duration",
     "min_of": "min_of()/max_of() in a duration",
     "max_of": "min_of()/max_of() in a duration",
 }
@@ -109,7 +114,8 @@ class Form:
     def note(self, target: Target | None) -> str | None:
         """What a query using this form should know for ``target`` (None: unknown), or None."""
         if self.removed and (target is None or target.version >= self.removed):
-            instead = f": use {self.use_instead}()" if self.use_instead else ""
+            parens = "()" if self.kind == "function" else ""
+            instead = f": use {self.use_instead}{parens}" if self.use_instead else ""
             return f"{self.label} was removed in Prometheus {_said(self.removed)}{instead}"
         flagged = f" with --enable-feature={self.flag}" if self.flag else ""
         if self.flag and self.flag_until:
@@ -196,7 +202,8 @@ def _is_duration(text: str) -> bool:
     range(), min_of(), max_of() (keywords, in any case). Durations are read as numbers:
     the offline parser refuses ``0s`` alone."""
     try:
-        node = promql_parser.parse(_DURATION_LITERAL.sub("1", text).lower())
+        numbers = _DURATION_LITERAL.sub("1", text).lower()
+        node = promql_parser.parse(_MIN_MAX.sub(r"\1_of(", numbers))  # 3.6-3.12 names
     except ValueError:
         return False
     return _duration_node(node)
@@ -211,7 +218,8 @@ def _duration_node(node: object) -> bool:
         arithmetic = str(node.op) in {"+", "-", "*", "/", "%", "^"}
         return arithmetic and _duration_node(node.lhs) and _duration_node(node.rhs)
     if isinstance(node, promql_parser.Call):
-        return node.func.name in _DURATION_CALLS and all(_duration_node(a) for a in node.args)
+        duration_call = node.func.name in {"step", "range", "min_of", "max_of"}
+        return duration_call and all(_duration_node(a) for a in node.args)
     return False
 
 
