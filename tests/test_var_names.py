@@ -20,6 +20,7 @@ from support.k8s_emulator import EmulatorHandle, start
 
 from chaos_ext._core.prometheus_api.alertsources import alertmanager_url
 from chaos_ext._core.prometheus_api.client import settings_from
+from chaos_ext._core.prometheus_api.promql_versions import promql_target
 from chaos_ext._runner.windows import pushgateway_url
 from chaos_ext.cli._admission import GAMEDAY_READS
 
@@ -56,7 +57,10 @@ def test_names_gameday_reads_itself_are_accepted_undeclared(
     gameday: Gameday, write_experiment: Callable[..., Path]
 ) -> None:
     bare = write_experiment({"title": "t", "description": "d", "method": []})
-    given = [f"--var={name}=http://127.0.0.1:9" for name in sorted(GAMEDAY_READS)]
+    values = {"prometheus_version": "2.42"}
+    given = [
+        f"--var={name}={values.get(name, 'http://127.0.0.1:9')}" for name in sorted(GAMEDAY_READS)
+    ]
     result = gameday("validate", *given, str(bare))
     assert result.returncode == 0, result.stderr
     declared = write_experiment(
@@ -91,7 +95,8 @@ class _Reads(dict[str, Any]):
 
 def test_the_names_gameday_reads_are_what_its_readers_read() -> None:
     """GAMEDAY_READS is the keys the --var readers look at (the stop conditions' Prometheus
-    client, the alert watch, the fault windows' Pushgateway), no more, no fewer."""
+    client, the alert watch, the fault windows' Pushgateway, the PromQL check's target
+    version), no more, no fewer."""
     config = _Reads({"prometheus_url": "http://p:9090", "prometheus_ca_file": "/ca.pem"})
     settings_from(config, {})
     base = _Reads({"prometheus_base_url": "http://p:9090"})  # chaostoolkit-prometheus' name
@@ -100,7 +105,9 @@ def test_the_names_gameday_reads_are_what_its_readers_read() -> None:
     alertmanager_url(alerts)
     windows = _Reads({"pushgateway_url": "http://g:9091"})
     pushgateway_url(windows, {})
-    read = config.read | base.read | alerts.read | windows.read
+    version = _Reads({"prometheus_version": "2.42"})  # the PromQL check's target offline
+    promql_target(version)
+    read = config.read | base.read | alerts.read | windows.read | version.read
     # "alertmanager": a mapping scoping alertmanager_url (secrets style), which no --var gives
     assert read - {"alertmanager"} == GAMEDAY_READS
 

@@ -21,6 +21,7 @@ from chaoslib.configuration import load_configuration
 from chaoslib.exceptions import ChaosException
 
 from chaos_ext._core.prometheus_api.promql import validating
+from chaos_ext._core.prometheus_api.promql_versions import Target, promql_target
 from chaos_ext._core.prometheus_api.server_judge import server_judge
 from chaos_ext._runner._activity_checks import (
     ExperimentInvalid,
@@ -32,6 +33,7 @@ from chaos_ext._runner._activity_checks import (
 from chaos_ext._runner._foreign import foreign_format
 from chaos_ext._runner._input import parse_documents, read_text
 from chaos_ext._runner.control_checks import control_problems, resolve_control_paths
+from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "ExperimentInvalid",
@@ -140,40 +142,57 @@ def experiment_problems(
     """
     problems = Problems(path)
     try:
-        with _promql_judge(experiment, config_vars):
+        with _promql_judge(problems, experiment, config_vars):
             _find_problems(problems, experiment, secret_vars, config_vars, resolve=resolve)
     except Exception as exc:  # noqa: BLE001 - a crash is a problem of this file, not of all
         problems.add("validation", f"crashed: {type(exc).__name__}: {exc}")
     return problems.found
 
 
+def _given(experiment: Mapping[str, Any], config_vars: Mapping[str, Any] | None, key: str) -> Any:
+    """``key`` as someone gave it for this run: ``--var`` / ``--var-file``, the value written
+    in the experiment, or its environment variable when set (not its default)."""
+    declared = experiment.get("configuration") or {}
+    value = (config_vars or {}).get(key, declared.get(key) if isinstance(declared, dict) else None)
+    if isinstance(value, dict) and value.get("type") == "env":
+        value = os.environ.get(str(value.get("key")))
+    return value
+
+
 def _given_prometheus_url(
     experiment: Mapping[str, Any], config_vars: Mapping[str, Any] | None
 ) -> str | None:
-    """The Prometheus URL someone gave for this run: ``--var`` / ``--var-file``, a URL
-    written in the experiment, or its environment variable when set. Not an
-    environment default: that is often a sandbox address or a cluster-only name,
-    which validation must not go looking for."""
-    declared = experiment.get("configuration") or {}
+    """The Prometheus URL someone gave for this run (:func:`_given`). Not an environment
+    default: that is often a sandbox address or a cluster-only name, which validation
+    must not go looking for."""
     for key in ("prometheus_url", "prometheus_base_url"):
-        value = (config_vars or {}).get(
-            key, declared.get(key) if isinstance(declared, dict) else None
-        )
-        if isinstance(value, dict) and value.get("type") == "env":
-            value = os.environ.get(str(value.get("key")))
+        value = _given(experiment, config_vars, key)
         if isinstance(value, str) and value.startswith(("http://", "https://")):
             return value
     return None
 
 
 def _promql_judge(
-    experiment: Mapping[str, Any], config_vars: Mapping[str, Any] | None
+    problems: Problems, experiment: Mapping[str, Any], config_vars: Mapping[str, Any] | None
 ) -> contextlib.AbstractContextManager[None]:
     """PromQL checked as before a run: judged by the experiment's Prometheus when its URL
     is given (:func:`_given_prometheus_url`), else offline with promtool's help
-    (``_prometheus.promql.validating``)."""
+    (``_prometheus.promql.validating``); offline, for the target version: the server's
+    buildinfo, else ``prometheus_version``, else unknown."""
+    try:
+        configured = promql_target(
+            {"prometheus_version": _given(experiment, config_vars, "prometheus_version")}
+        )
+    except InvalidArgument as exc:
+        problems.add("configuration.prometheus_version", str(exc))
+        configured = None
     url = _given_prometheus_url(experiment, config_vars)
-    return validating(server_judge(url)) if url else validating()
+    if not url:
+        return validating(target=configured)
+    server = server_judge(url)
+    said = f"Prometheus {server.version} at {url.rstrip('/')} (its buildinfo)"
+    built = Target.parse(server.version, said) if server.version else None
+    return validating((server.name, server.judge), target=built or configured)
 
 
 def _check_header(problems: Problems, experiment: Mapping[str, Any]) -> None:

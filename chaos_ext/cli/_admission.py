@@ -52,6 +52,8 @@ GAMEDAY_READS = frozenset(
         "prometheus_ca_file",
         "prometheus_timeout_seconds",
         "prometheus_retries",
+        # the PromQL version check's target when no server answers (promql_versions)
+        "prometheus_version",
         # the alert watch (_core.prometheus_api.alertsources) and the fault windows pushed
         # to a Pushgateway (_runner.windows)
         _ALERTMANAGER,

@@ -24,8 +24,10 @@ Nothing is injected and no target is contacted, except that when a
 prometheus_url is given (--var, --var-file, a URL in the experiment, or its
 environment variable when set; not an env default) each PromQL query is sent to
 that server's /api/v1/format_query, whose verdict is the one for its version.
-Offline, a function the parser does not know is a warning, and promtool (when
-installed) locates syntax errors and checks rule files.
+Offline, nothing a Prometheus release accepts is refused: what is newer than the
+target Prometheus (its buildinfo, else --var prometheus_version=2.42, else
+unknown) is a warning naming the version that added it and its feature flag;
+promtool (when installed) locates syntax errors and checks rule files.
 
 Every problem of every file is printed, one line each, then the exit code is 3
 (0 when every file is valid):

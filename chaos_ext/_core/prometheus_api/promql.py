@@ -7,12 +7,16 @@ Who judges, in this order:
 1. the Prometheus that will run it, when one is known
    (:func:`validating`, e.g. ``gameday validate`` with a ``prometheus_url``): its
    own parser, through ``/api/v1/format_query``, for its version and flags;
-2. offline, ``promql-parser`` (the Rust crate GreptimeDB uses), except that a
-   function it does not know, duration arithmetic (``[1m * 2]``) and the
-   histogram trim operators (``>/``, ``</``) are a warning naming them, not an
-   error: Prometheus may well accept them. While validating, a syntax error is
-   located with ``promtool`` (Prometheus' own parser) when it is installed:
-   position and token.
+2. offline, ``promql-parser`` (the Rust crate GreptimeDB uses), on the query with
+   the syntax it does not know but a newer Prometheus accepts written as syntax
+   it knows (:mod:`~chaos_ext._core.prometheus_api.promql_versions`: duration
+   expressions, ``step()``, ``smoothed``/``anchored``, ``>/``); nothing a
+   Prometheus release accepts is refused. What is newer than the target
+   Prometheus (its buildinfo, ``prometheus_version``, else unknown) is a warning
+   naming the version that added it and its feature flag. A function neither
+   the parser nor the table knows is a warning too. While validating, a syntax
+   error is located with ``promtool`` (Prometheus' own parser) when it is
+   installed: position and token.
 
 Error messages say which checker judged the query.
 """
@@ -25,15 +29,25 @@ import logging
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 import promql_parser
 
 from chaos_ext._core.prometheus_api import promtool
+from chaos_ext._core.prometheus_api.promql_versions import (
+    Target,
+    bad_duration,
+    for_the_parser,
+    newest,
+    parser_names,
+    version_notes,
+)
 from chaos_ext._core.prometheus_api.results import shown
 from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "Judge",
+    "Target",
     "Verdict",
     "check_promql",
     "histogram_quantile_expr",
@@ -49,26 +63,33 @@ logger = logging.getLogger(__name__)
 _METRIC = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNKNOWN_FUNCTION = re.compile(r"unknown function with name '([^']+)'")
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
-_DURATION_ARITHMETIC = re.compile(r"\[[^\]]*\d[smhdwy]?\s*[-+*/%^]\s*[^\]]*\]")
-_TRIM_OPERATOR = re.compile(r"[<>]/")
 
 Verdict = bool | tuple[str, str] | None
 """On a query: True (valid), ``(position, reason)`` (refused), None (no verdict)."""
 Judge = Callable[[str], Verdict]
-_CHECKING: ContextVar[tuple[tuple[str, Judge] | None] | None] = ContextVar(
-    "gameday_promql_checking", default=None
-)
+
+
+@dataclass(frozen=True)
+class _Checking:
+    judge: tuple[str, Judge] | None
+    target: Target | None
+
+
+_CHECKING: ContextVar[_Checking | None] = ContextVar("gameday_promql_checking", default=None)
 
 
 @contextlib.contextmanager
-def validating(judge: tuple[str, Judge] | None = None) -> Iterator[None]:
+def validating(
+    judge: tuple[str, Judge] | None = None, *, target: Target | None = None
+) -> Iterator[None]:
     """Within this block (``gameday validate``/``run`` before anything runs),
     :func:`check_promql` asks ``judge`` first (``(name, judge)``, the name used in its
     messages: ``Prometheus 2.42.0 at http://...``), and locates offline syntax errors
-    with promtool. Outside it (an activity being called) only the offline parser runs:
-    no process, no connection before the activity's arguments are known good."""
-    token = _CHECKING.set((judge,))
+    with promtool; what a query uses that is newer than ``target`` is a warning (no
+    target: each newer form is named with its version). Outside it (an activity being
+    called) only the offline parser runs: no process, no connection before the
+    activity's arguments are known good, and versions are only logged at INFO."""
+    token = _CHECKING.set(_Checking(judge, target))
     try:
         yield
     finally:
@@ -87,51 +108,64 @@ def check_promql(expr: object, what: str = "expr") -> str:
     if not isinstance(expr, str) or not expr.strip():
         raise InvalidArgument(f"{what}: expected a PromQL query, got {expr!r:.60}")
     checking = _CHECKING.get()
-    judge = checking[0] if checking else None
+    judge = checking.judge if checking else None
     verdict = judge[1](expr) if judge else None
     if verdict is True and judge:
         logger.info("%s: PromQL %s valid (judged by %s)", what, shown(expr), judge[0])
         return expr
     if isinstance(verdict, tuple) and judge:
         raise _refused(expr, what, verdict[0], verdict[1], f"judged by {judge[0]}")
-    _check_offline(expr, what, locate=checking is not None)
+    _check_offline(expr, what, checking)
     return expr
 
 
-def _newer_syntax(expr: str, reason: str) -> str | None:
-    """What the offline parser may refuse although Prometheus accepts it, or None."""
-    unknown = _UNKNOWN_FUNCTION.search(reason)
-    if unknown:
-        return f"function {unknown.group(1)!r}"
-    bare = _STRINGS.sub('""', expr)
-    if _DURATION_ARITHMETIC.search(bare):
-        return "duration arithmetic"
-    if _TRIM_OPERATOR.search(bare):
-        return "a histogram trim operator (>/ or </)"
-    return None
-
-
-def _check_offline(expr: str, what: str, *, locate: bool) -> None:
+def _check_offline(expr: str, what: str, checking: _Checking | None) -> None:
+    rewritten = for_the_parser(expr)  # newer syntax as syntax the parser knows, same length
     try:
-        promql_parser.parse(expr)
+        promql_parser.parse(parser_names(rewritten))
     except ValueError as exc:
         reason = " ".join(str(exc).split()) or "syntax error"
     else:
+        _say_versions(expr, what, checking)
         return
-    newer = _newer_syntax(expr, reason)
-    if newer is not None:
+    unknown = _UNKNOWN_FUNCTION.search(reason)
+    if unknown:
         logger.warning(
-            "%s: PromQL %s: %s is unknown to the offline parser; check against your "
-            "Prometheus (give its prometheus_url to have it judged there)",
+            "%s: PromQL %s: function %r is unknown to the offline parser and to gameday's "
+            "table of Prometheus versions; check against your Prometheus (give its "
+            "prometheus_url to have it judged there)",
             what,
             shown(expr),
-            newer,
+            unknown.group(1),
         )
         return
-    located = promtool.syntax_error(expr) if locate and promtool.promtool() else None
+    bad = bad_duration(expr)
+    if bad is not None:
+        at, text = bad
+        raise _refused(
+            expr, what, f"at char {at}", f"{text!r} is not a duration expression", "offline parser"
+        ) from None
+    located = promtool.syntax_error(rewritten) if checking and promtool.promtool() else None
     if located is not None:  # Prometheus' own words, with the position
         raise _refused(expr, what, located[0], located[1], "promtool") from None
     raise _refused(expr, what, "", reason, "offline parser") from None
+
+
+def _say_versions(expr: str, what: str, checking: _Checking | None) -> None:
+    """Warn about what ``expr`` uses that is newer than the target (INFO outside
+    :func:`validating`: an activity being called was validated before the run)."""
+    target = checking.target if checking else None
+    notes = version_notes(expr, target)
+    if not notes:
+        return
+    about = (
+        f"the target is {target.said}"
+        if target
+        else f"the target's version is unknown, judged for the newest ({newest()}): give "
+        "prometheus_url or prometheus_version"
+    )
+    level = logging.WARNING if checking else logging.INFO
+    logger.log(level, "%s: PromQL %s: %s; %s", what, shown(expr), "; ".join(notes), about)
 
 
 def require_metric_name(value: str, what: str = "metric") -> str:
@@ -243,4 +277,4 @@ def _blocking(node: object, present: set[str]) -> set[str]:
 def missing_metrics(expr: str, present: set[str]) -> set[str]:
     """The metric names, absent from ``present``, that keep ``expr`` from ever returning
     a series (``a or b`` needs one of them; ``absent(x)`` needs none)."""
-    return _blocking(promql_parser.parse(expr), present)
+    return _blocking(promql_parser.parse(parser_names(for_the_parser(expr))), present)

@@ -5,20 +5,22 @@ query with the server's own parser, version and feature flags, and answers 400
 with the parse error (``1:14: parse error: unexpected identifier "up" in
 aggregation``) or 200. ``/api/v1/parse_query`` (newer servers) is asked when
 ``format_query`` is not there. A server that does not answer, or has neither,
-gives no verdict: the offline check decides (:mod:`chaos_ext._core.prometheus_api.promql`).
+gives no verdict: the offline check decides (:mod:`chaos_ext._core.prometheus_api.promql`),
+for the server's version when its ``/api/v1/status/buildinfo`` answered (a server older
+than 2.38 has buildinfo but neither endpoint).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import requests
 
 from chaos_ext._core.prometheus_api.promql import Judge, Verdict
 
-__all__ = ["server_judge"]
+__all__ = ["ServerJudge", "server_judge"]
 
 logger = logging.getLogger(__name__)
 _ENDPOINTS = ("/api/v1/format_query", "/api/v1/parse_query")
@@ -73,6 +75,8 @@ class _ServerJudge:
                 self.endpoints.pop(0)  # an older server: try the next endpoint
                 continue
             return self._verdict(response)
+        if not self.endpoints and not self.silent:
+            self._give_up("has neither /api/v1/format_query nor /api/v1/parse_query")
         return None
 
     def _verdict(self, response: requests.Response) -> Verdict:
@@ -93,10 +97,20 @@ class _ServerJudge:
         self.silent = True
 
 
-def server_judge(url: str, *, timeout: float = 5.0) -> tuple[str, Judge]:
-    """``(name, judge)`` for :func:`~chaos_ext._core.prometheus_api.promql.validating`: the name
-    says which server judged (``Prometheus 2.42.0 at http://127.0.0.1:9090``)."""
+class ServerJudge(NamedTuple):
+    """A server's judge: ``(name, judge)`` is for
+    :func:`~chaos_ext._core.prometheus_api.promql.validating`; ``version`` is its
+    buildinfo's (``2.42.0+ds``), None when it did not answer."""
+
+    name: str
+    judge: Judge
+    version: str | None
+
+
+def server_judge(url: str, *, timeout: float = 5.0) -> ServerJudge:
+    """The judge of the server at ``url``: the name says which server judged
+    (``Prometheus 2.42.0 at http://127.0.0.1:9090``)."""
     judge = _ServerJudge(url, timeout)
     version = judge.version()
     name = f"Prometheus {version} at {judge.url}" if version else f"Prometheus at {judge.url}"
-    return name, judge
+    return ServerJudge(name, judge, version)
