@@ -81,7 +81,7 @@ def _problems(console: Console, found: ScanResult) -> None:
 
 def show_scan(console: Console, found: ScanResult) -> None:
     """Everything the scan found, owned or not, one line each."""
-    console.print(f"scanned: {', '.join(found.parts) or 'nothing'}", highlight=False)
+    console.print(f"scanned: {', '.join(found.parts) or 'nothing'}", highlight=False, markup=False)
     _problems(console, found)
     if not found.findings:
         console.print("[green]nothing of gameday's found in the system[/]")
@@ -133,7 +133,7 @@ def after_rollback(
     if code == EXIT_HELD and not had_entries and not args.orphans and clean:
         what = "no open faults" if not args.run else f"no open faults of run {args.run}"
         console.print(
-            f"nothing to roll back: {what} in {book.path} (ledger verified;"
+            f"nothing to roll back: {escape(what)} in {escape(str(book.path))} (ledger verified;"
             " no orphan on this machine)"
         )
     return code

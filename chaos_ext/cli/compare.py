@@ -203,7 +203,7 @@ def _compare_envelopes(
         )
     title = args.title if args.title != "Tuning comparison" else "How the breaking points moved"
     html, md = write_envelope_comparison(moves, unmatched, Path(args.output), title)
-    console.print(f"comparison: {html}, {md}", highlight=False)
+    console.print(f"comparison: {html}, {md}", highlight=False, markup=False)
     regressed = any(m.verdict == "regressed" for m in moves)
     return EXIT_DEVIATED if regressed and args.fail_on_regression else 0
 
@@ -311,6 +311,6 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         (out / name).write_text(
             render(compared, base_runs, tuned_runs, settings, args.title, notes)
         )
-    console.print(f"comparison: {out / 'comparison.html'}, {out / 'comparison.md'}")
+    console.print(f"comparison: {out / 'comparison.html'}, {out / 'comparison.md'}", markup=False)
     regressed = any(c.verdict == "regressed" for c in compared.rows)
     return EXIT_DEVIATED if regressed and args.fail_on_regression else 0

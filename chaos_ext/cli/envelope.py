@@ -288,7 +288,9 @@ def search_envelope(
         handlers=lambda: _abort_handlers(plan, console, base.config_vars),
     )
     _print_result(result.document, console)
-    console.print(f"envelope: {result.path}; journals: {out / 'runs'}", highlight=False)
+    console.print(
+        f"envelope: {result.path}; journals: {out / 'runs'}", highlight=False, markup=False
+    )
     return result
 
 

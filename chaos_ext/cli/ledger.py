@@ -274,7 +274,7 @@ def _list(args: argparse.Namespace, console: Console) -> int:
         return EXIT_DEVIATED
     if not entries and not args.json:
         checked_too = "" if args.no_scan else "; no orphan on this machine"
-        console.print(f"no open faults in {book.path} (ledger verified{checked_too})")
+        console.print(f"no open faults in {book.path} (ledger verified{checked_too})", markup=False)
     return EXIT_HELD
 
 

@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -143,6 +144,28 @@ def _configure_logging(debug: bool, verbose: bool, console: Console) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     logging.getLogger("chaostoolkit").setLevel(level)
+    _route_logzero()
+
+
+def _route_logzero() -> None:
+    """logzero's logger (chaostoolkit-prometheus logs through it) obeys ``-v``/``--debug``.
+
+    logzero gives its logger its own stderr handler at DEBUG, so every query a
+    chaostoolkit-prometheus probe makes would be printed whatever the level. As
+    ``chaos run`` does (``chaoslib.log.override_logzero_module``), a logzero not yet
+    imported becomes a module whose ``logger`` is chaostoolkit's; one already imported
+    loses its handler and passes its records to ours."""
+    if "logzero" not in sys.modules:
+        stand_in = types.ModuleType("logzero")
+        stand_in.__path__ = []
+        setattr(stand_in, "logger", logging.getLogger("chaostoolkit"))  # noqa: B010
+        sys.modules["logzero"] = stand_in
+        return
+    logger = getattr(sys.modules["logzero"], "logger", None)
+    if isinstance(logger, logging.Logger) and logger.name != "chaostoolkit":
+        logger.handlers.clear()
+        logger.setLevel(logging.NOTSET)
+        logger.propagate = True
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -183,7 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             console.print_exception()
         else:
-            console.print(f"[red]gameday {args.command}: {type(exc).__name__}: {exc}[/]")
+            from rich.markup import escape  # noqa: PLC0415 - rich: not needed by --help
+
+            console.print(
+                f"[red]gameday {args.command}: {type(exc).__name__}: {escape(str(exc))}[/]",
+                highlight=False,
+            )
         return 2
     return result
 

@@ -80,7 +80,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     files = write_report(runs, journals, Path(args.output), args.title, views, args.redact)
     for view in views:
         console.print(f"envelope {view.label}: {view.summary}", highlight=False, markup=False)
-    console.print(f"report: {files.html}", highlight=False)
-    console.print(f"summary: {files.markdown}", highlight=False)
+    console.print(f"report: {files.html}", highlight=False, markup=False)
+    console.print(f"summary: {files.markdown}", highlight=False, markup=False)
     console.print(f"resilience score: {files.score.text()}", highlight=False)
     return 0

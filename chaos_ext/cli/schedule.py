@@ -232,7 +232,9 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     text = manifests_yaml(objects)
     if args.output:
         Path(args.output).write_text(text)
-        console.print(f"wrote {len(objects)} objects to {args.output}", highlight=False)
+        console.print(
+            f"wrote {len(objects)} objects to {args.output}", highlight=False, markup=False
+        )
     else:
         sys.stdout.write(text)
     return 0

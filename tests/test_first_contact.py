@@ -1,0 +1,111 @@
+"""What a newcomer meets first (issue 48, item 6): quiet logs, messages printed whole.
+
+Each test runs the real CLI in a subprocess (its own interpreter, so the logging
+set-up and the modules imported are those of a real ``gameday``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.harness import cli_env, gameday_argv
+
+# a chaostoolkit-prometheus probe (it logs through logzero) against a port nothing listens on
+PROMETHEUS_PROBE_EXPERIMENT = {
+    "title": "a chaostoolkit-prometheus probe",
+    "description": "its DEBUG line must not reach the console without --debug",
+    "configuration": {"prometheus_base_url": "http://127.0.0.1:9"},
+    "steady-state-hypothesis": {
+        "title": "up",
+        "probes": [
+            {
+                "type": "probe",
+                "name": "up",
+                "tolerance": True,
+                "provider": {
+                    "type": "python",
+                    "module": "chaosprometheus.probes",
+                    "func": "query",
+                    "arguments": {"query": "vector(1)"},
+                },
+            }
+        ],
+    },
+    "method": [
+        {"type": "action", "name": "nothing", "provider": {"type": "process", "path": "true"}}
+    ],
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("flags", "shown"), [([], False), (["--debug"], True)])
+def test_chaostoolkit_prometheus_debug_lines_show_only_with_debug(
+    tmp_path: Path, flags: list[str], shown: bool
+) -> None:
+    experiment = tmp_path / "prom.json"
+    experiment.write_text(json.dumps(PROMETHEUS_PROBE_EXPERIMENT))
+    done = subprocess.run(
+        gameday_argv(*flags, "run", "--settle", "0", str(experiment)),
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env=cli_env(tmp_path / "ledger.sqlite3"),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 4, done.stderr  # unsteady: the probe could not measure
+    assert ("Querying with" in done.stderr) is shown, done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_an_error_naming_the_sandbox_extra_prints_its_brackets(tmp_path: Path) -> None:
+    """rich would take ``[sandbox]`` for a style tag and drop it from the message."""
+    code = (
+        "import sys; sys.modules['bcrypt'] = None  # as if the sandbox extra were missing\n"
+        "from chaos_ext.cli.main import main\n"
+        "sys.exit(main(['--no-color', 'sandbox', 'up']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        env=cli_env(tmp_path / "ledger.sqlite3"),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "pip install 'chaos_ext[sandbox]'" in done.stderr, done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_an_exception_text_with_brackets_is_printed_whole(tmp_path: Path) -> None:
+    """The CLI's last line of defence prints the exception's text as it is."""
+    code = (
+        "import sys\n"
+        "from chaos_ext.cli import main as cli\n"
+        "def boom(args, console):\n"
+        "    raise RuntimeError(\"pip install 'chaos_ext[sandbox]' [bold]as is[/bold]\")\n"
+        "parse = cli._parse\n"
+        "def parsed(argv):\n"
+        "    args = parse(argv)\n"
+        "    args.handler = boom\n"
+        "    return args\n"
+        "cli._parse = parsed\n"
+        "sys.exit(cli.main(['--no-color', 'faults']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        env=cli_env(tmp_path / "ledger.sqlite3"),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "RuntimeError: pip install 'chaos_ext[sandbox]' [bold]as is[/bold]" in done.stderr
