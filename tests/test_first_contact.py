@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.harness import cli_env, gameday_argv
+from support.unprivileged import nobody_dir, run_as_nobody
 
 # a chaostoolkit-prometheus probe (it logs through logzero) against a port nothing listens on
 PROMETHEUS_PROBE_EXPERIMENT = {
@@ -109,3 +110,21 @@ def test_an_exception_text_with_brackets_is_printed_whole(tmp_path: Path) -> Non
     )
     assert done.returncode == 2, done.stderr
     assert "RuntimeError: pip install 'chaos_ext[sandbox]' [bold]as is[/bold]" in done.stderr
+
+
+@pytest.mark.timeout(180)
+def test_ledger_as_non_root_says_in_one_line_what_it_could_not_look_at() -> None:
+    """As nobody, other network namespaces cannot be entered (setns needs CAP_SYS_ADMIN):
+    one line says so, no note per namespace, and never "no orphan on this machine"."""
+    with nobody_dir() as home:
+        listed = run_as_nobody(home, "--no-color", "ledger")
+        scanned = run_as_nobody(home, "--no-color", "ledger", "--scan")
+    for done in (listed, scanned):
+        assert done.returncode == 1, done.stderr  # it cannot say the machine is clean
+        assert "cannot enter network namespace" not in done.stderr, done.stderr
+        assert "no orphan on this machine" not in done.stderr, done.stderr
+        assert "(you must be root)" not in done.stderr  # libnftables' own EPERM text
+        said = [line for line in done.stderr.splitlines() if "CAP_SYS_ADMIN" in line]
+        assert len(said) == 1, done.stderr
+        assert "own network namespace" in said[0], said
+    assert "this machine only partly scanned" in listed.stderr, listed.stderr

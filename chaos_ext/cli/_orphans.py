@@ -75,6 +75,8 @@ def orphan_lines(console: Console, found: ScanResult) -> bool:
 
 
 def _problems(console: Console, found: ScanResult) -> None:
+    if found.out_of_reach:
+        console.print(f"[yellow]⚠ {escape(found.out_of_reach)}[/]", highlight=False)
     for problem in found.problems:
         console.print(f"  [yellow]note: {escape(problem)}[/]", highlight=False)
 
@@ -129,7 +131,7 @@ def after_rollback(
             return EXIT_FAILED  # a new one, or one an undo did not really remove
     elif orphan_lines(console, found):
         return EXIT_FAILED
-    clean = not found.findings or all(f.owners for f in found.findings)
+    clean = not found.out_of_reach and (not found.findings or all(f.owners for f in found.findings))
     if code == EXIT_HELD and not had_entries and not args.orphans and clean:
         what = "no open faults" if not args.run else f"no open faults of run {args.run}"
         console.print(
