@@ -128,3 +128,110 @@ def test_ledger_as_non_root_says_in_one_line_what_it_could_not_look_at() -> None
         assert len(said) == 1, done.stderr
         assert "own network namespace" in said[0], said
     assert "this machine only partly scanned" in listed.stderr, listed.stderr
+
+
+def _no_cluster_env(home: Path) -> dict[str, str]:
+    """The CLI's environment with no way to a cluster: no kubeconfig, not in a pod."""
+    env = {
+        k: v
+        for k, v in cli_env(home / "ledger.sqlite3").items()
+        if not k.startswith(("KUBE", "CHAOSTOOLKIT_IN_POD"))
+    }
+    return {**env, "HOME": str(home)}
+
+
+DRAIN_EXPERIMENT = {
+    "title": "drain one node",
+    "description": "needs a cluster",
+    "method": [
+        {
+            "type": "action",
+            "name": "drain-one",
+            "provider": {
+                "type": "python",
+                "module": "chaos_ext.node.actions",
+                "func": "drain_nodes",
+                "arguments": {"label_selector": "role=worker", "count": 1, "max_fraction": 0.5},
+            },
+        }
+    ],
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", [["plan"], ["run", "--settle", "0"]])
+def test_no_kubeconfig_is_one_refusal_line_naming_where_it_looked(
+    tmp_path: Path, command: list[str]
+) -> None:
+    experiment = tmp_path / "drain.json"
+    experiment.write_text(json.dumps(DRAIN_EXPERIMENT))
+    done = subprocess.run(
+        gameday_argv("--no-color", *command, str(experiment)),
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env=_no_cluster_env(tmp_path),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "urllib3" not in done.stderr and "localhost" not in done.stderr, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if "no kubeconfig found" in x]
+    for tried in ("--kubeconfig (not given)", "$KUBECONFIG (not set)", "/.kube/config"):
+        assert tried in line, line
+    assert "in-cluster" in line and line.endswith("; nothing injected"), line
+    assert not (tmp_path / "journal-drain.json").exists()  # refused before the run
+
+
+LATENCY_AND_RATE_EXPERIMENT = {
+    "title": "network faults without CAP_NET_ADMIN",
+    "description": "refused before anything is injected",
+    "method": [
+        {
+            "type": "action",
+            "name": "delay-lo",
+            "provider": {
+                "type": "python",
+                "module": "chaos_ext.network.actions",
+                "func": "add_latency",
+                "arguments": {
+                    "interface": "lo",
+                    "delay_seconds": 0.1,
+                    "destinations": ["192.0.2.0/24"],
+                    "duration_seconds": 5,
+                },
+            },
+        },
+        {
+            "type": "action",
+            "name": "limit-dns",
+            "provider": {
+                "type": "python",
+                "module": "chaos_ext.dns.actions",
+                "func": "limit_dns_rate",
+                "arguments": {"pps": 100},
+            },
+        },
+    ],
+}
+
+
+@pytest.mark.timeout(180)
+def test_a_network_fault_without_cap_net_admin_is_refused_before_anything_is_injected() -> None:
+    """As nobody, each fault needing CAP_NET_ADMIN is one refusal line (its own plan says
+    so, no kind named by the runner), exit 3, no journal and no ledger entry."""
+    with nobody_dir() as home:
+        experiment = home / "net.json"
+        experiment.write_text(json.dumps(LATENCY_AND_RATE_EXPERIMENT))
+        experiment.chmod(0o644)
+        done = run_as_nobody(home, "--no-color", "run", "--settle", "0", str(experiment))
+        entries = run_as_nobody(home, "ledger", "--all", "--no-scan", "--json")
+        journal = (home / "journal-net.json").exists()
+    assert done.returncode == 3, done.stderr
+    refused = [x for x in done.stderr.splitlines() if x.startswith("refused: ")]
+    assert [x.split(": ")[2] for x in refused] == ["delay-lo", "limit-dns"], done.stderr
+    for line in refused:
+        assert "lacks CAP_NET_ADMIN" in line and line.endswith("; nothing injected"), line
+    assert "failed" not in done.stderr, done.stderr
+    assert not journal
+    assert entries.returncode == 0 and json.loads(entries.stdout) == [], entries

@@ -144,6 +144,8 @@ def _configure_logging(debug: bool, verbose: bool, console: Console) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     logging.getLogger("chaostoolkit").setLevel(level)
+    # its "Retrying (Retry(total=...))" warnings: the error that follows says it once
+    logging.getLogger("urllib3").setLevel(logging.DEBUG if debug else logging.ERROR)
     _route_logzero()
 
 

@@ -33,6 +33,7 @@ from chaos_ext.cli import plan
 from chaos_ext.cli._admission import add_var_options, admit
 from chaos_ext.cli._common import add_control_options, add_kube_options
 from chaos_ext.cli._say import say_verdict
+from chaos_ext.cli.plan import privilege_refusals
 from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
 from chaos_ext.errors import InvalidArgument, LedgerError
 
@@ -383,6 +384,7 @@ def run_batch(
     if admitted is None:
         return EXIT_INVALID
     refusals = [line for path, e in admitted.experiments if refuse and (line := refuse(path, e))]
+    refusals += privilege_refusals(admitted)  # each action's plan: may this process?
     for line in refusals:
         console.print(f"[red]{escape(line)}[/]", highlight=False)
     if refusals:

@@ -160,7 +160,7 @@ def namespaces() -> list[tuple[str, Target]]:
     seen = _seen()
     if may_enter_namespaces():
         return seen
-    own = key_of_path("/proc/self/ns/net")
+    own = namespace_key(Target("local"))
     return [(own, Target("local"))] if own is not None else []
 
 
@@ -170,7 +170,7 @@ def namespaces_out_of_reach() -> list[Target]:
     ``/proc/<pid>/ns/net`` cannot be read), so they are not counted here."""
     if may_enter_namespaces():
         return []
-    own = key_of_path("/proc/self/ns/net")
+    own = namespace_key(Target("local"))
     return [where for key, where in _seen() if key != own]
 
 
