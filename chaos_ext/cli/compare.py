@@ -78,7 +78,8 @@ and OUT/envelope-comparison.md.
 
 examples:
   gameday compare reports/gameday-…-fragile reports/gameday-…-tuned -o reports/tuning/
-  gameday run --repeat 5 --journal-dir before/ exp.json   # then, after the change, after/
+  gameday run --repeat 5 --journal-dir before/ experiments/db-latency.json
+      # then, after the change, the same with --journal-dir after/
   gameday compare before/ after/ -o reports/pool-size/
   gameday compare base-1.json tuned-1.json --baseline base-2.json --tuned tuned-2.json -o out/
   gameday compare before/ after/ -o out/ --better p99-latency=lower --fail-on-regression

@@ -65,10 +65,13 @@ FRAGILE_OUT TUNED_OUT` says how the breaking point moved, `gameday gate
 examples:
   gameday envelope experiments/db-latency.json --vary delay-app-to-db.delay_seconds=0.01..0.8 \\
       --resolution 10% --repeats 2 --settle 30 -o out/latency-fragile
-  gameday envelope dns.json --vary hold-dns-tcp.connections=1..40 -o out/dns --label tuned
-  gameday envelope db.json --vary take-slots.target=0..20 --format 'max-minus-{}' \\
+  gameday envelope experiments/sandbox/envelope/dns-tcp-connections.json \\
+      --vary hold-idle-tcp-connections-to-dnsmasq.connections=1..40 -o out/dns --label tuned
+  gameday envelope experiments/sandbox/envelope/db-headroom.json \\
+      --vary take-free-connection-slots.target=0..20 --format 'max-minus-{}' \\
       --direction down --unit "free connections" -o out/headroom
-  gameday envelope dns.json --dry-run      # the plan and the worst case, touch nothing
+  gameday envelope experiments/sandbox/envelope/dns-tcp-connections.json --dry-run
+      # the plan and the worst case, touch nothing
 
 exit code: 0 an answer (a boundary, "breaks already at LOW" or "holds up to
 HIGH") with agreeing repeats; 1 noisy (repeats disagree or non-monotone);

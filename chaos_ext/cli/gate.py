@@ -79,7 +79,8 @@ examples:
   gameday gate --journals out/journal-*.json --junit gameday.xml --min-score 80
   gameday gate experiments/*.json --var prometheus_url=http://prom:9090 --junit j.xml
   gameday gate --journals out/latency-tuned --min-envelope delay_seconds=0.2 --junit j.xml
-  gameday gate experiments/dns.json --min-envelope connections=30 --junit j.xml
+  gameday gate experiments/sandbox/envelope/dns-tcp-connections.json \\
+      --min-envelope connections=30 --junit j.xml
 """
 
 

@@ -30,8 +30,8 @@ fault ledger is swept. A run killed outright (SIGKILL) is recovered by
 
 a 5-minute tour:
   gameday validate experiments/*.json     check experiments, touch nothing
-  gameday run experiments/x.json          run one, live progress, journal written
-  gameday envelope x.json --vary A.ARG=LOW..HIGH   where the hypothesis breaks
+  gameday run experiments/ledger-clean.json   run one, live progress, journal written
+  gameday envelope EXPERIMENT --vary ACTIVITY.ARG=LOW..HIGH   where it breaks
   gameday ledger                          faults currently injected
   gameday rollback                        undo every open fault
 """

@@ -69,15 +69,16 @@ admitted as a run admits them, so an option the run would refuse (--settle,
 --abort-on) is refused here too; the rest of the run's options are not used.
 
 examples:
-  gameday run experiments/sandbox/db-latency.json
+  gameday run experiments/sandbox/01-db-latency.json
   gameday run --var prometheus_url=http://127.0.0.1:9090 experiments/*.json
-  gameday run --var-file prod.yaml --journal out/j.json experiments/dns.yaml
+  gameday run --var-file prod.yaml --journal out/j.json experiments/dns-saturation.json
   gameday run --abort-on edge experiments/db-latency.json
   gameday run --repeat 5 --journal-dir before/ experiments/db-latency.json
   gameday run --dry-run --json plan.json experiments/node-drain.json   # = gameday plan
-  gameday run --abort-on coredns-mixin-alerts.yaml --alerts severity=critical exp.json
+  gameday run --abort-on coredns-mixin-alerts.yaml --alerts severity=critical \\
+      experiments/dns-saturation.json
   gameday run --abort-on alertmanager --alerts 'severity=critical' \
-      --var alertmanager_url=http://alertmanager:9093 exp.json
+      --var alertmanager_url=http://alertmanager:9093 experiments/dns-saturation.json
 
 --abort-on FILE watches stop conditions in Prometheus from the start of the run
 for as long as any fault of it is open (settling, the hypothesis before, the
