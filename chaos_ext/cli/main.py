@@ -45,7 +45,8 @@ exit codes (run, gate; the most severe over all experiments: 2 > 5 > 1 > 4 > 0):
      experiment was stopped), or rollback-failed: a rollback did not complete
      and a fault may still be injected (`gameday rollback` retries)
   3  invalid input (experiment file, argument, option, control), or refused: a
-     safety control could not be imported, configured or started; nothing injected
+     safety control could not be imported, configured or started, or a privilege
+     a fault needs is missing (no kubeconfig, no CAP_NET_ADMIN); nothing injected
   4  unsteady: the steady state did not hold before the method (or did not
      settle, --settle); nothing was injected, nothing was proven
   5  not-recovered: the faults were undone, but the steady state did not hold
