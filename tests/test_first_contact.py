@@ -225,13 +225,16 @@ def test_a_network_fault_without_cap_net_admin_is_refused_before_anything_is_inj
         experiment.write_text(json.dumps(LATENCY_AND_RATE_EXPERIMENT))
         experiment.chmod(0o644)
         done = run_as_nobody(home, "--no-color", "run", "--settle", "0", str(experiment))
+        vary = "delay-lo.delay_seconds=0.05..0.2"
+        envelope = run_as_nobody(home, "--no-color", "envelope", str(experiment), "--vary", vary)
         entries = run_as_nobody(home, "ledger", "--all", "--no-scan", "--json")
-        journal = (home / "journal-net.json").exists()
-    assert done.returncode == 3, done.stderr
-    refused = [x for x in done.stderr.splitlines() if x.startswith("refused: ")]
-    assert [x.split(": ")[2] for x in refused] == ["delay-lo", "limit-dns"], done.stderr
-    for line in refused:
-        assert "lacks CAP_NET_ADMIN" in line and line.endswith("; nothing injected"), line
-    assert "failed" not in done.stderr, done.stderr
-    assert not journal
+        journals = sorted(p.name for p in home.rglob("journal*.json"))
+    for command in (done, envelope):
+        assert command.returncode == 3, command.stderr
+        refused = [x for x in command.stderr.splitlines() if x.startswith("refused: ")]
+        assert [x.split(": ")[2] for x in refused] == ["delay-lo", "limit-dns"], command.stderr
+        for line in refused:
+            assert "lacks CAP_NET_ADMIN" in line and line.endswith("; nothing injected"), line
+        assert "failed" not in command.stderr, command.stderr
+    assert journals == []
     assert entries.returncode == 0 and json.loads(entries.stdout) == [], entries

@@ -19,6 +19,7 @@ from chaos_ext._runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID, RunO
 from chaos_ext._runner.experiments import ExperimentInvalid, validate_experiment
 from chaos_ext._runner.settle import settle_seconds_of
 from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.cli.plan import plan_experiment, refusals
 from chaos_ext.cli.run import _abort_handlers, recover
 from chaos_ext.controls.stop_conditions import AbortPlan, load_plan, plan_path
 from chaos_ext.errors import InvalidArgument
@@ -277,6 +278,12 @@ def search_envelope(
     if getattr(args, "dry_run", False):
         console.print("dry run: nothing was injected")
         return EXIT_HELD
+    # as `gameday run`: a privilege a fault needs is asked of its plan before any run
+    refused = refusals(path, plan_experiment(experiment, base.config_vars, base.secret_vars))
+    for line in refused:
+        console.print(f"[red]{escape(line)}[/]", highlight=False)
+    if refused:
+        return EXIT_INVALID
     ledger = default_ledger()
     if not recover(ledger, console, refuse=getattr(args, "no_recover", False)):
         return EXIT_FAILED
