@@ -17,6 +17,8 @@ from support.harness import ROOT
 from chaos_ext.cli.main import build_parser
 
 PATH = re.compile(r"(?<![\w/])experiments/[\w./*-]*")
+# a path that a rich table in a transcript wrapped at a cell's edge ("│ ...dns-search- │")
+WRAPPED = re.compile(r"^│.*?(experiments/[\w./*-]*-)(?= *│| *$)", re.MULTILINE)
 
 
 def _help_texts(
@@ -44,7 +46,8 @@ def _documents() -> dict[str, str]:
 
 def named_paths(text: str) -> set[str]:
     """The ``experiments/...`` paths ``text`` names, trailing punctuation left off."""
-    return {m.rstrip(".,:;") for m in PATH.findall(text)}
+    wrapped = set(WRAPPED.findall(text))
+    return {m.rstrip(".,:;") for m in PATH.findall(text) if m not in wrapped}
 
 
 def _exists(path: str) -> bool:
@@ -69,3 +72,5 @@ def test_the_check_notices_a_path_that_is_not_there() -> None:
     assert named_paths(text) == {"experiments/sandbox/db-latency.json", "experiments/*.json"}
     assert not _exists("experiments/sandbox/db-latency.json")
     assert _exists("experiments/*.json") and _exists("experiments/sandbox/01-db-latency.json")
+    cell = "│ gameday run experiments/dns-search-   │\n│ amplification.json │"
+    assert named_paths(cell) == set()  # a transcript's table cell, wrapped: not a path
