@@ -218,13 +218,17 @@ def _out_of_reach() -> str | None:
     if identity.may_enter_namespaces():
         return None
     others = identity.namespaces_out_of_reach()
+    if not others and os.getuid() == 0:  # root sees every process: there is no other (a pod)
+        return None
     names = ", ".join(t.where for t in others[:5]) + (", ..." if len(others) > 5 else "")
-    seen = f"{len(others)} other(s) seen ({names}) were not" if others else "none other was"
+    not_seen = [f"{len(others)} seen ({names})"] if others else []
+    who = "not root" if os.getuid() != 0 else "no CAP_SYS_ADMIN"
+    if os.getuid() != 0:  # other users' /proc/<pid>/ns/net cannot even be read
+        not_seen.append("those of other users' processes")
     return (
-        f"only this process's own network namespace was looked into: entering another "
-        f"needs root (CAP_SYS_ADMIN), which this process (uid {os.getuid()}) lacks; "
-        f"{seen} looked into (nor those of other users' processes, which it cannot see): "
-        "run `gameday ledger --scan` as root for the whole machine"
+        f"{who}: only this process's own network namespace was scanned (entering another "
+        f"needs CAP_SYS_ADMIN); not scanned: {' and '.join(not_seen)}; with it (root), "
+        "`gameday ledger --scan` scans the whole machine"
     )
 
 
