@@ -1,6 +1,8 @@
 # gameday: two commands on a fresh Debian 12 machine, as root.
 #   make demo   install, bring up the local sandbox, run the default game day, write reports/
 #   make test   install what the tests need, run lint, types and the whole test suite
+# For contributors (CONTRIBUTING.md, "Tests"):
+#   make check  lint, types and the fast tests while working
 #   make bench  install what the benchmarks compare against, run every benchmark
 #   make mutate each fault kind's undo, then each rollback activity, made a no-op in turn:
 #               which tests catch it (~20 min)

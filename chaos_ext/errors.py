@@ -12,6 +12,8 @@ leak out of an activity.
     └── ChaosExtError                   anything raised by chaos_ext
         ├── InvalidArgument             bad input: nothing was changed
         ├── PreflightFailed             the target cannot take this fault: nothing was changed
+        │   └── PrivilegeMissing        this process lacks a privilege (capability, root,
+        │                               credentials): `gameday run` refuses before injecting
         ├── TargetGone                  the target (namespace, process, interface) no longer exists
         ├── LedgerError                 the fault ledger cannot be read or written
         │   ├── LedgerInconsistent      damaged, emptied or missing ledger: lists what may be open
@@ -21,6 +23,8 @@ leak out of an activity.
         ├── DnsError                    resolver saturation and floods
         ├── DatabaseError               connection exhaustion, headroom probes
         ├── KubernetesError             nodes, drains, evictions
+        │   └── NoClusterCredentials    no kubeconfig, in-cluster or KUBERNETES_HOST (also a
+        │                               PrivilegeMissing)
         ├── SidecarError                injector templates, drift, rollouts
         ├── PrometheusError             steady-state queries
         │   ├── PrometheusUnreachable   connect/read failure or timeout
@@ -81,7 +85,9 @@ __all__ = [
     "LedgerInconsistent",
     "LoadError",
     "NetworkError",
+    "NoClusterCredentials",
     "PreflightFailed",
+    "PrivilegeMissing",
     "PromQLError",
     "PrometheusError",
     "PrometheusHTTPError",
@@ -105,6 +111,12 @@ class InvalidArgument(ChaosExtError):
 
 class PreflightFailed(ChaosExtError):
     """The target lacks something the fault needs (kernel feature, capability)."""
+
+
+class PrivilegeMissing(PreflightFailed):
+    """This process (or the SSH user) lacks a privilege the fault needs: a capability
+    (CAP_NET_ADMIN), root, or credentials for the cluster. Nothing was changed; the
+    plan of the fault says so, and ``gameday run`` refuses before it injects anything."""
 
 
 class TargetGone(ChaosExtError):
@@ -157,6 +169,10 @@ class DatabaseError(ChaosExtError):
 
 class KubernetesError(ChaosExtError):
     """A Kubernetes API call or node operation failed."""
+
+
+class NoClusterCredentials(KubernetesError, PrivilegeMissing):
+    """No way to reach a cluster was given: no kubeconfig, not in a pod, no KUBERNETES_HOST."""
 
 
 class SidecarError(ChaosExtError):

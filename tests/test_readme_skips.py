@@ -1,7 +1,8 @@
-"""The README's skip sentence is true (issue 34): the count it gives is what pytest skips.
+"""CONTRIBUTING.md's skip sentence is true (issue 34): the count it gives is what pytest skips.
 
 On a host without netem exactly the ``vm`` tests are skipped (they run in the
-VM lane), and the README says how many. The skip marks of every collected
+VM lane), and CONTRIBUTING.md (its "Tests" section, where the README sends
+contributors) says how many. The skip marks of every collected
 test are evaluated as pytest will evaluate them
 (:mod:`support.skips_at_collection`). A ``pytest.skip()`` inside a test body
 is not seen (three remain, each for a missing Debian kernel image, none of
@@ -50,9 +51,9 @@ def _collect(*args: str) -> tuple[set[str], set[str]]:
 
 
 @pytest.mark.timeout(300)
-def test_the_readme_names_every_skip_of_a_host_run() -> None:
-    match = SENTENCE.search((ROOT / "README.md").read_text())
-    assert match, "README.md lost its sentence on what a host run skips"
+def test_contributing_names_every_skip_of_a_host_run() -> None:
+    match = SENTENCE.search((ROOT / "CONTRIBUTING.md").read_text())
+    assert match, "CONTRIBUTING.md lost its sentence on what a host run skips"
     vm, _ = _collect("-m", "vm", "tests")
     _, skipped = _collect("tests")
     expected = set() if kernel_has_netem() else vm
@@ -60,5 +61,5 @@ def test_the_readme_names_every_skip_of_a_host_run() -> None:
         f"skipped but not vm: {sorted(skipped - expected)}; vm not skipped: {expected - skipped}"
     )
     assert int(match.group(1)) == len(vm), (
-        f"README says {match.group(1)}, the vm tests are {len(vm)}"
+        f"CONTRIBUTING.md says {match.group(1)}, the vm tests are {len(vm)}"
     )

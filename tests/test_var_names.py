@@ -181,13 +181,15 @@ def test_a_missing_kubeconfig_is_one_line_without_retries(
         "plan", "--kubeconfig", str(tmp_path / "nowhere"), "--json", "plan.json", str(path)
     )
     out = result.stdout + result.stderr
-    assert result.returncode == 1, out
+    assert result.returncode == 3, out  # refused: a missing privilege, nothing injected
     assert "urllib3" not in out and "Retrying" not in out, out
     (planned,) = json.loads((tmp_path / "plan.json").read_text())["plans"]
     (row,) = planned["actions"]
-    assert row["error"] == (
-        f"KubernetesError: kubeconfig {tmp_path / 'nowhere'} (--kubeconfig or $KUBECONFIG) "
-        "does not exist: give --kubeconfig FILE [--context NAME], set KUBERNETES_HOST (and "
-        "KUBERNETES_API_KEY), or run in a pod with CHAOSTOOLKIT_IN_POD=true"
-    )
+    assert row["status"] == "refused", row
+    assert row["error"].startswith(
+        f"NoClusterCredentials: no kubeconfig found: tried --kubeconfig {tmp_path / 'nowhere'} "
+        "(does not exist), in-cluster (CHAOSTOOLKIT_IN_POD=true not set"
+    ), row
+    (line,) = [x for x in result.stderr.splitlines() if "no kubeconfig found" in x]
+    assert line.startswith("✗ refused: ") and line.endswith("; nothing injected"), line
     assert time.monotonic() - started < 30

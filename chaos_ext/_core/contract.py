@@ -47,12 +47,15 @@ from chaos_ext.errors import RollbackFailed
 
 __all__ = [
     "LEDGER_ID",
+    "NET_ADMIN_CHECK",
+    "PRIVILEGE_CHECKS",
     "ROLE_ATTRIBUTE",
     "Configuration",
     "PlanCall",
     "Secrets",
     "fault_action",
     "left_alone",
+    "missing_privileges",
     "plan_for",
     "plan_function_of",
     "plan_result",
@@ -236,6 +239,24 @@ def plan_for(
 def preflight_check(check: str, ok: bool, detail: str) -> dict[str, Any]:
     """One item of a plan's ``preflight`` list."""
     return {"check": check, "ok": bool(ok), "detail": detail}
+
+
+NET_ADMIN_CHECK = "CAP_NET_ADMIN"
+"""The preflight check of a fault that changes a network stack: may who changes it do so?"""
+
+PRIVILEGE_CHECKS = frozenset({NET_ADMIN_CHECK})
+"""Preflight checks that are about privileges (this process's, or the SSH user's), not the
+target: one failing makes ``gameday run`` refuse before anything is injected (exit 3),
+as a plan that raises :class:`~chaos_ext.errors.PrivilegeMissing` does."""
+
+
+def missing_privileges(plan: Mapping[str, Any]) -> list[str]:
+    """The failed privilege checks of a plan, one line each (empty: none missing)."""
+    return [
+        f"{check['check']}: {check['detail']}"
+        for check in plan.get("preflight") or []
+        if check["check"] in PRIVILEGE_CHECKS and not check["ok"]
+    ]
 
 
 def plan_result(

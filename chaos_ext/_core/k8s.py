@@ -8,7 +8,8 @@ activity's secrets, else the command's ``--context``, else the environment); in 
 pod with ``CHAOSTOOLKIT_IN_POD=true``; else ``KUBERNETES_HOST`` plus
 ``KUBERNETES_API_KEY`` / ``KUBERNETES_VERIFY_SSL`` ..., looked up in the
 activity's ``secrets`` first, then the environment. With none of them, a
-:class:`~chaos_ext.errors.KubernetesError` says so in one line (chaosk8s would
+:class:`~chaos_ext.errors.NoClusterCredentials` (a ``KubernetesError``) says so in one line,
+naming each place looked at (chaosk8s would
 try ``localhost:80`` three times). Unlike
 ``create_k8s_api_client``, every client gets its own ``Configuration``: the
 kubernetes module's defaults (default configuration, default kubeconfig
@@ -48,7 +49,7 @@ from kubernetes.config.config_exception import ConfigException
 from chaos_ext._core.jsonlist import stream_items
 from chaos_ext._core.rbac import Rule
 from chaos_ext._core.settings import current_settings
-from chaos_ext.errors import ChaosExtError, KubernetesError, TargetMismatch
+from chaos_ext.errors import ChaosExtError, KubernetesError, NoClusterCredentials, TargetMismatch
 
 __all__ = [
     "IDENTITY_RULE",
@@ -105,7 +106,7 @@ def api_client(secrets: Mapping[str, Any] | None = None) -> client.ApiClient:
         api: client.ApiClient = create_k8s_api_client(values)
         return api
     else:  # chaosk8s would talk to localhost:80 and retry three times: say it once
-        raise KubernetesError(_no_cluster(config_file))
+        raise NoClusterCredentials(_no_cluster(config_file))
     configuration.debug = lookup("KUBERNETES_DEBUG") not in (None, False)
     if os.environ.get("HTTP_PROXY"):
         configuration.proxy = os.environ["HTTP_PROXY"]
@@ -115,15 +116,25 @@ def api_client(secrets: Mapping[str, Any] | None = None) -> client.ApiClient:
 
 
 def _no_cluster(config_file: str) -> str:
-    given = _given_kubeconfig()
-    where = (
-        f"kubeconfig {given} (--kubeconfig or $KUBECONFIG) does not exist"
-        if given
-        else f"no kubeconfig found ({config_file} does not exist, $KUBECONFIG not set)"
+    """One line: every place a cluster was looked for, and why each gave none."""
+    flag, env = current_settings().kubeconfig, os.environ.get("KUBECONFIG")
+    if flag:
+        tried = [f"--kubeconfig {flag} (does not exist)"]
+    elif env:
+        tried = [f"--kubeconfig (not given), $KUBECONFIG {env} (does not exist)"]
+    else:
+        tried = [f"--kubeconfig (not given), $KUBECONFIG (not set), {config_file} (does not exist)"]
+    pod = (
+        " (KUBERNETES_SERVICE_HOST is set: a pod?)"
+        if os.environ.get("KUBERNETES_SERVICE_HOST")
+        else ""
     )
+    tried.append(f"in-cluster (CHAOSTOOLKIT_IN_POD=true not set{pod})")
+    tried.append("KUBERNETES_HOST (not set)")
     return (
-        f"{where}: give --kubeconfig FILE [--context NAME], set KUBERNETES_HOST (and "
-        "KUBERNETES_API_KEY), or run in a pod with CHAOSTOOLKIT_IN_POD=true"
+        f"no kubeconfig found: tried {', '.join(tried)}; give --kubeconfig FILE "
+        "[--context NAME], set CHAOSTOOLKIT_IN_POD=true in a pod, or KUBERNETES_HOST and "
+        "KUBERNETES_API_KEY"
     )
 
 

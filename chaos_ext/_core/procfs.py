@@ -22,6 +22,7 @@ from pathlib import Path
 
 __all__ = [
     "CAP_NET_ADMIN",
+    "CAP_SYS_ADMIN",
     "Process",
     "alive",
     "boot_id",
@@ -48,6 +49,7 @@ __all__ = [
 _PROC = Path("/proc")
 _TCP_LISTEN = "0A"
 CAP_NET_ADMIN = 12  # capability bit (linux/capability.h)
+CAP_SYS_ADMIN = 21  # setns(2) into another network namespace needs it
 
 
 @dataclass(frozen=True)

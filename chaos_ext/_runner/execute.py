@@ -251,7 +251,9 @@ def _play(
         clean_up_refused_run(experiment)
     except NotSettled as exc:
         journal["status"] = "completed"  # as chaoslib records a before-method miss
-        console.print(f"[bold yellow]⚠ unsteady: {redactor.text(str(exc))}[/]", highlight=False)
+        console.print(
+            f"[bold yellow]⚠ unsteady: {escape(redactor.text(str(exc)))}[/]", highlight=False
+        )
     except (KeyboardInterrupt, InterruptExecution, SystemExit) as exc:
         journal["status"] = "interrupted"
         cause = signals.stop_cause() or type(exc).__name__
@@ -261,7 +263,7 @@ def _play(
     except ChaosException as exc:
         journal["status"] = "failed"
         journal.setdefault("gameday", {})["error"] = str(exc)
-        console.print(f"[red]✗ {redactor.text(str(exc))}[/]", highlight=False)
+        console.print(f"[red]✗ {escape(redactor.text(str(exc)))}[/]", highlight=False)
 
 
 def _sweep(
@@ -343,9 +345,11 @@ def _fault_windows(
         windows.start()
     except ChaosExtError as exc:
         journal.setdefault("gameday", {})["fault_windows"] = {"error": str(exc)}
-        console.print(f"[yellow]fault windows not published: {exc}[/]", highlight=False)
+        console.print(
+            f"[yellow]fault windows not published: {escape(str(exc))}[/]", highlight=False
+        )
         return None
-    console.print(f"[cyan]fault windows → {url} (job=gameday, run_id={run_id})[/]")
+    console.print(f"[cyan]fault windows → {escape(url)} (job=gameday, run_id={escape(run_id)})[/]")
     return windows
 
 

@@ -22,6 +22,7 @@ ownership is checked again just before.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from chaos_ext._core.ledger import (
     UndoOutcome,
     open_entries_on_machine,
 )
+from chaos_ext._core.targets import identity
 from chaos_ext.errors import ChaosExtError
 
 __all__ = [
@@ -105,6 +107,9 @@ class ScanResult:
     findings: list[Finding]
     parts: list[str]
     problems: list[str]
+    out_of_reach: str | None = None
+    """Why part of this machine was not looked at, in one line (None: it all was): the
+    network namespaces this process may not enter (no CAP_SYS_ADMIN: not root)."""
 
     @property
     def orphans(self) -> list[Finding]:
@@ -114,6 +119,7 @@ class ScanResult:
         return {
             "parts": self.parts,
             "problems": self.problems,
+            "out_of_reach": self.out_of_reach,
             "found": [f.as_dict() for f in self.findings],
             "orphans": len(self.orphans),
         }
@@ -203,7 +209,27 @@ def scan(
     """Find gameday's objects in the system, then whose each one is (see the module doc)."""
     leftovers, parts, problems = _run(_finders(local, kubernetes, context, db_dsn))
     census = open_entries_on_machine()  # after the objects: an object seen has its entry
-    return ScanResult([_owned(lo, census) for lo in leftovers], parts, problems)
+    found = [_owned(lo, census) for lo in leftovers]
+    return ScanResult(found, parts, problems, _out_of_reach() if local else None)
+
+
+def _out_of_reach() -> str | None:
+    """One line on the network namespaces the local scan could not enter; None: none."""
+    if identity.may_enter_namespaces():
+        return None
+    others = identity.namespaces_out_of_reach()
+    if not others and os.getuid() == 0:  # root sees every process: there is no other (a pod)
+        return None
+    names = ", ".join(t.where for t in others[:5]) + (", ..." if len(others) > 5 else "")
+    not_seen = [f"{len(others)} seen ({names})"] if others else []
+    who = "not root" if os.getuid() != 0 else "no CAP_SYS_ADMIN"
+    if os.getuid() != 0:  # other users' /proc/<pid>/ns/net cannot even be read
+        not_seen.append("those of other users' processes")
+    return (
+        f"{who}: only this process's own network namespace was scanned (entering another "
+        f"needs CAP_SYS_ADMIN); not scanned: {' and '.join(not_seen)}; with it (root), "
+        "`gameday ledger --scan` scans the whole machine"
+    )
 
 
 def undo_orphans(

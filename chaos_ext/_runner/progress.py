@@ -60,15 +60,15 @@ class ProgressPrinter(RunEventHandler):  # type: ignore[misc]
         return "faults-on" if faults or self._unrecorded_action else "no-faults"
 
     def _phase(self, text: str) -> None:
-        self.console.print(f"[bold cyan]▶ {text}[/]")
+        self.console.print(f"[bold cyan]▶ {escape(text)}[/]")
 
     def _spin(self) -> None:
         label = ", ".join(self._running.values())
         if label and self._status is None:
-            self._status = self.console.status(f"running {label}")
+            self._status = self.console.status(f"running {escape(label)}")
             self._status.start()
         elif label and self._status is not None:
-            self._status.update(f"running {label}")
+            self._status.update(f"running {escape(label)}")
         elif not label and self._status is not None:
             self._status.stop()
             self._status = None

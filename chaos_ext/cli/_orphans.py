@@ -75,13 +75,15 @@ def orphan_lines(console: Console, found: ScanResult) -> bool:
 
 
 def _problems(console: Console, found: ScanResult) -> None:
+    if found.out_of_reach:
+        console.print(f"[yellow]⚠ {escape(found.out_of_reach)}[/]", highlight=False)
     for problem in found.problems:
         console.print(f"  [yellow]note: {escape(problem)}[/]", highlight=False)
 
 
 def show_scan(console: Console, found: ScanResult) -> None:
     """Everything the scan found, owned or not, one line each."""
-    console.print(f"scanned: {', '.join(found.parts) or 'nothing'}", highlight=False)
+    console.print(f"scanned: {', '.join(found.parts) or 'nothing'}", highlight=False, markup=False)
     _problems(console, found)
     if not found.findings:
         console.print("[green]nothing of gameday's found in the system[/]")
@@ -129,11 +131,11 @@ def after_rollback(
             return EXIT_FAILED  # a new one, or one an undo did not really remove
     elif orphan_lines(console, found):
         return EXIT_FAILED
-    clean = not found.findings or all(f.owners for f in found.findings)
+    clean = not found.out_of_reach and (not found.findings or all(f.owners for f in found.findings))
     if code == EXIT_HELD and not had_entries and not args.orphans and clean:
         what = "no open faults" if not args.run else f"no open faults of run {args.run}"
         console.print(
-            f"nothing to roll back: {what} in {book.path} (ledger verified;"
+            f"nothing to roll back: {escape(what)} in {escape(str(book.path))} (ledger verified;"
             " no orphan on this machine)"
         )
     return code

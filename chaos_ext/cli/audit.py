@@ -221,7 +221,9 @@ def _fix(args: argparse.Namespace, run: AuditRun, facts: GatewayFacts, console: 
         return EXIT_HELD
     out = write_fix(run, args.fix, args.output, facts)
     console.print(
-        f"--fix {args.fix}: wrote {', '.join(sorted(out.files))} to {args.output}", highlight=False
+        f"--fix {args.fix}: wrote {', '.join(sorted(out.files))} to {args.output}",
+        highlight=False,
+        markup=False,
     )
     for line in out.lines:
         console.print(f"  {escape(line)}", highlight=False)

@@ -78,7 +78,8 @@ and OUT/envelope-comparison.md.
 
 examples:
   gameday compare reports/gameday-…-fragile reports/gameday-…-tuned -o reports/tuning/
-  gameday run --repeat 5 --journal-dir before/ exp.json   # then, after the change, after/
+  gameday run --repeat 5 --journal-dir before/ experiments/db-latency.json
+      # then, after the change, the same with --journal-dir after/
   gameday compare before/ after/ -o reports/pool-size/
   gameday compare base-1.json tuned-1.json --baseline base-2.json --tuned tuned-2.json -o out/
   gameday compare before/ after/ -o out/ --better p99-latency=lower --fail-on-regression
@@ -203,7 +204,7 @@ def _compare_envelopes(
         )
     title = args.title if args.title != "Tuning comparison" else "How the breaking points moved"
     html, md = write_envelope_comparison(moves, unmatched, Path(args.output), title)
-    console.print(f"comparison: {html}, {md}", highlight=False)
+    console.print(f"comparison: {html}, {md}", highlight=False, markup=False)
     regressed = any(m.verdict == "regressed" for m in moves)
     return EXIT_DEVIATED if regressed and args.fail_on_regression else 0
 
@@ -311,6 +312,6 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         (out / name).write_text(
             render(compared, base_runs, tuned_runs, settings, args.title, notes)
         )
-    console.print(f"comparison: {out / 'comparison.html'}, {out / 'comparison.md'}")
+    console.print(f"comparison: {out / 'comparison.html'}, {out / 'comparison.md'}", markup=False)
     regressed = any(c.verdict == "regressed" for c in compared.rows)
     return EXIT_DEVIATED if regressed and args.fail_on_regression else 0

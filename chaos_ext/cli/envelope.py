@@ -19,6 +19,7 @@ from chaos_ext._runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID, RunO
 from chaos_ext._runner.experiments import ExperimentInvalid, validate_experiment
 from chaos_ext._runner.settle import settle_seconds_of
 from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.cli.plan import plan_experiment, refusals
 from chaos_ext.cli.run import _abort_handlers, recover
 from chaos_ext.controls.stop_conditions import AbortPlan, load_plan, plan_path
 from chaos_ext.errors import InvalidArgument
@@ -65,10 +66,13 @@ FRAGILE_OUT TUNED_OUT` says how the breaking point moved, `gameday gate
 examples:
   gameday envelope experiments/db-latency.json --vary delay-app-to-db.delay_seconds=0.01..0.8 \\
       --resolution 10% --repeats 2 --settle 30 -o out/latency-fragile
-  gameday envelope dns.json --vary hold-dns-tcp.connections=1..40 -o out/dns --label tuned
-  gameday envelope db.json --vary take-slots.target=0..20 --format 'max-minus-{}' \\
+  gameday envelope experiments/sandbox/envelope/dns-tcp-connections.json \\
+      --vary hold-idle-tcp-connections-to-dnsmasq.connections=1..40 -o out/dns --label tuned
+  gameday envelope experiments/sandbox/envelope/db-headroom.json \\
+      --vary take-free-connection-slots.target=0..20 --format 'max-minus-{}' \\
       --direction down --unit "free connections" -o out/headroom
-  gameday envelope dns.json --dry-run      # the plan and the worst case, touch nothing
+  gameday envelope experiments/sandbox/envelope/dns-tcp-connections.json --dry-run
+      # the plan and the worst case, touch nothing
 
 exit code: 0 an answer (a boundary, "breaks already at LOW" or "holds up to
 HIGH") with agreeing repeats; 1 noisy (repeats disagree or non-monotone);
@@ -274,6 +278,12 @@ def search_envelope(
     if getattr(args, "dry_run", False):
         console.print("dry run: nothing was injected")
         return EXIT_HELD
+    # as `gameday run`: a privilege a fault needs is asked of its plan before any run
+    refused = refusals(path, plan_experiment(experiment, base.config_vars, base.secret_vars))
+    for line in refused:
+        console.print(f"[red]{escape(line)}[/]", highlight=False)
+    if refused:
+        return EXIT_INVALID
     ledger = default_ledger()
     if not recover(ledger, console, refuse=getattr(args, "no_recover", False)):
         return EXIT_FAILED
@@ -288,7 +298,9 @@ def search_envelope(
         handlers=lambda: _abort_handlers(plan, console, base.config_vars),
     )
     _print_result(result.document, console)
-    console.print(f"envelope: {result.path}; journals: {out / 'runs'}", highlight=False)
+    console.print(
+        f"envelope: {result.path}; journals: {out / 'runs'}", highlight=False, markup=False
+    )
     return result
 
 

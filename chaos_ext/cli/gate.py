@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from chaos_ext._products.envelope.view import EnvelopeView
 from chaos_ext._products.report.junit import junit_xml
@@ -78,7 +79,8 @@ examples:
   gameday gate --journals out/journal-*.json --junit gameday.xml --min-score 80
   gameday gate experiments/*.json --var prometheus_url=http://prom:9090 --junit j.xml
   gameday gate --journals out/latency-tuned --min-envelope delay_seconds=0.2 --junit j.xml
-  gameday gate experiments/dns.json --min-envelope connections=30 --junit j.xml
+  gameday gate experiments/sandbox/envelope/dns-tcp-connections.json \\
+      --min-envelope connections=30 --junit j.xml
 """
 
 
@@ -172,8 +174,8 @@ def _from_journals(args: argparse.Namespace, console: Console) -> list[tuple[Run
         code = exit_code_for(view.outcome or outcome_of(journal))
         if view.unprotected and not args.allow_missing_controls:
             console.print(
-                f"[red]{view.source}: ran without a safety control "
-                f"({'; '.join(view.unprotected)}): failed (gate "
+                f"[red]{escape(view.source)}: ran without a safety control "
+                f"({escape('; '.join(view.unprotected))}): failed (gate "
                 "--allow-missing-controls accepts it)[/]",
                 highlight=False,
             )
@@ -232,7 +234,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     junit.write_bytes(junit_xml(views, score, args.min_score, extra))
     if floor_code == EXIT_INVALID:
         return EXIT_INVALID
-    console.print(f"resilience score: {score.text()}; JUnit: {junit}", highlight=False)
+    console.print(f"resilience score: {score.text()}; JUnit: {escape(str(junit))}", highlight=False)
     return _verdict(args, score, [code for _, code in outcome], floor_code, console)
 
 
@@ -246,7 +248,8 @@ def _slow_recovery(view: RunView, code: int, limit: float, console: Console) -> 
     unmeasured = (view.recovery or {}).get("why", "no recovery check")
     why = f"took {took:g} s" if took is not None else f"was not measured ({unmeasured})"
     console.print(
-        f"[red]{view.source}: recovery {why}; --max-recovery {limit:g}[/]", highlight=False
+        f"[red]{escape(view.source)}: recovery {escape(why)}; --max-recovery {limit:g}[/]",
+        highlight=False,
     )
     return worst_exit([code, EXIT_NOT_RECOVERED])
 

@@ -65,10 +65,14 @@ and never says "no open faults" while one exists.
              works with or without a ledger file
   --no-scan  the ledger only (the exit code then says nothing of the system)
 
+Looking into other network namespaces needs root (CAP_SYS_ADMIN): without it
+only this process's own namespace is scanned, one line says what was not
+looked at, and the exit code is 1 (it cannot say "no orphan").
+
 exit code: 0 the ledger is sound and no orphan was found; 1 the ledger is
 sound but the system holds orphans (or objects whose owner cannot be told:
-a ledger that cannot be read); 2 the ledger is not sound (or the repair could
-not be done).
+a ledger that cannot be read), or part of it could not be looked at (not
+root); 2 the ledger is not sound (or the repair could not be done).
 
 example: a holder whose ledger was deleted, beside a live run's table
   $ gameday ledger --scan
@@ -272,10 +276,17 @@ def _list(args: argparse.Namespace, console: Console) -> int:
         _table(book, entries, no_color=args.no_color)
     if found is not None and orphan_lines(console, found):
         return EXIT_DEVIATED
+    partial = found is not None and found.out_of_reach is not None
     if not entries and not args.json:
-        checked_too = "" if args.no_scan else "; no orphan on this machine"
-        console.print(f"no open faults in {book.path} (ledger verified{checked_too})")
-    return EXIT_HELD
+        checked_too = (
+            ""
+            if args.no_scan
+            else "; this machine only partly scanned, see above"
+            if partial
+            else "; no orphan on this machine"
+        )
+        console.print(f"no open faults in {book.path} (ledger verified{checked_too})", markup=False)
+    return EXIT_DEVIATED if partial else EXIT_HELD
 
 
 def _untrusted(args: argparse.Namespace, console: Console) -> int:
@@ -302,7 +313,8 @@ def _scan(args: argparse.Namespace, console: Console) -> int:
             console.print("[red]the ledger itself cannot be trusted: see `gameday ledger`[/]")
     if not sound:
         return EXIT_FAILED
-    return EXIT_DEVIATED if any(not f.owners for f in found.findings) else EXIT_HELD
+    unsure = found.out_of_reach is not None or any(not f.owners for f in found.findings)
+    return EXIT_DEVIATED if unsure else EXIT_HELD
 
 
 def _table(book: Ledger, entries: list[Entry], *, no_color: bool) -> None:

@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,8 +30,8 @@ fault ledger is swept. A run killed outright (SIGKILL) is recovered by
 
 a 5-minute tour:
   gameday validate experiments/*.json     check experiments, touch nothing
-  gameday run experiments/x.json          run one, live progress, journal written
-  gameday envelope x.json --vary A.ARG=LOW..HIGH   where the hypothesis breaks
+  gameday run experiments/ledger-clean.json   run one, live progress, journal written
+  gameday envelope EXPERIMENT --vary ACTIVITY.ARG=LOW..HIGH   where it breaks
   gameday ledger                          faults currently injected
   gameday rollback                        undo every open fault
 """
@@ -44,7 +45,8 @@ exit codes (run, gate; the most severe over all experiments: 2 > 5 > 1 > 4 > 0):
      experiment was stopped), or rollback-failed: a rollback did not complete
      and a fault may still be injected (`gameday rollback` retries)
   3  invalid input (experiment file, argument, option, control), or refused: a
-     safety control could not be imported, configured or started; nothing injected
+     safety control could not be imported, configured or started, or a privilege
+     a fault needs is missing (no kubeconfig, no CAP_NET_ADMIN); nothing injected
   4  unsteady: the steady state did not hold before the method (or did not
      settle, --settle); nothing was injected, nothing was proven
   5  not-recovered: the faults were undone, but the steady state did not hold
@@ -143,6 +145,30 @@ def _configure_logging(debug: bool, verbose: bool, console: Console) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     logging.getLogger("chaostoolkit").setLevel(level)
+    # its "Retrying (Retry(total=...))" warnings: the error that follows says it once
+    logging.getLogger("urllib3").setLevel(logging.DEBUG if debug else logging.ERROR)
+    _route_logzero()
+
+
+def _route_logzero() -> None:
+    """logzero's logger (chaostoolkit-prometheus logs through it) obeys ``-v``/``--debug``.
+
+    logzero gives its logger its own stderr handler at DEBUG, so every query a
+    chaostoolkit-prometheus probe makes would be printed whatever the level. As
+    ``chaos run`` does (``chaoslib.log.override_logzero_module``), a logzero not yet
+    imported becomes a module whose ``logger`` is chaostoolkit's; one already imported
+    loses its handler and passes its records to ours."""
+    if "logzero" not in sys.modules:
+        stand_in = types.ModuleType("logzero")
+        stand_in.__path__ = []
+        setattr(stand_in, "logger", logging.getLogger("chaostoolkit"))  # noqa: B010
+        sys.modules["logzero"] = stand_in
+        return
+    logger = getattr(sys.modules["logzero"], "logger", None)
+    if isinstance(logger, logging.Logger) and logger.name != "chaostoolkit":
+        logger.handlers.clear()
+        logger.setLevel(logging.NOTSET)
+        logger.propagate = True
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -183,7 +209,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             console.print_exception()
         else:
-            console.print(f"[red]gameday {args.command}: {type(exc).__name__}: {exc}[/]")
+            from rich.markup import escape  # noqa: PLC0415 - rich: not needed by --help
+
+            console.print(
+                f"[red]gameday {args.command}: {type(exc).__name__}: {escape(str(exc))}[/]",
+                highlight=False,
+            )
         return 2
     return result
 

@@ -16,13 +16,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos_ext._core.contract import plan_function_of, role_of
+from chaos_ext._core.contract import missing_privileges, plan_function_of, role_of
 from chaos_ext._runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 from chaos_ext._runner.redact import Redactor, secret_values
-from chaos_ext.cli._admission import add_var_options, admit
+from chaos_ext.cli._admission import Admitted, add_var_options, admit
 from chaos_ext.cli._common import add_kube_options
+from chaos_ext.errors import PrivilegeMissing
 
-__all__ = ["handle", "plan_experiment", "register"]
+__all__ = ["handle", "plan_experiment", "privilege_refusals", "refusals", "register"]
 
 HELP = """\
 Show what each experiment would touch, touching nothing. Every action of the
@@ -54,14 +55,17 @@ and the SSH user has CAP_NET_ADMIN there. For example:
 (docs/conventions.md §7 has the whole example.)
 
 --kubeconfig FILE and --context NAME choose the cluster (else $KUBECONFIG or
-~/.kube/config, and its current context); with no kubeconfig at all, an action
-that needs the cluster is listed with one line saying so ("no kubeconfig
-found ..."), without retrying localhost. An action without a plan function is
-listed as "no plan: <module>.<func>".
+~/.kube/config, and its current context). A missing privilege is a refusal,
+one line each after the table, as `gameday run` refuses before it injects
+anything: no way to reach the cluster ("no kubeconfig found: tried
+--kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster ...", without retrying
+localhost), or no CAP_NET_ADMIN where a fault changes a network stack. An
+action without a plan function is listed as "no plan: <module>.<func>".
 --json FILE writes every plan as JSON for review tools.
 
 Exit code: 0 every action was planned and every preflight passed; 1 a preflight
-failed, a plan function raised, or an action has no plan; 3 invalid input.
+failed, a plan function raised, or an action has no plan; 3 invalid input, or
+a privilege missing (refused).
 
 `gameday run --dry-run EXPERIMENT...` is the same command (same table, --json,
 exit codes), with the experiments admitted as a run admits them; inside the
@@ -123,10 +127,40 @@ def _plan_one(
         plan = planner(
             **arguments, configuration=dict(configuration), secrets=_scoped(provider, secrets)
         )
+    except PrivilegeMissing as exc:  # no credentials for the cluster, no capability
+        error = f"{type(exc).__name__}: {exc}"
+        return _row(name, where, status="refused", error=error, refused=[str(exc)], plan=None)
     except Exception as exc:  # noqa: BLE001 - a plan that cannot be made is a finding, not a crash
         return _row(name, where, status="error", error=f"{type(exc).__name__}: {exc}", plan=None)
+    if missing := missing_privileges(plan):
+        return _row(name, where, status="refused", refused=missing, plan=plan)
     ok = all(check["ok"] for check in plan["preflight"])
     return _row(name, where, status="ok" if ok else "preflight failed", plan=plan)
+
+
+def refusals(path: Path, rows: list[dict[str, Any]]) -> list[str]:
+    """One line per privilege an action of ``path`` lacks (its plan says so): the run
+    would fail at that action, so ``gameday run`` refuses before it injects anything."""
+    return [
+        f"refused: {path}: {row['activity']}: {line}; nothing injected"
+        for row in rows
+        for line in row.get("refused") or []
+    ]
+
+
+def privilege_refusals(admitted: Admitted) -> list[str]:
+    """The refusal lines of every admitted experiment (empty: every privilege is there).
+
+    Each action's own plan function is asked (docs/conventions.md §7): no fault kind is
+    named here, a new one is covered by declaring its plan. An action without a plan is
+    not checked; a plan that fails for another reason is left to the run."""
+    return [
+        line
+        for path, experiment in admitted.experiments
+        for line in refusals(
+            path, plan_experiment(experiment, admitted.config_vars, admitted.secret_vars)
+        )
+    ]
 
 
 def plan_experiment(
@@ -180,7 +214,8 @@ def _table(path: Path, title: str, rows: list[dict[str, Any]]) -> Table:
     for row in rows:
         plan = row["plan"]
         if plan is None:
-            why = row.get("error") or f"no plan: {row['provider']}"
+            why = "refused (below)" if row.get("refused") else row.get("error")
+            why = why or f"no plan: {row['provider']}"
             table.add_row(escape(row["activity"]), escape(why), "", "")
             continue
         table.add_row(
@@ -198,12 +233,18 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         return EXIT_INVALID
     report: list[dict[str, Any]] = []
     statuses: list[str] = []
+    refused: list[str] = []
     for path, experiment in admitted.experiments:
         rows = plan_experiment(experiment, admitted.config_vars, admitted.secret_vars)
         console.print(_table(path, str(experiment.get("title", "")), rows))
         report.append({"experiment": str(path), "title": experiment.get("title"), "actions": rows})
         statuses += [str(row["status"]) for row in rows]
+        refused += refusals(path, rows)
     if args.json:
         Path(args.json).write_text(json.dumps({"plans": report}, indent=2, default=str) + "\n")
+    for line in refused:
+        console.print(f"[red]✗ {escape(line)}[/]", highlight=False)
+    if refused:
+        return EXIT_INVALID
     clean = all(status == "ok" for status in statuses)
     return EXIT_HELD if clean else EXIT_DEVIATED

@@ -105,7 +105,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     )
     for view in views:
         console.print(f"envelope {view.label}: {view.summary}", highlight=False, markup=False)
-    console.print(f"report: {files.html}", highlight=False)
-    console.print(f"summary: {files.markdown}", highlight=False)
+    console.print(f"report: {files.html}", highlight=False, markup=False)
+    console.print(f"summary: {files.markdown}", highlight=False, markup=False)
     console.print(f"resilience score: {files.score.text()}", highlight=False)
     return 0

@@ -33,6 +33,7 @@ from chaos_ext.cli import plan
 from chaos_ext.cli._admission import add_var_options, admit
 from chaos_ext.cli._common import add_control_options, add_kube_options
 from chaos_ext.cli._say import say_verdict
+from chaos_ext.cli.plan import privilege_refusals
 from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
 from chaos_ext.errors import InvalidArgument, LedgerError
 
@@ -42,8 +43,11 @@ Run Chaos Toolkit experiments (JSON or YAML) through chaostoolkit-lib.
 Every experiment is validated first, as by `gameday validate` (each --var name
 must be one an experiment declares); if any is invalid nothing runs (exit 3).
 --kubeconfig FILE and --context NAME choose the cluster of the Kubernetes
-activities (else $KUBECONFIG or ~/.kube/config, and its current context); with
-no kubeconfig at all, such an activity fails with one line saying so.
+activities (else $KUBECONFIG or ~/.kube/config, and its current context).
+Then each fault action's plan is asked whether this process has the privileges
+it needs (a way to the cluster, CAP_NET_ADMIN where a network stack changes):
+a missing one is refused before anything runs, one line each ("no kubeconfig
+found: tried ...", "lacks CAP_NET_ADMIN ..."; "nothing injected"), exit 3.
 Before running, the fault ledger is checked (a ledger that cannot be trusted
 stops the run, exit 2, listing what may still be injected), then faults left
 open by a dead run (owner process gone) are undone and listed (--no-recover
@@ -62,21 +66,22 @@ JOURNAL_DIR/journal-<experiment file name>.json.
 
 --dry-run is `gameday plan`: each fault's live targets, blast radius and
 preflights, the same table, --json FILE and exit codes (0 planned and every
-preflight passed, 1 not, 3 invalid input); nothing is injected, nothing is
+preflight passed, 1 not, 3 invalid input or a privilege missing); nothing is injected, nothing is
 recorded in the fault ledger, no journal is written. The experiments are
 admitted as a run admits them, so an option the run would refuse (--settle,
 --abort-on) is refused here too; the rest of the run's options are not used.
 
 examples:
-  gameday run experiments/sandbox/db-latency.json
+  gameday run experiments/sandbox/01-db-latency.json
   gameday run --var prometheus_url=http://127.0.0.1:9090 experiments/*.json
-  gameday run --var-file prod.yaml --journal out/j.json experiments/dns.yaml
+  gameday run --var-file prod.yaml --journal out/j.json experiments/dns-saturation.json
   gameday run --abort-on edge experiments/db-latency.json
   gameday run --repeat 5 --journal-dir before/ experiments/db-latency.json
   gameday run --dry-run --json plan.json experiments/node-drain.json   # = gameday plan
-  gameday run --abort-on coredns-mixin-alerts.yaml --alerts severity=critical exp.json
+  gameday run --abort-on coredns-mixin-alerts.yaml --alerts severity=critical \\
+      experiments/dns-saturation.json
   gameday run --abort-on alertmanager --alerts 'severity=critical' \
-      --var alertmanager_url=http://alertmanager:9093 exp.json
+      --var alertmanager_url=http://alertmanager:9093 experiments/dns-saturation.json
 
 --abort-on FILE watches stop conditions in Prometheus from the start of the run
 for as long as any fault of it is open (settling, the hypothesis before, the
@@ -123,7 +128,8 @@ outcomes and exit codes (the most severe over all experiments: 2 > 5 > 1 > 4 > 0
      rollback-failed  a rollback did not complete (a fault may still be injected;
                       the summary names it and `gameday rollback` retries)
   3  invalid input    nothing was injected (also "refused": a safety control
-     or refused       could not be configured or started)
+     or refused       could not be configured or started, or a privilege a fault
+                      needs is missing)
   4  unsteady         the steady state did not hold before the method (or did not
                       settle): nothing was injected, nothing was proven
   5  not-recovered    the faults were undone, but the steady state did not hold
@@ -383,6 +389,7 @@ def run_batch(
     if admitted is None:
         return EXIT_INVALID
     refusals = [line for path, e in admitted.experiments if refuse and (line := refuse(path, e))]
+    refusals += privilege_refusals(admitted)  # each action's plan: may this process?
     for line in refusals:
         console.print(f"[red]{escape(line)}[/]", highlight=False)
     if refusals:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from chaos_ext._core.console import make_console
@@ -178,13 +179,13 @@ def missing_sandbox_extra() -> list[str]:
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     def print_line(text: str) -> None:
-        console.print(f"  {text}", highlight=False)
+        console.print(f"  {text}", highlight=False, markup=False)
 
     if args.sandbox_command in ("up", "run", "envelope") and (missing := missing_sandbox_extra()):
         console.print(
             f"[red]sandbox {args.sandbox_command}: the sandbox needs {', '.join(missing)}, "
             "which chaos_ext "
-            "installs only with its sandbox extra: pip install 'chaos_ext[sandbox]'[/]",
+            "installs only with its sandbox extra: pip install 'chaos_ext\\[sandbox]'[/]",
             highlight=False,
         )
         return EXIT_INVALID
@@ -199,7 +200,9 @@ def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], Non
     try:
         if args.sandbox_command == "up":
             backend, why = backends.choose(args.backend)
-            console.print(f"[bold]sandbox {args.prefix}:[/] backend {backend} ({why})")
+            console.print(
+                f"[bold]sandbox {escape(args.prefix)}:[/] backend {backend} ({escape(why)})"
+            )
             backends.up(backend, args.prefix, args.app_mode, say)
             console.print("[green]sandbox is up[/]; `gameday sandbox status` shows it")
             return EXIT_HELD
@@ -226,7 +229,9 @@ def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], Non
             return EXIT_HELD
         report = backends.status(args.prefix)
     except ChaosExtError as exc:
-        console.print(f"[red]sandbox {args.sandbox_command}: {exc}[/]", highlight=False)
+        console.print(
+            f"[red]sandbox {args.sandbox_command}: {escape(str(exc))}[/]", highlight=False
+        )
         return EXIT_INVALID if "invalid" in type(exc).__name__.lower() else EXIT_FAILED
     if args.json:
         print(json.dumps(report, indent=2))  # noqa: T201 - stdout is the output
@@ -238,7 +243,7 @@ def _handle(args: argparse.Namespace, console: Console, say: Callable[[str], Non
 def _print_status(report: dict[str, Any], no_color: bool = False) -> None:
     console = make_console(no_color=no_color)
     if not report["up"]:
-        console.print(f"sandbox {report['prefix']!r} is not running")
+        console.print(f"sandbox {report['prefix']!r} is not running", markup=False)
         return
     table = Table(
         title=f"sandbox {report['prefix']} ({report['backend']}, app {report['app_mode']})"

@@ -62,9 +62,11 @@ chaostoolkit-kubernetes declare no permissions: they are refused unless
 
 examples:
   gameday schedule experiments/*.json --cron "0 10 * * 2" -o gameday.yaml
-  gameday schedule exp.json --cron @weekly --namespace chaos --target-namespace shop \\
-      --image registry.example.com/gameday:0.1.0 --env-from-secret prometheus-auth
-  gameday schedule exp.json --cron "0 3 * * *" --env-from-secret gameday-reports-remote \\
+  gameday schedule experiments/db-latency.json --cron @weekly --namespace chaos \\
+      --target-namespace shop --image registry.example.com/gameday:0.1.0 \\
+      --env-from-secret prometheus-auth
+  gameday schedule experiments/db-latency.json --cron "0 3 * * *" \\
+      --env-from-secret gameday-reports-remote \\
       --push-command 'rclone copy "$REPORT_DIR" reports:gameday-reports/'
   kubectl apply -f gameday.yaml
 
@@ -232,7 +234,9 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     text = manifests_yaml(objects)
     if args.output:
         Path(args.output).write_text(text)
-        console.print(f"wrote {len(objects)} objects to {args.output}", highlight=False)
+        console.print(
+            f"wrote {len(objects)} objects to {args.output}", highlight=False, markup=False
+        )
     else:
         sys.stdout.write(text)
     return 0

@@ -105,10 +105,11 @@ def _say_abort(admitted: Admitted, console: Console) -> None:
     if plan is None:
         return
     names = sorted({r.name for r in plan.alerts.rules})
+    firing = ", ".join(w.source for w in plan.alerts.firing)
     console.print(
         f"[green]valid:[/] --abort-on {escape(plan.source)}: {len(plan.conditions)} condition(s), "
         f"{len(plan.alerts.rules)} alert rule(s) ({escape(', '.join(names)) or 'none'}), "
-        f"firing alerts from {', '.join(w.source for w in plan.alerts.firing) or 'nowhere'}",
+        f"firing alerts from {escape(firing) or 'nowhere'}",
         highlight=False,
     )
 
@@ -119,5 +120,8 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         return EXIT_INVALID
     _say_abort(admitted, console)
     for path, experiment in admitted.experiments:
-        console.print(f"[green]valid:[/] {path} — {experiment['title']}", highlight=False)
+        console.print(
+            f"[green]valid:[/] {escape(str(path))} — {escape(str(experiment['title']))}",
+            highlight=False,
+        )
     return EXIT_HELD

@@ -25,7 +25,7 @@ from chaos_ext._core.targets import identity, netns
 from chaos_ext._core.targets.remote import RemoteShell, open_remote, reopen_remote
 from chaos_ext._core.targets.spec import LOCAL_KINDS, Target, netns_path
 from chaos_ext.dns import _ratelimit
-from chaos_ext.errors import DnsError, PreflightFailed, TargetGone
+from chaos_ext.errors import DnsError, PreflightFailed, PrivilegeMissing, TargetGone
 
 __all__ = [
     "NftError",
@@ -124,7 +124,7 @@ class LocalNft:
 
     def preflight(self) -> dict[str, Any]:
         if not _has_net_admin():
-            raise PreflightFailed(f"no CAP_NET_ADMIN for {self.where}: run gameday as root")
+            raise PrivilegeMissing(f"no CAP_NET_ADMIN for {self.where}: run gameday as root")
         _libnftables()
         self._in_target(lambda: None)  # the target exists
         missing = netns.run_in_netns(None, lambda: _first_missing(_run_here), timeout=30)
@@ -161,7 +161,7 @@ class RemoteNft:
         release = self.shell.session.check(["uname", "-r"]).strip()
         status = self.shell.check(["cat", "/proc/self/status"])
         if not _procfs.has_capability(_procfs.CAP_NET_ADMIN, status):
-            raise PreflightFailed(f"no CAP_NET_ADMIN on {self.where}: use a root SSH user")
+            raise PrivilegeMissing(f"no CAP_NET_ADMIN on {self.where}: use a root SSH user")
         if self.shell.session.run(["nft", "--version"]).exit_code != 0:
             raise PreflightFailed(f"no nft binary on {self.where}: install nftables there")
         missing = self._scratch_missing()

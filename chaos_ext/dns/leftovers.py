@@ -43,6 +43,8 @@ def find_tables() -> tuple[list[Leftover], list[str]]:
     """Our tables in every network namespace; what could not be looked at."""
     found: list[Leftover] = []
     problems: list[str] = []
+    if not _procfs.has_capability(_procfs.CAP_NET_ADMIN):  # libnftables would print EPERM
+        return [], ["nft tables: not looked at: listing them needs CAP_NET_ADMIN (root)"]
     for key, where in namespaces():
         try:
             tables = _nft.list_ours(_nft.LocalNft(where))

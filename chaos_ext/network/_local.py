@@ -13,7 +13,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.targets import netns as _netns
 from chaos_ext._core.targets.spec import Target, netns_path
-from chaos_ext.errors import NetworkError, PreflightFailed, TargetGone
+from chaos_ext.errors import NetworkError, PreflightFailed, PrivilegeMissing, TargetGone
 from chaos_ext.network import _spec, _tree
 from chaos_ext.network.kernel import missing_features
 
@@ -80,7 +80,7 @@ def preflight(target: Target) -> dict[str, Any]:
     where = target.label("")[:-1]
     release = os.uname().release
     if not _has_net_admin():
-        raise PreflightFailed(f"no CAP_NET_ADMIN for {where}: run gameday as root")
+        raise PrivilegeMissing(f"no CAP_NET_ADMIN for {where}: run gameday as root")
     _netns_path(target)
     missing = missing_features()
     if missing:

@@ -20,7 +20,7 @@ from typing import Any
 
 from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.ssh import SshSession
-from chaos_ext.errors import NetworkError, PreflightFailed
+from chaos_ext.errors import NetworkError, PreflightFailed, PrivilegeMissing
 from chaos_ext.network import _spec
 
 __all__ = ["RemoteTc"]
@@ -125,7 +125,7 @@ class RemoteTc:
         release = self.session.check(["uname", "-r"]).strip()
         status = self.session.check([*self.prefix, "cat", "/proc/self/status"])
         if not _procfs.has_capability(_procfs.CAP_NET_ADMIN, status):
-            raise PreflightFailed(f"no CAP_NET_ADMIN on {self.where}: use a root SSH user")
+            raise PrivilegeMissing(f"no CAP_NET_ADMIN on {self.where}: use a root SSH user")
         missing = self._probe()
         if missing:
             raise PreflightFailed(f"kernel {release} on {self.where} has no {', '.join(missing)}")

@@ -104,9 +104,11 @@ def test_gameday_plan_without_cap_net_admin_fails_and_names_it(
     result, rows = _plan(tmp_path, ledger_path, experiment, _without_net_admin)
 
     out = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 1, out
+    assert result.returncode == 3, out  # a missing privilege: refused, as a run refuses
     assert "✗ CAP_NET_ADMIN: this process" in out
+    assert out.count("; nothing injected") == 2, out  # one refusal line per action
     for row in rows:
+        assert row["status"] == "refused", row
         check = _checks(row)["CAP_NET_ADMIN"]
         assert not check["ok"], row
         assert "lacks CAP_NET_ADMIN in its effective set" in check["detail"]

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaos_ext._core import procfs
-from chaos_ext._core.contract import preflight_check
+from chaos_ext._core.contract import NET_ADMIN_CHECK, preflight_check
 from chaos_ext._core.ssh import SshSession, SshSettings
 from chaos_ext._core.targets import pod
 from chaos_ext._core.targets.spec import LOCAL_KINDS, Target
@@ -40,7 +40,6 @@ __all__ = [
     "target_checks",
 ]
 
-NET_ADMIN_CHECK = "CAP_NET_ADMIN"
 SSH_CHECK = "SSH reachable"
 _COMMAND_TIMEOUT = 10.0
 

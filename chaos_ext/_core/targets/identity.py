@@ -31,8 +31,10 @@ __all__ = [
     "find_namespace",
     "key_of_path",
     "may_be_same",
+    "may_enter_namespaces",
     "namespace_key",
     "namespaces",
+    "namespaces_out_of_reach",
     "reach",
     "recorded_key",
 ]
@@ -145,13 +147,42 @@ def reach(target: Target, key: str | None) -> Target:
 
 
 def namespaces() -> list[tuple[str, Target]]:
-    """Every network namespace on this machine, once each by inode, with a spelling
-    that reaches it (a name under ``/run/netns`` first, else a process inside it).
+    """Every network namespace on this machine that this process can look into, once each
+    by inode, with a spelling that reaches it (a name under ``/run/netns`` first, else a
+    process inside it; its own namespace is ``local`` when it cannot enter namespaces).
 
     Found through ``/run/netns`` and every process's ``/proc/<pid>/ns/net``:
     a namespace with neither a name there nor a process in it (only a bind
-    mount elsewhere) is not seen.
+    mount elsewhere) is not seen. Entering another namespace (``setns(2)``) needs
+    CAP_SYS_ADMIN: without it only this process's own namespace is returned, and
+    :func:`namespaces_out_of_reach` names the others.
     """
+    seen = _seen()
+    if may_enter_namespaces():
+        return seen
+    own = namespace_key(Target("local"))
+    return [(own, Target("local"))] if own is not None else []
+
+
+def namespaces_out_of_reach() -> list[Target]:
+    """The namespaces :func:`namespaces` leaves out: this process may not enter them (no
+    CAP_SYS_ADMIN). Those of other users' processes are not even seen (their
+    ``/proc/<pid>/ns/net`` cannot be read), so they are not counted here."""
+    if may_enter_namespaces():
+        return []
+    own = namespace_key(Target("local"))
+    return [where for key, where in _seen() if key != own]
+
+
+def may_enter_namespaces() -> bool:
+    """Whether this process may enter another network namespace (CAP_SYS_ADMIN effective)."""
+    try:
+        return _procfs.has_capability(_procfs.CAP_SYS_ADMIN)
+    except OSError:
+        return False
+
+
+def _seen() -> list[tuple[str, Target]]:
     seen: dict[str, Target] = {}
     for path in _candidates():
         key = key_of_path(path)

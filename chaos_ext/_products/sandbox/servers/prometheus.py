@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import bcrypt
 import yaml
 
 from chaos_ext._products.sandbox.servers._stoppable import Stoppable
@@ -188,6 +187,8 @@ def _write_web_config(
 ) -> None:
     config: dict[str, Any] = {}
     if basic_auth:
+        import bcrypt  # noqa: PLC0415 - the sandbox extra: `gameday sandbox` says when it lacks it
+
         user, password = basic_auth
         hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
         config["basic_auth_users"] = {user: hashed}
