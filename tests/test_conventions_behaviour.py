@@ -69,9 +69,9 @@ from support.netlab import VethNs, kernel_has_netem, tc_show, veth_in_new_netns
 from chaos_ext import activity_modules
 from chaos_ext._core.contract import LEDGER_ID, role_of
 from chaos_ext._core.ledger import Entry, Ledger, add_listener, default_ledger, remove_listener
-from chaos_ext.errors import NetworkError
 from chaos_ext.network import _local
 from chaos_ext.network.actions import add_latency
+from chaos_ext.network.errors import NetworkError
 
 HAS_NETEM = kernel_has_netem()
 LOAD_NS = "loadtest"
