@@ -288,3 +288,16 @@ def test_schedule_refuses_a_second_plan_file(
     )
     assert done.returncode == 3
     assert "schedule ships one plan file in its ConfigMap" in " ".join(done.stderr.split())
+
+
+def test_schedule_refuses_a_plan_that_reads_another_file(
+    gameday: Gameday, write_experiment: Callable[..., Path], tmp_path: Path
+) -> None:
+    (tmp_path / "rules.yaml").write_text(RULES.read_text())
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("alerts:\n  rules: [rules.yaml]\n  select: ['severity=critical']\n")
+    experiment = write_experiment(_offline())
+    assert gameday("validate", "--abort-on", str(plan), str(experiment)).returncode == 0
+    done = gameday(*_command_line("schedule", experiment), "--abort-on", str(plan))
+    assert done.returncode == 3
+    assert "which the ConfigMap would not carry" in " ".join(done.stderr.split()), done.stderr

@@ -32,7 +32,6 @@ from chaos_ext.errors import InvalidArgument
 from chaos_ext.prometheus.catalogs import builtin_abort_plans
 
 __all__ = [
-    "ABORT_FORMS",
     "ALERTMANAGER_URL",
     "abort_form",
     "abort_plan_of",
@@ -44,8 +43,6 @@ __all__ = [
     "watches_alertmanager",
 ]
 
-# What --abort-on accepts, as abort_form names it.
-ABORT_FORMS = ("file", "built-in", "prometheus-alerts", "alertmanager")
 _KEYWORDS = ("prometheus-alerts", "alertmanager")
 ALERTMANAGER_URL = "alertmanager_url"
 

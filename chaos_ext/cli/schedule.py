@@ -216,7 +216,8 @@ def _abort_refused(
         )
     elif files and plan is not None:
         path = plan_path(files[0]).resolve()
-        others = [str(p) for p in plan.rule_files if p.resolve() != path]
+        read = {*plan.rule_files, *(Path(r.source) for r in plan.alerts.rules if r.source)}
+        others = sorted(str(p) for p in read if p.resolve() != path)
         if others:
             problems.append(
                 f"{files[0]}: refers to {', '.join(others)}, which the ConfigMap would not "
