@@ -43,7 +43,7 @@ and the :class:`PrometheusError` branch for the metrics source
 domain raises :class:`KubernetesError` itself (its faults are cluster API
 calls). A new fault domain adds ``<domain>/errors.py`` with one
 ``<Name>Error(ChaosExtError)`` and a line in the tree above;
-``tests/test_architecture.py`` checks both rules.
+``tests/test_error_homes.py`` checks both rules.
 
 Messages quote the bad value and say what to do next.
 
