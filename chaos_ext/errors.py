@@ -15,25 +15,39 @@ leak out of an activity.
         │   └── PrivilegeMissing        this process lacks a privilege (capability, root,
         │                               credentials): `gameday run` refuses before injecting
         ├── TargetGone                  the target (namespace, process, interface) no longer exists
+        ├── TransportError              the way to a target failed: namespace, SSH, pod placement
         ├── LedgerError                 the fault ledger cannot be read or written
         │   ├── LedgerInconsistent      damaged, emptied or missing ledger: lists what may be open
         │   └── RollbackFailed          an undo did not complete; the entry stays open
         │       └── TargetMismatch      the undo would reach another system than the recorded one
-        ├── NetworkError                tc/netem, namespaces, SSH transport
-        ├── DnsError                    resolver saturation and floods
-        ├── DatabaseError               connection exhaustion, headroom probes
-        ├── KubernetesError             nodes, drains, evictions
+        ├── KubernetesError             the cluster API: a call failed or no cluster is configured
         │   └── NoClusterCredentials    no kubeconfig, in-cluster or KUBERNETES_HOST (also a
         │                               PrivilegeMissing)
-        ├── SidecarError                injector templates, drift, rollouts
-        ├── PrometheusError             steady-state queries
+        ├── PrometheusError             the metrics source: a query failed
         │   ├── PrometheusUnreachable   connect/read failure or timeout
         │   ├── PrometheusHTTPError     non-2xx answer (status quoted)
         │   ├── PromQLError             Prometheus rejected the query (its message quoted)
         │   └── EmptyResult             no sample where a value is required
-        ├── EnvoyError                  config_dump fetching and auditing
-        ├── LoadError                   HTTP load driver
-        └── SandboxError                the local sandbox platform
+        │
+        │   one error per fault domain, defined in its own package:
+        ├── NetworkError                chaos_ext.network.errors: tc/netem, the qdisc tree
+        ├── DnsError                    chaos_ext.dns.errors: resolver saturation and floods
+        ├── DatabaseError               chaos_ext.db.errors: connection exhaustion, headroom probes
+        ├── SidecarError                chaos_ext.sidecar.errors: injector templates, drift
+        ├── EnvoyError                  chaos_ext.envoy.errors: config_dump fetching and auditing
+        ├── LoadError                   chaos_ext.load.errors: HTTP load driver
+        └── SandboxError                chaos_ext._products.sandbox.errors: the local sandbox
+
+This module holds the root and the bases every layer shares, and nothing a
+single fault domain owns. ``_core`` (below the fault domains, which it may not
+import) raises :class:`TransportError` for its transports (``_core.ssh``,
+``_core.targets``), :class:`KubernetesError` for the cluster API (``_core.k8s``)
+and the :class:`PrometheusError` branch for the metrics source
+(``_core.prometheus_api``); those stay here, named for what failed. The node
+domain raises :class:`KubernetesError` itself (its faults are cluster API
+calls). A new fault domain adds ``<domain>/errors.py`` with one
+``<Name>Error(ChaosExtError)`` and a line in the tree above;
+``tests/test_error_homes.py`` checks both rules.
 
 Messages quote the bad value and say what to do next.
 
@@ -70,11 +84,8 @@ __all__ = [
     "ChaosExtError",
     "ConnectFailure",
     "ControlProblem",
-    "DatabaseError",
-    "DnsError",
     "EmptyResult",
     "EnvelopeError",
-    "EnvoyError",
     "ExperimentInvalid",
     "FindingRulesError",
     "InputError",
@@ -83,8 +94,6 @@ __all__ = [
     "KubernetesError",
     "LedgerError",
     "LedgerInconsistent",
-    "LoadError",
-    "NetworkError",
     "NoClusterCredentials",
     "PreflightFailed",
     "PrivilegeMissing",
@@ -94,10 +103,9 @@ __all__ = [
     "PrometheusUnreachable",
     "RollbackFailed",
     "RunRefused",
-    "SandboxError",
-    "SidecarError",
     "TargetGone",
     "TargetMismatch",
+    "TransportError",
 ]
 
 
@@ -120,10 +128,18 @@ class PrivilegeMissing(PreflightFailed):
 
 
 class TargetGone(ChaosExtError):
-    """The fault's target no longer exists (network namespace, process, interface).
+    """The fault's target no longer exists (namespace, process, interface).
 
     Undo handlers treat it as "the fault went with its target": they decide on
     this type, never on an error's text.
+    """
+
+
+class TransportError(ChaosExtError):
+    """The way to a fault's target failed: entering a namespace, SSH, a pod's placement.
+
+    Raised by the shared transports (``_core.ssh``, ``_core.targets``), whatever
+    the fault domain that uses them.
     """
 
 
@@ -155,32 +171,16 @@ class TargetMismatch(RollbackFailed):
     """The undo would act on another system (cluster, host) than the one recorded: refused."""
 
 
-class NetworkError(ChaosExtError):
-    """Network fault injection failed (netlink, namespaces, SSH)."""
-
-
-class DnsError(ChaosExtError):
-    """DNS fault injection or measurement failed."""
-
-
-class DatabaseError(ChaosExtError):
-    """Database fault injection or measurement failed."""
-
-
 class KubernetesError(ChaosExtError):
-    """A Kubernetes API call or node operation failed."""
+    """A Kubernetes API call failed, or no cluster is configured (raised by ``_core.k8s``)."""
 
 
 class NoClusterCredentials(KubernetesError, PrivilegeMissing):
     """No way to reach a cluster was given: no kubeconfig, not in a pod, no KUBERNETES_HOST."""
 
 
-class SidecarError(ChaosExtError):
-    """Sidecar template change, drift detection or rollout failed."""
-
-
 class PrometheusError(ChaosExtError):
-    """A Prometheus query failed."""
+    """A query to the metrics source (the Prometheus HTTP API) failed."""
 
 
 class PrometheusUnreachable(PrometheusError):
@@ -197,18 +197,6 @@ class PromQLError(PrometheusError):
 
 class EmptyResult(PrometheusError):
     """A query returned no sample where a value was required."""
-
-
-class EnvoyError(ChaosExtError):
-    """Fetching or auditing an Envoy configuration failed."""
-
-
-class LoadError(ChaosExtError):
-    """The HTTP load driver failed."""
-
-
-class SandboxError(ChaosExtError):
-    """The local sandbox platform could not be built or torn down."""
 
 
 class RunRefused(BaseException):

@@ -76,9 +76,9 @@ from chaos_ext._core.ledger import (
     default_ledger,
     remove_listener,
 )
-from chaos_ext.errors import NetworkError
 from chaos_ext.network import _local
 from chaos_ext.network.actions import add_latency
+from chaos_ext.network.errors import NetworkError
 
 HAS_NETEM = kernel_has_netem()
 LOAD_NS = "loadtest"

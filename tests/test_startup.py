@@ -124,6 +124,7 @@ def test_validate_one_file_imports_nothing_heavy(tmp_path: Path) -> None:
     assert sorted(others) == [
         "chaos_ext.cli._admission",
         "chaos_ext.cli._common",
+        "chaos_ext.cli._options",
         "chaos_ext.cli.validate",
     ]
     assert len(modules) <= VALIDATE_MODULES_BUDGET, f"{len(modules)} modules for validate"

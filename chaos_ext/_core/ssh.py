@@ -31,7 +31,7 @@ from typing import Any
 
 import paramiko
 
-from chaos_ext.errors import InvalidArgument, NetworkError, TargetMismatch
+from chaos_ext.errors import InvalidArgument, TargetMismatch, TransportError
 
 __all__ = ["CommandOutput", "SshSession", "SshSettings", "fingerprint"]
 
@@ -163,7 +163,7 @@ class SshSession:
             try:
                 return paramiko.PKey.from_private_key(io.StringIO(s.key_text), s.passphrase)
             except (paramiko.SSHException, ValueError) as exc:
-                raise NetworkError(f"ssh_key for {s.where} cannot be loaded: {exc}") from exc
+                raise TransportError(f"ssh_key for {s.where} cannot be loaded: {exc}") from exc
         return None
 
     def connect(self) -> None:
@@ -191,24 +191,24 @@ class SshSession:
                 look_for_keys=False,
             )
         except paramiko.BadHostKeyException as exc:
-            raise NetworkError(
+            raise TransportError(
                 f"host key of {s.host}:{s.port} does not match {known}: refusing to connect"
             ) from exc
         except paramiko.SSHException as exc:
             if "not found in known_hosts" in str(exc):
-                raise NetworkError(
+                raise TransportError(
                     f"unknown SSH host {s.host}:{s.port}: its key is not in {known}; add it "
                     "(ssh-keyscan) or set ssh_accept_unknown_host_key: true to accept it"
                 ) from exc
-            raise NetworkError(f"ssh {s.where}: {exc}") from exc
+            raise TransportError(f"ssh {s.where}: {exc}") from exc
         except (TimeoutError, OSError) as exc:
-            raise NetworkError(f"ssh {s.where}: cannot connect: {_reason(exc)}") from exc
+            raise TransportError(f"ssh {s.where}: cannot connect: {_reason(exc)}") from exc
         self._pin()
 
     def _pin(self) -> None:
         transport = self._client.get_transport()
         if transport is None:
-            raise NetworkError(f"ssh {self.settings.where}: not connected")
+            raise TransportError(f"ssh {self.settings.where}: not connected")
         self.host_key = fingerprint(transport.get_remote_server_key())
         if self.expect_host_key and self.host_key != self.expect_host_key:
             self._client.close()
@@ -219,11 +219,11 @@ class SshSession:
             )
 
     def run(self, argv: Sequence[str], timeout: float = 30.0) -> CommandOutput:
-        """Run one command; NetworkError if it cannot run or exceeds ``timeout``."""
+        """Run one command; TransportError if it cannot run or exceeds ``timeout``."""
         command = _quote(argv)
         transport = self._client.get_transport()
         if transport is None:
-            raise NetworkError(f"ssh {self.settings.where}: not connected")
+            raise TransportError(f"ssh {self.settings.where}: not connected")
         try:
             chan = transport.open_session(timeout=timeout)
             # blocking reads with an idle timeout: no polling loop competing with
@@ -235,16 +235,16 @@ class SshSession:
             code = chan.recv_exit_status()
             chan.close()
         except TimeoutError as exc:
-            raise NetworkError(f"ssh {self.settings.where}: {argv[0]} timed out") from exc
+            raise TransportError(f"ssh {self.settings.where}: {argv[0]} timed out") from exc
         except (paramiko.SSHException, OSError) as exc:
-            raise NetworkError(f"ssh {self.settings.where}: {argv[0]}: {exc}") from exc
+            raise TransportError(f"ssh {self.settings.where}: {argv[0]}: {exc}") from exc
         return CommandOutput(code, out.decode(errors="replace"), err.decode(errors="replace"))
 
     def check(self, argv: Sequence[str], timeout: float = 30.0) -> str:
         """Run a command that must succeed; returns its stdout."""
         result = self.run(argv, timeout)
         if result.exit_code != 0:
-            raise NetworkError(
+            raise TransportError(
                 f"ssh {self.settings.where}: {shlex.join(argv)} exited {result.exit_code}: "
                 f"{result.stderr.strip()[:300]}"
             )

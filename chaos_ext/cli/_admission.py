@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,25 +22,23 @@ from chaoslib import convert_vars, merge_vars
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext._core.prometheus_api.promql import validating
 from chaos_ext._runner.experiments import ExperimentInvalid
 from chaos_ext._runner.recovery import recover_seconds_of
 from chaos_ext._runner.settle import settle_seconds_of, watchdog_grace_of
 from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
-from chaos_ext.controls.stop_conditions import AbortPlan, load_sources, parse_selector
+from chaos_ext.cli._options import ALERTMANAGER_URL, abort_plan_of, alertmanager_url_missing
+from chaos_ext.controls.stop_conditions import AbortPlan
 from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "GAMEDAY_READS",
     "Admitted",
-    "add_var_options",
     "admit",
     "unknown_var_lines",
     "var_format_lines",
     "var_names",
 ]
 
-_ALERTMANAGER = "alertmanager_url"
 GAMEDAY_READS = frozenset(
     {
         # the stop conditions' Prometheus client (_core.prometheus_api.client.settings_from)
@@ -56,7 +53,7 @@ GAMEDAY_READS = frozenset(
         "prometheus_version",
         # the alert watch (_core.prometheus_api.alertsources) and the fault windows pushed
         # to a Pushgateway (_runner.windows)
-        _ALERTMANAGER,
+        ALERTMANAGER_URL,
         "pushgateway_url",
     }
 )
@@ -77,24 +74,6 @@ class Admitted:
     config_vars: dict[str, Any]
     secret_vars: dict[str, Any] = field(repr=False)
     watchdog_grace: dict[Path, float | None] = field(default_factory=dict)
-
-
-def add_var_options(parser: argparse.ArgumentParser) -> None:
-    """``--var`` and ``--var-file``, as ``chaos run`` has them."""
-    parser.add_argument(
-        "--var",
-        action="append",
-        default=[],
-        metavar="KEY[:TYPE]=VALUE",
-        help="configuration value (repeatable), as in `chaos run --var`",
-    )
-    parser.add_argument(
-        "--var-file",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="JSON/YAML with 'configuration' and 'secrets' keys, or a .env file",
-    )
 
 
 def var_names(texts: list[str]) -> list[str]:
@@ -146,40 +125,12 @@ def _refuse(console: Console, text: str) -> None:
     console.print(f"[red]invalid:[/] {escape(text)}", highlight=False)
 
 
-def _abort_plan(args: argparse.Namespace) -> AbortPlan | None:
-    selectors = [parse_selector(text) for text in getattr(args, "alerts", [])]
-    sources = getattr(args, "abort_on", [])
-    if selectors and not sources:
-        raise InvalidArgument(
-            "--alerts needs --abort-on RULES.yaml, prometheus-alerts or alertmanager"
-        )
-    if not sources:
-        return None
-    with validating():  # judged offline: their Prometheus is each experiment's
-        return load_sources(sources, selectors)
-
-
-def _declared_value(experiment: dict[str, Any], config_vars: dict[str, Any], key: str) -> Any:
-    """The value the run's configuration will hold for ``key``: chaoslib keeps only the
-    keys the experiment declares, ``--var`` overriding them (an env value read here)."""
-    declared = experiment.get("configuration") or {}
-    if not isinstance(declared, dict) or key not in declared:
-        return None
-    value = config_vars.get(key, declared[key])
-    if isinstance(value, dict) and value.get("type") == "env":
-        return os.environ.get(str(value.get("key")), value.get("default"))
-    return value
-
-
 def _run_problems(
     args: argparse.Namespace, plan: AbortPlan | None, config_vars: dict[str, Any]
 ) -> Callable[[Path, dict[str, Any]], list[ExperimentInvalid]]:
     """What only the run's options make a problem of an experiment: its settle and recover
     times, and the Alertmanager URL --var or its configuration must give when alerts are
     watched (the watch reads --var itself: chaos_ext.controls.stop_conditions)."""
-    watch_alertmanager = plan is not None and any(
-        w.source == "alertmanager" for w in plan.alerts.firing
-    )
 
     def problems(path: Path, experiment: dict[str, Any]) -> list[ExperimentInvalid]:
         found = []
@@ -195,19 +146,9 @@ def _run_problems(
             watchdog_grace_of(experiment, getattr(args, "watchdog_grace", None))
         except InvalidArgument as exc:
             found.append(ExperimentInvalid(path, "watchdog_grace_seconds", str(exc)))
-        given = config_vars.get(_ALERTMANAGER) or _declared_value(
-            experiment, config_vars, _ALERTMANAGER
-        )
-        if watch_alertmanager and not given:
-            found.append(
-                ExperimentInvalid(
-                    path,
-                    f"configuration.{_ALERTMANAGER}",
-                    "watching alertmanager (--abort-on alertmanager) needs its URL: "
-                    "--var alertmanager_url=http://alertmanager:9093, or the key in the "
-                    "experiment's configuration",
-                )
-            )
+        missing = alertmanager_url_missing(plan, experiment, config_vars)
+        if missing:
+            found.append(ExperimentInvalid(path, f"configuration.{ALERTMANAGER_URL}", missing))
         return found
 
     return problems
@@ -232,7 +173,7 @@ def admit(
         return None
     settings = load_settings_or_none(args, console)
     try:
-        plan, plan_ok = _abort_plan(args), True
+        plan, plan_ok = abort_plan_of(args), True
     except InvalidArgument as exc:
         plan, plan_ok = None, False
         _refuse(console, f"--abort-on: {exc}")

@@ -15,7 +15,6 @@ from chaos_ext._runner.experiments import ExperimentInvalid, Resolve, file_probl
 
 __all__ = [
     "add_control_options",
-    "add_kube_options",
     "load_settings_or_none",
     "load_valid_experiments",
 ]
@@ -36,28 +35,6 @@ def add_control_options(parser: argparse.ArgumentParser, *, allow: bool = True) 
     )
     if allow:
         parser.add_argument("--allow-missing-controls", action="store_true", help=ALLOW_HELP)
-
-
-def add_kube_options(
-    parser: argparse.ArgumentParser,
-    *,
-    purpose: str,
-    context_default: str = "$KUBERNETES_CONTEXT, else the kubeconfig's current one",
-) -> None:
-    """``--kubeconfig`` and ``--context``: the cluster this command talks to, for every
-    command that talks to one (run, plan, rollback, ledger). They reach the Kubernetes
-    clients through the command's Settings (chaos_ext._core.settings); ``purpose`` ends
-    each help line (what this command does with the cluster)."""
-    parser.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        help=f"kubeconfig of the cluster (default: $KUBECONFIG, else ~/.kube/config); {purpose}",
-    )
-    parser.add_argument(
-        "--context",
-        metavar="NAME",
-        help=f"kubeconfig context (default: {context_default}); {purpose}",
-    )
 
 
 def _say_unprotected(console: Console, where: str, problem: str) -> None:

@@ -12,7 +12,7 @@ from chaos_ext._core.ledger import Ledger
 from chaos_ext._runner.orphans import Finding, ScanResult, scan, undo_orphans
 from chaos_ext._runner.sweep import shielded
 from chaos_ext._runner.verdict import EXIT_FAILED, EXIT_HELD
-from chaos_ext.cli._common import add_kube_options
+from chaos_ext.cli._options import add_kube_options
 from chaos_ext.db.leftovers import DSN_VAR, scan_dsn
 
 __all__ = [

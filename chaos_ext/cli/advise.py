@@ -25,8 +25,8 @@ from chaos_ext.cli._advise_journal import (
     handle_journals,
     show_findings,
 )
-from chaos_ext.cli._common import add_kube_options
 from chaos_ext.cli._journals import expand_journal_paths
+from chaos_ext.cli._options import add_kube_options
 from chaos_ext.db.leftovers import scan_dsn
 from chaos_ext.errors import (
     ChaosExtError,
@@ -96,7 +96,7 @@ examples:
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "advise",
-        help="what to fix: findings of runs, and the incidents' risks in a cluster",
+        help="what to fix: findings of runs, and a cluster's incident risks",
         description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -25,7 +25,8 @@ from chaos_ext.envoy.audit import (
     summary_line,
     write_fix,
 )
-from chaos_ext.errors import EnvoyError, InvalidArgument
+from chaos_ext.envoy.errors import EnvoyError
+from chaos_ext.errors import InvalidArgument
 
 EXIT_FIX_WRITTEN = 1  # the input fails; the files written, applied, make every check pass
 EXIT_FIX_INCOMPLETE = 2  # files written, but applied they still fail, or parts were left out

@@ -19,9 +19,15 @@ from chaos_ext._runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID, RunO
 from chaos_ext._runner.experiments import ExperimentInvalid, validate_experiment
 from chaos_ext._runner.settle import settle_seconds_of
 from chaos_ext.cli._common import load_valid_experiments
+from chaos_ext.cli._options import (
+    abort_plan_of,
+    add_abort_options,
+    add_var_options,
+    alertmanager_url_missing,
+)
 from chaos_ext.cli.plan import plan_experiment, refusals
 from chaos_ext.cli.run import _abort_handlers, recover
-from chaos_ext.controls.stop_conditions import AbortPlan, load_plan, plan_path
+from chaos_ext.controls.stop_conditions import AbortPlan
 from chaos_ext.errors import InvalidArgument
 
 HELP = """\
@@ -147,20 +153,7 @@ def register(sub: Any) -> None:
 
 
 def _add_runner_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--var",
-        action="append",
-        default=[],
-        metavar="KEY[:TYPE]=VALUE",
-        help="configuration value (repeatable), as in `chaos run --var`",
-    )
-    parser.add_argument(
-        "--var-file",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="JSON/YAML with 'configuration' and 'secrets' keys, or a .env file",
-    )
+    add_var_options(parser)
     parser.add_argument(
         "--hypothesis-strategy",
         default="default",
@@ -174,12 +167,7 @@ def _add_runner_options(parser: argparse.ArgumentParser) -> None:
         help="when the hypothesis is checked in each run (default before/after)",
     )
     parser.add_argument("--hypothesis-frequency", type=float, default=1.0, metavar="SECONDS")
-    parser.add_argument(
-        "--abort-on",
-        metavar="FILE|NAME",
-        help="stop conditions (a file, or a built-in plan such as edge) checked in Prometheus "
-        "during each run; one firing stops the search",
-    )
+    add_abort_options(parser)  # one firing stops the search
     parser.add_argument(
         "--no-recover", action="store_true", help="refuse to start if a dead run left faults open"
     )
@@ -232,7 +220,10 @@ def _prepare(
         default_settle = settle_seconds_of(experiment)  # {"name": "gameday", "settle_seconds"}
         settings = settings_from(experiment, overrides, path.stem, default_settle)
         _check_ends(path, experiment, settings, secret_vars, config_vars)
-        plan = load_plan(plan_path(args.abort_on)) if args.abort_on else None
+        plan = abort_plan_of(args)
+        missing = alertmanager_url_missing(plan, experiment, config_vars)
+        if missing:
+            raise InvalidArgument(missing)
     except (InvalidArgument, ExperimentInvalid) as exc:
         return _invalid(console, str(exc))
     if (out / "envelope.json").exists():

@@ -19,7 +19,7 @@ from chaos_ext._core.ledger import Entry, Ledger, default_ledger
 from chaos_ext._runner.retry import retry_rollbacks
 from chaos_ext._runner.sweep import checked, print_suspects, shielded, sweep
 from chaos_ext._runner.verdict import EXIT_DEVIATED, EXIT_FAILED, EXIT_HELD, EXIT_INVALID
-from chaos_ext.cli._common import add_kube_options
+from chaos_ext.cli._options import add_kube_options, add_var_options
 from chaos_ext.cli._orphans import (
     add_target_options,
     after_rollback,
@@ -196,20 +196,7 @@ def register(sub: Any) -> None:
         metavar="JOURNAL",
         help="retry the rollback activities that did not succeed in this run's journal",
     )
-    rollback.add_argument(
-        "--var",
-        action="append",
-        default=[],
-        metavar="KEY[:TYPE]=VALUE",
-        help="configuration value for --journal (repeatable)",
-    )
-    rollback.add_argument(
-        "--var-file",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="configuration and secrets for --journal, as for `gameday run`",
-    )
+    add_var_options(rollback, purpose="for the rollbacks of --journal, as for `gameday run`")
     rollback.set_defaults(handler=handle_rollback)
 
 

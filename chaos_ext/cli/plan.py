@@ -19,8 +19,8 @@ from rich.table import Table
 from chaos_ext._core.contract import missing_privileges, plan_function_of, role_of
 from chaos_ext._runner.execute import EXIT_DEVIATED, EXIT_HELD, EXIT_INVALID
 from chaos_ext._runner.redact import Redactor, secret_values
-from chaos_ext.cli._admission import Admitted, add_var_options, admit
-from chaos_ext.cli._common import add_kube_options
+from chaos_ext.cli._admission import Admitted, admit
+from chaos_ext.cli._options import add_kube_options, add_var_options
 from chaos_ext.errors import PrivilegeMissing
 
 __all__ = ["handle", "plan_experiment", "privilege_refusals", "refusals", "register"]

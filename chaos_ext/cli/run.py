@@ -30,8 +30,9 @@ from chaos_ext._runner.recovery import DEFAULT_RECOVER_S
 from chaos_ext._runner.sweep import checked, dead_entries, shielded, sweep
 from chaos_ext._runner.verdict import worst_exit
 from chaos_ext.cli import plan
-from chaos_ext.cli._admission import add_var_options, admit
-from chaos_ext.cli._common import add_control_options, add_kube_options
+from chaos_ext.cli._admission import admit
+from chaos_ext.cli._common import add_control_options
+from chaos_ext.cli._options import add_abort_options, add_kube_options, add_var_options
 from chaos_ext.cli._say import say_verdict
 from chaos_ext.cli.plan import privilege_refusals
 from chaos_ext.controls.stop_conditions import AbortOnBreach, AbortPlan
@@ -83,7 +84,7 @@ examples:
   gameday run --abort-on alertmanager --alerts 'severity=critical' \
       --var alertmanager_url=http://alertmanager:9093 experiments/dns-saturation.json
 
---abort-on FILE watches stop conditions in Prometheus from the start of the run
+--abort-on PLAN watches stop conditions in Prometheus from the start of the run
 for as long as any fault of it is open (settling, the hypothesis before, the
 method, the steady state after, the rollbacks and the sweep; repeatable): an abort plan (probes from
 `gameday catalog`; a built-in plan is named: `--abort-on edge`), a Prometheus
@@ -195,21 +196,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fail-fast", action="store_true", help="stop at the first deviation during the method"
     )
-    parser.add_argument(
-        "--abort-on",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="stop conditions checked while any fault is open (repeatable): an abort plan, a "
-        "rule file or PrometheusRule, a built-in plan name, prometheus-alerts or alertmanager",
-    )
-    parser.add_argument(
-        "--alerts",
-        metavar="SELECTOR",
-        action="append",
-        default=[],
-        help="which alerts of --abort-on stop the run (repeatable; any): severity=critical",
-    )
+    add_abort_options(parser)
     parser.add_argument(
         "--recover",
         type=float,

@@ -17,6 +17,7 @@ from chaos_ext._core.console import make_console
 from chaos_ext._products.sandbox import backends
 from chaos_ext._products.sandbox.heartbeat import Heartbeat
 from chaos_ext._runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID
+from chaos_ext.cli._options import add_var_options
 from chaos_ext.errors import ChaosExtError
 
 HELP = """\
@@ -106,21 +107,7 @@ def register(sub: Any) -> None:
         help="wait up to SECONDS for each steady state before its fault (gameday run --settle; "
         "default: the experiment's settle_seconds, 60 s for the default game day)",
     )
-    run.add_argument(
-        "--var",
-        action="append",
-        default=[],
-        metavar="KEY[:TYPE]=VALUE",
-        help="configuration value over the sandbox's own (repeatable), as `gameday run --var`",
-    )
-    run.add_argument(
-        "--var-file",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="more configuration after the sandbox's vars.json (later files win), e.g. a"
-        " shorter ramp for experiments/incidents/",
-    )
+    add_var_options(run, purpose="over the sandbox's own (vars.json), passed to `gameday run`")
     run.add_argument("experiments", nargs="+", metavar="EXPERIMENT")
     run.set_defaults(handler=handle)
     _register_envelope(actions)

@@ -23,7 +23,14 @@ from chaos_ext._products.schedule.pod_itself import pod_itself_warnings
 from chaos_ext._runner.execute import EXIT_INVALID
 from chaos_ext.cli._admission import unknown_var_lines, var_format_lines, var_names
 from chaos_ext.cli._common import load_valid_experiments
-from chaos_ext.controls.stop_conditions import load_plan
+from chaos_ext.cli._options import (
+    abort_form,
+    abort_plan_of,
+    add_abort_options,
+    add_var_options,
+    alertmanager_url_missing,
+)
+from chaos_ext.controls.stop_conditions import plan_path
 from chaos_ext.errors import InvalidArgument
 
 HELP = """\
@@ -40,7 +47,7 @@ a schedule, in the cluster, with Kubernetes as the scheduler:
                    reports and the fault ledger, which outlives the pod
   CronJob          NAME: concurrencyPolicy Forbid, no retries, non-root, read-only
                    root filesystem; runs `gameday run` (with the --abort-on
-                   plan if given) then `gameday report` into
+                   stop conditions if given) then `gameday report` into
                    /reports/<UTC time>/, then --push-command if given
                    (with $REPORT_DIR set), and exits with the run's code
 
@@ -60,8 +67,16 @@ default that no --var overrides) is a warning. Activities of
 chaostoolkit-kubernetes declare no permissions: they are refused unless
 --allow-undeclared (then grant their permissions yourself).
 
+--abort-on takes every form `gameday run --abort-on` takes and is checked the
+same way here: one plan or rule file (a built-in plan name is resolved to its
+file) is shipped in the ConfigMap, a second one is refused (merge them);
+prometheus-alerts, alertmanager and --alerts are passed to the pod's run, and
+alertmanager needs alertmanager_url from --var or every experiment's
+configuration.
+
 examples:
   gameday schedule experiments/*.json --cron "0 10 * * 2" -o gameday.yaml
+  gameday schedule experiments/prometheus-edge-slo.json --cron @daily --abort-on edge
   gameday schedule experiments/db-latency.json --cron @weekly --namespace chaos \\
       --target-namespace shop --image registry.example.com/gameday:0.1.0 \\
       --env-from-secret prometheus-auth
@@ -110,18 +125,8 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--push-command", metavar="SH", help="shell command run after the report, $REPORT_DIR set"
     )
-    parser.add_argument(
-        "--abort-on",
-        metavar="FILE",
-        help="stop conditions for `gameday run --abort-on`, shipped in the ConfigMap",
-    )
-    parser.add_argument(
-        "--var",
-        action="append",
-        default=[],
-        metavar="KEY[:TYPE]=VALUE",
-        help="passed to `gameday run --var` (repeatable)",
-    )
+    add_abort_options(parser)  # one file shipped in the ConfigMap: _abort_shipping
+    add_var_options(parser, purpose="passed to `gameday run` in the pod", files=False)
     parser.add_argument(
         "--env-from-secret",
         action="append",
@@ -155,7 +160,7 @@ def _spec(args: argparse.Namespace, files: list[Path]) -> ScheduleSpec:
     names = [p.name for p in files]
     if len(set(names)) != len(names):
         raise ValueError("two experiments have the same file name; rename one")
-    run_args: list[str] = []
+    plan_text, run_args = _abort_shipping(args)
     for var in args.var:
         run_args += ["--var", var]
     return ScheduleSpec(
@@ -175,9 +180,57 @@ def _spec(args: argparse.Namespace, files: list[Path]) -> ScheduleSpec:
         env_from_secrets=tuple(args.env_from_secret),
         deadline_seconds=args.deadline,
         time_zone=args.time_zone,
-        abort_plan=Path(args.abort_on).read_text() if args.abort_on else None,
+        abort_plan=plan_text,
         ssh_secret=args.ssh_secret,
     )
+
+
+def _shipped_files(values: list[str]) -> list[str]:
+    """The --abort-on values that name a file (or a built-in plan): shipped in the ConfigMap."""
+    return [v for v in values if abort_form(v) in ("file", "built-in")]
+
+
+def _abort_shipping(args: argparse.Namespace) -> tuple[str | None, list[str]]:
+    """What the pod's `gameday run` gets: the text of the one plan file (a built-in
+    plan resolved to its file here), and the other --abort-on words and --alerts."""
+    files = _shipped_files(args.abort_on)
+    text = plan_path(files[0]).read_text() if files else None
+    words = [a for v in args.abort_on if v not in files for a in ("--abort-on", v)]
+    return text, words + [a for s in args.alerts for a in ("--alerts", s)]
+
+
+def _abort_refused(
+    args: argparse.Namespace, loaded: list[dict[str, Any]], console: Console
+) -> bool:
+    """--abort-on as `gameday run` reads it, plus what shipping it needs: one file that
+    refers to no other file (the ConfigMap carries that one), and for alertmanager its
+    URL given by --var or every experiment's configuration."""
+    problems: list[str] = []
+    try:
+        plan = abort_plan_of(args)
+    except InvalidArgument as exc:
+        plan, problems = None, [str(exc)]
+    files = _shipped_files(args.abort_on)
+    if len(files) > 1:
+        problems.append(
+            f"{', '.join(files)}: schedule ships one plan file in its ConfigMap: merge them "
+            "into one plan (prometheus-alerts and alertmanager may be added to it)"
+        )
+    elif files and plan is not None:
+        path = plan_path(files[0]).resolve()
+        read = {*plan.rule_files, *(Path(r.source) for r in plan.alerts.rules if r.source)}
+        others = sorted(str(p) for p in read if p.resolve() != path)
+        if others:
+            problems.append(
+                f"{files[0]}: refers to {', '.join(others)}, which the ConfigMap would not "
+                "carry: put their rules in the plan's file, or give that rule file itself"
+            )
+    config_vars = dict.fromkeys(var_names(args.var), True)
+    missing = {alertmanager_url_missing(plan, e, config_vars, here=False) for e in loaded}
+    problems += sorted(m for m in missing if m)
+    for problem in problems:
+        console.print(f"[red]--abort-on: {escape(problem)}[/]", highlight=False)
+    return bool(problems)
 
 
 def _vars_refused(args: argparse.Namespace, loaded: list[dict[str, Any]], console: Console) -> bool:
@@ -220,12 +273,8 @@ def handle(args: argparse.Namespace, console: Console) -> int:
             )
             return EXIT_INVALID
         console.print(f"[yellow]grant these activities' permissions yourself: {escape(listed)}[/]")
-    if args.abort_on:
-        try:
-            load_plan(Path(args.abort_on))
-        except InvalidArgument as exc:
-            console.print(f"[red]--abort-on: {escape(str(exc))}[/]", highlight=False)
-            return EXIT_INVALID
+    if _abort_refused(args, [e for _, e in loaded], console):
+        return EXIT_INVALID
     try:
         objects = manifests(_spec(args, [path for path, _ in loaded]), perms)
     except ValueError as exc:

@@ -9,8 +9,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos_ext._runner.verdict import EXIT_HELD, EXIT_INVALID
-from chaos_ext.cli._admission import Admitted, add_var_options, admit
+from chaos_ext.cli._admission import Admitted, admit
 from chaos_ext.cli._common import add_control_options
+from chaos_ext.cli._options import add_abort_options, add_var_options
 
 HELP = """\
 Validate experiments: the Chaos Toolkit schema, that every Python activity
@@ -79,20 +80,7 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("experiments", nargs="+", metavar="EXPERIMENT", help="JSON/YAML files")
     add_control_options(parser, allow=False)
-    parser.add_argument(
-        "--abort-on",
-        metavar="FILE",
-        action="append",
-        default=[],
-        help="check stop conditions as `gameday run --abort-on` reads them",
-    )
-    parser.add_argument(
-        "--alerts",
-        metavar="SELECTOR",
-        action="append",
-        default=[],
-        help="alert selectors, as `gameday run --alerts`",
-    )
+    add_abort_options(parser)
     add_var_options(parser)
     parser.add_argument(
         "--settle", type=float, metavar="SECONDS", help="check a settle time as `gameday run`"

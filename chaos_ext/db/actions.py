@@ -31,8 +31,9 @@ from chaos_ext.db._engines import (
     server_identity,
 )
 from chaos_ext.db._target import check_exhaust_arguments, engine_of, parse_target
+from chaos_ext.db.errors import DatabaseError
 from chaos_ext.db.leftovers import application_name
-from chaos_ext.errors import ChaosExtError, DatabaseError
+from chaos_ext.errors import ChaosExtError
 
 __all__ = ["exhaust_connections", "release_connections"]
 

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from chaos_ext._core.ledger import Adoption, Entry, Leftover, machine_scope
 from chaos_ext._core.settings import current_settings
 from chaos_ext.db._engines import server_identity
-from chaos_ext.errors import DatabaseError
+from chaos_ext.db.errors import DatabaseError
 
 __all__ = [
     "APPLICATION_PREFIX",

@@ -14,7 +14,8 @@ from chaos_ext._core.validation import require_range, validated_by
 from chaos_ext.db._credentials import connect_params
 from chaos_ext.db._engines import ConnectFailure, capacity, close, connect
 from chaos_ext.db._target import check_headroom_arguments
-from chaos_ext.errors import DatabaseError, InvalidArgument
+from chaos_ext.db.errors import DatabaseError
+from chaos_ext.errors import InvalidArgument
 
 __all__ = ["connection_headroom", "http_readiness"]
 

@@ -19,7 +19,7 @@ from typing import Any
 from chaos_ext._core.percentile import prepare_folding
 from chaos_ext.dns._tally import FloodPlan, FloodTally, summarize
 from chaos_ext.dns._wire import classify, with_id
-from chaos_ext.errors import DnsError
+from chaos_ext.dns.errors import DnsError
 
 __all__ = ["flood_tally", "run_flood"]
 

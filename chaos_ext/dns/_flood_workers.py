@@ -33,7 +33,8 @@ from chaos_ext._core.failpoint import failpoint
 from chaos_ext._core.percentile import prepare_folding
 from chaos_ext.dns._flood import flood_tally
 from chaos_ext.dns._tally import FloodPlan, summarize
-from chaos_ext.errors import ChaosExtError, DnsError
+from chaos_ext.dns.errors import DnsError
+from chaos_ext.errors import ChaosExtError
 
 __all__ = ["run_parallel", "split_plan", "work"]
 

@@ -25,7 +25,8 @@ from chaos_ext._core.targets import identity, netns
 from chaos_ext._core.targets.remote import RemoteShell, open_remote, reopen_remote
 from chaos_ext._core.targets.spec import LOCAL_KINDS, Target, netns_path
 from chaos_ext.dns import _ratelimit
-from chaos_ext.errors import DnsError, PreflightFailed, PrivilegeMissing, TargetGone
+from chaos_ext.dns.errors import DnsError
+from chaos_ext.errors import PreflightFailed, PrivilegeMissing, TargetGone
 
 __all__ = [
     "NftError",

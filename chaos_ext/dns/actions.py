@@ -38,7 +38,8 @@ from chaos_ext.dns._search import candidates
 from chaos_ext.dns._tally import FloodPlan
 from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
-from chaos_ext.errors import ChaosExtError, DnsError, TargetGone
+from chaos_ext.dns.errors import DnsError
+from chaos_ext.errors import ChaosExtError, TargetGone
 
 __all__ = [
     "flood_dns",

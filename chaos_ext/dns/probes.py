@@ -27,7 +27,8 @@ from chaos_ext._core.targets.spec import parse_target
 from chaos_ext._core.validation import validated_by
 from chaos_ext.dns import _nft
 from chaos_ext.dns._checks import check_resolution_stats, with_defaults
-from chaos_ext.errors import DnsError, InvalidArgument
+from chaos_ext.dns.errors import DnsError
+from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "dns_rate_limit_drops",

@@ -27,7 +27,7 @@ from typing import Any
 from chaos_ext.envoy._hcm import Section, hcms_of
 from chaos_ext.envoy._input import Decoded
 from chaos_ext.envoy._routes import RouteConfigs, read_route_configs
-from chaos_ext.errors import EnvoyError
+from chaos_ext.envoy.errors import EnvoyError
 
 __all__ = [
     "EdgeConfig",

@@ -29,7 +29,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from chaos_ext.errors import EnvoyError, InvalidArgument
+from chaos_ext.envoy.errors import EnvoyError
+from chaos_ext.errors import InvalidArgument
 
 __all__ = ["EXEC_COMMAND", "MAX_DUMP_BYTES", "DumpSource", "fetch_dump", "parse_source"]
 

@@ -11,7 +11,8 @@ from chaos_ext.envoy._fix_envoy import FixFiles, envoy_fix
 from chaos_ext.envoy._fix_istio import istio_fix
 from chaos_ext.envoy._gateway import GatewayFacts
 from chaos_ext.envoy._pipeline import AuditRun
-from chaos_ext.errors import EnvoyError, InvalidArgument
+from chaos_ext.envoy.errors import EnvoyError
+from chaos_ext.errors import InvalidArgument
 
 __all__ = ["FIX_KINDS", "fixed_rules", "write_fix"]
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import yaml
 
-from chaos_ext.errors import EnvoyError, InvalidArgument
+from chaos_ext.envoy.errors import EnvoyError
+from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "BOOTSTRAP_KEY",

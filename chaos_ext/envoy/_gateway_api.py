@@ -22,7 +22,8 @@ from chaos_ext.envoy._gateway import (
     merged_facts,
     with_memory_limit,
 )
-from chaos_ext.errors import EnvoyError, InvalidArgument
+from chaos_ext.envoy.errors import EnvoyError
+from chaos_ext.errors import InvalidArgument
 
 __all__ = ["load_facts", "parse_deployment", "read_gateway"]
 

@@ -24,7 +24,7 @@ import yaml
 
 from chaos_ext.envoy._camel import CAMEL, snake_keys
 from chaos_ext.envoy._lean import lean_dump
-from chaos_ext.errors import EnvoyError
+from chaos_ext.envoy.errors import EnvoyError
 
 __all__ = ["BOOTSTRAP_FIELDS", "Decoded", "decode", "snake_keys"]
 

@@ -23,7 +23,8 @@ from chaos_ext.envoy._profiles import DEFAULT_PROFILE, PROFILES, Profile, effect
 from chaos_ext.envoy._report import audit_report, describe_input
 from chaos_ext.envoy._role import ROLES, Role, detect_role
 from chaos_ext.envoy._rules import Rule
-from chaos_ext.errors import EnvoyError, InvalidArgument
+from chaos_ext.envoy.errors import EnvoyError
+from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "ROLE_CHOICES",

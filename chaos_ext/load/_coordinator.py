@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext._core.helper import serve
-from chaos_ext.errors import LoadError
 from chaos_ext.load._engine import Handshake, run_worker
+from chaos_ext.load.errors import LoadError
 from chaos_ext.load.spec import LoadSpec
 
 __all__ = ["work"]

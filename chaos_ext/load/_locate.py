@@ -7,7 +7,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from chaos_ext._core.ledger import Entry, current_run_id, default_ledger, ledger_path
-from chaos_ext.errors import InvalidArgument, LoadError
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.load.errors import LoadError
 
 __all__ = ["KIND", "describe_url", "fault_window", "find_load", "results_root"]
 

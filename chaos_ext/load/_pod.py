@@ -31,8 +31,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from chaos_ext.errors import ChaosExtError, LoadError
+from chaos_ext.errors import ChaosExtError
 from chaos_ext.load import _coordinator, _push
+from chaos_ext.load.errors import LoadError
 
 __all__ = ["Publisher", "main", "run_shard"]
 

@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, push_to_gateway
 
-from chaos_ext.errors import LoadError
+from chaos_ext.load.errors import LoadError
 from chaos_ext.load.results import ERROR_KINDS
 
 __all__ = [

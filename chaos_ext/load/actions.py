@@ -18,9 +18,10 @@ from chaos_ext._core.contract import (
 from chaos_ext._core.ledger import Entry, current_run_id, default_ledger
 from chaos_ext._core.rbac import needs_k8s
 from chaos_ext._core.validation import PARSED, validated_by
-from chaos_ext.errors import InvalidArgument, LoadError
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.load import _distributed, _job, _locate, _push, _recorded
 from chaos_ext.load.driver import load_results, stop_load
+from chaos_ext.load.errors import LoadError
 from chaos_ext.load.spec import JOB_KEYS, LoadSpec, spec_from_arguments
 
 __all__ = ["drive_http_load", "stop_http_load"]

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos_ext._core import helper as _helper
-from chaos_ext.errors import ChaosExtError, InvalidArgument, LoadError
+from chaos_ext.errors import ChaosExtError, InvalidArgument
+from chaos_ext.load.errors import LoadError
 from chaos_ext.load.results import read_buckets, summarize
 from chaos_ext.load.spec import LoadSpec
 

@@ -10,9 +10,10 @@ from typing import Any
 from chaos_ext._core.contract import LEDGER_ID, Configuration, Secrets
 from chaos_ext._core.percentile import histogram_percentiles, new_latency_histogram
 from chaos_ext._core.validation import require_range, validated_by
-from chaos_ext.errors import InvalidArgument, LoadError
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.load import _distributed, _locate, _recorded
 from chaos_ext.load.driver import load_meta, load_results
+from chaos_ext.load.errors import LoadError
 from chaos_ext.load.onset import DEFAULT_CLASSES, BucketCounts, breaking_point, error_classes
 from chaos_ext.load.results import MergedBucket, read_buckets
 from chaos_ext.load.spec import spec_from_arguments

@@ -13,8 +13,9 @@ from pyroute2.netlink.exceptions import NetlinkError
 from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.targets import netns as _netns
 from chaos_ext._core.targets.spec import Target, netns_path
-from chaos_ext.errors import NetworkError, PreflightFailed, PrivilegeMissing, TargetGone
+from chaos_ext.errors import PreflightFailed, PrivilegeMissing, TargetGone
 from chaos_ext.network import _spec, _tree
+from chaos_ext.network.errors import NetworkError
 from chaos_ext.network.kernel import missing_features
 
 __all__ = [

@@ -20,8 +20,9 @@ from typing import Any
 
 from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.ssh import SshSession
-from chaos_ext.errors import NetworkError, PreflightFailed, PrivilegeMissing
+from chaos_ext.errors import PreflightFailed, PrivilegeMissing
 from chaos_ext.network import _spec
+from chaos_ext.network.errors import NetworkError
 
 __all__ = ["RemoteTc"]
 

@@ -39,8 +39,8 @@ from pyroute2.netlink.rtnl import (
 )
 
 from chaos_ext._core.failpoint import failpoint
-from chaos_ext.errors import NetworkError
 from chaos_ext.network import _spec
+from chaos_ext.network.errors import NetworkError
 
 __all__ = ["apply_tree", "delete_root", "fingerprint", "is_ours", "replay", "snapshot", "verify"]
 

@@ -26,8 +26,9 @@ from chaos_ext._core.targets.pod import RULES as POD_RULES
 from chaos_ext._core.targets.remote import identity_of
 from chaos_ext._core.targets.spec import LOCAL_KINDS, Target, parse_target
 from chaos_ext._core.validation import PARSED, validated_by
-from chaos_ext.errors import ChaosExtError, NetworkError, TargetGone
+from chaos_ext.errors import ChaosExtError, TargetGone
 from chaos_ext.network import _connect, _spec, _sweep
+from chaos_ext.network.errors import NetworkError
 
 __all__ = ["add_latency", "remove_latency"]
 

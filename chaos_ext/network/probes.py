@@ -14,8 +14,9 @@ from chaos_ext._core.rbac import needs_k8s
 from chaos_ext._core.targets import netns as _netns
 from chaos_ext._core.targets.pod import RULES as POD_RULES
 from chaos_ext._core.validation import require_name, require_range, validated_by
-from chaos_ext.errors import InvalidArgument, NetworkError
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.network import _connect, _spec
+from chaos_ext.network.errors import NetworkError
 
 __all__ = ["latency_supported", "measure_rtt", "qdisc_state"]
 

@@ -20,7 +20,7 @@ from typing import Any
 from kubernetes import client
 
 from chaos_ext._core.k8s import call, status_of
-from chaos_ext.errors import SidecarError
+from chaos_ext.sidecar.errors import SidecarError
 
 __all__ = [
     "BACKS_UP_ANNOTATION",

@@ -11,10 +11,11 @@ from kubernetes import client
 
 from chaos_ext._core.k8s import iter_items, parse_time, read_json
 from chaos_ext._core.validation import require_name, require_range
-from chaos_ext.errors import InvalidArgument, SidecarError
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.sidecar import _drift
 from chaos_ext.sidecar._lean import lean_pods, lean_replicasets
 from chaos_ext.sidecar._template import SidecarTemplate, template_from_configmap
+from chaos_ext.sidecar.errors import SidecarError
 
 __all__ = ["QUERY_ARGUMENTS", "DriftQuery", "check_query", "measure", "read_template"]
 

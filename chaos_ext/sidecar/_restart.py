@@ -17,9 +17,9 @@ from kubernetes import client
 
 from chaos_ext._core.k8s import call, read_json
 from chaos_ext._core.wait import poll
-from chaos_ext.errors import SidecarError
 from chaos_ext.sidecar._drift import WorkloadDrift
 from chaos_ext.sidecar._rollout import restart_patch, rollout_status
+from chaos_ext.sidecar.errors import SidecarError
 
 __all__ = ["restart_all"]
 

@@ -36,7 +36,8 @@ from typing import Any
 
 import yaml
 
-from chaos_ext.errors import InvalidArgument, SidecarError
+from chaos_ext.errors import InvalidArgument
+from chaos_ext.sidecar.errors import SidecarError
 
 __all__ = [
     "ANNOTATION_PREFIX",

@@ -29,9 +29,10 @@ from chaos_ext._core.k8s import (
 from chaos_ext._core.ledger import Entry, default_ledger, fault, new_entry_id
 from chaos_ext._core.rbac import Rule, needs_k8s
 from chaos_ext._core.validation import require_name, require_range, validated_by
-from chaos_ext.errors import InvalidArgument, SidecarError
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.sidecar import _backup, _observe, _restart, _rollout
 from chaos_ext.sidecar._template import changed_data
+from chaos_ext.sidecar.errors import SidecarError
 
 __all__ = ["change_sidecar_template", "restore_sidecar_template", "rollout_drifted_workloads"]
 

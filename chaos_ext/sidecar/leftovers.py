@@ -22,8 +22,8 @@ from kubernetes import client
 
 from chaos_ext._core.k8s import list_items
 from chaos_ext._core.ledger import Adoption, Entry, Leftover
-from chaos_ext.errors import SidecarError
 from chaos_ext.sidecar import _backup
+from chaos_ext.sidecar.errors import SidecarError
 
 __all__ = ["find_backups"]
 

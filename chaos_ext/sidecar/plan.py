@@ -21,11 +21,12 @@ from kubernetes import client
 from chaos_ext._core.contract import PlanCall, plan_for, plan_result, preflight_check
 from chaos_ext._core.k8s import IDENTITY_RULE, api_client, read_json
 from chaos_ext._core.k8s_access import Access, access_checks, accesses
-from chaos_ext.errors import ChaosExtError, InvalidArgument, SidecarError
+from chaos_ext.errors import ChaosExtError, InvalidArgument
 from chaos_ext.sidecar import _drift, _observe
 from chaos_ext.sidecar._backup import backup_name
 from chaos_ext.sidecar._template import changed_data, template_from_configmap
 from chaos_ext.sidecar.actions import _sha, change_sidecar_template
+from chaos_ext.sidecar.errors import SidecarError
 
 __all__ = ["plan_change_sidecar_template"]
 

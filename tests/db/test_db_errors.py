@@ -15,8 +15,9 @@ from support.dbtest import PASSWORD, Db
 
 from chaos_ext._core.ledger import Ledger
 from chaos_ext.db.actions import exhaust_connections
+from chaos_ext.db.errors import DatabaseError
 from chaos_ext.db.probes import connection_headroom
-from chaos_ext.errors import DatabaseError, InvalidArgument
+from chaos_ext.errors import InvalidArgument
 
 SECRETS_USER_ONLY = {"user": "gameday"}
 

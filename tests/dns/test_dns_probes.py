@@ -12,8 +12,9 @@ from support.harness import wait_for
 
 from chaos_ext._products.sandbox.servers import dnsmasq
 from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq, free_port
+from chaos_ext.dns.errors import DnsError
 from chaos_ext.dns.probes import dns_resolution_stats, dnsmasq_child_processes
-from chaos_ext.errors import DnsError, InvalidArgument
+from chaos_ext.errors import InvalidArgument
 
 
 def _hold(server: Dnsmasq, count: int) -> list[socket.socket]:

@@ -30,8 +30,9 @@ from support.harness import ROOT, cli_env, gameday_argv, wait_for
 
 from chaos_ext._core.ledger import Ledger
 from chaos_ext.dns.actions import limit_dns_rate, remove_dns_rate_limit
+from chaos_ext.dns.errors import DnsError
 from chaos_ext.dns.probes import dns_rate_limit_drops, dns_rate_limit_supported
-from chaos_ext.errors import DnsError, InvalidArgument, TargetGone
+from chaos_ext.errors import InvalidArgument, TargetGone
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -20,8 +20,9 @@ from chaos_ext._core.helper import find_helpers, stop_helpers
 from chaos_ext._core.ledger import Ledger
 from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 from chaos_ext.dns.actions import _no_holder_note, release_dnsmasq_tcp, saturate_dnsmasq_tcp
+from chaos_ext.dns.errors import DnsError
 from chaos_ext.dns.probes import dns_resolution_stats, dnsmasq_child_processes
-from chaos_ext.errors import DnsError, InvalidArgument
+from chaos_ext.errors import InvalidArgument
 
 
 def _stats(server: Dnsmasq, protocol: str, samples: int = 3) -> dict[str, Any]:

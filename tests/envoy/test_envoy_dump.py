@@ -13,7 +13,7 @@ from support.envoy_dumps import COMPLIANT, load
 from chaos_ext.envoy._dump import EdgeConfig, edge_config, select_listeners
 from chaos_ext.envoy._hcm import hcm_section
 from chaos_ext.envoy._input import decode, snake_keys
-from chaos_ext.errors import EnvoyError
+from chaos_ext.envoy.errors import EnvoyError
 
 
 def _config(data: dict[str, Any] | str) -> EdgeConfig:

@@ -13,8 +13,9 @@ from support.kmock_exec import ExecResult, RunningEmulator
 from chaos_ext._core.k8s import api_client
 from chaos_ext._core.rbac import Rule, rbac_of
 from chaos_ext.envoy._fetch import DumpSource, parse_source
+from chaos_ext.envoy.errors import EnvoyError
 from chaos_ext.envoy.probes import edge_config_audit
-from chaos_ext.errors import EnvoyError, InvalidArgument
+from chaos_ext.errors import InvalidArgument
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from chaos_ext.envoy.errors import EnvoyError
 from chaos_ext.envoy.probes import edge_config_audit
-from chaos_ext.errors import EnvoyError
 
 UPSTREAM = Path(__file__).parent / "fixtures" / "upstream"
 ENVOY_EXAMPLES = ["envoy-edge-example-02a45cb9.yaml", "envoy-edge-example-20c559ec.yaml"]

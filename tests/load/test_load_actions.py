@@ -15,9 +15,10 @@ from support.servers.http_target import HttpTarget
 
 from chaos_ext._core.helper import find_helpers
 from chaos_ext._core.ledger import Ledger, default_ledger
-from chaos_ext.errors import InvalidArgument, LoadError
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.load.actions import drive_http_load, stop_http_load
 from chaos_ext.load.driver import wait_load
+from chaos_ext.load.errors import LoadError
 from chaos_ext.load.probes import load_window_stats
 
 

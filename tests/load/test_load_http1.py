@@ -13,9 +13,10 @@ from support.servers import nginx
 from support.servers.http_target import HttpTarget
 
 from chaos_ext._core.helper import find_helpers
-from chaos_ext.errors import InvalidArgument, LoadError
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.load._http1 import build_request
 from chaos_ext.load.driver import background_load, load_results, start_load, wait_load
+from chaos_ext.load.errors import LoadError
 from chaos_ext.load.spec import spec_from_arguments
 
 

@@ -23,8 +23,9 @@ from support.harness import cli_env, gameday_argv
 from support.servers.http_target import HttpTarget
 
 from chaos_ext._core.ledger import Ledger
-from chaos_ext.errors import InvalidArgument, LoadError
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.load.actions import drive_http_load
+from chaos_ext.load.errors import LoadError
 
 ISRG_PEM = Path("/usr/share/ca-certificates/mozilla/ISRG_Root_X1.crt")
 

@@ -16,7 +16,7 @@ import pytest
 from chaos_ext._core.rbac import Rule, rbac_of
 from chaos_ext._core.targets import pod as _pod
 from chaos_ext._core.targets.spec import parse_target, require_container_id
-from chaos_ext.errors import InvalidArgument, KubernetesError, NetworkError
+from chaos_ext.errors import InvalidArgument, KubernetesError, TransportError
 from chaos_ext.network import actions
 
 POD = {
@@ -103,9 +103,9 @@ def test_pod_resolves_to_node_address_and_container(cluster: dict[str, str]) -> 
 def test_pod_errors_are_clear(cluster: dict[str, str]) -> None:
     with pytest.raises(KubernetesError, match="read pod shop/nope: HTTP 404"):
         _pod.resolve_pod(parse_target("pod:shop/nope"), cluster)
-    with pytest.raises(NetworkError, match="not scheduled"):
+    with pytest.raises(TransportError, match="not scheduled"):
         _pod.resolve_pod(parse_target("pod:shop/web-2"), cluster)
-    with pytest.raises(NetworkError, match="no running container 'db'"):
+    with pytest.raises(TransportError, match="no running container 'db'"):
         _pod.resolve_pod(parse_target("pod:shop/web-1/db"), cluster)
 
 

@@ -22,7 +22,7 @@ from support.servers import sshd
 
 from chaos_ext._core.ledger import Ledger
 from chaos_ext._core.ssh import SshSession, SshSettings
-from chaos_ext.errors import NetworkError, PreflightFailed
+from chaos_ext.errors import PreflightFailed, TransportError
 from chaos_ext.network import actions, probes
 
 pytestmark = pytest.mark.skipif(
@@ -80,7 +80,7 @@ def test_unknown_host_key_is_refused_unless_accepted(
     empty.write_text("")
     conf, sec = _conf(server)
     conf["ssh_known_hosts"] = str(empty)
-    with inside(ns), pytest.raises(NetworkError, match=r"unknown SSH host 127\.0\.0\.1"):
+    with inside(ns), pytest.raises(TransportError, match=r"unknown SSH host 127\.0\.0\.1"):
         probes.qdisc_state(
             "va", target=f"ssh:{server.host}:{server.port}", configuration=conf, secrets=sec
         )
@@ -102,7 +102,7 @@ def test_changed_host_key_is_refused(node: tuple[str, sshd.SshdServer], tmp_path
     wrong.write_text(f"[{server.host}]:{server.port} {' '.join(pub)}\n")
     conf, sec = _conf(server, ssh_accept_unknown_host_key=True)  # even with the opt-in
     conf["ssh_known_hosts"] = str(wrong)
-    with inside(ns), pytest.raises(NetworkError, match="does not match"):
+    with inside(ns), pytest.raises(TransportError, match="does not match"):
         probes.qdisc_state(
             "va", target=f"ssh:{server.host}:{server.port}", configuration=conf, secrets=sec
         )

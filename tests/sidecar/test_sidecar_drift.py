@@ -10,7 +10,7 @@ import pytest
 from support import istio_fixtures as istio
 from support import k8s_objects as o
 
-from chaos_ext.errors import InvalidArgument, SidecarError
+from chaos_ext.errors import InvalidArgument
 from chaos_ext.sidecar._drift import (
     analyse,
     owners_of_replicasets,
@@ -20,6 +20,7 @@ from chaos_ext.sidecar._drift import (
     workload_of,
 )
 from chaos_ext.sidecar._template import changed_data, merge_patch, template_from_configmap
+from chaos_ext.sidecar.errors import SidecarError
 
 NODES = ["worker-0", "worker-1"]
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from support.k8s_emulator import EmulatorHandle
 
-from chaos_ext.errors import SidecarError
 from chaos_ext.sidecar.actions import change_sidecar_template, rollout_drifted_workloads
+from chaos_ext.sidecar.errors import SidecarError
 from chaos_ext.sidecar.probes import sidecar_drift
 
 PREFIX = "gameday.example.com/sidecar"

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from chaos_ext.errors import NetworkError
+from chaos_ext.errors import TransportError
 
 __all__ = ["run_in_netns", "socket_in"]
 
@@ -32,13 +32,13 @@ def _enter(path: str | None) -> None:
     if path is None:
         if _libc.unshare(CLONE_NEWNET) != 0:
             err = ctypes.get_errno()
-            raise NetworkError(f"cannot create a scratch network namespace: {os.strerror(err)}")
+            raise TransportError(f"cannot create a scratch network namespace: {os.strerror(err)}")
         return
     fd = os.open(path, os.O_RDONLY)
     try:
         if _libc.setns(fd, CLONE_NEWNET) != 0:
             err = ctypes.get_errno()
-            raise NetworkError(f"cannot enter network namespace {path}: {os.strerror(err)}")
+            raise TransportError(f"cannot enter network namespace {path}: {os.strerror(err)}")
     finally:
         os.close(fd)
 
@@ -61,7 +61,9 @@ def run_in_netns(path: str | None, func: Callable[[], T], timeout: float = 120.0
     thread.start()
     thread.join(timeout)
     if not outcome:
-        raise NetworkError(f"work in network namespace {path or '(scratch)'} took over {timeout} s")
+        raise TransportError(
+            f"work in network namespace {path or '(scratch)'} took over {timeout} s"
+        )
     ok, value = outcome[0]
     if not ok:
         assert isinstance(value, BaseException)  # noqa: S101 - by construction

@@ -14,7 +14,7 @@ from typing import Any
 from chaos_ext._core.rbac import Rule
 from chaos_ext._core.ssh import SshSession
 from chaos_ext._core.targets.spec import Target, require_container_id
-from chaos_ext.errors import NetworkError
+from chaos_ext.errors import TransportError
 
 __all__ = ["RULES", "PodPlacement", "container_pid", "resolve_pod"]
 
@@ -53,12 +53,12 @@ def resolve_pod(target: Target, secrets: Mapping[str, Any] | None) -> PodPlaceme
     )
     node_name = pod.spec.node_name if pod.spec else None
     if not node_name:
-        raise NetworkError(f"pod {target.namespace}/{target.name} is not scheduled on a node yet")
+        raise TransportError(f"pod {target.namespace}/{target.name} is not scheduled on a node yet")
     statuses = (pod.status.container_statuses if pod.status else None) or []
     wanted = target.container or (statuses[0].name if statuses else "")
     status = next((s for s in statuses if s.name == wanted), None)
     if status is None or not status.container_id:
-        raise NetworkError(
+        raise TransportError(
             f"pod {target.namespace}/{target.name} has no running container {wanted!r} "
             f"(containers: {[s.name for s in statuses]})"
         )
@@ -70,7 +70,7 @@ def resolve_pod(target: Target, secrets: Mapping[str, Any] | None) -> PodPlaceme
         addresses.get("InternalIP") or addresses.get("ExternalIP") or addresses.get("Hostname")
     )
     if not address:
-        raise NetworkError(f"node {node_name} reports no address to SSH to")
+        raise TransportError(f"node {node_name} reports no address to SSH to")
     return PodPlacement(
         target.namespace, target.name, node_name, address, wanted, container_id, runtime
     )
@@ -93,9 +93,9 @@ def container_pid(session: SshSession, placement: PodPlacement) -> int:
     try:
         pid = int(out.strip())
     except ValueError:
-        raise NetworkError(
+        raise TransportError(
             f"crictl on {placement.node} gave no pid for {placement.container_id[:12]}: {out!r}"
         ) from None
     if pid <= 0:
-        raise NetworkError(f"container {placement.container} of {placement.pod} is not running")
+        raise TransportError(f"container {placement.container} of {placement.pod} is not running")
     return pid

@@ -19,7 +19,8 @@ from kubernetes import client
 
 from chaos_ext._core.k8s import list_items
 from chaos_ext._core.prometheus_api.client import PrometheusClient, settings_from
-from chaos_ext.errors import DatabaseError, InvalidArgument
+from chaos_ext.db.errors import DatabaseError
+from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "COREDNS_QUERIES",

@@ -21,7 +21,7 @@ from chaos_ext._core import procfs as _procfs
 from chaos_ext._products.sandbox import _netns, _node, _services, _vmhost
 from chaos_ext._products.sandbox._state import SandboxState, load_state, save_state, state_dir
 from chaos_ext._products.sandbox._topology import Topology, topology
-from chaos_ext.errors import SandboxError
+from chaos_ext._products.sandbox.errors import SandboxError
 
 __all__ = ["down", "run", "status", "up", "write_vars"]
 

@@ -19,7 +19,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from chaos_ext._core.targets.netns import run_in_netns
 from chaos_ext._products.sandbox._topology import Host, Topology
-from chaos_ext.errors import SandboxError
+from chaos_ext._products.sandbox.errors import SandboxError
 
 __all__ = ["build", "existing", "ns_path", "teardown"]
 

@@ -35,7 +35,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from chaos_ext._core.targets.netns import run_in_netns
 from chaos_ext._products.sandbox._netns import ns_path
 from chaos_ext._products.sandbox._topology import Topology
-from chaos_ext.errors import SandboxError
+from chaos_ext._products.sandbox.errors import SandboxError
 
 __all__ = [
     "GUEST_SYSCTLS",

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from chaos_ext._products.sandbox.errors import SandboxError
 from chaos_ext._products.sandbox.servers import dnsmasq
-from chaos_ext.errors import SandboxError
 
 __all__ = ["NODELOCAL_ADDRESS", "SEARCH", "prepare", "resolv_conf"]
 

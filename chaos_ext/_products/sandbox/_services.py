@@ -24,8 +24,8 @@ from chaos_ext._core import helper as _helper
 from chaos_ext._products.sandbox import _nodelocal, _nsexec
 from chaos_ext._products.sandbox._state import SandboxState
 from chaos_ext._products.sandbox._topology import Topology
+from chaos_ext._products.sandbox.errors import SandboxError
 from chaos_ext._products.sandbox.servers import dnsmasq, postgres, prometheus
-from chaos_ext.errors import SandboxError
 
 __all__ = [
     "DB_NAME",

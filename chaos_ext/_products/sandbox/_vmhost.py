@@ -30,9 +30,9 @@ from chaos_ext._products.sandbox import _node
 from chaos_ext._products.sandbox._services import token
 from chaos_ext._products.sandbox._state import state_dir
 from chaos_ext._products.sandbox._topology import topology
+from chaos_ext._products.sandbox.errors import SandboxError
 from chaos_ext._products.sandbox.vm.initramfs import SHARE_IN_GUEST
 from chaos_ext._products.sandbox.vm.machine import VirtualMachine, VMConfig
-from chaos_ext.errors import SandboxError
 
 __all__ = ["info", "start", "stop", "wait_up"]
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from chaos_ext._products.sandbox import _control
 from chaos_ext._products.sandbox._state import load_state
-from chaos_ext.errors import InvalidArgument, SandboxError
+from chaos_ext._products.sandbox.errors import SandboxError
+from chaos_ext.errors import InvalidArgument
 
 __all__ = ["choose", "down", "run_in_sandbox", "status", "up"]
 

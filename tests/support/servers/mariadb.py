@@ -33,6 +33,7 @@ from typing import Any
 
 import pymysql
 
+from chaos_ext._products.sandbox.errors import SandboxError
 from chaos_ext._products.sandbox.servers._db_common import (
     free_port,
     spawn,
@@ -40,7 +41,6 @@ from chaos_ext._products.sandbox.servers._db_common import (
     wait_until_ready,
 )
 from chaos_ext._products.sandbox.servers._stoppable import Stoppable
-from chaos_ext.errors import SandboxError
 
 __all__ = ["MariaDBServer", "start"]
 

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos_ext._products.sandbox.errors import SandboxError
 from chaos_ext._products.sandbox.servers._stoppable import Stoppable
-from chaos_ext.errors import SandboxError
 
 __all__ = ["SshdServer", "start"]
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from chaos_ext.errors import SandboxError
+from chaos_ext._products.sandbox.errors import SandboxError
 
 __all__ = ["free_port", "log_tail", "spawn", "terminate", "wait_until_ready"]
 

@@ -37,6 +37,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from chaos_ext._products.sandbox.errors import SandboxError
 from chaos_ext._products.sandbox.servers._db_common import (
     free_port,
     spawn,
@@ -44,7 +45,6 @@ from chaos_ext._products.sandbox.servers._db_common import (
     wait_until_ready,
 )
 from chaos_ext._products.sandbox.servers._stoppable import Stoppable
-from chaos_ext.errors import SandboxError
 
 __all__ = ["BIN", "PostgresServer", "start"]
 

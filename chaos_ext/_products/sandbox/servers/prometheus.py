@@ -35,8 +35,8 @@ from typing import Any
 
 import yaml
 
+from chaos_ext._products.sandbox.errors import SandboxError
 from chaos_ext._products.sandbox.servers._stoppable import Stoppable
-from chaos_ext.errors import SandboxError
 
 __all__ = ["BINARY", "PrometheusServer", "free_port", "start"]
 

@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from chaos_ext.errors import SandboxError
+from chaos_ext._products.sandbox.errors import SandboxError
 
 __all__ = [
     "DEFAULT_MODULES",

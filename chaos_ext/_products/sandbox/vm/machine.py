@@ -31,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
+from chaos_ext._products.sandbox.errors import SandboxError
 from chaos_ext._products.sandbox.vm.initramfs import (
     BOOT_MARKER,
     HOST_TMP_IN_GUEST,
@@ -40,7 +41,6 @@ from chaos_ext._products.sandbox.vm.initramfs import (
     qemu_available,
 )
 from chaos_ext._products.sandbox.vm.kernel import boot_image
-from chaos_ext.errors import SandboxError
 
 __all__ = [
     "CommandResult",

@@ -1,0 +1,11 @@
+"""The DNS domain's error (its place in the tree: :mod:`chaos_ext.errors`)."""
+
+from __future__ import annotations
+
+from chaos_ext.errors import ChaosExtError
+
+__all__ = ["DnsError"]
+
+
+class DnsError(ChaosExtError):
+    """DNS fault injection or measurement failed."""
