@@ -32,6 +32,7 @@ from chaos_ext.dns._checks import (
     require_server,
     with_defaults,
 )
+from chaos_ext.dns._dnserr_actions import inject_dns_errors, remove_dns_errors
 from chaos_ext.dns._flood import run_flood
 from chaos_ext.dns._flood_workers import run_parallel
 from chaos_ext.dns._search import candidates
@@ -42,8 +43,10 @@ from chaos_ext.errors import ChaosExtError, DnsError, TargetGone
 
 __all__ = [
     "flood_dns",
+    "inject_dns_errors",
     "limit_dns_rate",
     "release_dnsmasq_tcp",
+    "remove_dns_errors",
     "remove_dns_rate_limit",
     "saturate_dnsmasq_tcp",
     "stop_dns_flood",

@@ -1,0 +1,289 @@
+"""Pure core of DNS error injection: arguments, name patterns, our nftables table.
+
+:func:`chaos_ext.dns.actions.inject_dns_errors` starts a proxy
+(:mod:`chaos_ext.dns._dnserr_proxy`) inside the target's network namespace,
+one local port per resolver (UDP and TCP on the same number), then loads one
+table (family ``inet``, named ``gameday_dnserr_<token>``) in one transaction::
+
+    table inet gameday_dnserr_<token> {
+        chain dns_redirect {
+            type nat hook output priority dstnat; policy accept;
+            meta mark <proxy mark> return               # the proxy's own forwarding
+            ip daddr <resolver 1> meta l4proto { tcp, udp } th dport 53 redirect to :<port 1>
+            ...
+        }
+    }
+
+UDP has no ``SO_ORIGINAL_DST``: the port a query arrives on tells the proxy
+which resolver it was sent to. Names are matched as Chaos Mesh DNSChaos
+matches them: exact names, ``?`` for one character, ``*`` only at the end for
+anything; case-insensitive, a trailing dot ignored.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chaos_ext._core.targets.spec import LOCAL_KINDS, Target, parse_target
+from chaos_ext.errors import InvalidArgument
+
+__all__ = [
+    "ERRORS",
+    "FAMILY",
+    "KIND",
+    "TABLE_PREFIX",
+    "ErrorSpec",
+    "check_error_arguments",
+    "delete_document",
+    "is_our_table",
+    "name_regex",
+    "our_tables",
+    "parse_resolv_conf",
+    "resolv_conf_paths",
+    "ruleset",
+    "table_name",
+]
+
+KIND = "dns-errors"
+FAMILY = "inet"
+TABLE_PREFIX = "gameday_dnserr_"
+CHAIN = "dns_redirect"
+#: nftables' dstnat priority for a nat chain (``priority dstnat`` = -100).
+DSTNAT = -100
+ERRORS = ("nxdomain", "servfail", "refused", "timeout", "random-ip")
+MAX_PATTERNS = 64
+MAX_RESOLVERS = 16
+MAX_DURATION = 86_400
+_TOKEN = re.compile(r"^[0-9a-f]{8,16}$")
+_OURS = re.compile(rf"^{TABLE_PREFIX}[0-9a-f]{{8,16}}$")
+_PATTERN = re.compile(r"^[a-z0-9_?-]+(\.[a-z0-9_?-]+)*(\.?\*)?$|^\*$")
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    """A validated injection: which names, which error, how often, where."""
+
+    patterns: tuple[str, ...]
+    error: str
+    percent: int
+    port: int
+    duration: float
+    target: Target
+    resolvers: tuple[Address, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "patterns": list(self.patterns),
+            "error": self.error,
+            "percent": self.percent,
+            "port": self.port,
+            "duration_seconds": self.duration,
+            "resolvers": [str(r) for r in self.resolvers],
+        }
+
+
+def _patterns(value: Any, problems: list[str]) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        problems.append(
+            f"patterns: expected a non-empty list of names such as ['a.test', 'api.*'], got"
+            f" {value!r}"
+        )
+        return ()
+    if len(value) > MAX_PATTERNS:
+        problems.append(f"patterns: {len(value)} patterns, at most {MAX_PATTERNS}")
+    found: list[str] = []
+    for item in value:
+        text = item.lower().rstrip(".") if isinstance(item, str) else ""
+        if not text or len(text) > 253 or not _PATTERN.match(text):
+            problems.append(
+                f"patterns: {item!r} is not a name pattern; use a DNS name where '?' stands"
+                " for one character and '*' only at the end for anything (e.g. 'a.*',"
+                " 'github.?om')"
+            )
+            continue
+        found.append(text)
+    return tuple(dict.fromkeys(found))
+
+
+def _error(value: Any, problems: list[str]) -> str:
+    if value not in ERRORS:
+        problems.append(f"error: {value!r} is not a DNS error; use one of {', '.join(ERRORS)}")
+        return ""
+    return str(value)
+
+
+def _int(label: str, value: Any, low: int, high: int, problems: list[str]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        problems.append(f"{label}: {value!r} is not an integer from {low} to {high}")
+        return low
+    return value
+
+
+def _duration(value: Any, problems: list[str]) -> float:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not 0 < value <= MAX_DURATION:
+        problems.append(
+            f"duration_seconds: {value!r} is not a number of seconds from 1 to {MAX_DURATION}"
+            " (the fault always ends by itself)"
+        )
+        return 1.0
+    return float(value)
+
+
+def _target(value: Any, problems: list[str]) -> Target:
+    try:
+        target = parse_target(value)
+    except InvalidArgument as exc:
+        problems.append(str(exc))
+        return Target("local")
+    if target.kind not in LOCAL_KINDS:
+        problems.append(
+            f"target: {value!r}: not supported yet for inject_dns_errors: use 'local',"
+            " 'netns:NAME' or 'pid:PID' (the proxy runs on this machine)"
+        )
+    return target
+
+
+def _resolvers(value: Any, problems: list[str]) -> tuple[Address, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) > MAX_RESOLVERS:
+        problems.append(
+            f"resolvers: expected a list of at most {MAX_RESOLVERS} IP addresses, got {value!r}"
+        )
+        return ()
+    found: list[Address] = []
+    for item in value:
+        try:
+            found.append(ipaddress.ip_address(item))
+        except (TypeError, ValueError):
+            problems.append(
+                f"resolvers: {item!r} is not an IP address; give the resolver's address as"
+                " the target's resolv.conf names it (e.g. 10.96.0.10)"
+            )
+    return tuple(dict.fromkeys(found))
+
+
+def check_error_arguments(arguments: Mapping[str, Any]) -> ErrorSpec:
+    """Validate every inject_dns_errors argument; one InvalidArgument lists every problem."""
+    problems: list[str] = []
+    spec = ErrorSpec(
+        patterns=_patterns(arguments.get("patterns"), problems),
+        error=_error(arguments.get("error"), problems),
+        percent=_int("percent", arguments.get("percent", 100), 1, 100, problems),
+        port=_int("port", arguments.get("port", 53), 1, 65_535, problems),
+        duration=_duration(arguments.get("duration_seconds", 60), problems),
+        target=_target(arguments.get("target", "local"), problems),
+        resolvers=_resolvers(arguments.get("resolvers"), problems),
+    )
+    if problems:
+        raise InvalidArgument("; ".join(problems))
+    return spec
+
+
+def name_regex(patterns: Sequence[str]) -> str:
+    """One regular expression (for ``re.fullmatch`` on a lower-case name without its
+    trailing dot) that matches any of ``patterns``."""
+    parts = []
+    for pattern in patterns:
+        star = pattern.endswith("*")
+        body = re.escape(pattern[:-1] if star else pattern).replace(r"\?", ".").replace("?", ".")
+        parts.append(body + (".*" if star else ""))
+    return "|".join(f"(?:{p})" for p in parts)
+
+
+def resolv_conf_paths(target: Target) -> list[str]:
+    """Where the target's resolver configuration is, most specific first (as ``ip netns
+    exec`` does: ``/etc/netns/NAME/resolv.conf`` over ``/etc/resolv.conf``)."""
+    if target.kind == "netns":
+        return [f"/etc/netns/{target.name}/resolv.conf", "/etc/resolv.conf"]
+    if target.kind == "pid":
+        return [f"/proc/{target.pid}/root/etc/resolv.conf"]
+    return ["/etc/resolv.conf"]
+
+
+def parse_resolv_conf(text: str) -> tuple[Address, ...]:
+    """The ``nameserver`` addresses of a resolv.conf (a zone index dropped, junk skipped)."""
+    found: list[Address] = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "nameserver":
+            try:
+                found.append(ipaddress.ip_address(words[1].split("%", 1)[0]))
+            except ValueError:
+                continue
+    return tuple(dict.fromkeys(found))
+
+
+def table_name(token: str) -> str:
+    """Our table's name for a fault token (8-16 hex characters)."""
+    if not _TOKEN.match(token):
+        raise InvalidArgument(f"table token {token!r} is not 8-16 hex characters")
+    return f"{TABLE_PREFIX}{token}"
+
+
+def is_our_table(name: str) -> bool:
+    return bool(_OURS.match(name))
+
+
+def _match(left: dict[str, Any], right: Any, op: str = "==") -> dict[str, Any]:
+    return {"match": {"op": op, "left": left, "right": right}}
+
+
+def _redirect(where: dict[str, str], resolver: Address, dport: int, to: int) -> dict[str, Any]:
+    protocol = "ip" if resolver.version == 4 else "ip6"
+    expr = [
+        _match({"payload": {"protocol": protocol, "field": "daddr"}}, str(resolver)),
+        _match({"meta": {"key": "l4proto"}}, {"set": ["tcp", "udp"]}),
+        _match({"payload": {"protocol": "th", "field": "dport"}}, dport),
+        {"counter": None},
+        {"redirect": {"port": to}},
+    ]
+    return {"add": {"rule": {**where, "chain": CHAIN, "expr": expr}}}
+
+
+def ruleset(
+    table: str, routes: Sequence[tuple[Address, int]], dport: int, mark: int
+) -> dict[str, Any]:
+    """The batch that creates our table: ``routes`` maps each resolver to its proxy port;
+    packets carrying ``mark`` (the proxy's own upstream sockets) are left alone."""
+    where = {"family": FAMILY, "table": table}
+    chain = {
+        **where,
+        "name": CHAIN,
+        "type": "nat",
+        "hook": "output",
+        "prio": DSTNAT,
+        "policy": "accept",
+    }
+    own = [_match({"meta": {"key": "mark"}}, mark), {"return": None}]
+    return {
+        "nftables": [
+            {"add": {"table": {"family": FAMILY, "name": table}}},
+            {"add": {"chain": chain}},
+            {"add": {"rule": {**where, "chain": CHAIN, "expr": own}}},
+            *(_redirect(where, resolver, dport, port) for resolver, port in routes),
+        ]
+    }
+
+
+def delete_document(table: str) -> dict[str, Any]:
+    """Delete exactly our table (its chain and rules with it)."""
+    return {"nftables": [{"delete": {"table": {"family": FAMILY, "name": table}}}]}
+
+
+def our_tables(listing: Mapping[str, Any] | None) -> list[str]:
+    """Our tables in a ``list tables`` answer (other tables are never looked at)."""
+    items = list((listing or {}).get("nftables", []))
+    names = [
+        item["table"]["name"]
+        for item in items
+        if "table" in item and item["table"].get("family") == FAMILY
+    ]
+    return sorted(name for name in names if is_our_table(name))

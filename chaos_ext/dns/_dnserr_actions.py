@@ -1,0 +1,250 @@
+"""The bodies of ``inject_dns_errors`` and its undo (the activities live in ``actions``).
+
+Apply, in order: read the target's resolvers (if not given), refuse a second
+injection in the same namespace, record the ledger entry (table, mark,
+namespace key, token = the entry id), start the proxy inside the namespace
+(it binds its ports), record its ports, load our nftables table, forget the
+unredirected UDP flows. Undo, in order: delete the table, forget the
+conntrack entries NATed to the proxy's ports, stop the proxy. Each step of
+the undo is idempotent and works from the ledger entry alone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import random
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from chaos_ext._core import helper as _helper
+from chaos_ext._core import procfs as _procfs
+from chaos_ext._core.contract import (
+    LEDGER_ID,
+    Configuration,
+    Secrets,
+    fault_action,
+    roll_back,
+    rollback_activity,
+)
+from chaos_ext._core.failpoint import failpoint
+from chaos_ext._core.ledger import Entry, default_ledger, fault, undo_after, undo_handler
+from chaos_ext._core.targets import identity, netns
+from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
+from chaos_ext._core.targets.spec import Target, netns_path, parse_target
+from chaos_ext._core.validation import PARSED, validated_by
+from chaos_ext.dns import _dnserr, _dnserr_system, _nft
+from chaos_ext.errors import ChaosExtError, DnsError, PreflightFailed, TargetGone
+
+__all__ = [
+    "KIND",
+    "apply_dns_errors",
+    "check_inject",
+    "check_remove",
+    "inject_dns_errors",
+    "remove_dns_errors",
+    "resolvers_of",
+    "undo_dns_errors",
+]
+
+KIND = _dnserr.KIND
+#: The module an entry names (its undo handler is registered on import): the public one.
+ACTIONS_MODULE = "chaos_ext.dns.actions"
+PROXY_MODULE = "chaos_ext.dns._dnserr_proxy"
+#: The proxy's own cap beyond the fault's duration: the undo at the deadline comes first.
+CAP_GRACE = 15.0
+_READY_TIMEOUT = 20.0
+
+
+def resolvers_of(spec: _dnserr.ErrorSpec) -> tuple[_dnserr.Address, ...]:
+    """The resolvers to intercept: as given, else the target's resolv.conf nameservers."""
+    if spec.resolvers:
+        return spec.resolvers
+    found = _dnserr_system.read_resolvers(spec.target)
+    if not found:
+        paths = " or ".join(_dnserr.resolv_conf_paths(spec.target))
+        raise DnsError(
+            f"no nameserver found for {spec.target.where} in {paths}: give the resolvers"
+            " its lookups go to (resolvers=[...])"
+        )
+    return found
+
+
+def _in_namespace(target: Target, func: Any) -> Any:
+    path = netns_path(target)
+    if path is not None and not os.path.exists(path):
+        raise TargetGone(f"target {target.where} does not exist ({path} is missing)")
+    return netns.run_in_netns(path, func, timeout=30)
+
+
+def _preflight(runner: _nft.LocalNft) -> None:
+    if not _procfs.has_capability(_procfs.CAP_NET_ADMIN):
+        raise PreflightFailed(f"no CAP_NET_ADMIN for {runner.where}: run gameday as root")
+    present = _dnserr_system.list_tables(runner)
+    if present:
+        raise DnsError(
+            f"{runner.where} already has DNS errors injected ({', '.join(present)}):"
+            " remove them first (remove_dns_errors)"
+        )
+
+
+def _payload(
+    spec: _dnserr.ErrorSpec, resolvers: list[str], table: str, mark: int
+) -> dict[str, Any]:
+    return {
+        "netns": netns_path(spec.target) or "",
+        "regex": _dnserr.name_regex(spec.patterns),
+        "error": spec.error,
+        "percent": spec.percent,
+        "port": spec.port,
+        "mark": mark,
+        "resolvers": resolvers,
+        "table": table,
+        "cap_seconds": spec.duration + CAP_GRACE,
+    }
+
+
+def apply_dns_errors(spec: _dnserr.ErrorSpec) -> dict[str, Any]:
+    """Inject the errors ``spec`` describes (see the module docstring); the action's result."""
+    where = spec.target
+    resolvers = [str(r) for r in resolvers_of(spec)]
+    runner = _nft.LocalNft(where)
+    _preflight(runner)
+    token = uuid.uuid4().hex[:12]
+    table = _dnserr.table_name(token)
+    mark = 0x67640000 | random.randrange(1, 0x10000)  # noqa: S311 - a label, not a secret
+    recipe: dict[str, Any] = {
+        "target": where.where,
+        "table": table,
+        "mark": mark,
+        "ports": [],
+        "spec": {**spec.as_dict(), "resolvers": resolvers},
+        NETNS_KEY: namespace_key(where),
+    }
+    with fault(kind=KIND, target=where.where, recipe=recipe, module=ACTIONS_MODULE) as entry:
+        try:
+            handle = _helper.start_helper(
+                module=PROXY_MODULE,
+                payload=_payload(spec, resolvers, table, mark),
+                token=entry.id,
+                ready_timeout=_READY_TIMEOUT,
+            )
+        except ChaosExtError as exc:
+            raise DnsError(f"cannot start the DNS error proxy in {where.where}: {exc}") from exc
+        ports: dict[str, int] = handle.ready["ports"]
+        recipe = {**recipe, "ports": sorted(ports.values()), "pid": handle.pid}
+        default_ledger().update_recipe(entry.id, recipe)
+        routes = [(ipaddress.ip_address(r), ports[r]) for r in resolvers]
+        runner.run(_dnserr.ruleset(table, routes, spec.port, mark))
+        failpoint(f"{KIND}.mid-apply")  # loaded, the unredirected flows not yet forgotten
+        forgotten = _in_namespace(
+            where, lambda: _dnserr_system.forget_unredirected(resolvers, spec.port)
+        )
+    undo_after(entry, spec.duration)
+    return {
+        "target": where.where,
+        "table": f"{_dnserr.FAMILY} {table}",
+        LEDGER_ID: entry.id,
+        **spec.as_dict(),
+        "resolvers": resolvers,
+        "proxy_pid": handle.pid,
+        "proxy_ports": ports,
+        "flows_forgotten": forgotten,
+    }
+
+
+@undo_handler(KIND)
+def undo_dns_errors(entry: Entry) -> str:
+    """Delete the table, forget the redirected flows, stop the proxy; idempotent."""
+    recipe: Mapping[str, Any] = entry.recipe
+    target = parse_target(recipe["target"])
+    notes: list[str] = []
+    try:
+        reached = identity.reach(target, recipe.get(NETNS_KEY))
+        deleted = _dnserr_system.delete_table(_nft.LocalNft(reached), recipe["table"])
+        notes.append(f"table {recipe['table']} " + ("deleted" if deleted else "already gone"))
+        failpoint(f"{KIND}.mid-undo")  # the table deleted, the flows and proxy not yet
+        ports, dport = list(recipe.get("ports") or []), int(recipe["spec"]["port"])
+        flows = _in_namespace(reached, lambda: _dnserr_system.forget_redirected(ports, dport))
+        notes.append(f"{flows} redirected flow(s) forgotten")
+    except TargetGone as exc:
+        notes.append(f"target gone, and the redirect with it ({exc})")
+    stopped = _helper.stop_helpers(entry.id)
+    notes.append("proxy stopped" if stopped else "no proxy left running")
+    return f"{entry.target}: " + "; ".join(notes)
+
+
+def check_inject(arguments: Mapping[str, Any]) -> _dnserr.ErrorSpec:
+    """The argument check of inject_dns_errors (defaults filled in by the parser)."""
+    return _dnserr.check_error_arguments(arguments)
+
+
+def check_remove(arguments: Mapping[str, Any]) -> None:
+    """The argument check of remove_dns_errors: the target, if one is given."""
+    if arguments.get("target"):
+        parse_target(arguments["target"])
+
+
+@fault_action(rollback="remove_dns_errors")
+@validated_by(check_inject)
+def inject_dns_errors(
+    patterns: list[str],
+    error: str,
+    target: str = "local",
+    resolvers: list[str] | None = None,
+    percent: int = 100,
+    duration_seconds: float = 60,
+    port: int = 53,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+    *,
+    parsed: _dnserr.ErrorSpec = PARSED,
+) -> dict[str, Any]:
+    """Answer the target's DNS queries for some names with an error (NXDOMAIN, SERVFAIL...).
+
+    Queries leaving ``target`` (``local``, ``netns:NAME`` or ``pid:PID``)
+    for ``resolvers`` (default: its resolv.conf nameservers) on ``port``,
+    over UDP and TCP, go through a proxy in its network namespace. A query
+    whose name matches one of ``patterns`` (as Chaos Mesh DNSChaos: exact
+    names, ``?`` one character, ``*`` at the end anything; case-insensitive)
+    gets ``error`` in ``percent`` % of cases: ``nxdomain``, ``servfail``,
+    ``refused``, ``timeout`` (no answer at all) or ``random-ip`` (an A/AAAA
+    answer with a random address). Every other query is forwarded to the
+    resolver it was sent to and its answer returned unchanged.
+
+    Blast radius: DNS lookups from the target's network namespace only, for
+    ``duration_seconds`` (then undone by itself; the proxy also stops at its
+    own cap and removes its redirect). One nftables table of ours (``inet
+    gameday_dnserr_<id>``) and one proxy process, recorded in the fault
+    ledger first. TCP connections already open when it starts are not
+    intercepted. Rollback: ``remove_dns_errors`` or ``gameday rollback``.
+    Returns the table, the resolvers, the proxy's pid and ports and ``ledger_id``.
+    """
+    return apply_dns_errors(parsed)
+
+
+@rollback_activity
+@validated_by(check_remove)
+def remove_dns_errors(
+    target: str = "",
+    include_dead_runs: bool = False,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """Stop the DNS errors of inject_dns_errors (its rollback).
+
+    Blast radius: our tables (``inet gameday_dnserr_*``) and proxies only,
+    those this run recorded (on ``target`` if given, by its network
+    namespace however the entry spelled it; ``include_dead_runs``: also
+    those of runs whose runner is dead); a live run's are never touched
+    (listed under ``left_alone``). Each: the table deleted, the conntrack
+    entries redirected to the proxy deleted (lookups work at once), the
+    proxy stopped. Idempotent: nothing to remove is fine. Raises
+    RollbackFailed if one could not be removed.
+    """
+    book = default_ledger()
+    recorded = [e for e in book.open_entries() if e.kind == KIND]
+    if target:
+        recorded = entries_on(recorded, parse_target(target))
+    return roll_back(recorded, book, include_dead_runs=include_dead_runs)

@@ -1,0 +1,238 @@
+"""inject_dns_errors in network namespaces the tests create, against a real dnsmasq on :53.
+
+dnsmasq (in the server namespace) serves ``a.test`` and ``b.test``; the client
+namespace's queries go through the error proxy. Queries are sent with
+dnspython from inside the client namespace, over UDP and TCP; the ruleset is
+read back with Debian's ``nft`` CLI, the conntrack table with pyroute2, the
+proxy process found by its token in /proc: independent checks of what is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dns.exception
+import dns.flags
+import dns.message
+import dns.query
+import dns.rcode
+import pytest
+from support.dns_netlab import SERVER_IP, ResolverPair, host_tables, netns_tables, resolver_pair
+
+from chaos_ext._core.helper import find_helpers
+from chaos_ext._core.ledger import Ledger
+from chaos_ext._core.targets.netns import run_in_netns
+from chaos_ext.dns.actions import inject_dns_errors, remove_dns_errors
+from chaos_ext.errors import DnsError, InvalidArgument
+
+pytestmark = pytest.mark.timeout(240)
+
+RECORDS = {"a.test": "10.77.5.1", "b.test": "10.77.5.2"}
+
+
+@pytest.fixture
+def pair(ledger_path: Path) -> Iterator[ResolverPair]:
+    before = host_tables()
+    with resolver_pair(records=RECORDS, zones=["test"]) as made:
+        yield made
+    assert host_tables() == before, "the host's own ruleset changed"
+
+
+def ask(pair: ResolverPair, name: str, *, tcp: bool = False, qtype: str = "A") -> Any:
+    """One query from inside the client namespace: the answer message, or None (timeout)."""
+    query = dns.message.make_query(name, qtype)
+
+    def send() -> Any:
+        try:
+            if tcp:
+                return dns.query.tcp(query, SERVER_IP, timeout=1.0)
+            return dns.query.udp(query, SERVER_IP, timeout=1.0)
+        except dns.exception.Timeout:
+            return None
+
+    return run_in_netns(f"/run/netns/{pair.client_ns}", send, timeout=30)
+
+
+def raw(pair: ResolverPair, name: str, *, tcp: bool = False) -> bytes:
+    """The answer's bytes as received (id included) for a fixed query id."""
+    query = dns.message.make_query(name, "A", id=4242)
+
+    def send() -> bytes:
+        if tcp:
+            answer = dns.query.tcp(query, SERVER_IP, timeout=1.0)
+        else:
+            answer = dns.query.udp(query, SERVER_IP, timeout=1.0)
+        assert answer.id == 4242
+        return answer.to_wire()
+
+    return run_in_netns(f"/run/netns/{pair.client_ns}", send, timeout=30)
+
+
+def address(message: Any) -> str:
+    return str(message.answer[0][0]) if message is not None and message.answer else ""
+
+
+def conntrack_to(pair: ResolverPair, ports: list[int]) -> list[str]:
+    from pyroute2 import Conntrack
+
+    def dump() -> list[str]:
+        ct = Conntrack()
+        try:
+            return [str(e) for e in ct.dump_entries() if e.tuple_reply.sport in ports]
+        finally:
+            ct.close()
+
+    return run_in_netns(f"/run/netns/{pair.client_ns}", dump, timeout=30)
+
+
+def assert_nothing_left(pair: ResolverPair, applied: dict[str, Any]) -> None:
+    assert netns_tables(pair.client_ns) == []
+    assert find_helpers(applied["ledger_id"]) == []
+    assert conntrack_to(pair, sorted(applied["proxy_ports"].values())) == []
+
+
+EXPECTED = {
+    "nxdomain": dns.rcode.NXDOMAIN,
+    "servfail": dns.rcode.SERVFAIL,
+    "refused": dns.rcode.REFUSED,
+}
+
+
+@pytest.mark.parametrize("error", ["nxdomain", "servfail", "refused", "timeout", "random-ip"])
+def test_matching_names_get_the_error_over_udp_and_tcp_the_rest_passes_unchanged(
+    pair: ResolverPair, ledger_path: Path, error: str
+) -> None:
+    before = {tcp: raw(pair, "b.test", tcp=tcp) for tcp in (False, True)}
+    assert address(ask(pair, "a.test")) == RECORDS["a.test"]
+
+    applied = inject_dns_errors(["a.*"], error, target=pair.target, resolvers=[SERVER_IP])
+    assert netns_tables(pair.client_ns) == [applied["table"]]
+    for tcp in (False, True):
+        got = ask(pair, "A.Test.", tcp=tcp)
+        if error == "timeout":
+            assert got is None, got
+        elif error == "random-ip":
+            assert got.rcode() == dns.rcode.NOERROR
+            assert address(got) not in ("", RECORDS["a.test"])
+            assert ask(pair, "a.test", tcp=tcp, qtype="AAAA").answer[0].rdtype == 28
+        else:
+            assert got.rcode() == EXPECTED[error] and not got.answer
+            assert got.flags & dns.flags.QR and got.flags & dns.flags.RA
+        # the other name: the resolver's answer, byte for byte, the client's id restored
+        assert raw(pair, "b.test", tcp=tcp) == before[tcp]
+
+    removed = remove_dns_errors(target=pair.target)
+    assert removed["undone"] == 1, removed
+    assert_nothing_left(pair, applied)
+    for tcp in (False, True):
+        assert address(ask(pair, "a.test", tcp=tcp)) == RECORDS["a.test"]
+    assert Ledger(ledger_path).open_entries() == []
+
+
+def test_percent_is_roughly_honoured_on_200_queries(pair: ResolverPair) -> None:
+    applied = inject_dns_errors(
+        ["a.test"], "nxdomain", target=pair.target, resolvers=[SERVER_IP], percent=30
+    )
+    try:
+
+        def count() -> int:
+            query = dns.message.make_query("a.test", "A")
+            failed = 0
+            for _ in range(200):
+                answer = dns.query.udp(query, SERVER_IP, timeout=1.0)
+                failed += answer.rcode() == dns.rcode.NXDOMAIN
+            return failed
+
+        failed = run_in_netns(f"/run/netns/{pair.client_ns}", count, timeout=60)
+        # binomial(200, 0.3): mean 60, sd 6.5; 30..90 is beyond 4.5 sd on either side
+        assert 30 <= failed <= 90, failed
+    finally:
+        remove_dns_errors(target=pair.target)
+    assert_nothing_left(pair, applied)
+
+
+def test_patterns_as_chaos_mesh_takes_them(pair: ResolverPair) -> None:
+    inject_dns_errors(
+        ["?.test", "b.tes*"], "refused", target=pair.target, resolvers=[SERVER_IP]
+    )
+    try:
+        assert ask(pair, "a.test").rcode() == dns.rcode.REFUSED  # ? = one character
+        assert ask(pair, "b.test").rcode() == dns.rcode.REFUSED  # * at the end
+        assert ask(pair, "ab.test").rcode() == dns.rcode.NXDOMAIN  # dnsmasq's own answer
+    finally:
+        remove_dns_errors(target=pair.target)
+
+
+def test_the_resolvers_default_to_the_namespace_resolv_conf(pair: ResolverPair) -> None:
+    folder = Path("/etc/netns") / pair.client_ns
+    folder.mkdir(parents=True)
+    try:
+        (folder / "resolv.conf").write_text(f"search test\nnameserver {SERVER_IP}\n")
+        applied = inject_dns_errors(["a.test"], "servfail", target=pair.target)
+        try:
+            assert applied["resolvers"] == [SERVER_IP]
+            assert ask(pair, "a.test").rcode() == dns.rcode.SERVFAIL
+        finally:
+            remove_dns_errors(target=pair.target)
+    finally:
+        (folder / "resolv.conf").unlink(missing_ok=True)
+        folder.rmdir()
+
+
+def test_duration_ends_it_by_itself(pair: ResolverPair, ledger_path: Path) -> None:
+    applied = inject_dns_errors(
+        ["a.test"], "nxdomain", target=pair.target, resolvers=[SERVER_IP], duration_seconds=1
+    )
+    from support.harness import wait_for
+
+    wait_for(lambda: Ledger(ledger_path).open_entries() == [], 20, "the fault to end")
+    assert_nothing_left(pair, applied)
+    assert address(ask(pair, "a.test")) == RECORDS["a.test"]
+
+
+def test_a_second_injection_in_the_same_namespace_is_refused(pair: ResolverPair) -> None:
+    first = inject_dns_errors(["a.test"], "nxdomain", target=pair.target, resolvers=[SERVER_IP])
+    try:
+        with pytest.raises(DnsError, match="already has DNS errors injected"):
+            inject_dns_errors(["b.test"], "nxdomain", target=pair.target, resolvers=[SERVER_IP])
+        assert netns_tables(pair.client_ns) == [first["table"]]
+    finally:
+        remove_dns_errors(target=pair.target)
+
+
+def test_bad_input_is_refused_before_anything_changes(
+    pair: ResolverPair, ledger_path: Path
+) -> None:
+    for bad in (
+        {"patterns": []},
+        {"patterns": "a.test"},
+        {"patterns": ["a*.test"]},
+        {"patterns": ["a..test"]},
+        {"error": "nodata"},
+        {"percent": 0},
+        {"percent": 101},
+        {"port": 0},
+        {"resolvers": ["kube-dns"]},
+        {"duration_seconds": 0},
+        {"target": "ssh:node-1"},
+        {"target": "pod:default/app"},
+    ):
+        arguments: dict[str, Any] = {
+            "patterns": ["a.test"],
+            "error": "nxdomain",
+            "target": pair.target,
+            "resolvers": [SERVER_IP],
+            **bad,
+        }
+        with pytest.raises(InvalidArgument):
+            inject_dns_errors(**arguments)
+    with pytest.raises(InvalidArgument) as every:
+        inject_dns_errors(["a*b"], "oops", target=pair.target, percent=0)
+    for part in ("'a*b'", "'oops'", "percent: 0"):
+        assert part in str(every.value)
+    with pytest.raises(InvalidArgument, match="not supported yet for inject_dns_errors"):
+        inject_dns_errors(["a.test"], "nxdomain", target="ssh:node-1")
+    assert netns_tables(pair.client_ns) == []
+    assert not ledger_path.exists() or Ledger(ledger_path).history() == []
