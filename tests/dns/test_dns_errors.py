@@ -236,3 +236,46 @@ def test_bad_input_is_refused_before_anything_changes(
         inject_dns_errors(["a.test"], "nxdomain", target="ssh:node-1")
     assert netns_tables(pair.client_ns) == []
     assert not ledger_path.exists() or Ledger(ledger_path).history() == []
+
+
+def test_a_long_lived_udp_socket_is_caught_at_once_and_released_at_once(
+    pair: ResolverPair,
+) -> None:
+    """The same source port before, during and after: conntrack would otherwise keep
+    its flow on the path it took first (120 s for a UDP flow that saw replies)."""
+    import socket
+    import subprocess
+
+    # a namespace where conntrack already runs (a Kubernetes node's: kube-proxy's rules)
+    rule = "table inet gdt_ct { chain out { type filter hook output priority 0; ct state new; }; }"
+    subprocess.run(
+        ["ip", "netns", "exec", pair.client_ns, "nft", rule], check=True, timeout=30
+    )
+    sock = run_in_netns(
+        f"/run/netns/{pair.client_ns}",
+        lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM),
+        timeout=30,
+    )
+    sock.settimeout(1.0)
+    sock.connect((SERVER_IP, 53))
+
+    def rcode() -> int:
+        sock.send(dns.message.make_query("a.test", "A").to_wire())
+        return dns.message.from_wire(sock.recv(4096)).rcode()
+
+    try:
+        assert rcode() == dns.rcode.NOERROR  # a conntrack entry without NAT now exists
+        applied = inject_dns_errors(
+            ["a.test"], "nxdomain", target=pair.target, resolvers=[SERVER_IP]
+        )
+        assert applied["flows_forgotten"] >= 1
+        assert rcode() == dns.rcode.NXDOMAIN  # redirected from its next query on
+        remove_dns_errors(target=pair.target)
+        assert rcode() == dns.rcode.NOERROR  # back to the resolver at once
+    finally:
+        sock.close()
+        subprocess.run(
+            ["ip", "netns", "exec", pair.client_ns, "nft", "delete table inet gdt_ct"],
+            check=False,
+            timeout=30,
+        )
