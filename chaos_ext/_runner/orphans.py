@@ -13,6 +13,7 @@ part       found by                                                    needs
 =========  ==========================================================  ======
 helpers    ``GAMEDAY_HELPER_TOKEN`` in a process's environment          local
 nft        tables ``inet gameday_dnsrate_*`` in every network namespace local
+nft        tables ``inet gameday_dnserr_*`` in every network namespace  local
 qdiscs     root qdisc ``1d1a:`` on any interface of every namespace     local
 nodes      annotation ``chaos-ext.gameday/cordoned-by``                 cluster
 load Jobs  labels ``app.kubernetes.io/managed-by=gameday,gameday.io/load`` cluster
@@ -174,10 +175,18 @@ def _undo_helper(entry: Entry) -> str:
 
 
 def _local_finders() -> list[tuple[str, Finder]]:
-    from chaos_ext.dns.leftovers import find_tables  # noqa: PLC0415 - libnftables on demand
+    from chaos_ext.dns.leftovers import (  # noqa: PLC0415 - libnftables on demand
+        find_error_tables,
+        find_tables,
+    )
     from chaos_ext.network.leftovers import find_trees  # noqa: PLC0415 - pyroute2 on demand
 
-    return [("helpers", find_helpers), ("nft tables", find_tables), ("qdiscs", find_trees)]
+    return [
+        ("helpers", find_helpers),
+        ("nft tables", find_tables),
+        ("nft DNS error tables", find_error_tables),
+        ("qdiscs", find_trees),
+    ]
 
 
 def _kubernetes_finder(context: str | None) -> tuple[str, Finder]:

@@ -43,6 +43,7 @@ __all__ = [
     "name_regex",
     "our_tables",
     "parse_resolv_conf",
+    "redirects_of",
     "resolv_conf_paths",
     "ruleset",
     "table_name",
@@ -222,7 +223,8 @@ def parse_resolv_conf(text: str) -> tuple[Address, ...]:
 
 
 def table_name(token: str) -> str:
-    """Our table's name for a fault token (8-16 hex characters)."""
+    """Our table's name for a fault token: the ledger entry id, which is also the proxy's
+    helper token (so a table found without its entry still names its proxy)."""
     if not _TOKEN.match(token):
         raise InvalidArgument(f"table token {token!r} is not 8-16 hex characters")
     return f"{TABLE_PREFIX}{token}"
@@ -287,3 +289,19 @@ def our_tables(listing: Mapping[str, Any] | None) -> list[str]:
         if "table" in item and item["table"].get("family") == FAMILY
     ]
     return sorted(name for name in names if is_our_table(name))
+
+
+def redirects_of(listing: Mapping[str, Any] | None, table: str) -> tuple[int, list[int]]:
+    """(the DNS port redirected, the proxy ports) read back from ``list table``'s answer."""
+    dport, ports = 0, set()
+    for item in (listing or {}).get("nftables", []):
+        rule = item.get("rule")
+        if not rule or rule.get("table") != table:
+            continue
+        for expr in rule.get("expr", []):
+            match = expr.get("match", {})
+            if match.get("left", {}).get("payload", {}).get("field") == "dport":
+                dport = int(match["right"])
+            if "redirect" in expr:
+                ports.add(int(expr["redirect"]["port"]))
+    return dport, sorted(ports)

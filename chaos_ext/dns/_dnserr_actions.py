@@ -14,7 +14,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import random
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +28,15 @@ from chaos_ext._core.contract import (
     rollback_activity,
 )
 from chaos_ext._core.failpoint import failpoint
-from chaos_ext._core.ledger import Entry, default_ledger, fault, undo_after, undo_handler
+from chaos_ext._core.ledger import (
+    Entry,
+    default_ledger,
+    fault,
+    new_entry_id,
+    set_deadline,
+    undo_after,
+    undo_handler,
+)
 from chaos_ext._core.targets import identity, netns
 from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
 from chaos_ext._core.targets.spec import Target, netns_path, parse_target
@@ -111,18 +118,23 @@ def apply_dns_errors(spec: _dnserr.ErrorSpec) -> dict[str, Any]:
     resolvers = [str(r) for r in resolvers_of(spec)]
     runner = _nft.LocalNft(where)
     _preflight(runner)
-    token = uuid.uuid4().hex[:12]
+    token = new_entry_id()  # the entry's id, the proxy's token and the table's name
     table = _dnserr.table_name(token)
     mark = 0x67640000 | random.randrange(1, 0x10000)  # noqa: S311 - a label, not a secret
     recipe: dict[str, Any] = {
         "target": where.where,
         "table": table,
+        "token": token,
         "mark": mark,
         "ports": [],
         "spec": {**spec.as_dict(), "resolvers": resolvers},
         NETNS_KEY: namespace_key(where),
     }
-    with fault(kind=KIND, target=where.where, recipe=recipe, module=ACTIONS_MODULE) as entry:
+    with fault(
+        kind=KIND, target=where.where, recipe=recipe, module=ACTIONS_MODULE, entry_id=token
+    ) as entry:
+        # the deadline first: a runner killed from here on leaves its watchdog a deadline
+        set_deadline(entry, spec.duration)
         try:
             handle = _helper.start_helper(
                 module=PROXY_MODULE,
@@ -170,7 +182,7 @@ def undo_dns_errors(entry: Entry) -> str:
         notes.append(f"{flows} redirected flow(s) forgotten")
     except TargetGone as exc:
         notes.append(f"target gone, and the redirect with it ({exc})")
-    stopped = _helper.stop_helpers(entry.id)
+    stopped = _helper.stop_helpers(str(recipe.get("token") or entry.id))
     notes.append("proxy stopped" if stopped else "no proxy left running")
     return f"{entry.target}: " + "; ".join(notes)
 

@@ -9,7 +9,14 @@ proxy process found by its token in /proc: independent checks of what is left.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +26,11 @@ import dns.message
 import dns.query
 import dns.rcode
 import pytest
+from pyroute2 import Conntrack
 from support.dns_netlab import SERVER_IP, ResolverPair, host_tables, netns_tables, resolver_pair
+from support.harness import cli_env, gameday_argv, wait_for
 
-from chaos_ext._core.helper import find_helpers
+from chaos_ext._core.helper import find_helpers, stop_helpers
 from chaos_ext._core.ledger import Ledger
 from chaos_ext._core.targets.netns import run_in_netns
 from chaos_ext.dns.actions import inject_dns_errors, remove_dns_errors
@@ -75,8 +84,6 @@ def address(message: Any) -> str:
 
 
 def conntrack_to(pair: ResolverPair, ports: list[int]) -> list[str]:
-    from pyroute2 import Conntrack
-
     def dump() -> list[str]:
         ct = Conntrack()
         try:
@@ -154,9 +161,7 @@ def test_percent_is_roughly_honoured_on_200_queries(pair: ResolverPair) -> None:
 
 
 def test_patterns_as_chaos_mesh_takes_them(pair: ResolverPair) -> None:
-    inject_dns_errors(
-        ["?.test", "b.tes*"], "refused", target=pair.target, resolvers=[SERVER_IP]
-    )
+    inject_dns_errors(["?.test", "b.tes*"], "refused", target=pair.target, resolvers=[SERVER_IP])
     try:
         assert ask(pair, "a.test").rcode() == dns.rcode.REFUSED  # ? = one character
         assert ask(pair, "b.test").rcode() == dns.rcode.REFUSED  # * at the end
@@ -185,8 +190,6 @@ def test_duration_ends_it_by_itself(pair: ResolverPair, ledger_path: Path) -> No
     applied = inject_dns_errors(
         ["a.test"], "nxdomain", target=pair.target, resolvers=[SERVER_IP], duration_seconds=1
     )
-    from support.harness import wait_for
-
     wait_for(lambda: Ledger(ledger_path).open_entries() == [], 20, "the fault to end")
     assert_nothing_left(pair, applied)
     assert address(ask(pair, "a.test")) == RECORDS["a.test"]
@@ -243,14 +246,9 @@ def test_a_long_lived_udp_socket_is_caught_at_once_and_released_at_once(
 ) -> None:
     """The same source port before, during and after: conntrack would otherwise keep
     its flow on the path it took first (120 s for a UDP flow that saw replies)."""
-    import socket
-    import subprocess
-
     # a namespace where conntrack already runs (a Kubernetes node's: kube-proxy's rules)
     rule = "table inet gdt_ct { chain out { type filter hook output priority 0; ct state new; }; }"
-    subprocess.run(
-        ["ip", "netns", "exec", pair.client_ns, "nft", rule], check=True, timeout=30
-    )
+    subprocess.run(["ip", "netns", "exec", pair.client_ns, "nft", rule], check=True, timeout=30)
     sock = run_in_netns(
         f"/run/netns/{pair.client_ns}",
         lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM),
@@ -279,3 +277,115 @@ def test_a_long_lived_udp_socket_is_caught_at_once_and_released_at_once(
             check=False,
             timeout=30,
         )
+
+
+def _killed_run_experiment(pair: ResolverPair, duration: float) -> dict[str, Any]:
+    return {
+        "title": "DNS errors, runner killed",
+        "description": "the fault must end at its deadline, or be found without a ledger",
+        "method": [
+            {
+                "type": "action",
+                "name": "nxdomain-for-a",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.dns.actions",
+                    "func": "inject_dns_errors",
+                    "arguments": {
+                        "patterns": ["a.*"],
+                        "error": "nxdomain",
+                        "target": pair.target,
+                        "resolvers": [SERVER_IP],
+                        "duration_seconds": duration,
+                    },
+                },
+            },
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {"type": "process", "path": "sleep", "arguments": "90", "timeout": 120},
+            },
+        ],
+    }
+
+
+def _run_then_kill(
+    pair: ResolverPair, ledger_path: Path, tmp_path: Path, path: Path
+) -> tuple[str, float]:
+    """Start ``gameday run``, SIGKILL it once the table is there; (table, when it appeared)."""
+    runner = subprocess.Popen(
+        gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: len(netns_tables(pair.client_ns)) == 1, 90, "the run's table")
+        seen = time.monotonic()
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=10)
+    (table,) = netns_tables(pair.client_ns)
+    return table.split()[1], seen
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_runner_the_fault_ends_at_its_deadline(
+    pair: ResolverPair,
+    ledger_path: Path,
+    tmp_path: Path,
+    write_experiment: Callable[..., Path],
+) -> None:
+    duration = 8.0
+    path = write_experiment(_killed_run_experiment(pair, duration))
+    table, seen = _run_then_kill(pair, ledger_path, tmp_path, path)
+    assert ask(pair, "a.test").rcode() == dns.rcode.NXDOMAIN  # still on, the runner dead
+    (entry,) = Ledger(ledger_path).open_entries()
+    token = entry.recipe["token"]
+    # the watchdog ends it at the deadline, before the proxy's own cap (+15 s) would
+    wait_for(lambda: Ledger(ledger_path).open_entries() == [], duration + 12, "the watchdog")
+    assert time.monotonic() - seen < duration + 12
+    assert netns_tables(pair.client_ns) == [] and find_helpers(token) == []
+    assert address(ask(pair, "a.test")) == RECORDS["a.test"]
+    assert table in str(Ledger(ledger_path).history()[0].note)
+
+
+def _lose_ledger(ledger: Path) -> None:
+    """Delete the ledger's database, event log, lock files and marker folder."""
+    for part in ledger.parent.glob(ledger.name + "*"):
+        part.unlink()
+    shutil.rmtree(os.environ["GAMEDAY_LEDGER_MARKERS"], ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_without_its_ledger_the_scan_finds_table_and_proxy_and_rollback_orphans_removes_them(
+    pair: ResolverPair,
+    ledger_path: Path,
+    tmp_path: Path,
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    path = write_experiment(_killed_run_experiment(pair, 200))
+    table, _ = _run_then_kill(pair, ledger_path, tmp_path, path)
+    (entry,) = Ledger(ledger_path).open_entries()
+    token = entry.recipe["token"]
+    ports = entry.recipe["ports"]
+    assert ask(pair, "a.test").rcode() == dns.rcode.NXDOMAIN
+    _lose_ledger(ledger_path)
+    try:
+        scan = gameday("ledger", "--scan", "--json")
+        found = {f["ref"]: f for f in json.loads(scan.stdout)["found"]}
+        refs = sorted(ref for ref in found if table in ref or token in ref)
+        assert len(refs) == 2, sorted(found)  # the table and the proxy (helper)
+        assert {found[ref]["status"] for ref in refs} == {"orphan"}
+        only = [arg for ref in refs for arg in ("--only", ref)]
+        removed = gameday("rollback", "--orphans", *only)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        # checked through the objects themselves
+        assert netns_tables(pair.client_ns) == []
+        assert find_helpers(token) == []
+        assert conntrack_to(pair, ports) == []
+        assert address(ask(pair, "a.test")) == RECORDS["a.test"]
+    finally:
+        stop_helpers(token)
