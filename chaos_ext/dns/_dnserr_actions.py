@@ -19,14 +19,7 @@ from typing import Any
 
 from chaos_ext._core import helper as _helper
 from chaos_ext._core import procfs as _procfs
-from chaos_ext._core.contract import (
-    LEDGER_ID,
-    Configuration,
-    Secrets,
-    fault_action,
-    roll_back,
-    rollback_activity,
-)
+from chaos_ext._core.contract import LEDGER_ID
 from chaos_ext._core.failpoint import failpoint
 from chaos_ext._core.ledger import (
     Entry,
@@ -40,7 +33,6 @@ from chaos_ext._core.ledger import (
 from chaos_ext._core.targets import identity, netns
 from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
 from chaos_ext._core.targets.spec import Target, netns_path, parse_target
-from chaos_ext._core.validation import PARSED, validated_by
 from chaos_ext.dns import _dnserr, _dnserr_system, _nft
 from chaos_ext.errors import ChaosExtError, DnsError, PreflightFailed, TargetGone
 
@@ -49,8 +41,7 @@ __all__ = [
     "apply_dns_errors",
     "check_inject",
     "check_remove",
-    "inject_dns_errors",
-    "remove_dns_errors",
+    "open_entries",
     "resolvers_of",
     "undo_dns_errors",
 ]
@@ -198,65 +189,7 @@ def check_remove(arguments: Mapping[str, Any]) -> None:
         parse_target(arguments["target"])
 
 
-@fault_action(rollback="remove_dns_errors")
-@validated_by(check_inject)
-def inject_dns_errors(
-    patterns: list[str],
-    error: str,
-    target: str = "local",
-    resolvers: list[str] | None = None,
-    percent: int = 100,
-    duration_seconds: float = 60,
-    port: int = 53,
-    configuration: Configuration = None,
-    secrets: Secrets = None,
-    *,
-    parsed: _dnserr.ErrorSpec = PARSED,
-) -> dict[str, Any]:
-    """Answer the target's DNS queries for some names with an error (NXDOMAIN, SERVFAIL...).
-
-    Queries leaving ``target`` (``local``, ``netns:NAME`` or ``pid:PID``)
-    for ``resolvers`` (default: its resolv.conf nameservers) on ``port``,
-    over UDP and TCP, go through a proxy in its network namespace. A query
-    whose name matches one of ``patterns`` (as Chaos Mesh DNSChaos: exact
-    names, ``?`` one character, ``*`` at the end anything; case-insensitive)
-    gets ``error`` in ``percent`` % of cases: ``nxdomain``, ``servfail``,
-    ``refused``, ``timeout`` (no answer at all) or ``random-ip`` (an A/AAAA
-    answer with a random address). Every other query is forwarded to the
-    resolver it was sent to and its answer returned unchanged.
-
-    Blast radius: DNS lookups from the target's network namespace only, for
-    ``duration_seconds`` (then undone by itself; the proxy also stops at its
-    own cap and removes its redirect). One nftables table of ours (``inet
-    gameday_dnserr_<id>``) and one proxy process, recorded in the fault
-    ledger first. TCP connections already open when it starts are not
-    intercepted. Rollback: ``remove_dns_errors`` or ``gameday rollback``.
-    Returns the table, the resolvers, the proxy's pid and ports and ``ledger_id``.
-    """
-    return apply_dns_errors(parsed)
-
-
-@rollback_activity
-@validated_by(check_remove)
-def remove_dns_errors(
-    target: str = "",
-    include_dead_runs: bool = False,
-    configuration: Configuration = None,
-    secrets: Secrets = None,
-) -> dict[str, Any]:
-    """Stop the DNS errors of inject_dns_errors (its rollback).
-
-    Blast radius: our tables (``inet gameday_dnserr_*``) and proxies only,
-    those this run recorded (on ``target`` if given, by its network
-    namespace however the entry spelled it; ``include_dead_runs``: also
-    those of runs whose runner is dead); a live run's are never touched
-    (listed under ``left_alone``). Each: the table deleted, the conntrack
-    entries redirected to the proxy deleted (lookups work at once), the
-    proxy stopped. Idempotent: nothing to remove is fine. Raises
-    RollbackFailed if one could not be removed.
-    """
-    book = default_ledger()
-    recorded = [e for e in book.open_entries() if e.kind == KIND]
-    if target:
-        recorded = entries_on(recorded, parse_target(target))
-    return roll_back(recorded, book, include_dead_runs=include_dead_runs)
+def open_entries(target: str) -> list[Entry]:
+    """The open entries of this kind in the default ledger (on ``target``'s namespace if given)."""
+    recorded = [e for e in default_ledger().open_entries() if e.kind == KIND]
+    return entries_on(recorded, parse_target(target)) if target else recorded

@@ -20,13 +20,18 @@ from chaos_ext._core.targets.access import reached, target_checks
 from chaos_ext._core.targets.identity import namespace_key
 from chaos_ext._core.targets.spec import LOCAL_KINDS, netns_path, parse_target
 from chaos_ext._core.validation import check_types
-from chaos_ext.dns import _nft, _ratelimit
+from chaos_ext.dns import _dnserr_plan, _nft, _ratelimit
 from chaos_ext.dns._checks import check_flood, check_saturation, require_server
 from chaos_ext.dns._search import candidates
 from chaos_ext.dns.actions import flood_dns, saturate_dnsmasq_tcp
 from chaos_ext.errors import ChaosExtError
 
-__all__ = ["plan_flood_dns", "plan_limit_dns_rate", "plan_saturate_dnsmasq_tcp"]
+__all__ = [
+    "plan_flood_dns",
+    "plan_inject_dns_errors",
+    "plan_limit_dns_rate",
+    "plan_saturate_dnsmasq_tcp",
+]
 
 DNSMASQ_TCP_CHILDREN = 20  # dnsmasq's MAX_PROCS: TCP queries served at once
 
@@ -199,3 +204,28 @@ def plan_limit_dns_rate(
         preflight=checks,
         blast_radius=radius,
     )
+
+
+def plan_inject_dns_errors(
+    patterns: list[str],
+    error: str,
+    target: str = "local",
+    resolvers: list[str] | None = None,
+    percent: int = 100,
+    duration_seconds: float = 60,
+    port: int = 53,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """Which names, which error, which resolvers and namespace ``inject_dns_errors`` would
+    touch; touches nothing (see :mod:`chaos_ext.dns._dnserr_plan`)."""
+    arguments = {
+        "patterns": patterns,
+        "error": error,
+        "target": target,
+        "resolvers": resolvers,
+        "percent": percent,
+        "duration_seconds": duration_seconds,
+        "port": port,
+    }
+    return _dnserr_plan.plan_inject_dns_errors(arguments, configuration, secrets)
