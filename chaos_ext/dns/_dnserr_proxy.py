@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import os
 import random
 import re
@@ -234,9 +235,9 @@ class Proxy:
         self.handlers: dict[int, Callable[[int], None]] = {}
         self.streams: dict[int, _Stream] = {}
         for route in self.routes:
-            self._watch(route.udp, lambda _e, r=route: self._on_query(r))
-            self._watch(route.up, lambda _e, r=route: self._on_reply(r))
-            self._watch(route.tcp, lambda _e, r=route: self._on_accept(r))
+            self._watch(route.udp, functools.partial(self._on_query, route))
+            self._watch(route.up, functools.partial(self._on_reply, route))
+            self._watch(route.tcp, functools.partial(self._on_accept, route))
 
     def ports(self) -> dict[str, int]:
         return {route.resolver: route.udp.getsockname()[1] for route in self.routes}
@@ -251,7 +252,7 @@ class Proxy:
         self.handlers.pop(sock.fileno(), None)
         sock.close()
 
-    def _on_query(self, route: _Route) -> None:
+    def _on_query(self, route: _Route, _events: int) -> None:
         now = time.monotonic()
         for _ in range(_BATCH):
             try:
@@ -265,7 +266,7 @@ class Proxy:
                 with contextlib.suppress(BlockingIOError, OSError):
                     route.udp.sendto(verdict, client)
 
-    def _on_reply(self, route: _Route) -> None:
+    def _on_reply(self, route: _Route, _events: int) -> None:
         for _ in range(_BATCH):
             try:
                 reply = route.up.recv(65535)
@@ -275,7 +276,7 @@ class Proxy:
                 continue  # the resolver is not listening: the client times out, as it would
             route.answer(reply)
 
-    def _on_accept(self, route: _Route) -> None:
+    def _on_accept(self, route: _Route, _events: int) -> None:
         try:
             client, _ = route.tcp.accept()
         except (BlockingIOError, InterruptedError):
@@ -290,8 +291,8 @@ class Proxy:
             client.close()
             return
         self.streams[client.fileno()] = stream
-        self._watch(client, lambda e, s=stream: self._on_client(s, e))
-        self._watch(stream.up, lambda e, s=stream: self._on_up(s, e), select.EPOLLOUT)
+        self._watch(client, functools.partial(self._on_client, stream))
+        self._watch(stream.up, functools.partial(self._on_up, stream), select.EPOLLOUT)
 
     def _close(self, stream: _Stream) -> None:
         self.streams.pop(stream.client.fileno(), None)
