@@ -16,8 +16,15 @@ Run on its own: ``.venv/bin/python benchmarks/dns.py``.
    rate over the asked rate (the kernel's full bucket at the start adds
    ``burst / 30 s``: about 1.03 with the default burst of one second).
 
+4. ``inject_dns_errors`` on a client namespace, with a pattern no query
+   matches (pure pass-through: every query parsed, matched, forwarded and
+   its answer restored): ``dnsperf`` from the client namespace to dnsmasq in
+   the server namespace, alternating rounds without and with the injector;
+   the ratio of the median answers/s (goal >= 0.8).
+
 Last line:
-``dns qps_ratio_vs_dnsperf=<x> held_tcp=<n> rss_mb=<m> rate_limit_accuracy=<measured/asked>``.
+``dns qps_ratio_vs_dnsperf=<x> held_tcp=<n> rss_mb=<m> rate_limit_accuracy=<measured/asked>
+dns_errors_passthrough_ratio=<x>``.
 """
 
 from __future__ import annotations
@@ -55,14 +62,18 @@ CONNECTIONS = 10_000
 LIMIT_PPS = 100
 OFFERED_QPS = 1000
 LIMIT_SECONDS = 30
+PASSTHROUGH_ROUNDS = 5
 
 
-def dnsperf_qps(server: dnsmasq.Dnsmasq, data: Path) -> float:
+def dnsperf_qps(
+    server: dnsmasq.Dnsmasq, data: Path, prefix: tuple[str, ...] = (), address: str = ""
+) -> float:
     out = subprocess.run(
         [
+            *prefix,
             "dnsperf",
             "-s",
-            server.address,
+            address or server.address,
             "-p",
             str(server.port),
             "-d",
@@ -190,6 +201,42 @@ def rate_limit_accuracy() -> float:
     return accuracy
 
 
+def passthrough_ratio() -> float:
+    """dnsperf through the DNS error injector (nothing matches) over dnsperf direct."""
+    from support.dns_netlab import SERVER_IP, resolver_pair  # noqa: PLC0415
+
+    from chaos_ext.dns.actions import inject_dns_errors, remove_dns_errors  # noqa: PLC0415
+
+    with resolver_pair() as pair, tempfile.TemporaryDirectory() as d:
+        data = Path(d) / "queries.txt"
+        data.write_text(f"{NAME} A\n")
+        prefix = ("ip", "netns", "exec", pair.client_ns)
+        direct, proxied = [], []
+        for round_ in range(PASSTHROUGH_ROUNDS):
+            direct.append(dnsperf_qps(pair.server, data, prefix, SERVER_IP))
+            inject_dns_errors(
+                ["nothing-matches.invalid"],
+                "nxdomain",
+                target=pair.target,
+                resolvers=[SERVER_IP],
+                duration_seconds=SECONDS + 60,
+            )
+            try:
+                proxied.append(dnsperf_qps(pair.server, data, prefix, SERVER_IP))
+            finally:
+                remove_dns_errors(target=pair.target)
+            print(
+                f"round {round_ + 1}: dnsperf direct {direct[-1]:,.0f} q/s, through the"
+                f" DNS error injector {proxied[-1]:,.0f} q/s"
+            )
+    ratio = statistics.median(proxied) / statistics.median(direct)
+    print(
+        f"median: direct {statistics.median(direct):,.0f} q/s, through the injector"
+        f" {statistics.median(proxied):,.0f} q/s, ratio {ratio:.2f}"
+    )
+    return ratio
+
+
 def main() -> None:
     require("dns", "dnsperf", "dnsmasq")
     # no options: --help says what is measured instead of starting the run
@@ -201,14 +248,19 @@ def main() -> None:
         ratio = throughput_ratio()
         held, rss = held_connections()
         accuracy = rate_limit_accuracy()
+        passthrough = passthrough_ratio()
     print(
         f"dns qps_ratio_vs_dnsperf={ratio:.2f} held_tcp={held} rss_mb={rss:.1f}"
-        f" rate_limit_accuracy={accuracy:.3f}"
+        f" rate_limit_accuracy={accuracy:.3f} dns_errors_passthrough_ratio={passthrough:.2f}"
     )
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--listener"]:
         listener()
+    elif sys.argv[1:] == ["--passthrough-only"]:  # the DNS error injector's figure alone
+        with tempfile.TemporaryDirectory() as ledger_dir:
+            os.environ["GAMEDAY_LEDGER"] = str(Path(ledger_dir) / "ledger.sqlite3")
+            print(f"dns dns_errors_passthrough_ratio={passthrough_ratio():.2f}")
     else:
         main()

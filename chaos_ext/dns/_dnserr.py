@@ -2,22 +2,44 @@
 
 :func:`chaos_ext.dns.actions.inject_dns_errors` starts a proxy
 (:mod:`chaos_ext.dns._dnserr_proxy`) inside the target's network namespace,
-one local port per resolver (UDP and TCP on the same number), then loads one
-table (family ``inet``, named ``gameday_dnserr_<token>``) in one transaction::
+one loopback port per resolver (UDP and TCP on the same number), then loads
+one table (family ``inet``, named ``gameday_dnserr_<entry id>``) in one
+transaction::
 
-    table inet gameday_dnserr_<token> {
+    table inet gameday_dnserr_<id> {
+        chain dns_zone {            # before conntrack: which UDP queries may match
+            type filter hook output priority raw; policy accept;
+            meta mark <proxy mark> return                    # the proxy's own forwarding
+            ip daddr { resolvers } udp dport 53 @th,160,32 & <mask> == <name bytes> ...
+                ct zone set <zone>                           # one rule per pattern
+            ip saddr 127.0.0.1 udp sport { proxy ports } ct zone set <zone>   # its answers
+        }
         chain dns_redirect {
             type nat hook output priority dstnat; policy accept;
-            meta mark <proxy mark> return               # the proxy's own forwarding
-            ip daddr <resolver 1> meta l4proto { tcp, udp } th dport 53 redirect to :<port 1>
-            ...
+            meta mark <proxy mark> return
+            ip daddr <resolver> tcp dport 53 redirect to :<port>              # all of TCP
+            ct zone <zone> ip daddr <resolver> udp dport 53 redirect to :<port>
         }
     }
 
-UDP has no ``SO_ORIGINAL_DST``: the port a query arrives on tells the proxy
-which resolver it was sent to. Names are matched as Chaos Mesh DNSChaos
-matches them: exact names, ``?`` for one character, ``*`` only at the end for
-anything; case-insensitive, a trailing dot ignored.
+UDP: only a query whose question bytes may match a pattern (the name's wire
+form compared in the kernel, letters case-folded, ``?`` and the length of a
+label cut by ``*`` masked out: a superset, the proxy matches exactly) is put
+in our conntrack zone and redirected; every other query goes to its resolver
+untouched, at the kernel's speed. The zone keeps the two apart even on one
+socket: a flow's NAT is decided by its first packet, and a client that sent
+``b.test`` first from a port still gets its ``a.test`` redirected from the
+same port (the two live in different zones). Deleting the table ends the
+redirect at once: nothing puts a packet in the zone any more.
+
+TCP: a connection's first packet carries no question, so every new TCP
+connection to a resolver goes through the proxy (connections open before
+the fault are not touched). UDP has no ``SO_ORIGINAL_DST``: the port a query
+arrives on tells the proxy which resolver it was sent to.
+
+Names are matched as Chaos Mesh DNSChaos matches them: exact names, ``?``
+for one character of a label, ``*`` only at the end for anything;
+case-insensitive, a trailing dot ignored.
 """
 
 from __future__ import annotations
@@ -43,6 +65,7 @@ __all__ = [
     "name_regex",
     "our_tables",
     "parse_resolv_conf",
+    "prefilter",
     "redirects_of",
     "resolv_conf_paths",
     "ruleset",
@@ -53,8 +76,13 @@ KIND = "dns-errors"
 FAMILY = "inet"
 TABLE_PREFIX = "gameday_dnserr_"
 CHAIN = "dns_redirect"
-#: nftables' dstnat priority for a nat chain (``priority dstnat`` = -100).
+ZONE_CHAIN = "dns_zone"
+#: nftables' priorities: ``raw`` (-300, before conntrack) and ``dstnat`` (-100).
+RAW = -300
 DSTNAT = -100
+#: Where a UDP query's name starts, in bits from the transport header (UDP 8 + DNS 12 bytes).
+QNAME_BITS = (8 + 12) * 8
+_CHUNK = 4  # bytes per compared word: JSON integers stay far below 2**63
 ERRORS = ("nxdomain", "servfail", "refused", "timeout", "random-ip")
 MAX_PATTERNS = 64
 MAX_RESOLVERS = 16
@@ -194,8 +222,8 @@ def name_regex(patterns: Sequence[str]) -> str:
     parts = []
     for pattern in patterns:
         star = pattern.endswith("*")
-        body = re.escape(pattern[:-1] if star else pattern).replace(r"\?", ".").replace("?", ".")
-        parts.append(body + (".*" if star else ""))
+        body = re.escape(pattern[:-1] if star else pattern).replace(r"\?", "[^.]")
+        parts.append(body.replace("?", "[^.]") + (".*" if star else ""))
     return "|".join(f"(?:{p})" for p in parts)
 
 
@@ -238,39 +266,125 @@ def _match(left: dict[str, Any], right: Any, op: str = "==") -> dict[str, Any]:
     return {"match": {"op": op, "left": left, "right": right}}
 
 
-def _redirect(where: dict[str, str], resolver: Address, dport: int, to: int) -> dict[str, Any]:
-    protocol = "ip" if resolver.version == 4 else "ip6"
-    expr = [
-        _match({"payload": {"protocol": protocol, "field": "daddr"}}, str(resolver)),
-        _match({"meta": {"key": "l4proto"}}, {"set": ["tcp", "udp"]}),
-        _match({"payload": {"protocol": "th", "field": "dport"}}, dport),
-        {"counter": None},
-        {"redirect": {"port": to}},
+def _wire(pattern: str) -> tuple[bytes, bytes]:
+    """(mask, value) over the wire form of the names ``pattern`` matches, from the first
+    length byte on; letters case-folded, ``?`` and a label cut by ``*`` masked out."""
+    star = pattern.endswith("*")
+    labels = (pattern[:-1] if star else pattern).split(".")
+    mask, value = bytearray(), bytearray()
+    for index, label in enumerate(labels):
+        cut = star and index == len(labels) - 1
+        if cut and not label:
+            break  # "a.*": a next label, of any length
+        mask.append(0 if cut else 0xFF)
+        value.append(0 if cut else len(label))
+        for char in label:
+            if char == "?":
+                mask.append(0)
+                value.append(0)
+            elif char.isalpha():
+                mask.append(0xDF)
+                value.append(ord(char.upper()))
+            else:
+                mask.append(0xFF)
+                value.append(ord(char))
+    if not star:
+        mask.append(0xFF)  # the root label: the name ends here
+        value.append(0)
+    return bytes(mask), bytes(value)
+
+
+def prefilter(pattern: str) -> list[dict[str, Any]]:
+    """The match expressions every UDP query for a name ``pattern`` matches satisfies
+    (a superset: the proxy decides exactly); empty for ``*`` (every query)."""
+    mask, value = _wire(pattern)
+    found = []
+    for start in range(0, len(mask), _CHUNK):
+        word_mask, word = mask[start : start + _CHUNK], value[start : start + _CHUNK]
+        if not any(word_mask):
+            continue
+        bits = 8 * len(word_mask)
+        left: dict[str, Any] = {
+            "payload": {"base": "th", "offset": QNAME_BITS + 8 * start, "len": bits}
+        }
+        if any(b != 0xFF for b in word_mask):
+            left = {"&": [left, int.from_bytes(word_mask, "big")]}
+        found.append(_match(left, int.from_bytes(word, "big")))
+    return found
+
+
+def _family(version: int) -> tuple[str, str]:
+    return ("ip", "127.0.0.1") if version == 4 else ("ip6", "::1")
+
+
+def _zone_rules(
+    where: dict[str, str], routes: Sequence[tuple[Address, int]], spec: ErrorSpec, zone: int
+) -> list[dict[str, Any]]:
+    rules = []
+    for version in (4, 6):
+        addresses = [str(r) for r, _ in routes if r.version == version]
+        ports = [port for r, port in routes if r.version == version]
+        if not addresses:
+            continue
+        protocol, loopback = _family(version)
+        head = [
+            _match({"payload": {"protocol": protocol, "field": "daddr"}}, {"set": addresses}),
+            _match({"payload": {"protocol": "udp", "field": "dport"}}, spec.port),
+        ]
+        tail = [{"mangle": {"key": {"ct": {"key": "zone"}}, "value": zone}}]
+        for pattern in spec.patterns:
+            rules.append([*head, *prefilter(pattern), *tail])
+        rules.append(
+            [
+                _match({"payload": {"protocol": protocol, "field": "saddr"}}, loopback),
+                _match({"payload": {"protocol": "udp", "field": "sport"}}, {"set": ports}),
+                *tail,
+            ]
+        )
+    return [{"add": {"rule": {**where, "chain": ZONE_CHAIN, "expr": r}}} for r in rules]
+
+
+def _redirect_rules(
+    where: dict[str, str], resolver: Address, port: int, dport: int, zone: int
+) -> list[dict[str, Any]]:
+    protocol, _ = _family(resolver.version)
+    daddr = _match({"payload": {"protocol": protocol, "field": "daddr"}}, str(resolver))
+    to = [{"counter": None}, {"redirect": {"port": port}}]
+    tcp = [daddr, _match({"payload": {"protocol": "tcp", "field": "dport"}}, dport), *to]
+    udp = [
+        _match({"ct": {"key": "zone"}}, zone),
+        daddr,
+        _match({"payload": {"protocol": "udp", "field": "dport"}}, dport),
+        *to,
     ]
-    return {"add": {"rule": {**where, "chain": CHAIN, "expr": expr}}}
+    return [{"add": {"rule": {**where, "chain": CHAIN, "expr": e}}} for e in (tcp, udp)]
+
+
+def _chain(where: dict[str, str], name: str, kind: str, prio: int) -> dict[str, Any]:
+    chain = {**where, "name": name, "type": kind, "hook": "output", "prio": prio}
+    return {"add": {"chain": {**chain, "policy": "accept"}}}
 
 
 def ruleset(
-    table: str, routes: Sequence[tuple[Address, int]], dport: int, mark: int
+    table: str, routes: Sequence[tuple[Address, int]], spec: ErrorSpec, mark: int, zone: int
 ) -> dict[str, Any]:
     """The batch that creates our table: ``routes`` maps each resolver to its proxy port;
     packets carrying ``mark`` (the proxy's own upstream sockets) are left alone."""
     where = {"family": FAMILY, "table": table}
-    chain = {
-        **where,
-        "name": CHAIN,
-        "type": "nat",
-        "hook": "output",
-        "prio": DSTNAT,
-        "policy": "accept",
-    }
     own = [_match({"meta": {"key": "mark"}}, mark), {"return": None}]
     return {
         "nftables": [
             {"add": {"table": {"family": FAMILY, "name": table}}},
-            {"add": {"chain": chain}},
+            _chain(where, ZONE_CHAIN, "filter", RAW),
+            _chain(where, CHAIN, "nat", DSTNAT),
+            {"add": {"rule": {**where, "chain": ZONE_CHAIN, "expr": own}}},
+            *_zone_rules(where, routes, spec, zone),
             {"add": {"rule": {**where, "chain": CHAIN, "expr": own}}},
-            *(_redirect(where, resolver, dport, port) for resolver, port in routes),
+            *(
+                rule
+                for resolver, port in routes
+                for rule in _redirect_rules(where, resolver, port, spec.port, zone)
+            ),
         ]
     }
 
@@ -300,7 +414,8 @@ def redirects_of(listing: Mapping[str, Any] | None, table: str) -> tuple[int, li
             continue
         for expr in rule.get("expr", []):
             match = expr.get("match", {})
-            if match.get("left", {}).get("payload", {}).get("field") == "dport":
+            field = match.get("left", {}).get("payload", {}).get("field")
+            if field == "dport" and isinstance(match.get("right"), int):
                 dport = int(match["right"])
             if "redirect" in expr:
                 ports.add(int(expr["redirect"]["port"]))

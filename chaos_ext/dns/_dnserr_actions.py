@@ -2,11 +2,12 @@
 
 Apply, in order: read the target's resolvers (if not given), refuse a second
 injection in the same namespace, record the ledger entry (table, mark,
-namespace key, token = the entry id), start the proxy inside the namespace
-(it binds its ports), record its ports, load our nftables table, forget the
-unredirected UDP flows. Undo, in order: delete the table, forget the
-conntrack entries NATed to the proxy's ports, stop the proxy. Each step of
-the undo is idempotent and works from the ledger entry alone.
+conntrack zone, namespace key, token = the entry id) and the deadline,
+start the proxy inside the namespace (it binds its ports), record its ports,
+load our nftables table (:mod:`chaos_ext.dns._dnserr`), read it back. Undo,
+in order: delete the table, forget the conntrack entries NATed to the
+proxy's ports, stop the proxy. Each step of the undo is idempotent and
+works from the ledger entry alone.
 """
 
 from __future__ import annotations
@@ -112,11 +113,13 @@ def apply_dns_errors(spec: _dnserr.ErrorSpec) -> dict[str, Any]:
     token = new_entry_id()  # the entry's id, the proxy's token and the table's name
     table = _dnserr.table_name(token)
     mark = 0x67640000 | random.randrange(1, 0x10000)  # noqa: S311 - a label, not a secret
+    zone = random.randrange(0x6000, 0x7000)  # noqa: S311 - our conntrack zone for matching UDP
     recipe: dict[str, Any] = {
         "target": where.where,
         "table": table,
         "token": token,
         "mark": mark,
+        "zone": zone,
         "ports": [],
         "spec": {**spec.as_dict(), "resolvers": resolvers},
         NETNS_KEY: namespace_key(where),
@@ -139,11 +142,10 @@ def apply_dns_errors(spec: _dnserr.ErrorSpec) -> dict[str, Any]:
         recipe = {**recipe, "ports": sorted(ports.values()), "pid": handle.pid}
         default_ledger().update_recipe(entry.id, recipe)
         routes = [(ipaddress.ip_address(r), ports[r]) for r in resolvers]
-        runner.run(_dnserr.ruleset(table, routes, spec.port, mark))
-        failpoint(f"{KIND}.mid-apply")  # loaded, the unredirected flows not yet forgotten
-        forgotten = _in_namespace(
-            where, lambda: _dnserr_system.forget_unredirected(resolvers, spec.port)
-        )
+        runner.run(_dnserr.ruleset(table, routes, spec, mark, zone))
+        failpoint(f"{KIND}.mid-apply")  # loaded, not yet read back
+        if table not in _dnserr_system.list_tables(runner):
+            raise DnsError(f"{where.where}: table {table} is not there after loading it")
     undo_after(entry, spec.duration)
     return {
         "target": where.where,
@@ -153,7 +155,7 @@ def apply_dns_errors(spec: _dnserr.ErrorSpec) -> dict[str, Any]:
         "resolvers": resolvers,
         "proxy_pid": handle.pid,
         "proxy_ports": ports,
-        "flows_forgotten": forgotten,
+        "conntrack_zone": zone,
     }
 
 

@@ -4,20 +4,23 @@ Everything here acts in the network namespace of the calling thread (the
 action runs it through :func:`chaos_ext._core.targets.netns.run_in_netns`;
 the proxy runs it in its own, having entered the target's namespace).
 
-Conntrack: a UDP flow NATed to the proxy keeps pointing at the proxy's port
-as long as its conntrack entry lives (120 s for a flow that saw replies),
-rule or no rule. :func:`forget_redirected` deletes exactly the entries whose
-reply comes from one of the proxy's ports, so lookups work again at once
-after an undo. At apply time :func:`forget_unredirected` deletes the UDP
-entries towards the resolvers that are not NATed, so a client's long-lived
-UDP socket is redirected from its next query on. TCP connections already
-open are left alone (deleting their entry would break them mid-stream): the
-fault applies to TCP connections opened after it.
+Conntrack: a flow NATed to the proxy keeps pointing at the proxy's port as
+long as its conntrack entry lives (120 s for a UDP flow that saw replies).
+Our UDP redirects live in a conntrack zone of their own that nothing
+reaches once the table is gone, but :func:`forget_redirected` still deletes
+exactly the entries (any zone, UDP and TCP) whose reply comes from one of
+the proxy's ports, so nothing of the fault is left in the table. No flush
+is needed at apply time: a client's long-lived UDP socket whose flow is
+already tracked (zone 0) gets its matching queries tracked in our zone,
+redirected from its next query on. TCP connections already open are left
+alone (re-routing them mid-stream would break them): the fault applies to
+TCP connections opened after it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -30,7 +33,6 @@ __all__ = [
     "cleanup_here",
     "delete_table",
     "forget_redirected",
-    "forget_unredirected",
     "list_tables",
     "read_resolvers",
 ]
@@ -59,6 +61,7 @@ def delete_table(runner: _nft.NftRunner, table: str) -> bool:
 
 
 def _entries() -> Iterable[tuple[Any, Callable[[Any], object]]]:
+    """Every conntrack entry of this namespace (IPv4 and IPv6), with its deletion."""
     from pyroute2 import Conntrack  # noqa: PLC0415 - netlink on demand
     from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple  # noqa: PLC0415
 
@@ -67,9 +70,15 @@ def _entries() -> Iterable[tuple[Any, Callable[[Any], object]]]:
         for family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
                 for entry in list(ct.dump_entries(tuple_orig=NFCTAttrTuple(family=family))):
-                    yield entry, ct.delete
+                    yield entry, functools.partial(_delete, ct)
     finally:
         ct.close()
+
+
+def _delete(ct: Any, entry: Any) -> object:
+    if entry.zone:  # an entry of a zone is found in that zone only
+        return ct.entry("del", tuple_orig=entry.tuple_orig, zone=entry.zone)
+    return ct.delete(entry)
 
 
 def _forget(keep: Callable[[Any], bool]) -> int:
@@ -92,18 +101,6 @@ def forget_redirected(ports: Sequence[int], dport: int) -> int:
         return not (orig.dport == dport and reply.sport in wanted and entry.status & _DST_NAT)
 
     return _forget(keep) if wanted else 0
-
-
-def forget_unredirected(resolvers: Sequence[str], dport: int) -> int:
-    """Delete the UDP entries towards ``resolvers``:``dport`` that are not NATed."""
-    wanted = set(resolvers)
-
-    def keep(entry: Any) -> bool:
-        orig = entry.tuple_orig
-        hit = orig.proto == socket.IPPROTO_UDP and orig.dport == dport and orig.daddr in wanted
-        return not hit or bool(entry.status & _DST_NAT)
-
-    return _forget(keep)
 
 
 def cleanup_here(payload: dict[str, Any], ports: list[int]) -> None:
