@@ -28,7 +28,7 @@ import dns.rcode
 import pytest
 from pyroute2 import Conntrack
 from support.dns_netlab import SERVER_IP, ResolverPair, host_tables, netns_tables, resolver_pair
-from support.harness import cli_env, gameday_argv, wait_for
+from support.harness import ROOT, cli_env, gameday_argv, wait_for
 
 from chaos_ext._core.helper import find_helpers, stop_helpers
 from chaos_ext._core.ledger import Ledger
@@ -281,6 +281,10 @@ def test_a_long_lived_udp_socket_is_caught_at_once_and_released_at_once(
 
 
 def _killed_run_experiment(pair: ResolverPair, duration: float) -> dict[str, Any]:
+    return _killed_run_experiment_for(pair.target, duration)
+
+
+def _killed_run_experiment_for(target: str, duration: float) -> dict[str, Any]:
     return {
         "title": "DNS errors, runner killed",
         "description": "the fault must end at its deadline, or be found without a ledger",
@@ -295,7 +299,7 @@ def _killed_run_experiment(pair: ResolverPair, duration: float) -> dict[str, Any
                     "arguments": {
                         "patterns": ["a.*"],
                         "error": "nxdomain",
-                        "target": pair.target,
+                        "target": target,
                         "resolvers": [SERVER_IP],
                         "duration_seconds": duration,
                     },
@@ -390,3 +394,18 @@ def test_without_its_ledger_the_scan_finds_table_and_proxy_and_rollback_orphans_
         assert address(ask(pair, "a.test")) == RECORDS["a.test"]
     finally:
         stop_helpers(token)
+
+
+def test_gameday_validate_shows_every_bad_argument(
+    write_experiment: Callable[..., Path],
+    gameday: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    experiment = _killed_run_experiment_for("netns:gdt-not-touched", 10)
+    arguments = experiment["method"][0]["provider"]["arguments"]
+    arguments.update(patterns=["a*b", "ok.test"], error="oops", percent=0)
+    result = gameday("validate", str(write_experiment(experiment)))
+    assert result.returncode != 0
+    for part in ("'a*b'", "'oops'", "percent: 0"):
+        assert part in result.stdout + result.stderr, result.stdout + result.stderr
+    good = gameday("validate", str(ROOT / "experiments" / "dns-search-list-nxdomain.json"))
+    assert good.returncode == 0, good.stdout + good.stderr
