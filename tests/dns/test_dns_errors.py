@@ -409,3 +409,17 @@ def test_gameday_validate_shows_every_bad_argument(
         assert part in result.stdout + result.stderr, result.stdout + result.stderr
     good = gameday("validate", str(ROOT / "experiments" / "dns-search-list-nxdomain.json"))
     assert good.returncode == 0, good.stdout + good.stderr
+
+
+def test_a_proxy_that_ends_by_itself_takes_its_redirect_with_it(pair: ResolverPair) -> None:
+    """SIGTERM (or its own cap) ends the proxy: it deletes its table and its flows first,
+    so a redirect to a dead port is never left; the undo then finds nothing to do."""
+    applied = inject_dns_errors(["a.test"], "nxdomain", target=pair.target, resolvers=[SERVER_IP])
+    assert ask(pair, "a.test").rcode() == dns.rcode.NXDOMAIN
+    os.kill(applied["proxy_pid"], signal.SIGTERM)
+    wait_for(lambda: netns_tables(pair.client_ns) == [], 10, "the proxy to remove its table")
+    wait_for(lambda: find_helpers(applied["ledger_id"]) == [], 10, "the proxy to exit")
+    assert address(ask(pair, "a.test")) == RECORDS["a.test"]
+    removed = remove_dns_errors(target=pair.target)
+    assert removed["undone"] == 1
+    assert_nothing_left(pair, applied)
