@@ -34,6 +34,7 @@ from chaos_ext._core.helper import find_helpers, stop_helpers
 from chaos_ext._core.ledger import Ledger
 from chaos_ext._core.targets.netns import run_in_netns
 from chaos_ext.dns.actions import inject_dns_errors, remove_dns_errors
+from chaos_ext.dns.plan import plan_inject_dns_errors
 from chaos_ext.errors import DnsError, InvalidArgument
 
 pytestmark = pytest.mark.timeout(240)
@@ -423,3 +424,23 @@ def test_a_proxy_that_ends_by_itself_takes_its_redirect_with_it(pair: ResolverPa
     removed = remove_dns_errors(target=pair.target)
     assert removed["undone"] == 1
     assert_nothing_left(pair, applied)
+
+
+def test_the_plan_names_names_error_resolvers_and_namespace_and_touches_nothing(
+    pair: ResolverPair, ledger_path: Path
+) -> None:
+    plan = plan_inject_dns_errors(["a.*"], "servfail", target=pair.target, resolvers=[SERVER_IP])
+    radius = plan["blast_radius"]
+    assert radius["patterns"] == ["a.*"] and radius["error"] == "servfail"
+    assert radius["resolvers"] == [SERVER_IP] and radius["netns"].endswith(pair.client_ns)
+    assert all(check["ok"] for check in plan["preflight"]), plan["preflight"]
+    assert "a.*" in plan["would"] and SERVER_IP in plan["would"]
+    assert netns_tables(pair.client_ns) == []
+    assert not ledger_path.exists() or Ledger(ledger_path).history() == []
+    inject_dns_errors(["b.test"], "refused", target=pair.target, resolvers=[SERVER_IP])
+    try:
+        again = plan_inject_dns_errors(["a.*"], "nxdomain", target=pair.target)
+        refused = [c for c in again["preflight"] if not c["ok"]]
+        assert {c["check"] for c in refused} >= {"no DNS errors injected there yet"}, refused
+    finally:
+        remove_dns_errors(target=pair.target)
