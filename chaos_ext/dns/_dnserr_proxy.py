@@ -169,16 +169,18 @@ class _Route:
     def __init__(self, resolver: str, dport: int, mark: int) -> None:
         self.resolver, self.dport, self.mark = resolver, dport, mark
         self.udp, self.tcp = _bind_pair(resolver)
+        # not connected: a resolver that cannot be reached now (no route) fails its queries,
+        # as it would without us, instead of the whole injection
         self.up = _upstream(resolver, dport, mark, socket.SOCK_DGRAM)
-        self.up.connect((resolver, dport))
+        self.address = (resolver, dport)
         self.next_id = random.randrange(65536)  # noqa: S311 - ids, not secrets
         self.pending: dict[int, tuple[Any, bytes, bytes, float]] = {}
 
     def forward(self, wire: bytes, end: int, client: Any, now: float) -> None:
         new_id = self.next_id = (self.next_id + 1) & 0xFFFF
         self.pending[new_id] = (client, wire[:2], wire[12:end], now)
-        with contextlib.suppress(BlockingIOError, ConnectionRefusedError):
-            self.up.send(new_id.to_bytes(2, "big") + wire[2:])
+        with contextlib.suppress(OSError):  # unreachable, refused, full: the client times out
+            self.up.sendto(new_id.to_bytes(2, "big") + wire[2:], self.address)
 
     def answer(self, reply: bytes) -> None:
         if len(reply) < 12:
@@ -269,12 +271,13 @@ class Proxy:
     def _on_reply(self, route: _Route, _events: int) -> None:
         for _ in range(_BATCH):
             try:
-                reply = route.up.recv(65535)
+                reply, source = route.up.recvfrom(65535)
             except (BlockingIOError, InterruptedError):
                 return
-            except ConnectionRefusedError:
-                continue  # the resolver is not listening: the client times out, as it would
-            route.answer(reply)
+            except OSError:
+                continue  # an ICMP error for an earlier query: the client times out, as it would
+            if source[:2] == route.address:  # only the resolver's own answers
+                route.answer(reply)
 
     def _on_accept(self, route: _Route, _events: int) -> None:
         try:

@@ -444,3 +444,18 @@ def test_the_plan_names_names_error_resolvers_and_namespace_and_touches_nothing(
         assert {c["check"] for c in refused} >= {"no DNS errors injected there yet"}, refused
     finally:
         remove_dns_errors(target=pair.target)
+
+
+def test_an_unreachable_resolver_among_them_fails_only_its_own_queries(
+    pair: ResolverPair,
+) -> None:
+    """The sandbox's fragile app has no route to the tuned app's node-local cache address:
+    found by running experiments/dns-search-list-nxdomain.json there."""
+    inject_dns_errors(
+        ["a.test"], "nxdomain", target=pair.target, resolvers=[SERVER_IP, "169.254.20.10"]
+    )
+    try:
+        assert ask(pair, "a.test").rcode() == dns.rcode.NXDOMAIN
+        assert address(ask(pair, "b.test")) == RECORDS["b.test"]
+    finally:
+        remove_dns_errors(target=pair.target)
