@@ -28,6 +28,7 @@ import functools
 import os
 import random
 import re
+import resource
 import select
 import socket
 import threading
@@ -282,7 +283,7 @@ class Proxy:
     def _on_accept(self, route: _Route, _events: int) -> None:
         try:
             client, _ = route.tcp.accept()
-        except (BlockingIOError, InterruptedError):
+        except OSError:  # nothing to accept, or out of file descriptors: the client retries
             return
         if len(self.streams) >= _MAX_TCP:
             client.close()
@@ -384,6 +385,9 @@ def work(
 ) -> None:
     """Enter the namespace, bind, report, serve until stopped or the cap, clean up."""
     deadline = time.monotonic() + float(payload["cap_seconds"])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 4 * _MAX_TCP if hard == resource.RLIM_INFINITY else min(hard, 4 * _MAX_TCP)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))  # 2 per TCP client
     if payload.get("netns"):
         enter_netns(str(payload["netns"]))
     decide = Decider(str(payload["regex"]), str(payload["error"]), int(payload["percent"]))
