@@ -236,6 +236,7 @@ class Proxy:
         self.routes = [_Route(r, dport, mark) for r in resolvers]
         self.poll = select.epoll()
         self.handlers: dict[int, Callable[[int], None]] = {}
+        self.masks: dict[int, int] = {}  # what epoll watches per descriptor
         self.streams: dict[int, _Stream] = {}
         for route in self.routes:
             self._watch(route.udp, functools.partial(self._on_query, route))
@@ -247,12 +248,14 @@ class Proxy:
 
     def _watch(self, sock: socket.socket, handler: Callable[[int], None], mask: int = 0) -> None:
         self.poll.register(sock.fileno(), mask or select.EPOLLIN)
+        self.masks[sock.fileno()] = mask or select.EPOLLIN
         self.handlers[sock.fileno()] = handler
 
     def _forget(self, sock: socket.socket) -> None:
         with contextlib.suppress(OSError, ValueError):
             self.poll.unregister(sock.fileno())
         self.handlers.pop(sock.fileno(), None)
+        self.masks.pop(sock.fileno(), None)
         sock.close()
 
     def _on_query(self, route: _Route, _events: int) -> None:
@@ -313,8 +316,10 @@ class Proxy:
         except OSError:
             return False
         mask = select.EPOLLIN | (select.EPOLLOUT if buffer else 0)
-        with contextlib.suppress(OSError):
-            self.poll.modify(sock.fileno(), mask)
+        if self.masks.get(sock.fileno()) != mask:  # a syscall only when the interest changes
+            self.masks[sock.fileno()] = mask
+            with contextlib.suppress(OSError):
+                self.poll.modify(sock.fileno(), mask)
         return True
 
     def _read(self, sock: socket.socket, into: bytearray) -> bool:
@@ -343,7 +348,8 @@ class Proxy:
             self._close(stream)
 
     def _on_up(self, stream: _Stream, events: int) -> None:
-        alive = not stream.up.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        failed = events & select.EPOLLERR  # a failed connect, or a reset
+        alive = not (failed and stream.up.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
         if alive and events & (select.EPOLLIN | select.EPOLLHUP):
             alive = self._read(stream.up, stream.from_up)
             for wire in _frames(stream.from_up):
