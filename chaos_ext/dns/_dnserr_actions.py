@@ -34,7 +34,7 @@ from chaos_ext._core.ledger import (
 from chaos_ext._core.targets import identity, netns
 from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
 from chaos_ext._core.targets.spec import Target, netns_path, parse_target
-from chaos_ext.dns import _dnserr, _dnserr_system, _nft
+from chaos_ext.dns import _dnserr, _dnserr_rules, _dnserr_system, _nft
 from chaos_ext.errors import ChaosExtError, DnsError, PreflightFailed, TargetGone
 
 __all__ = [
@@ -111,7 +111,7 @@ def apply_dns_errors(spec: _dnserr.ErrorSpec) -> dict[str, Any]:
     runner = _nft.LocalNft(where)
     _preflight(runner)
     token = new_entry_id()  # the entry's id, the proxy's token and the table's name
-    table = _dnserr.table_name(token)
+    table = _dnserr_rules.table_name(token)
     mark = 0x67640000 | random.randrange(1, 0x10000)  # noqa: S311 - a label, not a secret
     zone = random.randrange(0x6000, 0x7000)  # noqa: S311 - our conntrack zone for matching UDP
     recipe: dict[str, Any] = {
@@ -142,14 +142,14 @@ def apply_dns_errors(spec: _dnserr.ErrorSpec) -> dict[str, Any]:
         recipe = {**recipe, "ports": sorted(ports.values()), "pid": handle.pid}
         default_ledger().update_recipe(entry.id, recipe)
         routes = [(ipaddress.ip_address(r), ports[r]) for r in resolvers]
-        runner.run(_dnserr.ruleset(table, routes, spec, mark, zone))
+        runner.run(_dnserr_rules.ruleset(table, routes, spec, mark, zone))
         failpoint(f"{KIND}.mid-apply")  # loaded, not yet read back
         if table not in _dnserr_system.list_tables(runner):
             raise DnsError(f"{where.where}: table {table} is not there after loading it")
     undo_after(entry, spec.duration)
     return {
         "target": where.where,
-        "table": f"{_dnserr.FAMILY} {table}",
+        "table": f"{_dnserr_rules.FAMILY} {table}",
         LEDGER_ID: entry.id,
         **spec.as_dict(),
         "resolvers": resolvers,

@@ -16,7 +16,7 @@ from chaos_ext._core.contract import Configuration, Secrets, plan_result, prefli
 from chaos_ext._core.targets.access import target_checks
 from chaos_ext._core.targets.identity import namespace_key
 from chaos_ext._core.targets.spec import netns_path
-from chaos_ext.dns import _dnserr, _dnserr_system, _nft
+from chaos_ext.dns import _dnserr, _dnserr_rules, _dnserr_system, _nft
 from chaos_ext.errors import ChaosExtError
 
 __all__ = ["plan_inject_dns_errors"]
@@ -56,7 +56,7 @@ def plan_inject_dns_errors(
         "resolvers_from": "arguments" if given else "resolv.conf",
         "netns": netns_path(where) or "this host's namespace",
         "netns_key": namespace_key(where),
-        "table": f"{_dnserr.FAMILY} {_dnserr.TABLE_PREFIX}<the ledger entry id>",
+        "table": f"{_dnserr_rules.FAMILY} {_dnserr_rules.TABLE_PREFIX}<the ledger entry id>",
         "protocols": ["udp", "tcp"],
     }
     names = ", ".join(spec.patterns)

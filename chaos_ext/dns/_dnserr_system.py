@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from chaos_ext._core.targets.spec import Target
-from chaos_ext.dns import _dnserr, _nft
+from chaos_ext.dns import _dnserr, _dnserr_rules, _nft
 from chaos_ext.errors import DnsError
 
 __all__ = [
@@ -44,13 +44,13 @@ _HERE = Target("local")  # "local" acts in the calling thread's namespace
 
 def list_tables(runner: _nft.NftRunner) -> list[str]:
     """Our tables (``gameday_dnserr_*``) on the runner's target; nothing else is read."""
-    return _dnserr.our_tables(runner.run({"nftables": [{"list": {"tables": {}}}]}))
+    return _dnserr_rules.our_tables(runner.run({"nftables": [{"list": {"tables": {}}}]}))
 
 
 def delete_table(runner: _nft.NftRunner, table: str) -> bool:
     """Delete exactly ``table``; False if it was already gone. Checked afterwards."""
     try:
-        runner.run(_dnserr.delete_document(table))
+        runner.run(_dnserr_rules.delete_document(table))
     except _nft.NftError as exc:
         if _ABSENT not in str(exc):
             raise

@@ -23,7 +23,7 @@ from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.ledger import Adoption, Entry, Leftover
 from chaos_ext._core.targets.identity import NETNS_KEY, namespaces
 from chaos_ext._core.targets.spec import Target
-from chaos_ext.dns import _dnserr, _dnserr_system, _nft
+from chaos_ext.dns import _dnserr, _dnserr_rules, _dnserr_system, _nft
 from chaos_ext.errors import ChaosExtError
 
 __all__ = ["find_error_tables", "find_tables"]
@@ -67,11 +67,11 @@ def _error_leftover(key: str, where: Target, table: str, runner: _nft.NftRunner)
         return entry.kind == _dnserr.KIND and entry.recipe.get("table") == table
 
     listing = runner.run({"nftables": [{"list": {"table": {"family": "inet", "name": table}}}]})
-    dport, ports = _dnserr.redirects_of(listing, table)
+    dport, ports = _dnserr_rules.redirects_of(listing, table)
     recipe = {
         "target": where.where,
         "table": table,
-        "token": table.removeprefix(_dnserr.TABLE_PREFIX),
+        "token": table.removeprefix(_dnserr_rules.TABLE_PREFIX),
         "ports": ports,
         "spec": {"port": dport or 53},
         NETNS_KEY: key,

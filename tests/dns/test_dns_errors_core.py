@@ -16,8 +16,8 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
-from chaos_ext.dns import _dnserr
-from chaos_ext.dns._dnserr_proxy import PASS, Decider, error_answer, question_of
+from chaos_ext.dns import _dnserr, _dnserr_rules
+from chaos_ext.dns._dnserr_wire import PASS, Decider, error_answer, question_of
 
 CASES = [
     ("a.*", "a.test", True),
@@ -40,7 +40,7 @@ CASES = [
 def _prefilter_passes(pattern: str, wire: bytes) -> bool:
     """Evaluate the prefilter's match expressions on a UDP query, as the kernel would."""
     payload = b"\x00" * 8 + wire  # the UDP header, then the DNS message
-    for expr in _dnserr.prefilter(pattern):
+    for expr in _dnserr_rules.prefilter(pattern):
         match = expr["match"]
         left, mask = match["left"], None
         if "&" in left:
