@@ -80,6 +80,23 @@ def raw(pair: ResolverPair, name: str, *, tcp: bool = False) -> bytes:
     return run_in_netns(f"/run/netns/{pair.client_ns}", send, timeout=30)
 
 
+def redirected_udp(pair: ResolverPair) -> int:
+    """Packets our table's UDP redirect rule sent to the proxy (its counter, read with nft)."""
+    out = subprocess.run(
+        ["ip", "netns", "exec", pair.client_ns, "nft", "-j", "list", "ruleset"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    total = 0
+    for item in json.loads(out)["nftables"]:
+        expr = item.get("rule", {}).get("expr", [])
+        if any("ct" in e.get("match", {}).get("left", {}) for e in expr):
+            total += sum(e["counter"]["packets"] for e in expr if "counter" in e)
+    return total
+
+
 def address(message: Any) -> str:
     return str(message.answer[0][0]) if message is not None and message.answer else ""
 
@@ -459,3 +476,19 @@ def test_an_unreachable_resolver_among_them_fails_only_its_own_queries(
         assert address(ask(pair, "b.test")) == RECORDS["b.test"]
     finally:
         remove_dns_errors(target=pair.target)
+
+
+def test_a_query_the_kernel_sends_to_the_proxy_but_no_pattern_matches_comes_back_unchanged(
+    pair: ResolverPair,
+) -> None:
+    """'a.*' lets the kernel redirect any name starting with the label 'a' (a superset);
+    'a.' alone does not match it, so the proxy forwards it: the same bytes, our id back."""
+    before = raw(pair, "a.")
+    applied = inject_dns_errors(["a.*"], "servfail", target=pair.target, resolvers=[SERVER_IP])
+    try:
+        assert raw(pair, "a.") == before
+        assert redirected_udp(pair) == 1  # it did go through the proxy
+        assert ask(pair, "a.test").rcode() == dns.rcode.SERVFAIL
+    finally:
+        remove_dns_errors(target=pair.target)
+    assert_nothing_left(pair, applied)
