@@ -47,6 +47,8 @@ BAD: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "dnsmasq_child_processes": ({"pid": "1"}, "pid: expected int"),
     "limit_dns_rate": ({"pps": 0}, "pps: 0 is outside"),
+    "inject_dns_errors": ({"patterns": ["a*.test"], "error": "nxdomain"}, "'a*.test' is not a"),
+    "remove_dns_errors": ({"target": "ssh:"}, "is not a target"),
     "remove_dns_rate_limit": ({"target": "ssh:"}, "is not a target"),
     "dns_rate_limit_drops": ({"target": "netns:bad name"}, "is not a target"),
     "dns_rate_limit_supported": ({"target": "netns:bad name"}, "is not a target"),

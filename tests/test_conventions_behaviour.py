@@ -55,6 +55,7 @@ from support.crash_targets import (  # noqa: F401 - the targets, as fixtures
 from support.crashkit import (
     PASSWORD,
     configmap_state,
+    dns_errors_state,
     dns_flood_state,
     dns_hold_state,
     nft_state,
@@ -62,7 +63,7 @@ from support.crashkit import (
     pg_state,
     web_state,
 )
-from support.dns_netlab import ResolverPair, netns_tables
+from support.dns_netlab import SERVER_IP, ResolverPair, netns_tables
 from support.k8s_emulator import EmulatorHandle
 from support.netlab import VethNs, kernel_has_netem, tc_show, veth_in_new_netns
 
@@ -145,6 +146,18 @@ CELLS = {
         "resolvers",
         lambda p: {"pps": 100, "target": p.target},
         nft_state,
+    ),
+    "dns-errors": Cell(
+        "chaos_ext.dns.actions.inject_dns_errors",
+        "resolvers",
+        lambda p: {
+            "patterns": ["www.*"],
+            "error": "nxdomain",
+            "target": p.target,
+            "resolvers": [SERVER_IP],
+            "duration_seconds": 120,
+        },
+        dns_errors_state,
     ),
     "db-exhaustion": Cell(
         "chaos_ext.db.actions.exhaust_connections",

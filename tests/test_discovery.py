@@ -39,6 +39,10 @@ EXPECTED = {
         "protocol:string search_domains:list ndots:integer qtype:string timeout_seconds:number "
         "concurrency:integer max_queries:integer sockets:integer workers:integer -> mapping"
     ),
+    "dns.actions.inject_dns_errors": (
+        "patterns:list error:string target:string resolvers:list percent:integer "
+        "duration_seconds:number port:integer -> mapping"
+    ),
     "dns.actions.limit_dns_rate": (
         "pps:integer burst:integer resolvers:list port:integer duration_seconds:number "
         "target:string -> mapping"
@@ -46,6 +50,7 @@ EXPECTED = {
     "dns.actions.release_dnsmasq_tcp": (
         "server:string port:integer include_dead_runs:boolean -> mapping"
     ),
+    "dns.actions.remove_dns_errors": "target:string include_dead_runs:boolean -> mapping",
     "dns.actions.remove_dns_rate_limit": "target:string include_dead_runs:boolean -> mapping",
     "dns.actions.saturate_dnsmasq_tcp": (
         "server:string port:integer connections:integer hold_seconds:number query_name:string "

@@ -48,8 +48,8 @@ faults" about a ledger it cannot prove.
 
 The system is checked too, not only the ledger: every listing first looks,
 cheaply, for what gameday leaves on this machine (helper processes by their
-GAMEDAY_HELPER_TOKEN, nft tables gameday_dnsrate_* and latency qdiscs 1d1a:
-in every network namespace, named or not), and checks each object against
+GAMEDAY_HELPER_TOKEN, nft tables gameday_dnsrate_* and gameday_dnserr_* and
+latency qdiscs 1d1a: in every network namespace, named or not), and checks each object against
 every ledger of the machine. An object no open entry refers to is an orphan
 (its ledger was lost, or repaired with --accept-loss): the listing names it
 and never says "no open faults" while one exists.

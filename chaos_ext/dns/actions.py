@@ -24,7 +24,7 @@ from chaos_ext._core.targets.pod import RULES as POD_RULES
 from chaos_ext._core.targets.remote import identity_of
 from chaos_ext._core.targets.spec import LOCAL_KINDS, parse_target
 from chaos_ext._core.validation import PARSED, validated_by
-from chaos_ext.dns import _nft, _ratelimit, _sweep
+from chaos_ext.dns import _dnserr_actions, _nft, _ratelimit, _sweep
 from chaos_ext.dns._checks import (
     check_flood,
     check_saturation,
@@ -32,6 +32,7 @@ from chaos_ext.dns._checks import (
     require_server,
     with_defaults,
 )
+from chaos_ext.dns._dnserr import ErrorSpec
 from chaos_ext.dns._flood import run_flood
 from chaos_ext.dns._flood_workers import run_parallel
 from chaos_ext.dns._search import candidates
@@ -43,8 +44,10 @@ from chaos_ext.errors import ChaosExtError, TargetGone
 
 __all__ = [
     "flood_dns",
+    "inject_dns_errors",
     "limit_dns_rate",
     "release_dnsmasq_tcp",
+    "remove_dns_errors",
     "remove_dns_rate_limit",
     "saturate_dnsmasq_tcp",
     "stop_dns_flood",
@@ -413,3 +416,65 @@ def remove_dns_rate_limit(
     if where is not None:
         result["unrecorded"] = _sweep.remove_unrecorded(where, configuration, secrets)
     return result
+
+
+@fault_action(rollback="remove_dns_errors")
+@validated_by(_dnserr_actions.check_inject)
+def inject_dns_errors(
+    patterns: list[str],
+    error: str,
+    target: str = "local",
+    resolvers: list[str] | None = None,
+    percent: int = 100,
+    duration_seconds: float = 60,
+    port: int = 53,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+    *,
+    parsed: ErrorSpec = PARSED,
+) -> dict[str, Any]:
+    """Answer the target's DNS queries for some names with an error (NXDOMAIN, SERVFAIL...).
+
+    Queries leaving ``target`` (``local``, ``netns:NAME`` or ``pid:PID``)
+    for ``resolvers`` (default: its resolv.conf nameservers) on ``port``,
+    over UDP and TCP, go through a proxy in its network namespace. A query
+    whose name matches one of ``patterns`` (as Chaos Mesh DNSChaos: exact
+    names, ``?`` one character, ``*`` at the end anything; case-insensitive)
+    gets ``error`` in ``percent`` % of cases: ``nxdomain``, ``servfail``,
+    ``refused``, ``timeout`` (no answer at all) or ``random-ip`` (an A/AAAA
+    answer with a random address). Every other query is forwarded to the
+    resolver it was sent to and its answer returned unchanged.
+
+    Blast radius: DNS lookups from the target's network namespace only, for
+    ``duration_seconds`` (then undone by itself; the proxy also stops at its
+    own cap and removes its redirect). One nftables table of ours (``inet
+    gameday_dnserr_<id>``) and one proxy process, recorded in the fault
+    ledger first. TCP connections already open when it starts are not
+    intercepted. Rollback: ``remove_dns_errors`` or ``gameday rollback``.
+    Returns the table, the resolvers, the proxy's pid and ports and ``ledger_id``.
+    """
+    return _dnserr_actions.apply_dns_errors(parsed)
+
+
+@rollback_activity
+@validated_by(_dnserr_actions.check_remove)
+def remove_dns_errors(
+    target: str = "",
+    include_dead_runs: bool = False,
+    configuration: Configuration = None,
+    secrets: Secrets = None,
+) -> dict[str, Any]:
+    """Stop the DNS errors of inject_dns_errors (its rollback).
+
+    Blast radius: our tables (``inet gameday_dnserr_*``) and proxies only,
+    those this run recorded (on ``target`` if given, by its network
+    namespace however the entry spelled it; ``include_dead_runs``: also
+    those of runs whose runner is dead); a live run's are never touched
+    (listed under ``left_alone``). Each: the table deleted, the conntrack
+    entries redirected to the proxy deleted (lookups work at once), the
+    proxy stopped. Idempotent: nothing to remove is fine. Raises
+    RollbackFailed if one could not be removed.
+    """
+    book = default_ledger()
+    recorded = _dnserr_actions.open_entries(target)
+    return roll_back(recorded, book, include_dead_runs=include_dead_runs)

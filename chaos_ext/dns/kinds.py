@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from chaos_ext._core.helper_kind import HELPERS
 from chaos_ext._core.ledger import FAULT_KINDS, LOCAL, FaultKind, Scan
+from chaos_ext.dns._dnserr_actions import KIND as ERRORS_KIND
+from chaos_ext.dns._dnserr_actions import undo_dns_errors
 from chaos_ext.dns.actions import (
     FLOOD_KIND,
     HOLD_KIND,
@@ -12,10 +14,15 @@ from chaos_ext.dns.actions import (
     _stop_flood,
     _undo_rate_limit,
 )
-from chaos_ext.dns.leftovers import find_tables
-from chaos_ext.dns.plan import plan_flood_dns, plan_limit_dns_rate, plan_saturate_dnsmasq_tcp
+from chaos_ext.dns.leftovers import find_error_tables, find_tables
+from chaos_ext.dns.plan import (
+    plan_flood_dns,
+    plan_inject_dns_errors,
+    plan_limit_dns_rate,
+    plan_saturate_dnsmasq_tcp,
+)
 
-__all__ = ["FLOOD", "HOLD", "RATE_LIMIT"]
+__all__ = ["ERRORS", "FLOOD", "HOLD", "RATE_LIMIT"]
 
 _MODULE = "chaos_ext.dns.actions"
 HOLD = FaultKind(
@@ -59,4 +66,21 @@ RATE_LIMIT = FaultKind(
     failpoints=("dns-rate-limit.mid-apply", "dns-rate-limit.mid-undo"),
     docs="docs/dns.md",
 )
-FAULT_KINDS.declare(HOLD, FLOOD, RATE_LIMIT)
+ERRORS = FaultKind(
+    name=ERRORS_KIND,
+    summary="answer matching names with NXDOMAIN, SERVFAIL, REFUSED, no answer or a random IP",
+    module=_MODULE,
+    actions={"inject_dns_errors": plan_inject_dns_errors},
+    rollback="remove_dns_errors",
+    undo=undo_dns_errors,
+    scan=Scan(
+        "nft DNS error tables",
+        "nft tables inet gameday_dnserr_<entry id> in every network namespace, and their proxy",
+        LOCAL,
+        find_error_tables,
+    ),
+    ends_by_itself="at duration_seconds (timer, the proxy's own cap, and the watchdog)",
+    failpoints=("dns-errors.mid-apply", "dns-errors.mid-undo"),
+    docs="docs/dns.md",
+)
+FAULT_KINDS.declare(HOLD, FLOOD, RATE_LIMIT, ERRORS)

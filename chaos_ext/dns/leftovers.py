@@ -1,4 +1,11 @@
-"""Our DNS rate-limit tables wherever they are: the system side of ``gameday ledger --scan``.
+"""Our DNS rate-limit and DNS error tables wherever they are: the system side of
+``gameday ledger --scan``.
+
+:func:`find_error_tables` does the same for ``inet gameday_dnserr_*`` (the
+redirect of ``inject_dns_errors``): its name carries the entry id, which is
+also its proxy's helper token (the proxy itself is found by the helper scan);
+the DNS port and the proxy ports are read back from the table's rules, so the
+adopted entry's undo also forgets the redirected flows.
 
 Every network namespace on the machine (by inode, named or not,
 :func:`chaos_ext._core.targets.identity.namespaces`) is asked for its tables
@@ -16,10 +23,10 @@ from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.ledger import Adoption, Entry, Leftover
 from chaos_ext._core.targets.identity import NETNS_KEY, namespaces
 from chaos_ext._core.targets.spec import Target
-from chaos_ext.dns import _nft
+from chaos_ext.dns import _dnserr, _dnserr_rules, _dnserr_system, _nft
 from chaos_ext.errors import ChaosExtError
 
-__all__ = ["find_tables"]
+__all__ = ["find_error_tables", "find_tables"]
 
 RATE_KIND = "dns-rate-limit"
 _MODULE = "chaos_ext.dns.actions"
@@ -54,4 +61,45 @@ def find_tables() -> tuple[list[Leftover], list[str]]:
                 problems.append(f"nft tables in {where.where}: {exc}")
             continue
         found += [_leftover(key, where, table) for table in tables]
+    return found, problems
+
+
+def _error_leftover(key: str, where: Target, table: str, runner: _nft.NftRunner) -> Leftover:
+    def refers(entry: Entry) -> bool:
+        return entry.kind == _dnserr.KIND and entry.recipe.get("table") == table
+
+    listing = runner.run({"nftables": [{"list": {"table": {"family": "inet", "name": table}}}]})
+    dport, ports = _dnserr_rules.redirects_of(listing, table)
+    recipe = {
+        "target": where.where,
+        "table": table,
+        "token": table.removeprefix(_dnserr_rules.TABLE_PREFIX),
+        "ports": ports,
+        "spec": {"port": dport or 53},
+        NETNS_KEY: key,
+    }
+    inode = key.rsplit(":", 1)[-1]
+    return Leftover(
+        ref=f"nft:{inode}:{table}",
+        kind=_dnserr.KIND,
+        what=f"nft table inet {table} in {where.where} (netns inode {inode}, DNS errors"
+        f" redirected to ports {ports})",
+        adoption=Adoption(kind=_dnserr.KIND, module=_MODULE, target=where.where, recipe=recipe),
+        refers=refers,
+    )
+
+
+def find_error_tables() -> tuple[list[Leftover], list[str]]:
+    """Our DNS error tables (``gameday_dnserr_*``) in every network namespace."""
+    found: list[Leftover] = []
+    problems: list[str] = []
+    for key, where in namespaces():
+        runner = _nft.LocalNft(where)
+        try:
+            found += [
+                _error_leftover(key, where, t, runner) for t in _dnserr_system.list_tables(runner)
+            ]
+        except (ChaosExtError, OSError) as exc:
+            if not (where.kind == "pid" and not _procfs.exists(where.pid)):
+                problems.append(f"nft tables in {where.where}: {exc}")
     return found, problems

@@ -26,13 +26,23 @@ from chaos_ext._core.contract import (
 from chaos_ext._core.targets.access import reached, target_checks
 from chaos_ext._core.targets.identity import namespace_key
 from chaos_ext._core.targets.spec import LOCAL_KINDS, netns_path, parse_target
-from chaos_ext.dns import _nft, _ratelimit
+from chaos_ext.dns import _dnserr_plan, _nft, _ratelimit
 from chaos_ext.dns._checks import require_server
 from chaos_ext.dns._search import candidates
-from chaos_ext.dns.actions import flood_dns, limit_dns_rate, saturate_dnsmasq_tcp
+from chaos_ext.dns.actions import (
+    flood_dns,
+    inject_dns_errors,
+    limit_dns_rate,
+    saturate_dnsmasq_tcp,
+)
 from chaos_ext.errors import ChaosExtError
 
-__all__ = ["plan_flood_dns", "plan_limit_dns_rate", "plan_saturate_dnsmasq_tcp"]
+__all__ = [
+    "plan_flood_dns",
+    "plan_inject_dns_errors",
+    "plan_limit_dns_rate",
+    "plan_saturate_dnsmasq_tcp",
+]
 
 DNSMASQ_TCP_CHILDREN = 20  # dnsmasq's MAX_PROCS: TCP queries served at once
 
@@ -144,3 +154,10 @@ def plan_limit_dns_rate(call: PlanCall) -> dict[str, Any]:
         preflight=checks,
         blast_radius=radius,
     )
+
+
+@plan_for(inject_dns_errors)
+def plan_inject_dns_errors(call: PlanCall) -> dict[str, Any]:
+    """Which names, which error, which resolvers and namespace ``inject_dns_errors`` would
+    touch; touches nothing (see :mod:`chaos_ext.dns._dnserr_plan`)."""
+    return _dnserr_plan.plan_of(call.parsed, call.configuration, call.secrets)

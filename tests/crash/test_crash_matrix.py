@@ -32,6 +32,7 @@ import pytest
 from support.crashkit import (
     PASSWORD,
     configmap_state,
+    dns_errors_state,
     dns_flood_state,
     dns_hold_state,
     nft_state,
@@ -146,6 +147,23 @@ KINDS = {
             lambda p: _python("dns.actions", "limit_dns_rate", pps=100, target=p.target),
             lambda p: _python("dns.actions", "remove_dns_rate_limit", target=p.target),
             nft_state,
+            live_after=ALL_LIVE,
+        ),
+        Kind(
+            "dns-errors",
+            "resolvers",
+            lambda p: _python(
+                "dns.actions",
+                "inject_dns_errors",
+                patterns=["www.*"],
+                error="nxdomain",
+                target=p.target,
+                resolvers=["10.77.0.2"],
+                duration_seconds=HOLD_S,
+            ),
+            lambda p: _python("dns.actions", "remove_dns_errors", target=p.target),
+            dns_errors_state,
+            lasts_s=HOLD_S,
             live_after=ALL_LIVE,
         ),
         Kind(

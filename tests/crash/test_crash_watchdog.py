@@ -37,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.crashkit import PASSWORD, dns_hold_state, nft_state, pg_state, web_state
+from support.crashkit import (
+    PASSWORD,
+    dns_errors_state,
+    dns_hold_state,
+    nft_state,
+    pg_state,
+    web_state,
+)
 from support.harness import cli_env, gameday_argv
 
 from chaos_ext._core import ledger as fault_ledger
@@ -66,6 +73,19 @@ class Timed:
 
 
 TIMED = {
+    "dns-errors": Timed(
+        "resolvers",
+        lambda p: _python(
+            "dns.actions",
+            "inject_dns_errors",
+            patterns=["www.*"],
+            error="nxdomain",
+            target=p.target,
+            resolvers=["10.77.0.2"],
+            duration_seconds=DURATION_S,
+        ),
+        dns_errors_state,
+    ),
     "dns-rate-limit": Timed(
         "resolvers",
         lambda p: _python(

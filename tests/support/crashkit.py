@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
+from pathlib import Path
 from typing import Any
 
+import dns.exception
+import dns.message
+import dns.query
+import dns.rcode
+
+from chaos_ext._core.helper import all_helpers
+from chaos_ext._core.targets.netns import run_in_netns
 from chaos_ext._products.sandbox.servers import postgres
 from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
 from support.dns_checks import established
-from support.dns_netlab import ResolverPair, netns_tables
+from support.dns_netlab import SERVER_IP, ResolverPair, netns_tables
 from support.k8s_emulator import EmulatorHandle
 from support.servers.http_target import HttpTarget
 
@@ -78,3 +87,36 @@ def configmap_state(cluster: EmulatorHandle) -> dict[str, Any]:
 def nft_state(pair: ResolverPair) -> dict[str, Any]:
     """Our nftables tables in the client namespace, as ``nft list tables`` shows them."""
     return {"tables": netns_tables(pair.client_ns)}
+
+
+def _proxies_in(ns: str) -> int:
+    """DNS error proxies (helper processes) inside the namespace ``ns``, from /proc."""
+    inode = os.stat(f"/run/netns/{ns}").st_ino
+    found = 0
+    for pids in all_helpers().values():
+        for pid in pids:
+            try:
+                same = os.stat(f"/proc/{pid}/ns/net").st_ino == inode
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            found += same and b"chaos_ext.dns._dnserr_proxy" in cmdline
+    return found
+
+
+def dns_errors_state(pair: ResolverPair) -> dict[str, Any]:
+    """What a lookup from the client namespace gets, our tables there, the proxies there."""
+
+    def rcode() -> str:
+        query = dns.message.make_query("www.example.test", "A")
+        try:
+            return dns.rcode.to_text(dns.query.udp(query, SERVER_IP, timeout=1.0).rcode())
+        except dns.exception.Timeout:
+            return "timeout"
+
+    answer = run_in_netns(f"/run/netns/{pair.client_ns}", rcode, timeout=30)
+    return {
+        "rcode": answer,
+        "tables": netns_tables(pair.client_ns),
+        "proxies": _proxies_in(pair.client_ns),
+    }

@@ -17,7 +17,7 @@ import contextlib
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,12 @@ def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 @contextlib.contextmanager
-def resolver_pair(*, log_queries: bool = False) -> Iterator[ResolverPair]:
+def resolver_pair(
+    *,
+    log_queries: bool = False,
+    records: Mapping[str, str] | None = None,
+    zones: Sequence[str] | None = None,
+) -> Iterator[ResolverPair]:
     token = uuid.uuid4().hex[:8]
     client, server = f"gdt-{token}c", f"gdt-{token}s"
     _sh("ip", "netns", "add", client)
@@ -74,8 +79,8 @@ def resolver_pair(*, log_queries: bool = False) -> Iterator[ResolverPair]:
                 _sh("ip", "-n", ns, "link", "set", dev, "up")
                 _sh("ip", "-n", ns, "link", "set", "lo", "up")
             with dnsmasq.start(
-                records=RECORDS,
-                local_domains=ZONES,
+                records=RECORDS if records is None else records,
+                local_domains=ZONES if zones is None else zones,
                 address=SERVER_IP,
                 port=53,
                 prefix=["ip", "netns", "exec", server],
