@@ -47,9 +47,10 @@ faults" about a ledger it cannot prove.
              part is intact keeps every entry still readable (open ones stay open)
 
 The system is checked too, not only the ledger: every listing first looks,
-cheaply, for what gameday leaves on this machine (helper processes by their
-GAMEDAY_HELPER_TOKEN, nft tables gameday_dnsrate_* and gameday_dnserr_* and
-latency qdiscs 1d1a: in every network namespace, named or not), and checks each object against
+cheaply, for what gameday leaves on this machine (what each fault kind's scan
+looks for: helper processes by their GAMEDAY_HELPER_TOKEN, our nft tables and
+latency qdiscs in every network namespace, named or not; `gameday faults`
+lists them), and checks each object against
 every ledger of the machine. An object no open entry refers to is an orphan
 (its ledger was lost, or repaired with --accept-loss): the listing names it
 and never says "no open faults" while one exists.
