@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaoslib import convert_vars, merge_vars
 from rich.console import Console
@@ -25,11 +25,12 @@ from rich.markup import escape
 
 from chaos_ext._core.prometheus_api.promql import validating
 from chaos_ext._runner.experiments import ExperimentInvalid
-from chaos_ext._runner.recovery import recover_seconds_of
-from chaos_ext._runner.settle import settle_seconds_of, watchdog_grace_of
+from chaos_ext._runner.run_times import recover_seconds_of, settle_seconds_of, watchdog_grace_of
 from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
-from chaos_ext.controls.stop_conditions import AbortPlan, load_sources, parse_selector
 from chaos_ext.errors import InvalidArgument
+
+if TYPE_CHECKING:  # the stop conditions are imported only when --abort-on or --alerts is given
+    from chaos_ext.controls.stop_conditions import AbortPlan
 
 __all__ = [
     "GAMEDAY_READS",
@@ -145,8 +146,15 @@ def _refuse(console: Console, text: str) -> None:
 
 
 def _abort_plan(args: argparse.Namespace) -> AbortPlan | None:
-    selectors = [parse_selector(text) for text in getattr(args, "alerts", [])]
-    sources = getattr(args, "abort_on", [])
+    texts, sources = getattr(args, "alerts", []), getattr(args, "abort_on", [])
+    if not texts and not sources:
+        return None
+    from chaos_ext.controls.stop_conditions import (  # noqa: PLC0415 - only with --abort-on
+        load_sources,
+        parse_selector,
+    )
+
+    selectors = [parse_selector(text) for text in texts]
     if selectors and not sources:
         raise InvalidArgument(
             "--alerts needs --abort-on RULES.yaml, prometheus-alerts or alertmanager"
