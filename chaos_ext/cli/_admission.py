@@ -20,16 +20,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaoslib import convert_vars, merge_vars
-from rich.console import Console
-from rich.markup import escape
 
+from chaos_ext._core.console import escape
 from chaos_ext._core.prometheus_api.promql import validating
 from chaos_ext._runner.experiments import ExperimentInvalid
 from chaos_ext._runner.run_times import recover_seconds_of, settle_seconds_of, watchdog_grace_of
 from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
 from chaos_ext.errors import InvalidArgument
 
-if TYPE_CHECKING:  # the stop conditions are imported only when --abort-on or --alerts is given
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    # the stop conditions are imported only when --abort-on or --alerts is given
     from chaos_ext.controls.stop_conditions import AbortPlan
 
 __all__ = [

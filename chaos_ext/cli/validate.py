@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-
+from chaos_ext._core.console import escape
 from chaos_ext._runner.verdict import EXIT_HELD, EXIT_INVALID
 from chaos_ext.cli._admission import Admitted, add_var_options, admit
 from chaos_ext.cli._common import add_control_options
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 HELP = """\
 Validate experiments: the Chaos Toolkit schema, that every Python activity
