@@ -17,10 +17,11 @@ installed packages do.
 
 Run: .venv/bin/python benchmarks/cli.py
 Last line: ``cli help_ratio_vs_chaos=<x> validate_ratio_vs_chaos=<x>
-validate_ratio_max=<x> validate_batch_ratio_vs_chaos=<x> validate40_s=<s>``
-(``validate_ratio_vs_chaos``: the median over the 14 files of each file's ratio,
-``validate_ratio_max`` the file where gameday does worst; goals: help ratio <= 0.6,
-validate ratios <= 1.0).
+validate_ratio_max=<x> validate_cpu_ratio_vs_chaos=<x> validate_batch_ratio_vs_chaos=<x>
+validate40_s=<s>`` (``validate_ratio_vs_chaos``: the median over the 14 files of each
+file's wall-time ratio, ``validate_ratio_max`` the file where gameday does worst,
+``validate_cpu_ratio_vs_chaos`` the median of the CPU-time ratios; goals: help ratio
+<= 0.6, validate ratios <= 1.0).
 """
 
 from __future__ import annotations
@@ -163,10 +164,10 @@ def validate_each(
     gameday: list[str],
     chaos_validate: Callable[[str], list[str]],
     env: dict[str, str],
-) -> list[float]:
-    """``gameday validate FILE`` vs ``chaos validate FILE`` for each file: one line each,
-    the wall-time ratio of each file's medians."""
-    ratios = []
+) -> tuple[list[float], list[float]]:
+    """``gameday validate FILE`` vs ``chaos validate FILE`` for each file: one line each;
+    the wall-time and the CPU-time ratios of each file's medians."""
+    ratios, cpu_ratios = [], []
     for path in paths:
         ours, theirs = paired(
             lambda _, p=path: [[*gameday, "validate", p]],
@@ -176,7 +177,8 @@ def validate_each(
         )
         ratio = show(f"validate {Path(path).name}", ours, theirs, "chaos")
         ratios.append(ratio if ratio is not None else float("nan"))
-    return ratios
+        cpu_ratios.append(median(ours)[1] / median(theirs)[1])
+    return ratios, cpu_ratios
 
 
 def fmt(x: float | None) -> str:
@@ -191,7 +193,7 @@ def main() -> None:
         print(f"cli: no chaos command next to {sys.executable} (pip install chaostoolkit)")
         print(
             "cli help_ratio_vs_chaos=n/a validate_ratio_vs_chaos=n/a validate_ratio_max=n/a "
-            "validate_batch_ratio_vs_chaos=n/a validate40_s=n/a"
+            "validate_cpu_ratio_vs_chaos=n/a validate_batch_ratio_vs_chaos=n/a validate40_s=n/a"
         )
         return
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
@@ -221,9 +223,13 @@ def main() -> None:
             lambda _: [[*gameday, "--help"]], lambda _: [[chaos, "--help"]], env, ROUNDS
         )
         help_ratio = show("--help", ours, theirs, "chaos")
-        ratios = validate_each(shipped, gameday, chaos_validate, env)
+        ratios, cpu_ratios = validate_each(shipped, gameday, chaos_validate, env)
         validate_ratio, validate_max = statistics.median(ratios), max(ratios)
-        print(f"validate 1 file: median ratio {validate_ratio:.2f}, max {validate_max:.2f}")
+        validate_cpu = statistics.median(cpu_ratios)
+        print(
+            f"validate 1 file: median ratio {validate_ratio:.2f}, max {validate_max:.2f}; "
+            f"cpu: median {validate_cpu:.2f}, max {max(cpu_ratios):.2f}"
+        )
         ours, theirs = paired(
             lambda _: [[*gameday, "validate", *shipped]],
             lambda _: [chaos_validate(p) for p in shipped],
@@ -245,7 +251,8 @@ def main() -> None:
         show("report 10 activities", ours, theirs, problem or "chaos report")
     ratios = (
         f"help_ratio_vs_chaos={fmt(help_ratio)} validate_ratio_vs_chaos={fmt(validate_ratio)} "
-        f"validate_ratio_max={fmt(validate_max)} validate_batch_ratio_vs_chaos={fmt(batch_ratio)}"
+        f"validate_ratio_max={fmt(validate_max)} validate_cpu_ratio_vs_chaos={fmt(validate_cpu)} "
+        f"validate_batch_ratio_vs_chaos={fmt(batch_ratio)}"
     )
     print(f"cli {ratios} validate40_s={validate40:.2f}")
 
