@@ -1,20 +1,27 @@
 """Benchmark: how long people wait for gameday's command line, against Chaos Toolkit's.
 
-Each pair runs alternately in the same session, as fresh processes (start-up
-included, which is the point): ``gameday --help`` vs ``chaos --help``;
-``gameday validate FILE`` vs ``chaos validate FILE`` on the same experiment
-(``experiments/ledger-clean.json``); ``gameday validate`` of 40 files in one
-process vs 40 ``chaos validate`` processes (chaos validates one file per call,
-so that is what a pipeline pays); ``gameday report`` of a 10-activity journal
-vs ``chaos report --export-format=html`` (chaostoolkit-reporting, the
-``bench`` extra, with pandoc). Reported: the median wall time of each and the
-ratio of the medians; CPU time (user+sys) beside it, steadier on a shared
-machine. Both run with bytecode caches (in a private ``PYTHONPYCACHEPREFIX``,
-filled by a warm-up round that is not counted), as installed packages do.
+Each pair runs alternately in the same session (the order swapped every round), as
+fresh processes (start-up included, which is the point): ``gameday --help`` vs
+``chaos --help``; ``gameday validate FILE`` vs ``chaos validate FILE`` on the same
+experiment, for every shipped experiment in turn (``experiments/*.json`` and
+``experiments/sandbox/*.json``, 14 files: each imports its own activity modules, so
+the ratio differs from file to file); a batch: ``gameday validate`` of those 14
+files in one process vs 14 ``chaos validate`` processes (chaos validates one file
+per call, so that is what a pipeline pays); ``gameday validate`` of 40 files;
+``gameday report`` of a 10-activity journal vs ``chaos report --export-format=html``
+(chaostoolkit-reporting, the ``bench`` extra, with pandoc). Reported: the median
+wall time of each and the ratio of the medians; CPU time (user+sys) beside it,
+steadier on a shared machine. Both run with bytecode caches (in a private
+``PYTHONPYCACHEPREFIX``, filled by a warm-up round that is not counted), as
+installed packages do.
 
 Run: .venv/bin/python benchmarks/cli.py
-Last line: ``cli help_ratio_vs_chaos=<x> validate_ratio_vs_chaos=<x> validate40_s=<s>``
-(goals: help ratio <= 0.6, validate ratio <= 1.0).
+Last line: ``cli help_ratio_vs_chaos=<x> validate_ratio_vs_chaos=<x>
+validate_ratio_max=<x> validate_cpu_ratio_vs_chaos=<x> validate_batch_ratio_vs_chaos=<x>
+validate40_s=<s>`` (``validate_ratio_vs_chaos``: the median over the 14 files of each
+file's wall-time ratio, ``validate_ratio_max`` the file where gameday does worst,
+``validate_cpu_ratio_vs_chaos`` the median of the CPU-time ratios; goals: help ratio
+<= 0.6, validate ratios <= 1.0).
 """
 
 from __future__ import annotations
@@ -38,8 +45,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.journals import JournalBuilder  # noqa: E402
 
 ROUNDS = 7
+ROUNDS_ONE = 5  # per file, for each of the shipped experiments
 ROUNDS_40 = 3
-ONE = ROOT / "experiments" / "ledger-clean.json"
+SHIPPED = sorted((ROOT / "experiments").glob("*.json")) + sorted(
+    (ROOT / "experiments" / "sandbox").glob("*.json")
+)
 Timing = tuple[float, float]  # wall seconds, user+sys CPU seconds
 
 
@@ -65,12 +75,15 @@ def paired(
     env: dict[str, str],
     rounds: int,
 ) -> tuple[list[Timing], list[Timing]]:
-    """Alternate the two, ``rounds`` times each; one warm-up round of each is dropped."""
+    """Alternate the two, ``rounds`` times each, the order swapped every round; one warm-up
+    round of each is dropped."""
     mine: list[Timing] = []
     other: list[Timing] = []
     for i in range(rounds + 1):
+        if theirs is not None and i % 2:
+            other.append(timed(theirs(i), env))
         mine.append(timed(ours(i), env))
-        if theirs is not None:
+        if theirs is not None and not i % 2:
             other.append(timed(theirs(i), env))
     return mine[1:], other[1:]
 
@@ -82,7 +95,7 @@ def median(timings: list[Timing]) -> Timing:
 def show(what: str, ours: list[Timing], theirs: list[Timing], peer: str) -> float | None:
     """Print one line per pair; the wall-time ratio of the medians (None: no peer)."""
     wall, cpu = median(ours)
-    line = f"{what:<22} gameday {wall:.3f} s (cpu {cpu:.3f} s)"
+    line = f"{what:<38} gameday {wall:.3f} s (cpu {cpu:.3f} s)"
     if not theirs:
         print(f"{line}; {peer}: not measured")
         return None
@@ -95,10 +108,9 @@ def show(what: str, ours: list[Timing], theirs: list[Timing], peer: str) -> floa
 
 def forty_experiments(work: Path) -> list[Path]:
     """40 valid experiment files: the shipped experiments, copied round-robin."""
-    shipped = sorted((ROOT / "experiments").glob("*.json"))
     paths = []
     for i in range(40):
-        source = shipped[i % len(shipped)]
+        source = SHIPPED[i % len(SHIPPED)]
         path = work / f"{i:02d}-{source.name}"
         path.write_text(source.read_text())
         paths.append(path)
@@ -147,6 +159,28 @@ def ten_activity_journal(path: Path) -> Path:
     return path
 
 
+def validate_each(
+    paths: list[str],
+    gameday: list[str],
+    chaos_validate: Callable[[str], list[str]],
+    env: dict[str, str],
+) -> tuple[list[float], list[float]]:
+    """``gameday validate FILE`` vs ``chaos validate FILE`` for each file: one line each;
+    the wall-time and the CPU-time ratios of each file's medians."""
+    ratios, cpu_ratios = [], []
+    for path in paths:
+        ours, theirs = paired(
+            lambda _, p=path: [[*gameday, "validate", p]],
+            lambda _, p=path: [chaos_validate(p)],
+            env,
+            ROUNDS_ONE,
+        )
+        ratio = show(f"validate {Path(path).name}", ours, theirs, "chaos")
+        ratios.append(ratio if ratio is not None else float("nan"))
+        cpu_ratios.append(median(ours)[1] / median(theirs)[1])
+    return ratios, cpu_ratios
+
+
 def fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
@@ -157,7 +191,10 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg", COLUMNS="120")
     if not Path(chaos).exists():
         print(f"cli: no chaos command next to {sys.executable} (pip install chaostoolkit)")
-        print("cli help_ratio_vs_chaos=n/a validate_ratio_vs_chaos=n/a validate40_s=n/a")
+        print(
+            "cli help_ratio_vs_chaos=n/a validate_ratio_vs_chaos=n/a validate_ratio_max=n/a "
+            "validate_cpu_ratio_vs_chaos=n/a validate_batch_ratio_vs_chaos=n/a validate40_s=n/a"
+        )
         return
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         work = Path(tmp)
@@ -170,7 +207,7 @@ def main() -> None:
         for path in many:
             env.update(placeholders(json.loads(Path(path).read_text())))
         journal = str(ten_activity_journal(work / "journal.json"))
-        one = str(ONE)
+        shipped = [str(p) for p in SHIPPED]
 
         def chaos_validate(path: str) -> list[str]:
             return [chaos, "--no-log-file", "validate", path]
@@ -186,10 +223,21 @@ def main() -> None:
             lambda _: [[*gameday, "--help"]], lambda _: [[chaos, "--help"]], env, ROUNDS
         )
         help_ratio = show("--help", ours, theirs, "chaos")
-        ours, theirs = paired(
-            lambda _: [[*gameday, "validate", one]], lambda _: [chaos_validate(one)], env, ROUNDS
+        ratios, cpu_ratios = validate_each(shipped, gameday, chaos_validate, env)
+        validate_ratio, validate_max = statistics.median(ratios), max(ratios)
+        validate_cpu = statistics.median(cpu_ratios)
+        print(
+            f"validate 1 file: median ratio {validate_ratio:.2f}, max {validate_max:.2f}; "
+            f"cpu: median {validate_cpu:.2f}, max {max(cpu_ratios):.2f}"
         )
-        validate_ratio = show("validate 1 file", ours, theirs, "chaos")
+        ours, theirs = paired(
+            lambda _: [[*gameday, "validate", *shipped]],
+            lambda _: [chaos_validate(p) for p in shipped],
+            env,
+            ROUNDS_40,
+        )
+        n = len(shipped)
+        batch_ratio = show(f"validate {n} files", ours, theirs, f"{n} x chaos")
         ours, theirs = paired(
             lambda _: [[*gameday, "validate", *many]],
             lambda _: [chaos_validate(p) for p in many],
@@ -201,7 +249,11 @@ def main() -> None:
         problem = ctk_reporting_problem()
         ours, theirs = paired(gameday_report, None if problem else chaos_report, env, ROUNDS_40)
         show("report 10 activities", ours, theirs, problem or "chaos report")
-    ratios = f"help_ratio_vs_chaos={fmt(help_ratio)} validate_ratio_vs_chaos={fmt(validate_ratio)}"
+    ratios = (
+        f"help_ratio_vs_chaos={fmt(help_ratio)} validate_ratio_vs_chaos={fmt(validate_ratio)} "
+        f"validate_ratio_max={fmt(validate_max)} validate_cpu_ratio_vs_chaos={fmt(validate_cpu)} "
+        f"validate_batch_ratio_vs_chaos={fmt(batch_ratio)}"
+    )
     print(f"cli {ratios} validate40_s={validate40:.2f}")
 
 

@@ -120,6 +120,7 @@ def test_validate_one_file_imports_nothing_heavy(tmp_path: Path) -> None:
     argv = ["-m", "chaos_ext.cli.main", "validate", "experiments/ledger-clean.json"]
     modules = _imports(argv, tmp_path)
     assert _heavy(modules) == []
+    assert _heavy(modules, ("rich",)) == [], "off a terminal, validate prints without rich"
     others = [m for m in modules if m.startswith("chaos_ext.cli.") and m not in ENTRY]
     assert sorted(others) == [
         "chaos_ext.cli._admission",

@@ -27,10 +27,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hdrh.histogram import HdrHistogram
-
 if TYPE_CHECKING:
     import numpy as np
+    from hdrh.histogram import HdrHistogram
 
 __all__ = [
     "HIGHEST_US",
@@ -82,6 +81,8 @@ def percentile(values: Iterable[float], q: float) -> float | None:
 
 def new_latency_histogram() -> HdrHistogram:
     """An empty latency histogram in microseconds (1 µs to 130 s, 3 significant digits)."""
+    from hdrh.histogram import HdrHistogram  # noqa: PLC0415 - not for PromQL's percentiles
+
     return HdrHistogram(1, HIGHEST_US, _DIGITS)
 
 
@@ -167,6 +168,8 @@ class LatencyRecorder:
     def decode(cls, text: str) -> LatencyRecorder:
         if not text:
             return cls()
+        from hdrh.histogram import HdrHistogram  # noqa: PLC0415 - see new_latency_histogram
+
         recorder = cls()
         recorder._hist.add(HdrHistogram.decode(text))
         return recorder

@@ -175,6 +175,20 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+@functools.lru_cache(maxsize=1024)
+def _annotations(
+    func: Callable[..., Any],
+) -> tuple[dict[str, Any], Mapping[str, inspect.Parameter]]:
+    """``func``'s resolved type hints and parameters, worked out once per function (an
+    activity checks its arguments on every call: resolving them again costs more than the
+    checks)."""
+    try:
+        hints = typing.get_type_hints(func)
+    except (NameError, TypeError):
+        hints = {}
+    return hints, inspect.signature(func).parameters
+
+
 def type_problems(
     func: Callable[..., Any], arguments: Mapping[str, Any], *, run_time: bool = False
 ) -> list[str]:
@@ -183,11 +197,7 @@ def type_problems(
     Before the run, values that still hold a ``${...}`` substitution are not
     checked (their value is only known then); at run time everything is.
     """
-    try:
-        hints = typing.get_type_hints(func)
-    except (NameError, TypeError):
-        hints = {}
-    params = inspect.signature(func).parameters
+    hints, params = _annotations(func)
     problems = []
     for name, value in arguments.items():
         if name in _INJECTED or name == _PARSED or name not in params:

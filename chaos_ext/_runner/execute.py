@@ -37,7 +37,7 @@ from chaos_ext._runner.boundaries import StopBoundaries
 from chaos_ext._runner.control_checks import clean_up_refused_run
 from chaos_ext._runner.phases import PhaseMarks, phase
 from chaos_ext._runner.progress import ProgressPrinter
-from chaos_ext._runner.recovery import DEFAULT_RECOVER_S, check_recovery
+from chaos_ext._runner.recovery import check_recovery
 from chaos_ext._runner.redact import Redactor, secret_values
 from chaos_ext._runner.rollbacks import (
     NOT_INJECTED,
@@ -45,6 +45,7 @@ from chaos_ext._runner.rollbacks import (
     rollbacks_when_injected,
     run_skipped_rollbacks,
 )
+from chaos_ext._runner.run_times import DEFAULT_RECOVER_S
 from chaos_ext._runner.settle import NotSettled, SettleFirst
 from chaos_ext._runner.sweep import run_history, shielded, sweep_run
 from chaos_ext._runner.verdict import (

@@ -4,7 +4,7 @@ After the rollbacks and the ledger sweep of a run whose method started, the
 steady-state hypothesis is polled until it holds, for up to ``recover_seconds``
 (``--recover SECONDS``, or the experiment extension
 ``{"name": "gameday", "recover_seconds": 120}``; default
-:data:`DEFAULT_RECOVER_S`; 0 turns it off). The journal records, under
+:data:`chaos_ext._runner.run_times.DEFAULT_RECOVER_S`; 0 turns it off). The journal records, under
 ``gameday.recovery``::
 
     {"seconds": 60, "recovered": true, "time_to_recover_s": 10.8,
@@ -49,31 +49,11 @@ from rich.markup import escape
 from chaos_ext._core import stop as _stop
 from chaos_ext._core.timeline import epoch, error_line, figure_of, figure_text, role_of
 from chaos_ext._runner.signals import handled
-from chaos_ext.errors import InvalidArgument
 
-__all__ = ["DEFAULT_RECOVER_S", "POLL_S", "check_recovery", "recover_seconds_of", "undone_at"]
+__all__ = ["POLL_S", "check_recovery", "undone_at"]
 
-DEFAULT_RECOVER_S = 60.0
-"""How long a system has to come back by default (the sandbox's fragile app needed
-about 11 s after DNS saturation)."""
 POLL_S = 1.0
 """Seconds between two checks of the hypothesis while waiting for recovery."""
-
-
-def recover_seconds_of(experiment: Mapping[str, Any], override: float | None = None) -> float:
-    """``--recover``, else the gameday extension's ``recover_seconds``, else the default."""
-    value: Any = override
-    if value is None:
-        for ext in experiment.get("extensions") or []:
-            if isinstance(ext, Mapping) and ext.get("name") == "gameday":
-                value = ext.get("recover_seconds")
-    if value is None:
-        return DEFAULT_RECOVER_S
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise InvalidArgument(
-            f"recover_seconds: expected a number of seconds >= 0 (0: off), got {value!r}"
-        )
-    return float(value)
 
 
 def _epoch(text: Any) -> float | None:

@@ -17,7 +17,6 @@ and secrets, ``start_hypothesis_before`` settles. Running out of time raises
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -27,61 +26,16 @@ from chaoslib.run import EventHandlerRegistry, RunEventHandler
 from rich.console import Console
 from rich.markup import escape
 
-from chaos_ext._core.ledger import parse_watchdog_grace as parse_grace
-from chaos_ext.errors import InvalidArgument
-
 __all__ = [
     "NotSettled",
     "SettleFirst",
-    "gameday_extension",
-    "settle_seconds_of",
-    "watchdog_grace_of",
 ]
 
-MAX_SETTLE_SECONDS = 3600.0
 _REPORT_EVERY = 10.0  # seconds between progress lines: never a silent terminal
 
 
 class NotSettled(BaseException):
     """The steady state did not hold within the settle time; the method must not run."""
-
-
-def gameday_extension(experiment: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The experiment's ``{"name": "gameday", ...}`` extension (empty when absent)."""
-    for ext in experiment.get("extensions") or []:
-        if isinstance(ext, Mapping) and ext.get("name") == "gameday":
-            return ext
-    return {}
-
-
-def settle_seconds_of(experiment: Mapping[str, Any], override: float | None = None) -> float:
-    """Seconds to settle: ``override`` (``--settle``) else the experiment's setting, else 0."""
-    value: Any = (
-        override if override is not None else gameday_extension(experiment).get("settle_seconds", 0)
-    )
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidArgument(f"settle_seconds: expected a number of seconds, got {value!r}")
-    if not 0 <= value <= MAX_SETTLE_SECONDS:
-        raise InvalidArgument(
-            f"settle_seconds: {value:g} is outside 0..{MAX_SETTLE_SECONDS:g} seconds"
-        )
-    return float(value)
-
-
-def watchdog_grace_of(experiment: Mapping[str, Any], override: float | None = None) -> float | None:
-    """The dead-man grace of the run's faults: ``override`` (``--watchdog-grace``), else the
-    extension's ``watchdog_grace_seconds``, else None (``$GAMEDAY_WATCHDOG_GRACE`` or the
-    default decides); 0 turns the dead-owner undo off. See :mod:`chaos_ext._core.watchdog`."""
-    value = override
-    if value is None:
-        value = gameday_extension(experiment).get("watchdog_grace_seconds")
-    if value is None:
-        return None
-    if isinstance(value, str):  # "60" would be a typo of 60 here: a number only
-        raise InvalidArgument(
-            f"watchdog_grace_seconds: expected a number of seconds (0: off), got {value!r}"
-        )
-    return parse_grace(value)
 
 
 def _misses(state: Mapping[str, Any] | None) -> str:

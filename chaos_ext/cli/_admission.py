@@ -16,19 +16,22 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaoslib import convert_vars, merge_vars
-from rich.console import Console
-from rich.markup import escape
 
+from chaos_ext._core.console import escape
 from chaos_ext._runner.experiments import ExperimentInvalid
-from chaos_ext._runner.recovery import recover_seconds_of
-from chaos_ext._runner.settle import settle_seconds_of, watchdog_grace_of
+from chaos_ext._runner.run_times import recover_seconds_of, settle_seconds_of, watchdog_grace_of
 from chaos_ext.cli._common import load_settings_or_none, load_valid_experiments
 from chaos_ext.cli._options import ALERTMANAGER_URL, abort_plan_of, alertmanager_url_missing
-from chaos_ext.controls.stop_conditions import AbortPlan
 from chaos_ext.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    # the stop conditions are imported only when --abort-on or --alerts is given
+    from chaos_ext.controls.stop_conditions import AbortPlan
 
 __all__ = [
     "GAMEDAY_READS",

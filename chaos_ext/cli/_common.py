@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-
+from chaos_ext._core.console import escape
 from chaos_ext._runner.control_checks import ControlProblem, control_problems, load_run_settings
 from chaos_ext._runner.experiments import ExperimentInvalid, Resolve, file_problems
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "add_control_options",

@@ -20,16 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chaos_ext._core.prometheus_api.promql import validating
-from chaos_ext.controls.stop_conditions import (
-    AbortPlan,
-    load_sources,
-    parse_selector,
-)
 from chaos_ext.errors import InvalidArgument
 from chaos_ext.prometheus.catalogs import builtin_abort_plans
+
+if TYPE_CHECKING:
+    from chaos_ext.controls.stop_conditions import AbortPlan
 
 __all__ = [
     "ALERTMANAGER_URL",
@@ -95,7 +93,15 @@ def abort_plan_of(args: argparse.Namespace) -> AbortPlan | None:
     ``--alerts`` without anything to select from.
     """
     values: list[str] = getattr(args, "abort_on", [])
-    selectors = [parse_selector(text) for text in getattr(args, "alerts", [])]
+    texts: list[str] = getattr(args, "alerts", [])
+    if not values and not texts:
+        return None
+    from chaos_ext.controls.stop_conditions import (  # noqa: PLC0415 - only with --abort-on
+        load_sources,
+        parse_selector,
+    )
+
+    selectors = [parse_selector(text) for text in texts]
     if selectors and not values:
         raise InvalidArgument(
             "--alerts needs --abort-on RULES.yaml, prometheus-alerts or alertmanager"

@@ -17,7 +17,7 @@ from chaos_ext._products.envelope.search import fmt
 from chaos_ext._products.envelope.spec import EnvelopeSettings, apply_magnitude, settings_from
 from chaos_ext._runner.execute import EXIT_FAILED, EXIT_HELD, EXIT_INVALID, RunOptions
 from chaos_ext._runner.experiments import ExperimentInvalid, validate_experiment
-from chaos_ext._runner.settle import settle_seconds_of
+from chaos_ext._runner.run_times import settle_seconds_of
 from chaos_ext.cli._common import load_valid_experiments
 from chaos_ext.cli._options import (
     abort_plan_of,

@@ -71,6 +71,8 @@ they need.
 
 
 _GLOBAL_WITH_VALUE = "--ledger"
+_LINES_ONLY = frozenset({"validate"})
+"""Commands that print only lines of markup: off a terminal, no rich (_core.console)."""
 
 
 def chosen_command(argv: Sequence[str]) -> str | None:
@@ -131,11 +133,11 @@ class _QuietForcedRollbacks(logging.Filter):
 
 
 def _configure_logging(debug: bool, verbose: bool, console: Console) -> None:
-    from rich.logging import RichHandler  # noqa: PLC0415 - not needed by --help
-
     level = logging.DEBUG if debug else logging.INFO if verbose else logging.WARNING
     handler: logging.Handler
     if console.is_terminal:
+        from rich.logging import RichHandler  # noqa: PLC0415 - not needed by --help
+
         handler = RichHandler(console=console, show_path=False, rich_tracebacks=debug)
     else:  # CI logs: one record, one line, no columns padded to a width
         handler = logging.StreamHandler(console.file)
@@ -198,9 +200,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: 2 for usage errors; ours is 3
         code = exc.code if isinstance(exc.code, int) else 0
         return EXIT_INVALID if code == 2 else code
-    from chaos_ext._core.console import make_console  # noqa: PLC0415 - rich: not needed by --help
+    from chaos_ext._core.console import (  # noqa: PLC0415 - rich: not needed by --help
+        line_console,
+        make_console,
+    )
 
-    console = make_console(stderr=True, no_color=args.no_color)
+    console_for = line_console if args.command in _LINES_ONLY else make_console
+    console = console_for(stderr=True, no_color=args.no_color)
     _configure_logging(args.debug, args.verbose, console)
     try:
         with use_settings(settings_of(args)):

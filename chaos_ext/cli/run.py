@@ -26,7 +26,7 @@ from chaos_ext._runner.execute import (
     not_run,
     run_experiment,
 )
-from chaos_ext._runner.recovery import DEFAULT_RECOVER_S
+from chaos_ext._runner.run_times import DEFAULT_RECOVER_S
 from chaos_ext._runner.sweep import checked, dead_entries, shielded, sweep
 from chaos_ext._runner.verdict import worst_exit
 from chaos_ext.cli import plan

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-
+from chaos_ext._core.console import escape
 from chaos_ext._runner.verdict import EXIT_HELD, EXIT_INVALID
 from chaos_ext.cli._admission import Admitted, admit
 from chaos_ext.cli._common import add_control_options
 from chaos_ext.cli._options import add_abort_options, add_var_options
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 HELP = """\
 Validate experiments: the Chaos Toolkit schema, that every Python activity

@@ -14,7 +14,7 @@ from chaos_ext.dns.actions import (
     _stop_flood,
     _undo_rate_limit,
 )
-from chaos_ext.dns.leftovers import find_error_tables, find_tables
+from chaos_ext.dns.leftovers import find_tables
 from chaos_ext.dns.plan import (
     plan_flood_dns,
     plan_inject_dns_errors,
@@ -74,10 +74,11 @@ ERRORS = FaultKind(
     rollback="remove_dns_errors",
     undo=undo_dns_errors,
     scan=Scan(
-        "nft DNS error tables",
-        "nft tables inet gameday_dnserr_<entry id> in every network namespace, and their proxy",
+        "nft tables",
+        "nft tables inet gameday_dnserr_<entry id> in every network namespace (its proxy is"
+        " named by the table)",
         LOCAL,
-        find_error_tables,
+        find_tables,
     ),
     ends_by_itself="at duration_seconds (timer, the proxy's own cap, and the watchdog)",
     failpoints=("dns-errors.mid-apply", "dns-errors.mid-undo"),

@@ -1,20 +1,18 @@
 """Our DNS rate-limit and DNS error tables wherever they are: the system side of
 ``gameday ledger --scan``.
 
-:func:`find_error_tables` does the same for ``inet gameday_dnserr_*`` (the
-redirect of ``inject_dns_errors``): its name carries the entry id, which is
-also its proxy's helper token (the proxy itself is found by the helper scan);
-the DNS port and the proxy ports are read back from the table's rules, so the
-adopted entry's undo also forgets the redirected flows.
-
 Every network namespace on the machine (by inode, named or not,
-:func:`chaos_ext._core.targets.identity.namespaces`) is asked for its tables
-through libnftables; only tables named ``gameday_dnsrate_*`` are kept. A
-table is referred to by an open ``dns-rate-limit`` entry naming it (table
-names are drawn at random per fault: a name is the table's identity). An
-orphan is undone by the rate limit's own undo handler, from an entry that
-names the namespace by its inode. Listing reads nothing else and changes
-nothing.
+:func:`chaos_ext._core.targets.identity.namespaces`) is asked once for its
+tables through libnftables; only tables named ``gameday_dnsrate_*`` (a
+``dns-rate-limit``) and ``gameday_dnserr_*`` (the redirect of
+``inject_dns_errors``) are kept. Table names are drawn at random per fault, so
+a name is the table's identity: an open entry naming it owns it. A DNS error
+table's name carries its entry id, which is also its proxy's helper token
+(the proxy itself is found by the helper scan); its DNS port and proxy ports
+are read back from its rules, so the adopted entry's undo also forgets the
+redirected flows. An orphan is undone by its kind's own undo, from an entry
+that names the namespace by its inode. Listing reads nothing else and
+changes nothing.
 """
 
 from __future__ import annotations
@@ -23,10 +21,10 @@ from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.ledger import Adoption, Entry, Leftover
 from chaos_ext._core.targets.identity import NETNS_KEY, namespaces
 from chaos_ext._core.targets.spec import Target
-from chaos_ext.dns import _dnserr, _dnserr_rules, _dnserr_system, _nft
+from chaos_ext.dns import _dnserr, _dnserr_rules, _nft, _ratelimit
 from chaos_ext.errors import ChaosExtError
 
-__all__ = ["find_error_tables", "find_tables"]
+__all__ = ["find_tables"]
 
 RATE_KIND = "dns-rate-limit"
 _MODULE = "chaos_ext.dns.actions"
@@ -47,20 +45,23 @@ def _leftover(key: str, where: Target, table: str) -> Leftover:
 
 
 def find_tables() -> tuple[list[Leftover], list[str]]:
-    """Our tables in every network namespace; what could not be looked at."""
+    """Our tables in every network namespace, rate limits (``gameday_dnsrate_*``) and DNS
+    errors (``gameday_dnserr_*``) alike, one listing each; what could not be looked at."""
     found: list[Leftover] = []
     problems: list[str] = []
     if not _procfs.has_capability(_procfs.CAP_NET_ADMIN):  # libnftables would print EPERM
         return [], ["nft tables: not looked at: listing them needs CAP_NET_ADMIN (root)"]
     for key, where in namespaces():
+        runner = _nft.LocalNft(where)
         try:
-            tables = _nft.list_ours(_nft.LocalNft(where))
+            listing = runner.run({"nftables": [{"list": {"tables": {}}}]})
+            found += [_leftover(key, where, t) for t in _ratelimit.our_tables(listing)]
+            errors = _dnserr_rules.our_tables(listing)
+            found += [_error_leftover(key, where, t, runner) for t in errors]
         except (ChaosExtError, OSError) as exc:
             gone = where.kind == "pid" and not _procfs.exists(where.pid)
             if not gone:  # a process that ended meanwhile took nothing of ours with it
                 problems.append(f"nft tables in {where.where}: {exc}")
-            continue
-        found += [_leftover(key, where, table) for table in tables]
     return found, problems
 
 
@@ -87,19 +88,3 @@ def _error_leftover(key: str, where: Target, table: str, runner: _nft.NftRunner)
         adoption=Adoption(kind=_dnserr.KIND, module=_MODULE, target=where.where, recipe=recipe),
         refers=refers,
     )
-
-
-def find_error_tables() -> tuple[list[Leftover], list[str]]:
-    """Our DNS error tables (``gameday_dnserr_*``) in every network namespace."""
-    found: list[Leftover] = []
-    problems: list[str] = []
-    for key, where in namespaces():
-        runner = _nft.LocalNft(where)
-        try:
-            found += [
-                _error_leftover(key, where, t, runner) for t in _dnserr_system.list_tables(runner)
-            ]
-        except (ChaosExtError, OSError) as exc:
-            if not (where.kind == "pid" and not _procfs.exists(where.pid)):
-                problems.append(f"nft tables in {where.where}: {exc}")
-    return found, problems

@@ -25,6 +25,7 @@ __all__ = ["DEFAULT_PROFILE", "PROFILES", "Profile", "effective_rules", "load_pr
 
 PROFILES = ("envoy-edge", "hardened", "sidecar")
 DEFAULT_PROFILE = "envoy-edge"
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: 10x faster, as safe
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Profile:
 
 def _document(text: str, origin: str) -> Mapping[str, Any]:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         raise InvalidArgument(f"{origin}: not valid YAML: {exc}") from None
     if isinstance(data, list):

@@ -34,7 +34,7 @@ from chaos_ext._core.prometheus_api.results import (
 )
 from chaos_ext._core.validation import PARSED, require_range, validated_by
 from chaos_ext.errors import EmptyResult, InvalidArgument
-from chaos_ext.prometheus._probe_files import default_catalog
+from chaos_ext.prometheus._probe_files import CatalogProbe, default_catalog
 
 __all__ = [
     "alerts_quiet",
@@ -76,11 +76,14 @@ def _check_window_args(arguments: Mapping[str, Any]) -> None:
     require_range("min_fraction", arguments.get("min_fraction", 1.0), 0.0, 1.0)
 
 
-def _check_catalog_args(arguments: Mapping[str, Any]) -> None:
+def _check_catalog_args(arguments: Mapping[str, Any]) -> tuple[CatalogProbe, str]:
+    """The catalog entry and its query, filled with ``parameters`` (parsed once: the
+    probe's body uses them as they are)."""
     probe = default_catalog().get(str(arguments.get("name")))
-    probe.render(arguments.get("parameters") or {})
+    expr = probe.render(arguments.get("parameters") or {})
     if arguments.get("window_seconds"):
         _check_window_args(arguments)
+    return probe, expr
 
 
 def _value(
@@ -261,6 +264,8 @@ def catalog_probe(
     parameters: dict[str, Any] | None = None,
     configuration: Configuration = None,
     secrets: Secrets = None,
+    *,
+    parsed: tuple[CatalogProbe, str] = PARSED,
 ) -> float:
     """Evaluate a named probe of the catalog (probes/*.yaml) and return its value.
 
@@ -268,8 +273,7 @@ def catalog_probe(
     Use a range tolerance, or ``catalog_check`` to apply the catalog's own
     tolerance. Read-only.
     """
-    probe = default_catalog().get(name)
-    expr = probe.render(parameters)
+    probe, expr = parsed
     return _value(expr, "single", probe.if_empty, probe.if_nan, configuration, secrets)
 
 
@@ -282,6 +286,8 @@ def catalog_check(
     min_fraction: float = 1.0,
     configuration: Configuration = None,
     secrets: Secrets = None,
+    *,
+    parsed: tuple[CatalogProbe, str] = PARSED,
 ) -> bool:
     """True when a named catalog probe is within the tolerance the catalog gives it.
 
@@ -289,11 +295,10 @@ def catalog_check(
     must have held in at least ``min_fraction`` of it (see slo_holds). Pair
     with the tolerance ``true``. Read-only.
     """
-    probe = default_catalog().get(name)
+    probe, expr = parsed
     if not window_seconds:
-        value = catalog_probe(name, parameters, configuration, secrets)
+        value = _value(expr, "single", probe.if_empty, probe.if_nan, configuration, secrets)
         return probe.tolerance.holds(value)
-    expr = probe.render(parameters)
     values, slots = _window_values(expr, window_seconds, step_seconds, configuration, secrets)
     if probe.if_nan is not None:
         values = [probe.if_nan if math.isnan(v) else v for v in values]

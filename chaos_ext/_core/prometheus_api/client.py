@@ -34,6 +34,7 @@ import dataclasses
 import functools
 import json
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -181,6 +182,20 @@ def _reject_errors(response: requests.Response, *args: Any, **kwargs: Any) -> No
     raise _Rejected(response.status_code, error_type, message)
 
 
+def _environment(session: requests.Session, url: str) -> tuple[str, str] | None:
+    """Read once what requests would read from the environment on every request (proxies
+    and NO_PROXY, REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE, ~/.netrc): the same settings,
+    without scanning the whole environment per query. The ~/.netrc login for ``url``, if
+    any, is returned (used when no other credentials are configured)."""
+    session.trust_env = False
+    session.proxies.update(requests.utils.get_environ_proxies(url))
+    if session.verify is True:
+        bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+        session.verify = bundle or True
+    netrc = requests.utils.get_netrc_auth(url)
+    return (netrc[0], netrc[1]) if netrc else None
+
+
 class PrometheusClient:
     """Instant and range queries returning Prometheus's ``data`` object, typed errors."""
 
@@ -198,7 +213,8 @@ class PrometheusClient:
         headers = {"Accept": "application/json"}
         if settings.token:
             headers["Authorization"] = f"Bearer {settings.token}"
-        auth = (settings.username, settings.password) if settings.username else None
+        netrc = _environment(session, settings.url)
+        auth = (settings.username, settings.password) if settings.username else netrc
         retry = Retry(
             total=settings.retries,
             connect=settings.retries,

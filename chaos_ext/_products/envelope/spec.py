@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaos_ext._products.envelope.search import Search, Space, fmt, worst_case_runs
-from chaos_ext._runner.settle import MAX_SETTLE_SECONDS, gameday_extension
+from chaos_ext._runner.run_times import MAX_SETTLE_SECONDS, gameday_extension
 from chaos_ext.errors import InvalidArgument
 
 __all__ = [
