@@ -182,3 +182,15 @@ def test_gameday_faults_lists_every_kind_with_its_parts(tmp_path: Path) -> None:
             assert shown["scan"]["looks_for"] == kind.scan.looks_for  # type: ignore[union-attr]
             assert shown["watchdog"] == bool(kind.ends_by_itself)
             assert (ROOT / shown["docs"]).is_file()
+
+
+def test_an_action_of_another_library_has_no_kind() -> None:
+    """``os.mkdir`` in a method (any Python provider) is no fault kind's: looked up, it is
+    None, never an import error that would stop the run (the privilege check asks for each)."""
+    assert FAULT_KINDS.for_action("os", "mkdir") is None
+    assert FAULT_KINDS.for_action("json", "dumps") is None
+    assert FAULT_KINDS.for_action("chaos_ext.dns.actions", "no_such_action") is None
+    assert (
+        FAULT_KINDS.for_action("chaos_ext.dns.actions", "limit_dns_rate")
+        is BY_NAME["dns-rate-limit"]
+    )

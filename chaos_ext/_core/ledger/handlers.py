@@ -96,6 +96,8 @@ class FaultKinds:
     def for_action(self, module: str, func: str) -> FaultKind | None:
         """The kind the fault action ``module.func`` records (None: not a fault action)."""
         package = module.rpartition(".")[0]
+        if not package.startswith(f"{_ROOT}."):  # another library's function: no kind
+            return None
         with contextlib.suppress(ImportError):
             importlib.import_module(f"{package}.kinds")
         return next((k for k in self.declared() if k.module == module and func in k.actions), None)
