@@ -32,7 +32,7 @@ fi
 if [ "$mode" = "all" ]; then
   packages+=(
     mariadb-server prometheus-alertmanager prometheus-pushgateway
-    dnsperf wrk hyperfine nginx openssl ca-certificates stress-ng
+    dnsperf wrk hyperfine nginx openssl ca-certificates stress-ng conntrack
     chromium pandoc
   )
   # kubectl: Debian's kubernetes-client, unless a kubectl is already installed

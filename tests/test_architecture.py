@@ -414,13 +414,14 @@ def test_a_module_documented_in_the_wrong_layer_is_found() -> None:
 # where a signal handler may be set: the runner's signal module, the gameday process's first
 # lines (cli/entry.py: before the runner's modules are imported, and after the command is
 # done), and the entry points of the processes gameday starts (helpers, the load worker, the
-# load pod), each its own process
+# load pod, the DNS error proxy on a node), each its own process
 SIGNAL_HOMES = {
     "_runner/signals.py",
     "cli/entry.py",
     "_core/helper.py",
     "load/_engine.py",
     "load/_pod.py",
+    "dns/_dnserr_node.py",
 }
 _SETS_SIGNAL = re.compile(r"\bsignal\.signal\(|\badd_signal_handler\(")
 

@@ -218,8 +218,11 @@ class SshSession:
                 f" {self.expect_host_key}: another machine answers there; refusing to undo"
             )
 
-    def run(self, argv: Sequence[str], timeout: float = 30.0) -> CommandOutput:
-        """Run one command; TransportError if it cannot run or exceeds ``timeout``."""
+    def run(
+        self, argv: Sequence[str], timeout: float = 30.0, stdin: bytes | None = None
+    ) -> CommandOutput:
+        """Run one command (``stdin``: its input); TransportError if it cannot run or
+        exceeds ``timeout``."""
         command = _quote(argv)
         transport = self._client.get_transport()
         if transport is None:
@@ -230,6 +233,9 @@ class SshSession:
             # paramiko's transport thread for the GIL
             chan.settimeout(timeout)
             chan.exec_command(command)
+            if stdin is not None:
+                chan.sendall(stdin)
+                chan.shutdown_write()
             with chan.makefile("rb") as stdout, chan.makefile_stderr("rb") as stderr:
                 out, err = stdout.read(), stderr.read()
             code = chan.recv_exit_status()
@@ -240,9 +246,9 @@ class SshSession:
             raise TransportError(f"ssh {self.settings.where}: {argv[0]}: {exc}") from exc
         return CommandOutput(code, out.decode(errors="replace"), err.decode(errors="replace"))
 
-    def check(self, argv: Sequence[str], timeout: float = 30.0) -> str:
+    def check(self, argv: Sequence[str], timeout: float = 30.0, stdin: bytes | None = None) -> str:
         """Run a command that must succeed; returns its stdout."""
-        result = self.run(argv, timeout)
+        result = self.run(argv, timeout, stdin)
         if result.exit_code != 0:
             raise TransportError(
                 f"ssh {self.settings.where}: {shlex.join(argv)} exited {result.exit_code}: "

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chaos_ext._core.targets.spec import LOCAL_KINDS, Target, parse_target
+from chaos_ext._core.targets.spec import Target, parse_target
 from chaos_ext.errors import InvalidArgument
 
 __all__ = [
@@ -115,11 +115,6 @@ def _target(value: Any, problems: list[str]) -> Target:
     except InvalidArgument as exc:
         problems.append(str(exc))
         return Target("local")
-    if target.kind not in LOCAL_KINDS:
-        problems.append(
-            f"target: {value!r}: not supported yet for inject_dns_errors: use 'local',"
-            " 'netns:NAME' or 'pid:PID' (the proxy runs on this machine)"
-        )
     return target
 
 

@@ -420,6 +420,7 @@ def remove_dns_rate_limit(
 
 @fault_action(rollback="remove_dns_errors")
 @validated_by(_dnserr_actions.check_inject)
+@needs_k8s(*POD_RULES)
 def inject_dns_errors(
     patterns: list[str],
     error: str,
@@ -435,8 +436,9 @@ def inject_dns_errors(
 ) -> dict[str, Any]:
     """Answer the target's DNS queries for some names with an error (NXDOMAIN, SERVFAIL...).
 
-    Queries leaving ``target`` (``local``, ``netns:NAME`` or ``pid:PID``)
-    for ``resolvers`` (default: its resolv.conf nameservers) on ``port``,
+    Queries leaving ``target`` (``local``, ``netns:NAME``, ``pid:PID``,
+    ``ssh:HOST[:PORT]`` or ``pod:NAMESPACE/NAME[/CONTAINER]``, as for
+    ``limit_dns_rate``) for ``resolvers`` (default: its resolv.conf nameservers) on ``port``,
     over UDP and TCP, go through a proxy in its network namespace. A query
     whose name matches one of ``patterns`` (as Chaos Mesh DNSChaos: exact
     names, ``?`` one character, ``*`` at the end anything; case-insensitive)
@@ -449,15 +451,20 @@ def inject_dns_errors(
     ``duration_seconds`` (then undone by itself; the proxy also stops at its
     own cap and removes its redirect). One nftables table of ours (``inet
     gameday_dnserr_<id>``) and one proxy process, recorded in the fault
-    ledger first. TCP connections already open when it starts are not
-    intercepted. Rollback: ``remove_dns_errors`` or ``gameday rollback``.
+    ledger first. On a node (``ssh:``, ``pod:``) the node's ``nft``, its
+    ``python3`` (>= 3.9: the proxy is shipped as a zip of standard-library
+    modules into ``/run/gameday/dnserr/``) and, to forget the redirected
+    flows at once, its ``conntrack``; a root SSH user. TCP connections
+    already open when it starts are not intercepted. Rollback:
+    ``remove_dns_errors`` or ``gameday rollback``.
     Returns the table, the resolvers, the proxy's pid and ports and ``ledger_id``.
     """
-    return _dnserr_actions.apply_dns_errors(parsed)
+    return _dnserr_actions.apply_dns_errors(parsed, configuration, secrets)
 
 
 @rollback_activity
 @validated_by(_dnserr_actions.check_remove)
+@needs_k8s(*POD_RULES)
 def remove_dns_errors(
     target: str = "",
     include_dead_runs: bool = False,

@@ -75,8 +75,8 @@ ERRORS = FaultKind(
     undo=undo_dns_errors,
     scan=Scan(
         "nft tables",
-        "nft tables inet gameday_dnserr_<entry id> in every network namespace (its proxy is"
-        " named by the table)",
+        "nft tables inet gameday_dnserr_<entry id> in every network namespace of this machine"
+        " (its proxy is named by the table; on a node, the proxy ends at its own cap)",
         LOCAL,
         find_tables,
     ),

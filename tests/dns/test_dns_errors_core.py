@@ -73,10 +73,10 @@ def test_the_prefilter_keeps_other_names_away_from_the_proxy() -> None:
 def test_every_bad_argument_is_named_in_one_refusal() -> None:
     with pytest.raises(_dnserr.InvalidArgument) as refused:
         _dnserr.check_error_arguments(
-            {"patterns": ["a*b", ""], "error": "nodata", "percent": 0, "target": "ssh:n1"}
+            {"patterns": ["a*b", ""], "error": "nodata", "percent": 0, "target": "ssh:n1:0"}
         )
     text = str(refused.value)
-    for part in ("'a*b'", "''", "'nodata'", "percent: 0", "not supported yet for inject_dns"):
+    for part in ("'a*b'", "''", "'nodata'", "percent: 0", "target port"):
         assert part in text, text
 
 

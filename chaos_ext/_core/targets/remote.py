@@ -28,9 +28,11 @@ class RemoteShell:
     where: str
     prefix: list[str] = field(default_factory=list)
 
-    def run(self, argv: Sequence[str], timeout: float = 30.0) -> CommandOutput:
+    def run(
+        self, argv: Sequence[str], timeout: float = 30.0, stdin: bytes | None = None
+    ) -> CommandOutput:
         """Run ``prefix + argv``; the caller reads the exit code."""
-        return self.session.run([*self.prefix, *argv], timeout=timeout)
+        return self.session.run([*self.prefix, *argv], timeout=timeout, stdin=stdin)
 
     def check(self, argv: Sequence[str], timeout: float = 30.0) -> str:
         """Run ``prefix + argv``; NetworkError on a non-zero exit."""

@@ -73,8 +73,13 @@ def start(
     port: int | None = None,
     netns_prefix: list[str] | None = None,
     ready_timeout: float = 20.0,
+    path: str = "",
 ) -> SshdServer:
-    """Start sshd; in a namespace of our own, a random high port is free by construction."""
+    """Start sshd; in a namespace of our own, a random high port is free by construction.
+
+    ``path``: the sessions' PATH (a folder of the test's own first, e.g. a stand-in
+    for a node tool this machine lacks); default: sshd's own.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     host_key = workdir / "ssh_host_ed25519_key"
     client_key = workdir / "client_ed25519"
@@ -100,7 +105,7 @@ def start(
                 "LogLevel ERROR",
                 "MaxStartups 50",
                 # sessions do not read the real user's dotfiles (a slow ~/.bashrc costs seconds)
-                f"SetEnv HOME={workdir}",
+                f"SetEnv HOME={workdir}" + (f" PATH={path}" if path else ""),
                 "",
             ]
         )
