@@ -27,6 +27,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,7 +41,7 @@ import pytest
 from pyroute2 import Conntrack
 from support import k8s_emulator
 from support.dns_netlab import SERVER_IP, ResolverPair, host_tables, netns_tables, resolver_pair
-from support.harness import wait_for
+from support.harness import cli_env, gameday_argv, wait_for
 from support.servers import sshd
 
 from chaos_ext._core.ledger import Ledger
@@ -341,3 +342,76 @@ def test_the_node_proxy_is_a_zip_of_standard_library_modules_only(tmp_path: Path
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def _experiment_on(node: dict[str, Any], duration: float) -> dict[str, Any]:
+    """A run that injects on the node and then waits (to be SIGKILLed meanwhile)."""
+    return {
+        "title": "DNS errors on a node, runner killed",
+        "description": "the fault on the node must end at its deadline",
+        "configuration": node["configuration"],
+        "secrets": {"node": node["secrets"]},
+        "method": [
+            {
+                "type": "action",
+                "name": "nxdomain-for-a",
+                "provider": {
+                    "type": "python",
+                    "module": "chaos_ext.dns.actions",
+                    "func": "inject_dns_errors",
+                    "secrets": ["node"],
+                    "arguments": {
+                        "patterns": ["a.*"],
+                        "error": "nxdomain",
+                        "target": node["target"],
+                        "resolvers": [SERVER_IP],
+                        "duration_seconds": duration,
+                    },
+                },
+            },
+            {
+                "type": "probe",
+                "name": "wait",
+                "provider": {"type": "process", "path": "sleep", "arguments": "90", "timeout": 120},
+            },
+        ],
+    }
+
+
+@pytest.mark.undoes("dns-errors")
+@pytest.mark.slow
+def test_sigkill_of_the_runner_the_node_fault_ends_at_its_deadline_over_ssh(
+    pair: ResolverPair,
+    node: dict[str, Any],
+    ledger_path: Path,
+    tmp_path: Path,
+    write_experiment: Callable[..., Path],
+) -> None:
+    """The runner (in the client namespace, where the node's sshd listens) is SIGKILLed with
+    the fault on; its watchdog reconnects from the ledger's connection and undoes it."""
+    duration = 8.0
+    path = write_experiment(_experiment_on(node, duration))
+    argv = ["ip", "netns", "exec", pair.client_ns]
+    runner = subprocess.Popen(
+        [*argv, *gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path))],
+        env=cli_env(ledger_path),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: len(netns_tables(pair.client_ns)) == 1, 90, "the run's table")
+        seen = time.monotonic()
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=10)
+    assert ask(pair, "a.test").rcode() == dns.rcode.NXDOMAIN  # still on, the runner dead
+    (entry,) = Ledger(ledger_path).open_entries()
+    token = entry.recipe["token"]
+    assert proxies(token), "the node's proxy runs"
+    wait_for(lambda: Ledger(ledger_path).open_entries() == [], duration + 12, "the watchdog")
+    assert time.monotonic() - seen < duration + 12  # before the proxy's own cap (+15 s)
+    assert netns_tables(pair.client_ns) == [] and proxies(token) == []
+    assert glob.glob(f"{_dnserr_remote.RUN_DIR}/{token}.*") == []
+    assert address(ask(pair, "a.test")) == RECORDS["a.test"]
+    assert "redirected flow(s) forgotten" in str(Ledger(ledger_path).history()[0].note)
