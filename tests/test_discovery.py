@@ -359,3 +359,20 @@ def test_chaos_init_from_the_discovery_builds_a_valid_experiment(tmp_path: Path)
         env=cli_env(tmp_path / "ledger.sqlite3"),
     )
     assert ours.returncode == 0, ours.stdout + ours.stderr
+
+
+def test_every_declared_fault_kind_is_discovered_with_its_rollback() -> None:
+    """From the registry, not a list: each kind's fault actions and its rollback are listed
+    by ``chaos discover`` as actions of the kind's module, every argument typed."""
+    from chaos_ext._core.ledger import FAULT_KINDS  # noqa: PLC0415
+
+    FAULT_KINDS.load_all()
+    found = {(a["mod"], a["name"]): a for a in discover()["activities"]}
+    kinds = [k for k in FAULT_KINDS.declared() if k.actions]
+    assert kinds, "no fault kind declares an action"
+    for kind in kinds:
+        for name in (*kind.actions, *([kind.rollback] if kind.rollback else [])):
+            activity = found.get((kind.module, name))
+            assert activity is not None, f"{kind.name}: {kind.module}.{name} is not discovered"
+            assert activity["type"] == "action", (kind.name, name)
+            assert all(a.get("type") not in (None, "object") for a in activity["arguments"])
