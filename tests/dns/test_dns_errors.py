@@ -26,9 +26,17 @@ import dns.message
 import dns.query
 import dns.rcode
 import pytest
-from pyroute2 import Conntrack
-from support.dns_netlab import SERVER_IP, ResolverPair, host_tables, netns_tables, resolver_pair
-from support.harness import ROOT, cli_env, gameday_argv, wait_for
+from support.dns_errors import (
+    RECORDS,
+    address,
+    ask,
+    conntrack_to,
+    killed_run_experiment,
+    run_then_kill,
+    two_names,
+)
+from support.dns_netlab import SERVER_IP, ResolverPair, netns_tables
+from support.harness import ROOT, wait_for
 
 from chaos_ext._core.helper import find_helpers, stop_helpers
 from chaos_ext._core.ledger import Ledger
@@ -40,30 +48,11 @@ from chaos_ext.errors import InvalidArgument
 
 pytestmark = pytest.mark.timeout(240)
 
-RECORDS = {"a.test": "10.77.5.1", "b.test": "10.77.5.2"}
-
 
 @pytest.fixture
 def pair(ledger_path: Path) -> Iterator[ResolverPair]:
-    before = host_tables()
-    with resolver_pair(records=RECORDS, zones=["test"]) as made:
+    with two_names() as made:
         yield made
-    assert host_tables() == before, "the host's own ruleset changed"
-
-
-def ask(pair: ResolverPair, name: str, *, tcp: bool = False, qtype: str = "A") -> Any:
-    """One query from inside the client namespace: the answer message, or None (timeout)."""
-    query = dns.message.make_query(name, qtype)
-
-    def send() -> Any:
-        try:
-            if tcp:
-                return dns.query.tcp(query, SERVER_IP, timeout=1.0)
-            return dns.query.udp(query, SERVER_IP, timeout=1.0)
-        except dns.exception.Timeout:
-            return None
-
-    return run_in_netns(f"/run/netns/{pair.client_ns}", send, timeout=30)
 
 
 def raw(pair: ResolverPair, name: str, *, tcp: bool = False) -> bytes:
@@ -96,21 +85,6 @@ def redirected_udp(pair: ResolverPair) -> int:
         if any("ct" in e.get("match", {}).get("left", {}) for e in expr):
             total += sum(e["counter"]["packets"] for e in expr if "counter" in e)
     return total
-
-
-def address(message: Any) -> str:
-    return str(message.answer[0][0]) if message is not None and message.answer else ""
-
-
-def conntrack_to(pair: ResolverPair, ports: list[int]) -> list[str]:
-    def dump() -> list[str]:
-        ct = Conntrack()
-        try:
-            return [str(e) for e in ct.dump_entries() if e.tuple_reply.sport in ports]
-        finally:
-            ct.close()
-
-    return run_in_netns(f"/run/netns/{pair.client_ns}", dump, timeout=30)
 
 
 def assert_nothing_left(pair: ResolverPair, applied: dict[str, Any]) -> None:
@@ -299,61 +273,6 @@ def test_a_long_lived_udp_socket_is_caught_at_once_and_released_at_once(
         )
 
 
-def _killed_run_experiment(pair: ResolverPair, duration: float) -> dict[str, Any]:
-    return _killed_run_experiment_for(pair.target, duration)
-
-
-def _killed_run_experiment_for(target: str, duration: float) -> dict[str, Any]:
-    return {
-        "title": "DNS errors, runner killed",
-        "description": "the fault must end at its deadline, or be found without a ledger",
-        "method": [
-            {
-                "type": "action",
-                "name": "nxdomain-for-a",
-                "provider": {
-                    "type": "python",
-                    "module": "chaos_ext.dns.actions",
-                    "func": "inject_dns_errors",
-                    "arguments": {
-                        "patterns": ["a.*"],
-                        "error": "nxdomain",
-                        "target": target,
-                        "resolvers": [SERVER_IP],
-                        "duration_seconds": duration,
-                    },
-                },
-            },
-            {
-                "type": "probe",
-                "name": "wait",
-                "provider": {"type": "process", "path": "sleep", "arguments": "90", "timeout": 120},
-            },
-        ],
-    }
-
-
-def _run_then_kill(
-    pair: ResolverPair, ledger_path: Path, tmp_path: Path, path: Path
-) -> tuple[str, float]:
-    """Start ``gameday run``, SIGKILL it once the table is there; (table, when it appeared)."""
-    runner = subprocess.Popen(
-        gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path)),
-        env=cli_env(ledger_path),
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(lambda: len(netns_tables(pair.client_ns)) == 1, 90, "the run's table")
-        seen = time.monotonic()
-    finally:
-        runner.send_signal(signal.SIGKILL)
-        runner.wait(timeout=10)
-    (table,) = netns_tables(pair.client_ns)
-    return table.split()[1], seen
-
-
 @pytest.mark.undoes("dns-errors")
 @pytest.mark.slow
 def test_sigkill_of_the_runner_the_fault_ends_at_its_deadline(
@@ -363,8 +282,8 @@ def test_sigkill_of_the_runner_the_fault_ends_at_its_deadline(
     write_experiment: Callable[..., Path],
 ) -> None:
     duration = 8.0
-    path = write_experiment(_killed_run_experiment(pair, duration))
-    table, seen = _run_then_kill(pair, ledger_path, tmp_path, path)
+    path = write_experiment(killed_run_experiment(pair.target, duration))
+    table, seen = run_then_kill(pair, ledger_path, tmp_path, path)
     assert ask(pair, "a.test").rcode() == dns.rcode.NXDOMAIN  # still on, the runner dead
     (entry,) = Ledger(ledger_path).open_entries()
     token = entry.recipe["token"]
@@ -391,8 +310,8 @@ def test_without_its_ledger_the_scan_finds_table_and_proxy_and_rollback_orphans_
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
-    path = write_experiment(_killed_run_experiment(pair, 200))
-    table, _ = _run_then_kill(pair, ledger_path, tmp_path, path)
+    path = write_experiment(killed_run_experiment(pair.target, 200))
+    table, _ = run_then_kill(pair, ledger_path, tmp_path, path)
     (entry,) = Ledger(ledger_path).open_entries()
     token = entry.recipe["token"]
     ports = entry.recipe["ports"]
@@ -420,7 +339,7 @@ def test_gameday_validate_shows_every_bad_argument(
     write_experiment: Callable[..., Path],
     gameday: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
-    experiment = _killed_run_experiment_for("netns:gdt-not-touched", 10)
+    experiment = killed_run_experiment("netns:gdt-not-touched", 10)
     arguments = experiment["method"][0]["provider"]["arguments"]
     arguments.update(patterns=["a*b", "ok.test"], error="oops", percent=0)
     result = gameday("validate", str(write_experiment(experiment)))

@@ -38,10 +38,18 @@ import dns.message
 import dns.query
 import dns.rcode
 import pytest
-from pyroute2 import Conntrack
 from support import k8s_emulator
-from support.dns_netlab import SERVER_IP, ResolverPair, host_tables, netns_tables, resolver_pair
-from support.harness import cli_env, gameday_argv, wait_for
+from support.dns_errors import (
+    RECORDS,
+    address,
+    ask,
+    conntrack_to,
+    killed_run_experiment,
+    run_then_kill,
+    two_names,
+)
+from support.dns_netlab import SERVER_IP, ResolverPair, host_tables, netns_tables
+from support.harness import wait_for
 from support.servers import sshd
 
 from chaos_ext._core.ledger import Ledger
@@ -51,7 +59,6 @@ from chaos_ext.dns.actions import inject_dns_errors, remove_dns_errors
 from chaos_ext.dns.plan import plan_inject_dns_errors
 
 T = TypeVar("T")
-RECORDS = {"a.test": "10.77.5.1", "b.test": "10.77.5.2"}
 CONTAINER_ID = "ab12" * 16
 pytestmark = [
     pytest.mark.timeout(240),
@@ -67,25 +74,6 @@ def _inside(pair: ResolverPair, func: Callable[[], T]) -> T:
     return run_in_netns(f"/run/netns/{pair.client_ns}", func, timeout=120)
 
 
-def ask(pair: ResolverPair, name: str, *, tcp: bool = False) -> Any:
-    """One query from inside the client namespace: the answer, or None (timeout)."""
-    query = dns.message.make_query(name, "A")
-
-    def send() -> Any:
-        try:
-            if tcp:
-                return dns.query.tcp(query, SERVER_IP, timeout=1.0)
-            return dns.query.udp(query, SERVER_IP, timeout=1.0)
-        except dns.exception.Timeout:
-            return None
-
-    return _inside(pair, send)
-
-
-def address(message: Any) -> str:
-    return str(message.answer[0][0]) if message is not None and message.answer else ""
-
-
 def proxies(token: str) -> list[int]:
     """The node's proxy for this entry, by its file in /proc (an independent look)."""
     wanted = f"{_dnserr_remote.RUN_DIR}/{token}.pyz"
@@ -99,17 +87,6 @@ def proxies(token: str) -> list[int]:
             if wanted.encode() in cmdline.split(b"\0"):
                 found.append(int(entry))
     return found
-
-
-def conntrack_to(pair: ResolverPair, ports: list[int]) -> list[str]:
-    def dump() -> list[str]:
-        ct = Conntrack()
-        try:
-            return [str(e) for e in ct.dump_entries() if e.tuple_reply.sport in ports]
-        finally:
-            ct.close()
-
-    return _inside(pair, dump)
 
 
 def assert_nothing_left(pair: ResolverPair, applied: dict[str, Any]) -> None:
@@ -129,10 +106,8 @@ def assert_errors_on(pair: ResolverPair) -> None:
 
 @pytest.fixture
 def pair(ledger_path: Path) -> Iterator[ResolverPair]:
-    before = host_tables()
-    with resolver_pair(records=RECORDS, zones=["test"]) as made:
+    with two_names() as made:
         yield made
-    assert host_tables() == before, "the host's own ruleset changed"
 
 
 @pytest.fixture
@@ -344,40 +319,6 @@ def test_the_node_proxy_is_a_zip_of_standard_library_modules_only(tmp_path: Path
     assert done.returncode == 0, done.stderr
 
 
-def _experiment_on(node: dict[str, Any], duration: float) -> dict[str, Any]:
-    """A run that injects on the node and then waits (to be SIGKILLed meanwhile)."""
-    return {
-        "title": "DNS errors on a node, runner killed",
-        "description": "the fault on the node must end at its deadline",
-        "configuration": node["configuration"],
-        "secrets": {"node": node["secrets"]},
-        "method": [
-            {
-                "type": "action",
-                "name": "nxdomain-for-a",
-                "provider": {
-                    "type": "python",
-                    "module": "chaos_ext.dns.actions",
-                    "func": "inject_dns_errors",
-                    "secrets": ["node"],
-                    "arguments": {
-                        "patterns": ["a.*"],
-                        "error": "nxdomain",
-                        "target": node["target"],
-                        "resolvers": [SERVER_IP],
-                        "duration_seconds": duration,
-                    },
-                },
-            },
-            {
-                "type": "probe",
-                "name": "wait",
-                "provider": {"type": "process", "path": "sleep", "arguments": "90", "timeout": 120},
-            },
-        ],
-    }
-
-
 @pytest.mark.undoes("dns-errors")
 @pytest.mark.slow
 def test_sigkill_of_the_runner_the_node_fault_ends_at_its_deadline_over_ssh(
@@ -390,21 +331,12 @@ def test_sigkill_of_the_runner_the_node_fault_ends_at_its_deadline_over_ssh(
     """The runner (in the client namespace, where the node's sshd listens) is SIGKILLed with
     the fault on; its watchdog reconnects from the ledger's connection and undoes it."""
     duration = 8.0
-    path = write_experiment(_experiment_on(node, duration))
-    argv = ["ip", "netns", "exec", pair.client_ns]
-    runner = subprocess.Popen(
-        [*argv, *gameday_argv("run", "--journal", str(tmp_path / "journal.json"), str(path))],
-        env=cli_env(ledger_path),
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    experiment = killed_run_experiment(
+        node["target"], duration, node["configuration"], node["secrets"]
     )
-    try:
-        wait_for(lambda: len(netns_tables(pair.client_ns)) == 1, 90, "the run's table")
-        seen = time.monotonic()
-    finally:
-        runner.send_signal(signal.SIGKILL)
-        runner.wait(timeout=10)
+    prefix = ["ip", "netns", "exec", pair.client_ns]
+    path = write_experiment(experiment)
+    _, seen = run_then_kill(pair, ledger_path, tmp_path, path, prefix)
     assert ask(pair, "a.test").rcode() == dns.rcode.NXDOMAIN  # still on, the runner dead
     (entry,) = Ledger(ledger_path).open_entries()
     token = entry.recipe["token"]
