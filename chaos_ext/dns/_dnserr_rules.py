@@ -40,12 +40,11 @@ arrives on tells the proxy which resolver it was sent to.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chaos_ext.dns import _nft_json
 from chaos_ext.dns._dnserr import Address, ErrorSpec
-from chaos_ext.errors import InvalidArgument
 
 __all__ = [
     "FAMILY",
@@ -59,8 +58,9 @@ __all__ = [
     "table_name",
 ]
 
-FAMILY = "inet"
+FAMILY = _nft_json.FAMILY
 TABLE_PREFIX = "gameday_dnserr_"
+_TABLES = _nft_json.OurTables(TABLE_PREFIX)
 CHAIN = "dns_redirect"
 ZONE_CHAIN = "dns_zone"
 #: nftables' priorities: ``raw`` (-300, before conntrack) and ``dstnat`` (-100).
@@ -69,24 +69,15 @@ DSTNAT = -100
 #: Where a UDP query's name starts, in bits from the transport header (UDP 8 + DNS 12 bytes).
 QNAME_BITS = (8 + 12) * 8
 _CHUNK = 4  # bytes per compared word: JSON integers stay far below 2**63
-_TOKEN = re.compile(r"^[0-9a-f]{8,16}$")
-_OURS = re.compile(rf"^{TABLE_PREFIX}[0-9a-f]{{8,16}}$")
-
-
-def table_name(token: str) -> str:
-    """Our table's name for a fault token: the ledger entry id, which is also the proxy's
-    helper token (so a table found without its entry still names its proxy)."""
-    if not _TOKEN.match(token):
-        raise InvalidArgument(f"table token {token!r} is not 8-16 hex characters")
-    return f"{TABLE_PREFIX}{token}"
-
-
-def is_our_table(name: str) -> bool:
-    return bool(_OURS.match(name))
-
-
-def _match(left: dict[str, Any], right: Any, op: str = "==") -> dict[str, Any]:
-    return {"match": {"op": op, "left": left, "right": right}}
+#: Our table's name for a fault token: the ledger entry id, which is also the proxy's
+#: helper token (so a table found without its entry still names its proxy).
+table_name = _TABLES.name
+is_our_table = _TABLES.ours
+#: Our tables in a ``list tables`` answer (other tables are never looked at).
+our_tables = _TABLES.in_listing
+#: Delete exactly our table (its chains and rules with it).
+delete_document = _TABLES.delete_document
+_match = _nft_json.match
 
 
 def _wire(pattern: str) -> tuple[bytes, bytes]:
@@ -212,26 +203,10 @@ def ruleset(
     }
 
 
-def delete_document(table: str) -> dict[str, Any]:
-    """Delete exactly our table (its chain and rules with it)."""
-    return {"nftables": [{"delete": {"table": {"family": FAMILY, "name": table}}}]}
-
-
-def our_tables(listing: Mapping[str, Any] | None) -> list[str]:
-    """Our tables in a ``list tables`` answer (other tables are never looked at)."""
-    items = list((listing or {}).get("nftables", []))
-    names = [
-        item["table"]["name"]
-        for item in items
-        if "table" in item and item["table"].get("family") == FAMILY
-    ]
-    return sorted(name for name in names if is_our_table(name))
-
-
 def redirects_of(listing: Mapping[str, Any] | None, table: str) -> tuple[int, list[int]]:
     """(the DNS port redirected, the proxy ports) read back from ``list table``'s answer."""
     dport, ports = 0, set()
-    for item in (listing or {}).get("nftables", []):
+    for item in _nft_json.items(listing):
         rule = item.get("rule")
         if not rule or rule.get("table") != table:
             continue

@@ -26,12 +26,12 @@ upstream resolver.
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from chaos_ext._core.validation import require_range
+from chaos_ext.dns import _nft_json
 from chaos_ext.errors import InvalidArgument
 
 __all__ = [
@@ -47,8 +47,9 @@ __all__ = [
     "table_name",
 ]
 
-FAMILY = "inet"
+FAMILY = _nft_json.FAMILY
 TABLE_PREFIX = "gameday_dnsrate_"
+_TABLES = _nft_json.OurTables(TABLE_PREFIX)
 LIMIT = "dns_pps"
 SEEN = "dns_packets"
 DROPPED = "dns_dropped"
@@ -58,8 +59,6 @@ VPC_RESOLVER_PPS = 1024
 MAX_PPS = 10_000_000
 MAX_DURATION = 86_400
 MAX_RESOLVERS = 32
-_TOKEN = re.compile(r"^[0-9a-f]{8,16}$")
-_OURS = re.compile(rf"^{TABLE_PREFIX}[0-9a-f]{{8,16}}$")
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -120,19 +119,15 @@ def check_limit_arguments(arguments: Mapping[str, Any]) -> RateLimitSpec:
     return RateLimitSpec(pps, burst, port, _resolvers(arguments.get("resolvers")))
 
 
-def table_name(token: str) -> str:
-    """Our table's name for a fault token (hex, e.g. the first 12 chars of a uuid4)."""
-    if not _TOKEN.match(token):
-        raise InvalidArgument(f"table token {token!r} is not 8-16 hex characters")
-    return f"{TABLE_PREFIX}{token}"
-
-
-def is_our_table(name: str) -> bool:
-    return bool(_OURS.match(name))
-
-
-def _match(left: dict[str, Any], right: Any, op: str = "==") -> dict[str, Any]:
-    return {"match": {"op": op, "left": left, "right": right}}
+#: Our table's name for a fault token (hex, e.g. the first 12 chars of a uuid4).
+table_name = _TABLES.name
+is_our_table = _TABLES.ours
+#: Our tables in a ``list tables`` answer (other tables are never looked at).
+our_tables = _TABLES.in_listing
+#: Delete exactly our table (and with it its chain, limit and counters).
+delete_document = _TABLES.delete_document
+_match = _nft_json.match
+_items = _nft_json.items
 
 
 def _rules(spec: RateLimitSpec, where: dict[str, str]) -> list[dict[str, Any]]:
@@ -191,25 +186,6 @@ def ruleset(spec: RateLimitSpec, table: str) -> dict[str, Any]:
             *_rules(spec, where),
         ]
     }
-
-
-def delete_document(table: str) -> dict[str, Any]:
-    """Delete exactly our table (and with it its chain, limit and counters)."""
-    return {"nftables": [{"delete": {"table": {"family": FAMILY, "name": table}}}]}
-
-
-def _items(listing: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    return list((listing or {}).get("nftables", []))
-
-
-def our_tables(listing: Mapping[str, Any] | None) -> list[str]:
-    """Our tables in a ``list tables`` answer (other tables are never looked at)."""
-    names = [
-        item["table"]["name"]
-        for item in _items(listing)
-        if "table" in item and item["table"].get("family") == FAMILY
-    ]
-    return sorted(name for name in names if is_our_table(name))
 
 
 def counters_of(listing: Mapping[str, Any] | None, table: str) -> dict[str, Any]:
