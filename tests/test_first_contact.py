@@ -64,6 +64,19 @@ def _our_probe_experiment() -> dict[str, object]:
     }
 
 
+def _cli(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> Any:
+    """Run ``argv`` (the CLI, or python -c) in ``cwd`` with a ledger there; its output kept."""
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env=env or cli_env(cwd / "ledger.sqlite3"),
+        cwd=cwd,
+        check=False,
+    )
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(("flags", "shown"), [([], False), (["--debug"], True)])
 @pytest.mark.parametrize(
@@ -78,15 +91,7 @@ def test_library_noise_shows_only_with_debug(
 ) -> None:
     experiment = tmp_path / "prom.json"
     experiment.write_text(json.dumps(experiment_of()))
-    done = subprocess.run(
-        gameday_argv(*flags, "run", "--settle", "0", str(experiment)),
-        capture_output=True,
-        text=True,
-        timeout=100,
-        env=cli_env(tmp_path / "ledger.sqlite3"),
-        cwd=tmp_path,
-        check=False,
-    )
+    done = _cli(gameday_argv(*flags, "run", "--settle", "0", str(experiment)), tmp_path)
     assert done.returncode == 4, done.stderr  # unsteady: the probe could not measure
     assert (noise in done.stderr) is shown, done.stderr
 
@@ -99,15 +104,7 @@ def test_an_error_naming_the_sandbox_extra_prints_its_brackets(tmp_path: Path) -
         "from chaos_ext.cli.main import main\n"
         "sys.exit(main(['--no-color', 'sandbox', 'up']))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        env=cli_env(tmp_path / "ledger.sqlite3"),
-        cwd=tmp_path,
-        check=False,
-    )
+    done = _cli([sys.executable, "-c", code], tmp_path)
     assert done.returncode == 3, done.stderr
     assert "pip install 'chaos_ext[sandbox]'" in done.stderr, done.stderr
 
@@ -128,15 +125,7 @@ def test_an_exception_text_with_brackets_is_printed_whole(tmp_path: Path) -> Non
         "cli._parse = parsed\n"
         "sys.exit(cli.main(['--no-color', 'faults']))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=50,
-        env=cli_env(tmp_path / "ledger.sqlite3"),
-        cwd=tmp_path,
-        check=False,
-    )
+    done = _cli([sys.executable, "-c", code], tmp_path)
     assert done.returncode == 2, done.stderr
     assert "RuntimeError: pip install 'chaos_ext[sandbox]' [bold]as is[/bold]" in done.stderr
 
@@ -194,14 +183,8 @@ def test_no_kubeconfig_is_one_refusal_line_naming_where_it_looked(
 ) -> None:
     experiment = tmp_path / "drain.json"
     experiment.write_text(json.dumps(DRAIN_EXPERIMENT))
-    done = subprocess.run(
-        gameday_argv("--no-color", *command, str(experiment)),
-        capture_output=True,
-        text=True,
-        timeout=100,
-        env=_no_cluster_env(tmp_path),
-        cwd=tmp_path,
-        check=False,
+    done = _cli(
+        gameday_argv("--no-color", *command, str(experiment)), tmp_path, _no_cluster_env(tmp_path)
     )
     assert done.returncode == 3, done.stderr
     assert "urllib3" not in done.stderr and "localhost" not in done.stderr, done.stderr
