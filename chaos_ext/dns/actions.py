@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,15 +14,13 @@ from chaos_ext._core.contract import (
     roll_back,
     rollback_activity,
 )
-from chaos_ext._core.failpoint import failpoint
-from chaos_ext._core.ledger import Entry, default_ledger, fault, undo, undo_after
+from chaos_ext._core.ledger import default_ledger, fault, undo, undo_after
 from chaos_ext._core.rbac import needs_k8s
-from chaos_ext._core.targets.identity import NETNS_KEY, entries_on, namespace_key
+from chaos_ext._core.targets.identity import entries_on
 from chaos_ext._core.targets.pod import RULES as POD_RULES
-from chaos_ext._core.targets.remote import identity_of
-from chaos_ext._core.targets.spec import LOCAL_KINDS, parse_target
+from chaos_ext._core.targets.spec import parse_target
 from chaos_ext._core.validation import PARSED, validated_by
-from chaos_ext.dns import _dnserr_actions, _nft, _ratelimit, _sweep
+from chaos_ext.dns import _dnserr_actions, _ratelimit, _ratelimit_actions, _sweep
 from chaos_ext.dns._checks import (
     check_flood,
     check_saturation,
@@ -40,7 +36,7 @@ from chaos_ext.dns._tally import FloodPlan
 from chaos_ext.dns._tcp_holder import CONNECT_WAVE
 from chaos_ext.dns._wire import query_wire
 from chaos_ext.dns.errors import DnsError
-from chaos_ext.errors import ChaosExtError, TargetGone
+from chaos_ext.errors import ChaosExtError
 
 __all__ = [
     "flood_dns",
@@ -137,30 +133,6 @@ def saturate_dnsmasq_tcp(
     }
 
 
-def _release_hold(entry: Entry) -> str:
-    stopped = _helper.stop_helpers(entry.id)
-    if stopped:
-        return f"stopped the helper holding TCP connections to {entry.target}; all closed"
-    return _no_holder_note(entry, time.time())
-
-
-def _no_holder_note(entry: Entry, now: float) -> str:
-    """Why no helper was found, as far as the entry tells: never ready, ended early, or done."""
-    if "pid" not in entry.recipe:  # recorded once the helper was ready
-        # what was seen, not what is assumed: a start cut short may have held connections
-        return (
-            f"no helper holding connections to {entry.target} is running: its start did not"
-            " complete (no pid was recorded; a start cut short ends its helper)"
-        )
-    hold = entry.recipe.get("hold_seconds")
-    if hold is not None and now < entry.created_at + float(hold):
-        return (
-            f"no helper left holding connections to {entry.target}: it ended before its"
-            " hold time (stopped already, or it died)"
-        )
-    return f"no helper left holding connections to {entry.target} (hold time elapsed)"
-
-
 @rollback_activity
 @validated_by()
 def release_dnsmasq_tcp(
@@ -252,12 +224,6 @@ def flood_dns(
     }
 
 
-def _stop_flood(entry: Entry) -> str:
-    # One worker runs inside the action and ends with it; more run as helper processes.
-    stopped = _helper.stop_helpers(entry.id)
-    return f"stopped {stopped} flood worker(s) of {entry.target}" if stopped else "flood over"
-
-
 @rollback_activity
 @validated_by()
 def stop_dns_flood(
@@ -325,63 +291,9 @@ def limit_dns_rate(
     > 0 removes it by itself. Probe the drops with ``dns_rate_limit_drops``.
     Returns the table, the limit, what the kernel loaded and ``ledger_id``.
     """
-    spec = parsed  # checked and parsed once, by @validated_by
-    where = parse_target(target)
-    table = _ratelimit.table_name(uuid.uuid4().hex[:12])
-    with _nft.runner_for(where, configuration, secrets) as (runner, connection):
-        preflight = runner.preflight()
-        present = _nft.list_ours(runner)
-        if present:
-            raise DnsError(
-                f"{where.where} already has a DNS rate limit ({', '.join(present)}):"
-                " remove it first (remove_dns_rate_limit)"
-            )
-        recipe: dict[str, Any] = {
-            "target": target,
-            "table": table,
-            "spec": spec.as_dict(),
-            "connection": connection,
-        }
-        if where.kind in LOCAL_KINDS:  # which namespace, whatever the spelling
-            recipe[NETNS_KEY] = namespace_key(where)
-        with fault(
-            kind=RATE_KIND,
-            target=where.where,
-            recipe=recipe,
-            module=__name__,
-            identity=identity_of(connection),
-        ) as entry:
-            runner.run(_ratelimit.ruleset(spec, table))
-            failpoint(f"{RATE_KIND}.mid-apply")  # loaded, not yet read back
-            loaded = _nft.counters(runner, table)
-    if duration_seconds:
-        undo_after(entry, float(duration_seconds))
-    return {
-        "target": where.where,
-        "table": f"{_ratelimit.FAMILY} {table}",
-        LEDGER_ID: entry.id,
-        **spec.as_dict(),
-        "duration_seconds": duration_seconds,
-        "kernel": preflight["kernel"],
-        "via": preflight["via"],
-        "loaded_pps": loaded["pps"],
-        "loaded_burst": loaded["burst"],
-    }
-
-
-def _undo_rate_limit(entry: Entry) -> str:
-    recipe = entry.recipe
-    where = parse_target(recipe["target"])
-    try:
-        connection, key = recipe.get("connection", {}), recipe.get(NETNS_KEY)
-        with _nft.runner_from_recipe(where, connection, key) as runner:
-            failpoint(f"{RATE_KIND}.mid-undo")  # reconnected, the table not yet deleted
-            deleted = _nft.delete_table(runner, recipe["table"])
-    except TargetGone as exc:
-        return f"{entry.target}: target gone, and the limit with it ({exc})"
-    if not deleted:
-        return f"{entry.target}: table {recipe['table']} already gone"
-    return f"{entry.target}: table {_ratelimit.FAMILY} {recipe['table']} deleted"
+    return _ratelimit_actions.apply_rate_limit(
+        parsed, target, float(duration_seconds), configuration, secrets
+    )
 
 
 @rollback_activity

@@ -6,14 +6,9 @@ from chaos_ext._core.helper_kind import HELPERS
 from chaos_ext._core.ledger import FAULT_KINDS, LOCAL, FaultKind, Scan
 from chaos_ext.dns._dnserr_actions import KIND as ERRORS_KIND
 from chaos_ext.dns._dnserr_actions import undo_dns_errors
-from chaos_ext.dns.actions import (
-    FLOOD_KIND,
-    HOLD_KIND,
-    RATE_KIND,
-    _release_hold,
-    _stop_flood,
-    _undo_rate_limit,
-)
+from chaos_ext.dns._helper_undo import release_hold, stop_flood
+from chaos_ext.dns._ratelimit_actions import RATE_KIND, undo_rate_limit
+from chaos_ext.dns.actions import FLOOD_KIND, HOLD_KIND
 from chaos_ext.dns.leftovers import find_tables
 from chaos_ext.dns.plan import (
     plan_flood_dns,
@@ -31,7 +26,7 @@ HOLD = FaultKind(
     module=_MODULE,
     actions={"saturate_dnsmasq_tcp": plan_saturate_dnsmasq_tcp},
     rollback="release_dnsmasq_tcp",
-    undo=_release_hold,
+    undo=release_hold,
     scan=HELPERS,
     ends_by_itself="at hold_seconds (the helper's own cap, the timer and the watchdog)",
     failpoints=("helper.started", "helper.stopping"),
@@ -43,7 +38,7 @@ FLOOD = FaultKind(
     module=_MODULE,
     actions={"flood_dns": plan_flood_dns},
     rollback="stop_dns_flood",
-    undo=_stop_flood,
+    undo=stop_flood,
     scan=HELPERS,
     ends_by_itself="at duration_seconds or max_queries (the flood's own bounds)",
     failpoints=("dns-flood.mid-apply", "undo.before-close"),
@@ -55,7 +50,7 @@ RATE_LIMIT = FaultKind(
     module=_MODULE,
     actions={"limit_dns_rate": plan_limit_dns_rate},
     rollback="remove_dns_rate_limit",
-    undo=_undo_rate_limit,
+    undo=undo_rate_limit,
     scan=Scan(
         "nft tables",
         "nft tables inet gameday_dnsrate_<id> in every network namespace",

@@ -19,7 +19,8 @@ from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.helper import find_helpers, stop_helpers
 from chaos_ext._core.ledger import Ledger
 from chaos_ext._products.sandbox.servers.dnsmasq import Dnsmasq
-from chaos_ext.dns.actions import _no_holder_note, release_dnsmasq_tcp, saturate_dnsmasq_tcp
+from chaos_ext.dns._helper_undo import no_holder_note
+from chaos_ext.dns.actions import release_dnsmasq_tcp, saturate_dnsmasq_tcp
 from chaos_ext.dns.errors import DnsError
 from chaos_ext.dns.probes import dns_resolution_stats, dnsmasq_child_processes
 from chaos_ext.errors import InvalidArgument
@@ -212,6 +213,6 @@ def test_the_release_says_why_no_holder_was_left(dns_server: Dnsmasq, dns_ledger
     )
     entry = Ledger(dns_ledger).history()[0]
     later = entry.created_at + 61
-    assert _no_holder_note(entry, later).endswith("(hold time elapsed)")
+    assert no_holder_note(entry, later).endswith("(hold time elapsed)")
     never = replace(entry, recipe={k: v for k, v in entry.recipe.items() if k != "pid"})
-    assert "its start did not complete" in _no_holder_note(never, later)
+    assert "its start did not complete" in no_holder_note(never, later)
