@@ -144,6 +144,7 @@ class NodeSide:
             (["nft", "--version"], "nft (Debian nftables)"),
             (["python3", "-c", _PYTHON_CHECK], "python3 3.9 or later (the proxy runs on it)"),
             (["setsid", "--version"], "setsid (util-linux)"),
+            (["pgrep", "--version"], "pgrep (procps: the undo finds the proxy with it)"),
         ):
             if session.run(argv).exit_code != 0:
                 raise PreflightFailed(f"{self.where} has no {need}: install it on the node")

@@ -53,10 +53,12 @@ from support.harness import wait_for
 from support.servers import sshd
 
 from chaos_ext._core.ledger import Ledger
+from chaos_ext._core.rbac import Rule, rbac_of
 from chaos_ext._core.targets.netns import run_in_netns
 from chaos_ext.dns import _dnserr, _dnserr_remote
 from chaos_ext.dns.actions import inject_dns_errors, remove_dns_errors
 from chaos_ext.dns.plan import plan_inject_dns_errors
+from chaos_ext.errors import PreflightFailed
 
 T = TypeVar("T")
 CONTAINER_ID = "ab12" * 16
@@ -347,3 +349,39 @@ def test_sigkill_of_the_runner_the_node_fault_ends_at_its_deadline_over_ssh(
     assert glob.glob(f"{_dnserr_remote.RUN_DIR}/{token}.*") == []
     assert address(ask(pair, "a.test")) == RECORDS["a.test"]
     assert "redirected flow(s) forgotten" in str(Ledger(ledger_path).history()[0].note)
+
+
+def test_pod_targets_declare_their_rbac() -> None:
+    for activity in (inject_dns_errors, remove_dns_errors):
+        assert set(rbac_of(activity)) == {
+            Rule("", "pods", ("get",)),
+            Rule("", "nodes", ("get",), cluster_scoped=True),
+        }
+
+
+def test_a_node_without_python3_is_refused_before_anything_is_recorded(
+    pair: ResolverPair, tmp_path: Path, ledger_path: Path
+) -> None:
+    """The node's PATH has nft, cat, setsid and pgrep but no python3: one clear refusal."""
+    bin_dir = tmp_path / "node-bin"
+    bin_dir.mkdir()
+    for tool in ("nft", "cat", "setsid", "pgrep"):
+        found = shutil.which(tool)
+        assert found is not None, tool
+        (bin_dir / tool).symlink_to(found)
+    prefix = ["ip", "netns", "exec", pair.client_ns]
+    with sshd.start(workdir=tmp_path / "sshd", netns_prefix=prefix, path=str(bin_dir)) as server:
+        arguments = {
+            "target": f"ssh:{server.host}:{server.port}",
+            "configuration": {"ssh_known_hosts": str(server.known_hosts)},
+            "secrets": {"ssh_user": "root", "ssh_key_file": str(server.client_key)},
+        }
+        with pytest.raises(PreflightFailed, match=r"has no python3 3\.9 or later"):
+            _inside(
+                pair,
+                lambda: inject_dns_errors(
+                    ["a.test"], "nxdomain", resolvers=[SERVER_IP], **arguments
+                ),
+            )
+    assert netns_tables(pair.client_ns) == []
+    assert not ledger_path.exists() or Ledger(ledger_path).history() == []
