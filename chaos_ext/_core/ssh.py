@@ -20,10 +20,12 @@ connection, authentication and command has a timeout.
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import hashlib
 import io
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -33,7 +35,32 @@ import paramiko
 
 from chaos_ext.errors import InvalidArgument, TargetMismatch, TransportError
 
-__all__ = ["CommandOutput", "SshSession", "SshSettings", "fingerprint"]
+__all__ = ["CommandOutput", "SshSession", "SshSettings", "fingerprint", "shared_connections"]
+
+#: Within :func:`shared_connections`: settings -> (connected client, its host key).
+_SHARED: contextvars.ContextVar[dict[SshSettings, tuple[paramiko.SSHClient, str]] | None] = (
+    contextvars.ContextVar("gameday_ssh_shared", default=None)
+)
+
+
+@contextlib.contextmanager
+def shared_connections() -> Iterator[None]:
+    """Within this block (in this thread), sessions with the same settings share one
+    connection, closed when the block ends.
+
+    For read-only work that opens several sessions to one host in a row: the plans
+    before a run (each action's reachability check, then its preflight) would
+    otherwise authenticate once per check. A session that pins a host key (an undo's
+    reconnect) never shares: it always makes and checks its own connection.
+    """
+    pool: dict[SshSettings, tuple[paramiko.SSHClient, str]] = {}
+    token = _SHARED.set(pool)
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+        for client, _ in pool.values():
+            client.close()
 
 
 @dataclass(frozen=True)
@@ -147,6 +174,7 @@ class SshSession:
         self.expect_host_key = expect_host_key
         self.host_key = ""
         self._client = paramiko.SSHClient()
+        self._shared = False  # the client belongs to shared_connections(): not closed here
 
     def __enter__(self) -> SshSession:
         self.connect()
@@ -155,7 +183,8 @@ class SshSession:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._client.close()
+        if not self._shared:
+            self._client.close()
 
     def _pkey(self) -> paramiko.PKey | None:
         s = self.settings
@@ -167,6 +196,19 @@ class SshSession:
         return None
 
     def connect(self) -> None:
+        pool = _SHARED.get() if not self.expect_host_key else None
+        if pool is not None and self.settings in pool:
+            client, host_key = pool[self.settings]
+            transport = client.get_transport()
+            if transport is not None and transport.is_active():
+                self._client, self.host_key, self._shared = client, host_key, True
+                return
+        self._connect()
+        if pool is not None:
+            pool[self.settings] = (self._client, self.host_key)
+            self._shared = True
+
+    def _connect(self) -> None:
         s = self.settings
         known = Path(s.known_hosts).expanduser()
         if known.exists():

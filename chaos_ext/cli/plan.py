@@ -169,6 +169,8 @@ def plan_experiment(
     secret_vars: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per action of the method, with its plan (or why there is none)."""
+    from chaos_ext._core.ssh import shared_connections  # noqa: PLC0415 - paramiko on demand
+
     configuration = load_configuration(
         dict(experiment.get("configuration") or {}), dict(config_vars or {})
     )
@@ -178,10 +180,11 @@ def plan_experiment(
     declared = _declared(experiment)
     redactor = Redactor(secret_values(secrets))
     rows = []
-    for step in experiment.get("method") or []:
-        activity = declared.get(step["ref"], step) if "ref" in step else step
-        if activity.get("type") == "action":
-            rows.append(redactor.value(_plan_one(activity, configuration, secrets)))
+    with shared_connections():  # one SSH login per node for all the plans' checks
+        for step in experiment.get("method") or []:
+            activity = declared.get(step["ref"], step) if "ref" in step else step
+            if activity.get("type") == "action":
+                rows.append(redactor.value(_plan_one(activity, configuration, secrets)))
     return rows
 
 
