@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["cleanup_on_node", "forget_command", "main"]
+__all__ = ["cleanup_on_node", "forget_commands", "main"]
 
 
 def _quietly(argv: list[str]) -> None:
@@ -36,18 +36,22 @@ def _quietly(argv: list[str]) -> None:
         )
 
 
-def forget_command(family: str, protocol: str, port: int) -> list[str]:
-    """The ``conntrack`` command that deletes the flows whose reply comes from ``port``."""
-    return ["conntrack", "-D", "-f", family, "-p", protocol, "--reply-port-src", str(port)]
+def forget_commands(ports: list[int]) -> list[list[str]]:
+    """The ``conntrack`` commands that delete the flows whose reply comes from one of
+    ``ports`` (IPv4 and IPv6, UDP and TCP)."""
+    return [
+        ["conntrack", "-D", "-f", family, "-p", protocol, "--reply-port-src", str(port)]
+        for port in ports
+        for family in ("ipv4", "ipv6")
+        for protocol in ("udp", "tcp")
+    ]
 
 
 def cleanup_on_node(payload: dict[str, Any], ports: list[int]) -> None:
     """Delete our table, forget our flows (best effort: the undo checks), remove our files."""
     _quietly(["nft", "delete", "table", "inet", str(payload["table"])])
-    for port in ports:
-        for family in ("ipv4", "ipv6"):
-            for protocol in ("udp", "tcp"):
-                _quietly(forget_command(family, protocol, port))
+    for argv in forget_commands(ports):
+        _quietly(argv)
     stem = str(payload.get("files") or "")
     if stem:
         for path in glob.glob(glob.escape(stem) + ".*"):

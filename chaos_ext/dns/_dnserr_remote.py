@@ -31,6 +31,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from chaos_ext._core import procfs as _procfs
 from chaos_ext._core.contract import Configuration, Secrets
 from chaos_ext._core.targets.remote import RemoteShell, identity_of, open_remote
 from chaos_ext._core.targets.spec import Target
@@ -101,15 +102,11 @@ def forget_flows(shell: RemoteShell, ports: list[int]) -> int | None:
     if shell.session.run(["sh", "-c", "command -v conntrack"]).exit_code != 0:
         return None
     deleted = 0
-    for port in ports:
-        for family in ("ipv4", "ipv6"):
-            for protocol in ("udp", "tcp"):
-                done = shell.run(_dnserr_node.forget_command(family, protocol, port))
-                words = (
-                    done.stderr.split()
-                )  # "conntrack v1.4.7 (conntrack-tools): 2 flow entries..."
-                at = words.index("flow") if "flow" in words else 0
-                deleted += int(words[at - 1]) if at and words[at - 1].isdigit() else 0
+    for argv in _dnserr_node.forget_commands(ports):
+        # "conntrack v1.4.7 (conntrack-tools): 2 flow entries have been deleted."
+        words = shell.run(argv).stderr.split()
+        at = words.index("flow") if "flow" in words else 0
+        deleted += int(words[at - 1]) if at and words[at - 1].isdigit() else 0
     return deleted
 
 
@@ -135,8 +132,6 @@ class NodeSide:
 
     def preflight(self) -> None:
         status = self.shell.check(["cat", "/proc/self/status"])
-        from chaos_ext._core import procfs as _procfs  # noqa: PLC0415
-
         if not _procfs.has_capability(_procfs.CAP_NET_ADMIN, status):
             raise PrivilegeMissing(f"no CAP_NET_ADMIN on {self.where}: use a root SSH user")
         session = self.shell.session
