@@ -15,8 +15,9 @@
 # a damaged ledger on purpose, a `gameday rollback` of the other lane names it and exits 2
 # (seen in the crash matrix's dns-rate-limit cells). Those tests carry the `orphans` marker:
 # both lanes deselect them, and they run alone after both lanes have ended.
-# The default since 2026-12-06: the serial session measured 50-55 min on 2 cores (over the
-# 45-minute goal), the two lanes about 30. The abort-during-control-setup defect the first
+# The default since 2026-12-06: the last serial CI ran 49:44 of tests on 2 cores (over the
+# 45-minute goal); the two lanes' CI of 2026-12-06 took 35:22 in all (lanes 31:11 and 25:54,
+# then 2:25 of `orphans` tests). The abort-during-control-setup defect the first
 # measured LANES=2 run found is fixed (tests/prometheus/test_abort_outside_run_loop.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
