@@ -62,8 +62,8 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-# two pytest sessions at once, one per core (LANES=1: one serial session; PYTEST_ARGS:
-# one serial session of those arguments), see scripts/test-lanes.sh
+# one serial session (LANES=2: two pytest sessions at once, one per core; not the default,
+# see scripts/test-lanes.sh)
 unit: venv
 	@PY=$(PY) scripts/test-lanes.sh $(PYTEST_ARGS)
 

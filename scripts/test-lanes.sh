@@ -8,21 +8,23 @@
 # folder (and so its own ledger markers); every test already uses its own ledger, ports,
 # network namespaces and servers. Exit status: non-zero if either lane failed.
 # The sandbox lane's output goes to reports/test-lane-sandbox.log and is shown at the end.
-#   scripts/test-lanes.sh              the two lanes (the default: make test, .ci/run)
-#   LANES=1 scripts/test-lanes.sh      one serial session of everything
+#   LANES=2 scripts/test-lanes.sh      the two lanes (opt-in, see below)
+#   scripts/test-lanes.sh              one serial session of everything (the default)
 #   scripts/test-lanes.sh ARGS...      one serial session: pytest ARGS (e.g. a folder, -x)
 # The orphan scan is machine-wide by design, so while a test of one lane leaves an orphan or
 # a damaged ledger on purpose, a `gameday rollback` of the other lane names it and exits 2
 # (seen in the crash matrix's dns-rate-limit cells). Those tests carry the `orphans` marker:
 # both lanes deselect them, and they run alone after both lanes have ended.
-# The default since 2026-12-06: the last serial CI ran 49:44 of tests on 2 cores (over the
-# 45-minute goal); the two lanes' CI of 2026-12-06 took 35:22 in all (lanes 31:11 and 25:54,
-# then 2:25 of `orphans` tests). The abort-during-control-setup defect the first
+# Not the default: the last serial CI ran 49:44 of tests on 2 cores (over the 45-minute goal);
+# the two lanes' CIs of 2026-12-06 took 35:22-35:46, but 1 of 3 failed: a `gameday rollback`
+# in the main lane (tests/dns/test_dns_rate_limit.py, after a SIGKILLed run) named a
+# `_tcp_holder` helper of the sandbox lane as an orphan and exited 2. Until a session's orphan
+# scan cannot see another session's live helpers, two lanes stay opt-in. The abort-during-control-setup defect the first
 # measured LANES=2 run found is fixed (tests/prometheus/test_abort_outside_run_loop.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PY:-.venv/bin/python}"
-if [ "${LANES:-2}" != "2" ] || [ $# -gt 0 ]; then
+if [ "${LANES:-1}" != "2" ] || [ $# -gt 0 ]; then
   exec "$PY" -m pytest "$@"
 fi
 SANDBOX_LANE=(tests/sandbox tests/crash tests/test_truth_table.py)
